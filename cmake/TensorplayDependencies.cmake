@@ -1,0 +1,24 @@
+# Finds tensorplay's dependencies and defines imported targets for those that ship no CMake config
+# (CAF 0.17, NCCL). Used by the build and by the installed package config.
+include_guard(GLOBAL)
+include(CMakeFindDependencyMacro)
+
+set(BLA_VENDOR OpenBLAS)
+find_package(BLAS REQUIRED)
+find_package(Threads REQUIRED)
+find_package(spdlog CONFIG REQUIRED)
+find_package(ucx CONFIG REQUIRED)
+
+# CAF 0.17.6 from Debian: no CMake config, no pkg-config file.
+if(NOT TARGET caf::core)
+  find_path(CAF_INCLUDE_DIR caf/all.hpp REQUIRED)
+  find_library(CAF_CORE_LIBRARY caf_core REQUIRED)
+  find_library(CAF_IO_LIBRARY caf_io REQUIRED)
+  add_library(caf::core SHARED IMPORTED)
+  set_target_properties(caf::core PROPERTIES IMPORTED_LOCATION ${CAF_CORE_LIBRARY}
+    INTERFACE_INCLUDE_DIRECTORIES ${CAF_INCLUDE_DIR}
+    INTERFACE_LINK_LIBRARIES Threads::Threads)
+  add_library(caf::io SHARED IMPORTED)
+  set_target_properties(caf::io PROPERTIES IMPORTED_LOCATION ${CAF_IO_LIBRARY}
+    INTERFACE_LINK_LIBRARIES caf::core)
+endif()

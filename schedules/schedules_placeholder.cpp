@@ -1,0 +1,1 @@
+// Placeholder until the schedules layer has sources.

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Installs the Debian packages tensorplay builds against. Idempotent: installs only what is missing.
+set -euo pipefail
+
+packages=(build-essential cmake ninja-build libcaf-dev libucx-dev ucx-utils catch2 libspdlog-dev
+          libopenblas-dev libcli11-dev nlohmann-json3-dev)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "setup: all packages present"
+  exit 0
+fi
+
+echo "setup: installing ${missing[*]}"
+sudo_cmd=()
+[ "$(id -u)" -ne 0 ] && sudo_cmd=(sudo)
+export DEBIAN_FRONTEND=noninteractive
+"${sudo_cmd[@]}" apt-get update -qq
+"${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"

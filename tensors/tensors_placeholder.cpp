@@ -1,0 +1,1 @@
+// Placeholder until the tensors layer has sources.

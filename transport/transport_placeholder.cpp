@@ -1,0 +1,1 @@
+// Placeholder until the transport layer has sources.
