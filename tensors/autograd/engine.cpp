@@ -1,0 +1,272 @@
+// The backward engine. Nodes run in decreasing creation order once all their consumers have
+// contributed, as in PyTorch. The split backward follows only edges that lead to the requested
+// inputs (I) and stashes the other edges of those nodes for later (W); because every node computes
+// each input's gradient independently, and leaves accumulate in the same order, I then W gives
+// the same bits as a full backward.
+#include "tensors/autograd/engine.h"
+
+#include <functional>
+#include <queue>
+#include <stdexcept>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "tensors/autograd/node.h"
+#include "tensors/backend.h"
+
+namespace tensorplay::autograd {
+
+struct WeightGradStash::Entry {
+  std::shared_ptr<Node> node;
+  Tensor grad_output;
+  std::vector<bool> needed;
+};
+
+WeightGradStash::WeightGradStash() : entries_(std::make_unique<std::vector<Entry>>()) {}
+WeightGradStash::~WeightGradStash() = default;
+WeightGradStash::WeightGradStash(WeightGradStash&&) noexcept = default;
+WeightGradStash& WeightGradStash::operator=(WeightGradStash&&) noexcept = default;
+size_t WeightGradStash::size() const { return entries_ ? entries_->size() : 0; }
+std::vector<WeightGradStash::Entry>& WeightGradStash::entries() { return *entries_; }
+
+namespace {
+
+void accumulate_into_leaf(TensorImpl& leaf, const Tensor& g) {
+  if (g.shape() != leaf.shape) {
+    throw std::logic_error("autograd: gradient of shape " + to_string(g.shape()) +
+                           " for a leaf of shape " + to_string(leaf.shape));
+  }
+  Tensor src = g.dtype() == leaf.dtype ? g : g.to(leaf.dtype);
+  if (!leaf.grad) {
+    Tensor fresh = zeros(leaf.shape, {.dtype = leaf.dtype, .device = leaf.storage->device()});
+    leaf.grad = fresh.impl_ptr();
+  }
+  Tensor acc(leaf.grad);
+  int64_t n = acc.numel();
+  int64_t stride = 1;
+  backend_for(acc.device())
+      .binary(BinaryOp::Add, acc.data<float>(), &stride, src.data<float>(), &stride,
+              acc.data<float>(), &n, 1);
+}
+
+Tensor add_grads(const Tensor& a, const Tensor& b) {
+  if (!a.defined()) return b;
+  if (!b.defined()) return a;
+  Tensor out = empty_like(a);
+  int64_t n = a.numel();
+  int64_t stride = 1;
+  backend_for(a.device())
+      .binary(BinaryOp::Add, a.data<float>(), &stride, b.data<float>(), &stride,
+              out.data<float>(), &n, 1);
+  return out;
+}
+
+/// Decides, per node and edge, whether this pass follows the edge now.
+using EdgeFilter = std::function<bool(Node*, size_t)>;
+
+struct NodeState {
+  int dependencies = 0;
+  Tensor grad;
+};
+
+struct ByLaterSequence {
+  bool operator()(const Node* a, const Node* b) const { return a->sequence_nr < b->sequence_nr; }
+};
+
+/// One pass over the graph from seed gradients. `on_node` runs after a node's apply (for
+/// stashing); `release` says whether to drop a node's saved tensors when done.
+void execute(std::vector<std::pair<Edge, Tensor>> seeds, const EdgeFilter& follow,
+             const std::function<void(const std::shared_ptr<Node>&, const Tensor&)>& on_node,
+             const std::function<bool(Node*)>& release) {
+  std::unordered_map<Node*, NodeState> states;
+  std::unordered_map<Node*, std::shared_ptr<Node>> owners;
+  std::vector<Node*> stack;
+  for (auto& [edge, grad] : seeds) {
+    if (edge.node && !owners.count(edge.node.get())) {
+      owners[edge.node.get()] = edge.node;
+      states[edge.node.get()];
+      stack.push_back(edge.node.get());
+    }
+  }
+  while (!stack.empty()) {  // discover the nodes this pass visits and count their consumers
+    Node* n = stack.back();
+    stack.pop_back();
+    for (size_t i = 0; i < n->next_edges.size(); ++i) {
+      const Edge& e = n->next_edges[i];
+      if (!e.node || !follow(n, i)) continue;
+      NodeState& s = states[e.node.get()];
+      if (s.dependencies++ == 0 && !owners.count(e.node.get())) {
+        owners[e.node.get()] = e.node;
+        stack.push_back(e.node.get());
+      } else if (!owners.count(e.node.get())) {
+        owners[e.node.get()] = e.node;
+      }
+    }
+  }
+  std::priority_queue<Node*, std::vector<Node*>, ByLaterSequence> ready;
+  for (auto& [edge, grad] : seeds) {
+    if (edge.leaf) {
+      if (grad.defined()) accumulate_into_leaf(*edge.leaf, grad);
+      continue;
+    }
+    if (!edge.node) continue;
+    NodeState& s = states[edge.node.get()];
+    s.grad = add_grads(s.grad, grad);
+  }
+  std::unordered_set<Node*> queued;
+  for (auto& [edge, grad] : seeds) {
+    if (edge.node && states[edge.node.get()].dependencies == 0 &&
+        queued.insert(edge.node.get()).second) {
+      ready.push(edge.node.get());
+    }
+  }
+  while (!ready.empty()) {
+    Node* n = ready.top();
+    ready.pop();
+    std::shared_ptr<Node> owner = owners[n];
+    Tensor grad = std::move(states[n].grad);
+    std::vector<bool> needed(n->next_edges.size());
+    bool any = false;
+    for (size_t i = 0; i < needed.size(); ++i) {
+      needed[i] = n->next_edges[i].valid() && follow(n, i);
+      any = any || needed[i];
+    }
+    std::vector<Tensor> input_grads;
+    if (grad.defined() && any) input_grads = n->apply(grad, needed);
+    if (on_node && grad.defined()) on_node(owner, grad);
+    for (size_t i = 0; i < needed.size(); ++i) {
+      if (!needed[i]) continue;
+      const Edge& e = n->next_edges[i];
+      Tensor g = i < input_grads.size() ? input_grads[i] : Tensor();
+      if (e.leaf) {
+        if (g.defined()) accumulate_into_leaf(*e.leaf, g);
+        continue;
+      }
+      NodeState& s = states[e.node.get()];
+      s.grad = add_grads(s.grad, g);
+      if (--s.dependencies == 0) ready.push(e.node.get());
+    }
+    if (release(n)) n->release();
+  }
+}
+
+std::vector<std::pair<Edge, Tensor>> root_seeds(const std::vector<Tensor>& roots,
+                                                const std::vector<Tensor>& grads) {
+  if (!grads.empty() && grads.size() != roots.size())
+    throw std::invalid_argument("backward: " + std::to_string(grads.size()) +
+                                " gradients given for " + std::to_string(roots.size()) + " roots");
+  std::vector<std::pair<Edge, Tensor>> seeds;
+  for (size_t i = 0; i < roots.size(); ++i) {
+    const Tensor& r = roots[i];
+    if (!r.requires_grad())
+      throw std::invalid_argument(
+          "backward: tensor " + std::to_string(i) +
+          " does not require grad and has no grad_fn (was it computed under NoGradGuard, or from "
+          "tensors that do not require grad?)");
+    Tensor g;
+    if (grads.empty() || !grads[i].defined()) {
+      if (r.numel() != 1)
+        throw std::invalid_argument("backward: gradient can be implicit only for scalar outputs; "
+                                    "got shape " + to_string(r.shape()) + ", pass its gradient");
+      g = ones(r.shape(), {.device = r.device()});
+    } else {
+      g = grads[i];
+      if (g.shape() != r.shape())
+        throw std::invalid_argument("backward: gradient shape " + to_string(g.shape()) +
+                                    " does not match output shape " + to_string(r.shape()));
+    }
+    Edge e;
+    if (r.grad_fn()) e.node = r.grad_fn();
+    else e.leaf = r.impl_ptr();
+    seeds.emplace_back(std::move(e), std::move(g));
+  }
+  return seeds;
+}
+
+}  // namespace
+
+void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads,
+              bool retain_graph) {
+  execute(root_seeds(roots, grads), [](Node*, size_t) { return true; }, nullptr,
+          [retain_graph](Node*) { return !retain_graph; });
+}
+
+WeightGradStash backward_input(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads,
+                               const std::vector<Tensor>& inputs) {
+  std::unordered_set<const TensorImpl*> targets;
+  for (const Tensor& t : inputs) {
+    if (!t.is_leaf() || !t.requires_grad())
+      throw std::invalid_argument(
+          "backward_input: inputs must be leaves that require grad (detached stage inputs)");
+    targets.insert(t.impl_ptr().get());
+  }
+  // reaches[n]: some path from n leads to one of the inputs.
+  std::unordered_map<Node*, bool> reaches;
+  std::function<bool(Node*)> reach = [&](Node* n) -> bool {
+    auto it = reaches.find(n);
+    if (it != reaches.end()) return it->second;
+    reaches[n] = false;
+    bool r = false;
+    for (const Edge& e : n->next_edges) {
+      if (e.leaf && targets.count(e.leaf.get())) r = true;
+      if (e.node && reach(e.node.get())) r = true;
+    }
+    reaches[n] = r;
+    return r;
+  };
+  auto edge_reaches = [&](Node* n, size_t i) {
+    const Edge& e = n->next_edges[i];
+    return (e.leaf && targets.count(e.leaf.get())) || (e.node && reach(e.node.get()));
+  };
+  WeightGradStash stash;
+  auto seeds = root_seeds(roots, grads);
+  // Roots that reach no input are weight work in full: stash them as they are.
+  std::vector<std::pair<Edge, Tensor>> input_seeds;
+  for (auto& [edge, grad] : seeds) {
+    if (edge.leaf) {
+      if (targets.count(edge.leaf.get())) input_seeds.emplace_back(edge, grad);
+      continue;
+    }
+    if (reach(edge.node.get())) {
+      input_seeds.emplace_back(edge, grad);
+    } else {
+      std::vector<bool> needed(edge.node->next_edges.size());
+      for (size_t i = 0; i < needed.size(); ++i) needed[i] = edge.node->next_edges[i].valid();
+      stash.entries().push_back({edge.node, grad, std::move(needed)});
+    }
+  }
+  std::unordered_set<Node*> has_weight_work;
+  execute(
+      std::move(input_seeds), edge_reaches,
+      [&](const std::shared_ptr<Node>& n, const Tensor& grad) {
+        std::vector<bool> needed(n->next_edges.size());
+        bool any = false;
+        for (size_t i = 0; i < needed.size(); ++i) {
+          needed[i] = n->next_edges[i].valid() && !edge_reaches(n.get(), i);
+          any = any || needed[i];
+        }
+        if (any) {
+          has_weight_work.insert(n.get());
+          stash.entries().push_back({n, grad, std::move(needed)});
+        }
+      },
+      [&](Node* n) { return !has_weight_work.count(n); });
+  return stash;
+}
+
+void backward_weight(WeightGradStash&& stash) {
+  std::vector<std::pair<Edge, Tensor>> seeds;
+  for (auto& entry : stash.entries()) {
+    std::vector<Tensor> grads = entry.node->apply(entry.grad_output, entry.needed);
+    for (size_t i = 0; i < entry.needed.size(); ++i) {
+      if (!entry.needed[i] || i >= grads.size() || !grads[i].defined()) continue;
+      seeds.emplace_back(entry.node->next_edges[i], grads[i]);
+    }
+    entry.node->release();
+  }
+  stash.entries().clear();
+  execute(std::move(seeds), [](Node*, size_t) { return true; }, nullptr,
+          [](Node*) { return true; });
+}
+
+}  // namespace tensorplay::autograd

@@ -1,0 +1,41 @@
+// Node bookkeeping: sequence numbers and attaching a node to an op's output.
+#include "tensors/autograd/node.h"
+
+#include <atomic>
+
+#include "tensors/autograd/grad_mode.h"
+
+namespace tensorplay::autograd {
+namespace {
+std::atomic<uint64_t> next_sequence_nr{0};
+}
+
+Node::Node() : sequence_nr(next_sequence_nr.fetch_add(1, std::memory_order_relaxed)) {}
+
+bool needs_grad(const Tensor& t) { return t.defined() && t.requires_grad() && grad_enabled(); }
+
+bool any_needs_grad(const std::vector<Tensor>& inputs) {
+  if (!grad_enabled()) return false;
+  for (const Tensor& t : inputs)
+    if (t.defined() && t.requires_grad()) return true;
+  return false;
+}
+
+Tensor attach(Tensor output, std::shared_ptr<Node> node, const std::vector<Tensor>& inputs) {
+  if (!any_needs_grad(inputs)) return output;
+  node->next_edges.resize(inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Tensor& in = inputs[i];
+    if (!in.defined() || !in.requires_grad()) continue;
+    if (in.grad_fn()) {
+      node->next_edges[i].node = in.grad_fn();
+    } else {
+      node->next_edges[i].leaf = in.impl_ptr();
+    }
+  }
+  output.impl().requires_grad = true;
+  output.impl().grad_fn = std::move(node);
+  return output;
+}
+
+}  // namespace tensorplay::autograd

@@ -1,0 +1,55 @@
+// A node of the autograd graph: the backward function of one op, the edges to its inputs'
+// producers, and the tensors it saved. Ops subclass Node; the engine walks the graph of Nodes.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "tensors/tensor.h"
+
+namespace tensorplay::autograd {
+
+class Node;
+
+/// Where an input's gradient goes: the node that produced it, or a leaf that accumulates it.
+struct Edge {
+  std::shared_ptr<Node> node;
+  std::shared_ptr<TensorImpl> leaf;
+  bool valid() const { return node != nullptr || leaf != nullptr; }
+};
+
+/// Backward function of one op with a single output.
+class Node {
+ public:
+  Node();
+  virtual ~Node() = default;
+  Node(const Node&) = delete;
+  Node& operator=(const Node&) = delete;
+
+  /// Op name for messages ("LinearBackward").
+  virtual const char* name() const = 0;
+  /// Gradients with respect to each input, given the output's gradient. Entries whose `needed`
+  /// flag is false may be left undefined. Each input's gradient must be computed the same way
+  /// whatever the other flags are: that makes a split backward (I then W) equal a full one.
+  virtual std::vector<Tensor> apply(const Tensor& grad_output, const std::vector<bool>& needed) = 0;
+  /// Drops saved tensors once the graph is no longer needed.
+  virtual void release() {}
+
+  /// One edge per input, in input order (invalid for inputs that need no gradient).
+  std::vector<Edge> next_edges;
+  /// Creation order; the engine runs later nodes first.
+  uint64_t sequence_nr;
+};
+
+/// Whether `t` takes part in autograd (requires grad and grad mode is on).
+bool needs_grad(const Tensor& t);
+
+/// Attaches `node` as the grad_fn of `output`, with one edge per input, when any input needs a
+/// gradient and grad mode is on. Returns `output`.
+Tensor attach(Tensor output, std::shared_ptr<Node> node, const std::vector<Tensor>& inputs);
+
+/// Whether any of `inputs` needs a gradient (so an op should build a node).
+bool any_needs_grad(const std::vector<Tensor>& inputs);
+
+}  // namespace tensorplay::autograd

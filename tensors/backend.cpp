@@ -1,0 +1,32 @@
+// Registry of kernel tables by device type.
+#include "tensors/backend.h"
+
+#include <array>
+#include <stdexcept>
+#include <string>
+
+namespace tensorplay {
+
+const Backend& cpu_backend();  // cpu/cpu_backend.cpp
+
+namespace {
+std::array<const Backend*, 2>& backends() {
+  static std::array<const Backend*, 2> table = {&cpu_backend(), nullptr};
+  return table;
+}
+}  // namespace
+
+void register_backend(DeviceType type, const Backend* backend) {
+  backends()[static_cast<size_t>(type)] = backend;
+}
+
+const Backend& backend_for(Device device) {
+  const Backend* b = backends()[static_cast<size_t>(device.type)];
+  if (!b) {
+    throw std::runtime_error("no kernels for device " + to_string(device) +
+                             ": this build has no CUDA support");
+  }
+  return *b;
+}
+
+}  // namespace tensorplay

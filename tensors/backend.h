@@ -1,0 +1,76 @@
+// The kernel table: every numeric kernel the ops call, as virtual functions over raw pointers, with
+// one implementation per device type (cpu/cpu_backend.cpp, cuda/cuda_backend.cu). Ops pick the
+// table by the device of their operands; a kernel missing on a device raises a clear error.
+#pragma once
+
+#include <cstdint>
+
+#include "tensors/device.h"
+#include "tensors/dtype.h"
+
+namespace tensorplay {
+
+/// Elementwise binary operations (with broadcasting).
+enum class BinaryOp : uint8_t { Add, Sub, Mul, Div };
+
+/// Elementwise unary operations with their derivative kernels.
+enum class UnaryOp : uint8_t { Relu, Gelu, Tanh, Exp, Log, Neg, Sqrt, Square };
+
+/// Kernels for one device type. Pointers are to memory of that device; float32 unless stated.
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual const char* name() const = 0;
+
+  // -- memory ------------------------------------------------------------------------------------
+
+  /// Copies bytes between two devices (either may be this backend's or the host).
+  virtual void copy(void* dst, Device dst_device, const void* src, Device src_device,
+                    size_t bytes) const = 0;
+  virtual void fill(float* dst, int64_t n, float value) const = 0;
+  /// Converts n elements between dtypes (float32 <-> bfloat16, or a plain copy).
+  virtual void convert(const void* src, DType src_dtype, void* dst, DType dst_dtype,
+                       int64_t n) const = 0;
+  /// Blocks until queued work on this device is done (no-op on the host).
+  virtual void synchronize() const {}
+
+  // -- products ----------------------------------------------------------------------------------
+
+  /// Row-major C[m,n] = alpha * op(A) op(B) + beta * C, op = transpose when trans_* is set.
+  virtual void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                    const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
+                    int64_t ldc) const = 0;
+  /// `batch` gemms with fixed strides between consecutive matrices (0 broadcasts one operand).
+  virtual void gemm_batched(bool trans_a, bool trans_b, int64_t batch, int64_t m, int64_t n,
+                            int64_t k, float alpha, const float* a, int64_t lda, int64_t stride_a,
+                            const float* b, int64_t ldb, int64_t stride_b, float beta, float* c,
+                            int64_t ldc, int64_t stride_c) const = 0;
+
+  // -- elementwise -------------------------------------------------------------------------------
+
+  /// out[i] = a[ia] op b[ib] over `shape` (rank <= 8) with element strides (0 = broadcast).
+  virtual void binary(BinaryOp op, const float* a, const int64_t* a_strides, const float* b,
+                      const int64_t* b_strides, float* out, const int64_t* shape,
+                      int rank) const = 0;
+  /// out = x * alpha + beta (elementwise affine with scalars).
+  virtual void affine(const float* x, float* out, int64_t n, float alpha, float beta) const = 0;
+  /// y = f(x).
+  virtual void unary(UnaryOp op, const float* x, float* y, int64_t n) const = 0;
+  /// gx = gy * f'(x) (y = f(x) is passed for ops whose derivative reads the output).
+  virtual void unary_backward(UnaryOp op, const float* x, const float* y, const float* gy,
+                              float* gx, int64_t n) const = 0;
+
+  // -- reductions --------------------------------------------------------------------------------
+
+  /// x viewed as [outer, reduce, inner]; out[outer, inner] = sum over the middle dimension.
+  virtual void sum_dim(const float* x, float* out, int64_t outer, int64_t reduce,
+                       int64_t inner) const = 0;
+};
+
+/// The kernel table for a device; throws when that device type is not built in.
+const Backend& backend_for(Device device);
+
+/// Installs the table for a device type (the CUDA backend registers itself when built).
+void register_backend(DeviceType type, const Backend* backend);
+
+}  // namespace tensorplay

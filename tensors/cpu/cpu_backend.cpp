@@ -1,0 +1,228 @@
+// The host kernel table: products through OpenBLAS, elementwise and reduction loops in plain C++.
+#include <cblas.h>
+
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+
+#include "tensors/backend.h"
+
+namespace tensorplay {
+namespace {
+
+constexpr float kSqrt2OverPi = 0.7978845608028654f;
+constexpr float kGeluCoeff = 0.044715f;
+
+template <typename F>
+void binary_loop(F f, const float* a, const int64_t* as, const float* b, const int64_t* bs,
+                 float* out, const int64_t* shape, int rank) {
+  int64_t n = 1;
+  for (int d = 0; d < rank; ++d) n *= shape[d];
+  if (n == 0) return;
+  // Fast paths: both contiguous, or one operand a scalar, or a row broadcast.
+  bool a_contig = true, b_contig = true, b_scalar = true, a_scalar = true;
+  int64_t expect = 1;
+  for (int d = rank - 1; d >= 0; --d) {
+    if (shape[d] != 1) {
+      a_contig = a_contig && as[d] == expect;
+      b_contig = b_contig && bs[d] == expect;
+      b_scalar = b_scalar && bs[d] == 0;
+      a_scalar = a_scalar && as[d] == 0;
+    }
+    expect *= shape[d];
+  }
+  if (a_contig && b_contig) {
+    for (int64_t i = 0; i < n; ++i) out[i] = f(a[i], b[i]);
+    return;
+  }
+  if (a_contig && b_scalar) {
+    float bv = b[0];
+    for (int64_t i = 0; i < n; ++i) out[i] = f(a[i], bv);
+    return;
+  }
+  if (a_scalar && b_contig) {
+    float av = a[0];
+    for (int64_t i = 0; i < n; ++i) out[i] = f(av, b[i]);
+    return;
+  }
+  // General case: iterate the last dimension in an inner loop, an odometer over the rest.
+  int64_t inner = rank > 0 ? shape[rank - 1] : 1;
+  int64_t ais = rank > 0 ? as[rank - 1] : 0, bis = rank > 0 ? bs[rank - 1] : 0;
+  int64_t index[8] = {0};
+  int64_t aoff = 0, boff = 0;
+  for (int64_t o = 0; o < n; o += inner) {
+    for (int64_t i = 0; i < inner; ++i) out[o + i] = f(a[aoff + i * ais], b[boff + i * bis]);
+    for (int d = rank - 2; d >= 0; --d) {
+      if (++index[d] < shape[d]) {
+        aoff += as[d];
+        boff += bs[d];
+        break;
+      }
+      aoff -= as[d] * (shape[d] - 1);
+      boff -= bs[d] * (shape[d] - 1);
+      index[d] = 0;
+    }
+  }
+}
+
+class CpuBackend final : public Backend {
+ public:
+  const char* name() const override { return "cpu"; }
+
+  void copy(void* dst, Device dst_device, const void* src, Device src_device,
+            size_t bytes) const override {
+    if (!dst_device.is_cpu() || !src_device.is_cpu())
+      throw std::runtime_error("cpu backend cannot copy device memory: this build has no CUDA");
+    if (bytes) std::memmove(dst, src, bytes);
+  }
+
+  void fill(float* dst, int64_t n, float value) const override {
+    for (int64_t i = 0; i < n; ++i) dst[i] = value;
+  }
+
+  void convert(const void* src, DType src_dtype, void* dst, DType dst_dtype,
+               int64_t n) const override {
+    if (src_dtype == dst_dtype) {
+      std::memmove(dst, src, n * element_size(src_dtype));
+    } else if (src_dtype == DType::Float32) {
+      auto* s = static_cast<const float*>(src);
+      auto* d = static_cast<uint16_t*>(dst);
+      for (int64_t i = 0; i < n; ++i) d[i] = float_to_bfloat16(s[i]);
+    } else {
+      auto* s = static_cast<const uint16_t*>(src);
+      auto* d = static_cast<float*>(dst);
+      for (int64_t i = 0; i < n; ++i) d[i] = bfloat16_to_float(s[i]);
+    }
+  }
+
+  void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+            const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
+            int64_t ldc) const override {
+    if (m == 0 || n == 0) return;
+    if (k == 0) {
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = beta == 0 ? 0.0f : beta * c[i * ldc + j];
+      return;
+    }
+    cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+                trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  }
+
+  void gemm_batched(bool trans_a, bool trans_b, int64_t batch, int64_t m, int64_t n, int64_t k,
+                    float alpha, const float* a, int64_t lda, int64_t stride_a, const float* b,
+                    int64_t ldb, int64_t stride_b, float beta, float* c, int64_t ldc,
+                    int64_t stride_c) const override {
+    for (int64_t i = 0; i < batch; ++i) {
+      gemm(trans_a, trans_b, m, n, k, alpha, a + i * stride_a, lda, b + i * stride_b, ldb, beta,
+           c + i * stride_c, ldc);
+    }
+  }
+
+  void binary(BinaryOp op, const float* a, const int64_t* as, const float* b, const int64_t* bs,
+              float* out, const int64_t* shape, int rank) const override {
+    if (rank > 8) throw std::invalid_argument("elementwise ops support at most 8 dimensions");
+    switch (op) {
+      case BinaryOp::Add:
+        return binary_loop([](float x, float y) { return x + y; }, a, as, b, bs, out, shape, rank);
+      case BinaryOp::Sub:
+        return binary_loop([](float x, float y) { return x - y; }, a, as, b, bs, out, shape, rank);
+      case BinaryOp::Mul:
+        return binary_loop([](float x, float y) { return x * y; }, a, as, b, bs, out, shape, rank);
+      case BinaryOp::Div:
+        return binary_loop([](float x, float y) { return x / y; }, a, as, b, bs, out, shape, rank);
+    }
+  }
+
+  void affine(const float* x, float* out, int64_t n, float alpha, float beta) const override {
+    for (int64_t i = 0; i < n; ++i) out[i] = x[i] * alpha + beta;
+  }
+
+  void unary(UnaryOp op, const float* x, float* y, int64_t n) const override {
+    switch (op) {
+      case UnaryOp::Relu:
+        for (int64_t i = 0; i < n; ++i) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+        return;
+      case UnaryOp::Gelu:
+        for (int64_t i = 0; i < n; ++i) {
+          float v = x[i];
+          y[i] = 0.5f * v * (1.0f + std::tanh(kSqrt2OverPi * (v + kGeluCoeff * v * v * v)));
+        }
+        return;
+      case UnaryOp::Tanh:
+        for (int64_t i = 0; i < n; ++i) y[i] = std::tanh(x[i]);
+        return;
+      case UnaryOp::Exp:
+        for (int64_t i = 0; i < n; ++i) y[i] = std::exp(x[i]);
+        return;
+      case UnaryOp::Log:
+        for (int64_t i = 0; i < n; ++i) y[i] = std::log(x[i]);
+        return;
+      case UnaryOp::Neg:
+        for (int64_t i = 0; i < n; ++i) y[i] = -x[i];
+        return;
+      case UnaryOp::Sqrt:
+        for (int64_t i = 0; i < n; ++i) y[i] = std::sqrt(x[i]);
+        return;
+      case UnaryOp::Square:
+        for (int64_t i = 0; i < n; ++i) y[i] = x[i] * x[i];
+        return;
+    }
+  }
+
+  void unary_backward(UnaryOp op, const float* x, const float* y, const float* gy, float* gx,
+                      int64_t n) const override {
+    switch (op) {
+      case UnaryOp::Relu:
+        for (int64_t i = 0; i < n; ++i) gx[i] = x[i] > 0.0f ? gy[i] : 0.0f;
+        return;
+      case UnaryOp::Gelu:
+        for (int64_t i = 0; i < n; ++i) {
+          float v = x[i];
+          float inner = kSqrt2OverPi * (v + kGeluCoeff * v * v * v);
+          float t = std::tanh(inner);
+          float dinner = kSqrt2OverPi * (1.0f + 3.0f * kGeluCoeff * v * v);
+          gx[i] = gy[i] * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * dinner);
+        }
+        return;
+      case UnaryOp::Tanh:
+        for (int64_t i = 0; i < n; ++i) gx[i] = gy[i] * (1.0f - y[i] * y[i]);
+        return;
+      case UnaryOp::Exp:
+        for (int64_t i = 0; i < n; ++i) gx[i] = gy[i] * y[i];
+        return;
+      case UnaryOp::Log:
+        for (int64_t i = 0; i < n; ++i) gx[i] = gy[i] / x[i];
+        return;
+      case UnaryOp::Neg:
+        for (int64_t i = 0; i < n; ++i) gx[i] = -gy[i];
+        return;
+      case UnaryOp::Sqrt:
+        for (int64_t i = 0; i < n; ++i) gx[i] = gy[i] * 0.5f / y[i];
+        return;
+      case UnaryOp::Square:
+        for (int64_t i = 0; i < n; ++i) gx[i] = gy[i] * 2.0f * x[i];
+        return;
+    }
+  }
+
+  void sum_dim(const float* x, float* out, int64_t outer, int64_t reduce,
+               int64_t inner) const override {
+    for (int64_t o = 0; o < outer; ++o) {
+      float* dst = out + o * inner;
+      for (int64_t i = 0; i < inner; ++i) dst[i] = 0.0f;
+      for (int64_t r = 0; r < reduce; ++r) {
+        const float* src = x + (o * reduce + r) * inner;
+        for (int64_t i = 0; i < inner; ++i) dst[i] += src[i];
+      }
+    }
+  }
+};
+
+}  // namespace
+
+const Backend& cpu_backend() {
+  static CpuBackend backend;
+  return backend;
+}
+
+}  // namespace tensorplay

@@ -1,0 +1,158 @@
+// Module: the libtorch-style building block with named children, parameters and buffers, and
+// ModuleHolder, the value-like handle (`Linear`, `Sequential`) that shares one module instance.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <ostream>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "tensors/tensor.h"
+
+namespace tensorplay::nn {
+
+/// Keyword arguments of a forward call.
+using TensorDict = std::map<std::string, Tensor>;
+
+/// Base class of every layer and model.
+class Module : public std::enable_shared_from_this<Module> {
+ public:
+  Module() = default;
+  virtual ~Module() = default;
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
+
+  // -- forward -----------------------------------------------------------------------------------
+
+  /// Single-input forward; modules with one tensor input override this.
+  virtual Tensor forward(const Tensor& x);
+  /// General forward with positional and keyword inputs; the default calls forward(args[0]).
+  virtual Tensor forward_args(const std::vector<Tensor>& args, const TensorDict& kwargs);
+  /// Runs forward inside this module's name scope (module paths for tracing).
+  Tensor operator()(const Tensor& x);
+  Tensor operator()(const std::vector<Tensor>& args, const TensorDict& kwargs = {});
+
+  // -- registration ------------------------------------------------------------------------------
+
+  /// Adds a parameter (a leaf that requires grad unless told otherwise); returns it.
+  Tensor register_parameter(const std::string& name, Tensor tensor, bool requires_grad = true);
+  /// Adds a buffer (state saved with the module but not trained); returns it.
+  Tensor register_buffer(const std::string& name, Tensor tensor);
+  /// Adds a child module; returns it.
+  template <typename M>
+  std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> module) {
+    add_child(name, module);
+    return module;
+  }
+  template <typename Holder, typename = typename Holder::ImplType>
+  Holder register_module(const std::string& name, Holder holder) {
+    add_child(name, holder.ptr());
+    return holder;
+  }
+
+  // -- observers ---------------------------------------------------------------------------------
+
+  /// Parameters with dotted paths ("layer1.net.0.weight"), depth first in registration order.
+  std::vector<std::pair<std::string, Tensor>> named_parameters(bool recurse = true) const;
+  std::vector<Tensor> parameters(bool recurse = true) const;
+  std::vector<std::pair<std::string, Tensor>> named_buffers(bool recurse = true) const;
+  std::vector<Tensor> buffers(bool recurse = true) const;
+  /// Direct children in registration order.
+  const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& named_children() const {
+    return children_;
+  }
+  std::vector<std::shared_ptr<Module>> children() const;
+  /// Every module below (and including, with path "") this one, with dotted paths.
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_modules();
+  /// The module at a dotted path, or null.
+  std::shared_ptr<Module> find_module(const std::string& path);
+  /// This module's parameter or buffer at a dotted path, or an undefined tensor.
+  Tensor find_tensor(const std::string& path) const;
+  /// Type name for printing ("Linear").
+  virtual std::string type_name() const { return "Module"; }
+  /// Extra text in the printed form ("in_features=128, out_features=128").
+  virtual std::string extra_repr() const { return ""; }
+
+  // -- mode and state ----------------------------------------------------------------------------
+
+  virtual void train(bool on = true);
+  void eval() { train(false); }
+  bool is_training() const { return training_; }
+  /// Clears the gradients of every parameter.
+  void zero_grad();
+  /// Moves parameters and buffers to `device` in place (the tensors keep their identity).
+  void to(Device device);
+  /// Replaces a registered parameter or buffer's tensor (same name), used when loading or moving.
+  void replace_tensor(const std::string& name, Tensor tensor);
+
+  /// Name this module was registered under in its parent ("" for a root).
+  const std::string& name_in_parent() const { return name_in_parent_; }
+
+  /// Indented tree of children with their extra_repr.
+  void pretty_print(std::ostream& os, int indent = 0) const;
+
+ protected:
+  void add_child(const std::string& name, std::shared_ptr<Module> module);
+
+ private:
+  struct NamedTensor {
+    std::string name;
+    Tensor tensor;
+    bool is_parameter;
+  };
+  void collect(const std::string& prefix, bool parameters, bool recurse,
+               std::vector<std::pair<std::string, Tensor>>& out) const;
+
+  std::vector<NamedTensor> tensors_;
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
+  std::string name_in_parent_;
+  bool training_ = true;
+};
+
+std::ostream& operator<<(std::ostream& os, const Module& module);
+
+/// Value-like handle to a module implementation, as libtorch's ModuleHolder.
+template <typename Impl>
+class ModuleHolder {
+ public:
+  using ImplType = Impl;
+  /// An empty holder (assign later, typically from register_module).
+  ModuleHolder() = default;
+  ModuleHolder(std::nullptr_t) {}  // NOLINT
+  /// Wraps an existing implementation.
+  ModuleHolder(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}  // NOLINT
+  /// Constructs a new implementation from arguments.
+  template <typename First, typename... Rest>
+    requires(!std::is_same_v<std::decay_t<First>, ModuleHolder> &&
+             !std::is_same_v<std::decay_t<First>, std::shared_ptr<Impl>> &&
+             !std::is_same_v<std::decay_t<First>, std::nullptr_t> &&
+             std::is_constructible_v<Impl, First, Rest...>)
+  explicit ModuleHolder(First&& first, Rest&&... rest)
+      : impl_(std::make_shared<Impl>(std::forward<First>(first), std::forward<Rest>(rest)...)) {}
+
+  Impl* operator->() const { return impl_.get(); }
+  Impl& operator*() const { return *impl_; }
+  const std::shared_ptr<Impl>& ptr() const { return impl_; }
+  bool is_empty() const { return impl_ == nullptr; }
+  explicit operator bool() const { return impl_ != nullptr; }
+
+  template <typename... Args>
+  Tensor operator()(Args&&... args) const {
+    return (*impl_)(std::forward<Args>(args)...);
+  }
+
+ private:
+  std::shared_ptr<Impl> impl_;
+};
+
+/// Defines `Name` as the holder of `NameImpl`.
+#define TENSORPLAY_MODULE(Name)                                          \
+  class Name : public ::tensorplay::nn::ModuleHolder<Name##Impl> {       \
+   public:                                                               \
+    using ::tensorplay::nn::ModuleHolder<Name##Impl>::ModuleHolder;      \
+  }
+
+}  // namespace tensorplay::nn

@@ -1,0 +1,68 @@
+// Unary elementwise ops through the kernel table's unary/unary_backward pair.
+#include "tensors/ops/activation.h"
+
+#include "tensors/autograd/node.h"
+#include "tensors/ops/detail/op_support.h"
+#include "tensors/trace_hook.h"
+
+namespace tensorplay {
+namespace {
+
+const char* unary_name(UnaryOp op) {
+  switch (op) {
+    case UnaryOp::Relu: return "relu";
+    case UnaryOp::Gelu: return "gelu";
+    case UnaryOp::Tanh: return "tanh";
+    case UnaryOp::Exp: return "exp";
+    case UnaryOp::Log: return "log";
+    case UnaryOp::Neg: return "neg";
+    case UnaryOp::Sqrt: return "sqrt";
+    case UnaryOp::Square: return "square";
+  }
+  return "unary";
+}
+
+struct UnaryBackward : autograd::Node {
+  UnaryOp op;
+  Tensor x, y;
+  const char* name() const override { return "UnaryBackward"; }
+  std::vector<Tensor> apply(const Tensor& g, const std::vector<bool>&) override {
+    Tensor gx = empty(g.shape(), {.device = g.device()});
+    detail::backend_of(g).unary_backward(op, x.data<float>(), y.data<float>(), g.data<float>(),
+                                         gx.data<float>(), g.numel());
+    return {gx};
+  }
+  void release() override {
+    x = Tensor();
+    y = Tensor();
+  }
+};
+
+Tensor unary_op(UnaryOp op, const Tensor& x) {
+  const char* name = unary_name(op);
+  detail::check_defined(name, x, "input");
+  detail::check_float32(name, x);
+  Tensor y = empty(x.shape(), {.device = x.device()});
+  detail::backend_of(x).unary(op, x.data<float>(), y.data<float>(), x.numel());
+  if (autograd::any_needs_grad({x})) {
+    auto node = std::make_shared<UnaryBackward>();
+    node->op = op;
+    node->x = x.detach();
+    node->y = y.detach();
+    y = autograd::attach(y, node, {x});
+  }
+  return trace::record(name, {x}, y,
+                       [op](const std::vector<Tensor>& in) { return unary_op(op, in[0]); });
+}
+
+}  // namespace
+
+Tensor relu(const Tensor& x) { return unary_op(UnaryOp::Relu, x); }
+Tensor gelu(const Tensor& x) { return unary_op(UnaryOp::Gelu, x); }
+Tensor tanh(const Tensor& x) { return unary_op(UnaryOp::Tanh, x); }
+Tensor exp(const Tensor& x) { return unary_op(UnaryOp::Exp, x); }
+Tensor log(const Tensor& x) { return unary_op(UnaryOp::Log, x); }
+Tensor sqrt(const Tensor& x) { return unary_op(UnaryOp::Sqrt, x); }
+Tensor square(const Tensor& x) { return unary_op(UnaryOp::Square, x); }
+
+}  // namespace tensorplay

@@ -1,0 +1,193 @@
+// matmul and linear with their gradients. Each input's gradient is one gemm of its own, so the
+// weight gradient is the same computation in a full and in a split (I then W) backward.
+#include "tensors/ops/linear_algebra.h"
+
+#include <stdexcept>
+
+#include "tensors/autograd/node.h"
+#include "tensors/ops/detail/op_support.h"
+#include "tensors/trace_hook.h"
+
+namespace tensorplay {
+namespace {
+
+struct MatmulPlan {
+  int64_t batch = 1, m = 0, k = 0, n = 0;
+  bool b_batched = false;  // b has its own matrices per batch entry
+  Shape out_shape;
+};
+
+MatmulPlan plan_matmul(const Tensor& a, const Tensor& b) {
+  if (a.dim() < 1 || b.dim() < 2)
+    throw std::invalid_argument("matmul: needs a of rank >= 1 and b of rank >= 2, got " +
+                                to_string(a.shape()) + " and " + to_string(b.shape()));
+  MatmulPlan p;
+  p.k = a.shape().back();
+  p.n = b.shape().back();
+  if (b.shape()[b.dim() - 2] != p.k)
+    throw std::invalid_argument("matmul: inner dimensions differ: " + to_string(a.shape()) +
+                                " x " + to_string(b.shape()));
+  if (b.dim() == 2) {
+    p.m = a.numel() / std::max<int64_t>(p.k, 1);
+    if (p.k == 0) p.m = numel_range(a.shape(), 0, a.dim() - 1);
+    p.out_shape = a.shape();
+    p.out_shape.back() = p.n;
+    return p;
+  }
+  if (a.dim() != b.dim() ||
+      !std::equal(a.shape().begin(), a.shape().end() - 2, b.shape().begin()))
+    throw std::invalid_argument("matmul: batch dimensions differ: " + to_string(a.shape()) +
+                                " x " + to_string(b.shape()));
+  p.b_batched = true;
+  p.m = a.shape()[a.dim() - 2];
+  p.batch = numel_range(a.shape(), 0, a.dim() - 2);
+  p.out_shape = a.shape();
+  p.out_shape.back() = p.n;
+  return p;
+}
+
+// C = op(A) op(B) over the plan's batch; shapes given per matrix.
+void batched_gemm(const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor& c, int64_t batch,
+                  int64_t m, int64_t n, int64_t k, bool a_batched, bool b_batched, float beta) {
+  const Backend& be = detail::backend_of(a);
+  int64_t lda = ta ? m : k, ldb = tb ? k : n;
+  be.gemm_batched(ta, tb, batch, m, n, k, 1.0f, a.data<float>(), lda, a_batched ? m * k : 0,
+                  b.data<float>(), ldb, b_batched ? k * n : 0, beta, c.data<float>(), n, m * n);
+}
+
+struct MatmulBackward : autograd::Node {
+  Tensor a, b;
+  MatmulPlan plan;
+  const char* name() const override { return "MatmulBackward"; }
+  std::vector<Tensor> apply(const Tensor& g, const std::vector<bool>& needed) override {
+    std::vector<Tensor> out(2);
+    const MatmulPlan& p = plan;
+    if (needed[0]) {  // dA = dC B^T
+      Tensor ga = empty(a.shape(), {.device = g.device()});
+      if (p.b_batched)
+        batched_gemm(g, false, b, true, ga, p.batch, p.m, p.k, p.n, true, true, 0.0f);
+      else
+        batched_gemm(g, false, b, true, ga, 1, p.m, p.k, p.n, false, false, 0.0f);
+      out[0] = ga;
+    }
+    if (needed[1]) {  // dB = A^T dC
+      Tensor gb = empty(b.shape(), {.device = g.device()});
+      if (p.b_batched)
+        batched_gemm(a, true, g, false, gb, p.batch, p.k, p.n, p.m, true, true, 0.0f);
+      else
+        batched_gemm(a, true, g, false, gb, 1, p.k, p.n, p.m, false, false, 0.0f);
+      out[1] = gb;
+    }
+    return out;
+  }
+  void release() override {
+    a = Tensor();
+    b = Tensor();
+  }
+};
+
+struct LinearBackward : autograd::Node {
+  Tensor x, weight;
+  int64_t rows = 0, in = 0, out_features = 0;
+  bool has_bias = false;
+  const char* name() const override { return "LinearBackward"; }
+  std::vector<Tensor> apply(const Tensor& g, const std::vector<bool>& needed) override {
+    std::vector<Tensor> out(3);
+    const Backend& be = detail::backend_of(g);
+    if (needed[0]) {  // dX[rows, in] = dY[rows, out] W[out, in]
+      Tensor gx = empty(x.shape(), {.device = g.device()});
+      be.gemm(false, false, rows, in, out_features, 1.0f, g.data<float>(), out_features,
+              weight.data<float>(), in, 0.0f, gx.data<float>(), in);
+      out[0] = gx;
+    }
+    if (needed[1]) {  // dW[out, in] = dY^T[out, rows] X[rows, in]
+      Tensor gw = empty(weight.shape(), {.device = g.device()});
+      be.gemm(true, false, out_features, in, rows, 1.0f, g.data<float>(), out_features,
+              x.data<float>(), in, 0.0f, gw.data<float>(), in);
+      out[1] = gw;
+    }
+    if (has_bias && needed.size() > 2 && needed[2]) {
+      Tensor gb = empty({out_features}, {.device = g.device()});
+      be.sum_dim(g.data<float>(), gb.data<float>(), 1, rows, out_features);
+      out[2] = gb;
+    }
+    return out;
+  }
+  void release() override {
+    x = Tensor();
+    weight = Tensor();
+  }
+};
+
+}  // namespace
+
+Tensor matmul(const Tensor& a, const Tensor& b) {
+  detail::check_defined("matmul", a, "a");
+  detail::check_defined("matmul", b, "b");
+  detail::check_same_device("matmul", a, b);
+  detail::check_float32("matmul", a);
+  detail::check_float32("matmul", b);
+  MatmulPlan p = plan_matmul(a, b);
+  Tensor out = empty(p.out_shape, {.device = a.device()});
+  batched_gemm(a, false, b, false, out, p.batch, p.m, p.n, p.k, p.b_batched, p.b_batched, 0.0f);
+  if (autograd::any_needs_grad({a, b})) {
+    auto node = std::make_shared<MatmulBackward>();
+    node->a = a.detach();
+    node->b = b.detach();
+    node->plan = p;
+    out = autograd::attach(out, node, {a, b});
+  }
+  return trace::record("matmul", {a, b}, out,
+                       [](const std::vector<Tensor>& in) { return matmul(in[0], in[1]); });
+}
+
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  detail::check_defined("linear", x, "input");
+  detail::check_defined("linear", weight, "weight");
+  detail::check_same_device("linear", x, weight);
+  detail::check_float32("linear", x);
+  detail::check_float32("linear", weight);
+  if (weight.dim() != 2 || x.dim() < 1 || x.shape().back() != weight.shape()[1])
+    throw std::invalid_argument("linear: input of shape " + to_string(x.shape()) +
+                                " does not match weight of shape " + to_string(weight.shape()) +
+                                " (expected input [..., " +
+                                (weight.dim() == 2 ? std::to_string(weight.shape()[1]) : "?") +
+                                "])");
+  int64_t in = weight.shape()[1], out_features = weight.shape()[0];
+  int64_t rows = in == 0 ? numel_range(x.shape(), 0, x.dim() - 1) : x.numel() / in;
+  Shape out_shape = x.shape();
+  out_shape.back() = out_features;
+  Tensor out = empty(out_shape, {.device = x.device()});
+  const Backend& be = detail::backend_of(x);
+  be.gemm(false, true, rows, out_features, in, 1.0f, x.data<float>(), in, weight.data<float>(), in,
+          0.0f, out.data<float>(), out_features);
+  if (bias.defined()) {
+    detail::check_same_device("linear", x, bias);
+    if (bias.dim() != 1 || bias.shape()[0] != out_features)
+      throw std::invalid_argument("linear: bias of shape " + to_string(bias.shape()) +
+                                  " does not match " + std::to_string(out_features) +
+                                  " output features");
+    int64_t out_strides[2] = {out_features, 1};
+    int64_t bias_strides[2] = {0, 1};
+    int64_t shape2[2] = {rows, out_features};
+    be.binary(BinaryOp::Add, out.data<float>(), out_strides, bias.data<float>(), bias_strides,
+              out.data<float>(), shape2, 2);
+  }
+  std::vector<Tensor> inputs = {x, weight};
+  if (bias.defined()) inputs.push_back(bias);
+  if (autograd::any_needs_grad(inputs)) {
+    auto node = std::make_shared<LinearBackward>();
+    node->x = x.detach();
+    node->weight = weight.detach();
+    node->rows = rows;
+    node->in = in;
+    node->out_features = out_features;
+    node->has_bias = bias.defined();
+    out = autograd::attach(out, node, inputs);
+  }
+  return trace::record("linear", inputs, out, [](const std::vector<Tensor>& in_) {
+    return linear(in_[0], in_[1], in_.size() > 2 ? in_[2] : Tensor());
+  });
+}
+
+}  // namespace tensorplay

@@ -1,0 +1,14 @@
+// Matrix products: matmul (2-D, a stack of rows times a matrix, or batched), and linear
+// (x W^T + b). Products run through BLAS on the CPU and cuBLAS on CUDA.
+#pragma once
+
+#include "tensors/tensor.h"
+
+namespace tensorplay {
+
+/// a [..., m, k] x b [k, n] -> [..., m, n]; or batched a [B..., m, k] x b [B..., k, n].
+Tensor matmul(const Tensor& a, const Tensor& b);
+/// x [..., in] W[out, in]^T + bias[out] (bias may be undefined).
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
+
+}  // namespace tensorplay

@@ -1,0 +1,56 @@
+// Random tensors, drawn on the host from a seeded stream so every device sees the same values.
+#include "tensors/random.h"
+
+#include <cmath>
+
+namespace tensorplay {
+
+double Generator::uniform() {
+  return static_cast<double>(engine_() >> 11) * (1.0 / 9007199254740992.0);
+}
+
+double Generator::normal() {
+  // Box-Muller on two uniforms; deterministic across platforms (unlike std::normal_distribution).
+  double u1 = uniform();
+  double u2 = uniform();
+  if (u1 < 1e-300) u1 = 1e-300;
+  return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
+}
+
+Generator& default_generator() {
+  static Generator generator(0);
+  return generator;
+}
+
+void manual_seed(uint64_t seed) { default_generator().manual_seed(seed); }
+
+namespace {
+template <typename F>
+Tensor generate(const Shape& shape, TensorOptions options, F draw) {
+  std::vector<float> v(numel(shape));
+  for (float& x : v) x = draw();
+  return from_vector(v, shape, options);
+}
+}  // namespace
+
+Tensor randn(const Shape& shape, TensorOptions options, Generator* generator) {
+  Generator& g = generator ? *generator : default_generator();
+  return generate(shape, options, [&] { return static_cast<float>(g.normal()); });
+}
+
+Tensor rand_uniform(const Shape& shape, float low, float high, TensorOptions options,
+                    Generator* generator) {
+  Generator& g = generator ? *generator : default_generator();
+  return generate(shape, options,
+                  [&] { return low + static_cast<float>(g.uniform()) * (high - low); });
+}
+
+Tensor randint(int64_t low, int64_t high, const Shape& shape, TensorOptions options,
+               Generator* generator) {
+  Generator& g = generator ? *generator : default_generator();
+  return generate(shape, options, [&] {
+    return static_cast<float>(low + static_cast<int64_t>(g.uniform() * (high - low)));
+  });
+}
+
+}  // namespace tensorplay

@@ -1,0 +1,41 @@
+// Seeded random number generation: a Generator per stream and a process-wide default, so runs with
+// the same seed produce the same tensors on every device (values are drawn on the host).
+#pragma once
+
+#include <cstdint>
+#include <random>
+
+#include "tensors/tensor.h"
+
+namespace tensorplay {
+
+/// A seeded random stream (64-bit Mersenne Twister).
+class Generator {
+ public:
+  explicit Generator(uint64_t seed = 0) : engine_(seed) {}
+  void manual_seed(uint64_t seed) { engine_.seed(seed); }
+  /// Uniform in [0, 1).
+  double uniform();
+  /// Standard normal.
+  double normal();
+  std::mt19937_64& engine() { return engine_; }
+
+ private:
+  std::mt19937_64 engine_;
+};
+
+/// The process-wide default generator.
+Generator& default_generator();
+/// Reseeds the default generator.
+void manual_seed(uint64_t seed);
+
+/// Standard normal values.
+Tensor randn(const Shape& shape, TensorOptions options = {}, Generator* generator = nullptr);
+/// Uniform values in [low, high).
+Tensor rand_uniform(const Shape& shape, float low, float high, TensorOptions options = {},
+                    Generator* generator = nullptr);
+/// Integers in [low, high) stored as float32 (token ids, class indices).
+Tensor randint(int64_t low, int64_t high, const Shape& shape, TensorOptions options = {},
+               Generator* generator = nullptr);
+
+}  // namespace tensorplay

@@ -1,1 +1,0 @@
-// Placeholder until the tensors layer has sources.

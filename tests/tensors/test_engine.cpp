@@ -1,0 +1,93 @@
+// Tests for autograd/engine.h: full backward, and split backward (I then W) equal to it bit for bit.
+#include <catch2/catch.hpp>
+
+#include "tensors/tensors.h"
+
+namespace tp = tensorplay;
+
+namespace {
+
+struct TwoLayer {
+  tp::Tensor w1, b1, w2, b2;
+  explicit TwoLayer(uint64_t seed) {
+    tp::Generator g(seed);
+    w1 = tp::randn({6, 4}, {}, &g).requires_grad_();
+    b1 = tp::randn({6}, {}, &g).requires_grad_();
+    w2 = tp::randn({3, 6}, {}, &g).requires_grad_();
+    b2 = tp::randn({3}, {}, &g).requires_grad_();
+  }
+  tp::Tensor forward(const tp::Tensor& x) const {
+    return tp::linear(tp::relu(tp::linear(x, w1, b1)), w2, b2);
+  }
+  std::vector<tp::Tensor> params() const { return {w1, b1, w2, b2}; }
+};
+
+}  // namespace
+
+TEST_CASE("full backward accumulates into leaves", "[engine]") {
+  tp::Tensor a = tp::from_vector({1, 2, 3}, {3}).requires_grad_();
+  tp::Tensor b = tp::from_vector({4, 5, 6}, {3}).requires_grad_();
+  tp::Tensor loss = tp::sum(a * b + a);
+  loss.backward();
+  CHECK(a.grad().to_vector() == std::vector<float>{5, 6, 7});
+  CHECK(b.grad().to_vector() == std::vector<float>{1, 2, 3});
+  tp::sum(a * b).backward();  // second backward accumulates
+  CHECK(a.grad().to_vector() == std::vector<float>{9, 11, 13});
+}
+
+TEST_CASE("backward on a non-scalar without a gradient is an error", "[engine]") {
+  tp::Tensor a = tp::ones({2, 2}).requires_grad_();
+  tp::Tensor y = a * 2.0f;
+  CHECK_THROWS_WITH(y.backward(), Catch::Contains("scalar"));
+}
+
+TEST_CASE("backward through a tensor without history is an error", "[engine]") {
+  tp::Tensor a = tp::ones({1});
+  CHECK_THROWS_WITH(a.backward(), Catch::Contains("does not require grad"));
+}
+
+TEST_CASE("input-only then weight-only backward equals full backward bit for bit", "[engine]") {
+  TwoLayer full(7), split(7);
+  tp::Tensor x = tp::randn({5, 4});
+  tp::Tensor gy = tp::randn({5, 3});
+
+  tp::Tensor x_full = x.detach().requires_grad_();
+  tp::autograd::backward({full.forward(x_full)}, {gy});
+
+  tp::Tensor x_split = x.detach().requires_grad_();
+  auto stash = tp::autograd::backward_input({split.forward(x_split)}, {gy}, {x_split});
+  REQUIRE(x_split.grad().defined());
+  for (const auto& p : split.params()) CHECK_FALSE(p.grad().defined());  // W not run yet
+  CHECK(stash.size() == 2);  // the two linear nodes owe weight gradients
+  tp::autograd::backward_weight(std::move(stash));
+
+  CHECK(x_split.grad().to_vector() == x_full.grad().to_vector());
+  for (size_t i = 0; i < full.params().size(); ++i)
+    CHECK(split.params()[i].grad().to_vector() == full.params()[i].grad().to_vector());
+}
+
+TEST_CASE("a weight used twice gets both contributions in the split backward", "[engine]") {
+  tp::Generator g(3);
+  tp::Tensor w = tp::randn({4, 4}, {}, &g).requires_grad_();
+  tp::Tensor w2 = w.detach().requires_grad_();
+  tp::Tensor x = tp::randn({2, 4}, {}, &g);
+  auto run = [&](const tp::Tensor& weight, const tp::Tensor& in) {
+    return tp::sum(tp::linear(tp::linear(in, weight), weight));
+  };
+  tp::Tensor x1 = x.detach().requires_grad_();
+  run(w, x1).backward();
+  tp::Tensor x2 = x.detach().requires_grad_();
+  auto stash = tp::autograd::backward_input({run(w2, x2)}, {}, {x2});
+  tp::autograd::backward_weight(std::move(stash));
+  CHECK(w2.grad().to_vector() == w.grad().to_vector());
+  CHECK(x2.grad().to_vector() == x1.grad().to_vector());
+}
+
+TEST_CASE("no-grad guard records no history", "[engine]") {
+  tp::Tensor a = tp::ones({2}).requires_grad_();
+  {
+    tp::NoGradGuard guard;
+    CHECK_FALSE((a * 2.0f).requires_grad());
+  }
+  CHECK((a * 2.0f).requires_grad());
+}
