@@ -23,6 +23,11 @@ Tensor Module::forward_args(const std::vector<Tensor>& args, const TensorDict& k
   return forward(args[0]);
 }
 
+std::vector<Tensor> Module::forward_outputs(const std::vector<Tensor>& args,
+                                            const TensorDict& kwargs) {
+  return {forward_args(args, kwargs)};
+}
+
 Tensor Module::operator()(const Tensor& x) {
   trace::ModulePathScope scope(name_in_parent_);
   return forward(x);

@@ -31,6 +31,10 @@ class Module : public std::enable_shared_from_this<Module> {
   virtual Tensor forward(const Tensor& x);
   /// General forward with positional and keyword inputs; the default calls forward(args[0]).
   virtual Tensor forward_args(const std::vector<Tensor>& args, const TensorDict& kwargs);
+  /// Forward for modules with several outputs (a pipeline stage passing skip values on); the
+  /// default wraps forward_args' single output.
+  virtual std::vector<Tensor> forward_outputs(const std::vector<Tensor>& args,
+                                              const TensorDict& kwargs);
   /// Runs forward inside this module's name scope (module paths for tracing).
   Tensor operator()(const Tensor& x);
   Tensor operator()(const std::vector<Tensor>& args, const TensorDict& kwargs = {});
