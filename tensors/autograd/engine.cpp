@@ -31,15 +31,29 @@ std::vector<WeightGradStash::Entry>& WeightGradStash::entries() { return *entrie
 
 namespace {
 
-void accumulate_into_leaf(TensorImpl& leaf, const Tensor& g) {
+// The first gradient of a leaf becomes its .grad as it is: taken over when nothing else can see
+// it (`owned`: the engine holds the only reference to a tensor that is the only user of its
+// storage), copied otherwise. Later gradients are added. Either way the first .grad equals g
+// exactly, so full and split backward agree bit for bit.
+void accumulate_into_leaf(TensorImpl& leaf, const Tensor& g, bool owned = false) {
   if (g.shape() != leaf.shape) {
     throw std::logic_error("autograd: gradient of shape " + to_string(g.shape()) +
                            " for a leaf of shape " + to_string(leaf.shape));
   }
+  Device device = leaf.storage->device();
+  if (!leaf.grad && owned && g.dtype() == leaf.dtype && g.device() == device &&
+      g.impl_ptr().use_count() == 1 && g.impl().storage.use_count() == 1 && g.impl().offset == 0 &&
+      !g.requires_grad()) {
+    leaf.grad = g.impl_ptr();
+    return;
+  }
   Tensor src = g.dtype() == leaf.dtype ? g : g.to(leaf.dtype);
   if (!leaf.grad) {
-    Tensor fresh = zeros(leaf.shape, {.dtype = leaf.dtype, .device = leaf.storage->device()});
+    Tensor fresh = empty(leaf.shape, {.dtype = leaf.dtype, .device = device});
+    backend_for(device.is_cuda() ? device : src.device())
+        .copy(fresh.raw_data(), device, src.raw_data(), src.device(), src.nbytes());
     leaf.grad = fresh.impl_ptr();
+    return;
   }
   Tensor acc(leaf.grad);
   int64_t n = acc.numel();
@@ -56,8 +70,8 @@ Tensor add_grads(const Tensor& a, const Tensor& b) {
   int64_t n = a.numel();
   int64_t stride = 1;
   backend_for(a.device())
-      .binary(BinaryOp::Add, a.data<float>(), &stride, b.data<float>(), &stride,
-              out.data<float>(), &n, 1);
+      .binary(BinaryOp::Add, a.data<float>(), &stride, b.data<float>(), &stride, out.data<float>(),
+              &n, 1);
   return out;
 }
 
@@ -137,9 +151,9 @@ void execute(std::vector<std::pair<Edge, Tensor>> seeds, const EdgeFilter& follo
     for (size_t i = 0; i < needed.size(); ++i) {
       if (!needed[i]) continue;
       const Edge& e = n->next_edges[i];
-      Tensor g = i < input_grads.size() ? input_grads[i] : Tensor();
+      Tensor g = i < input_grads.size() ? std::move(input_grads[i]) : Tensor();
       if (e.leaf) {
-        if (g.defined()) accumulate_into_leaf(*e.leaf, g);
+        if (g.defined()) accumulate_into_leaf(*e.leaf, g, /*owned=*/true);
         continue;
       }
       NodeState& s = states[e.node.get()];
@@ -166,8 +180,10 @@ std::vector<std::pair<Edge, Tensor>> root_seeds(const std::vector<Tensor>& roots
     Tensor g;
     if (grads.empty() || !grads[i].defined()) {
       if (r.numel() != 1)
-        throw std::invalid_argument("backward: gradient can be implicit only for scalar outputs; "
-                                    "got shape " + to_string(r.shape()) + ", pass its gradient");
+        throw std::invalid_argument(
+            "backward: gradient can be implicit only for scalar outputs; "
+            "got shape " +
+            to_string(r.shape()) + ", pass its gradient");
       g = ones(r.shape(), {.device = r.device()});
     } else {
       g = grads[i];
@@ -176,8 +192,10 @@ std::vector<std::pair<Edge, Tensor>> root_seeds(const std::vector<Tensor>& roots
                                     " does not match output shape " + to_string(r.shape()));
     }
     Edge e;
-    if (r.grad_fn()) e.node = r.grad_fn();
-    else e.leaf = r.impl_ptr();
+    if (r.grad_fn())
+      e.node = r.grad_fn();
+    else
+      e.leaf = r.impl_ptr();
     seeds.emplace_back(std::move(e), std::move(g));
   }
   return seeds;
@@ -187,8 +205,9 @@ std::vector<std::pair<Edge, Tensor>> root_seeds(const std::vector<Tensor>& roots
 
 void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads,
               bool retain_graph) {
-  execute(root_seeds(roots, grads), [](Node*, size_t) { return true; }, nullptr,
-          [retain_graph](Node*) { return !retain_graph; });
+  execute(
+      root_seeds(roots, grads), [](Node*, size_t) { return true; }, nullptr,
+      [retain_graph](Node*) { return !retain_graph; });
 }
 
 WeightGradStash backward_input(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads,
@@ -265,8 +284,8 @@ void backward_weight(WeightGradStash&& stash) {
     entry.node->release();
   }
   stash.entries().clear();
-  execute(std::move(seeds), [](Node*, size_t) { return true; }, nullptr,
-          [](Node*) { return true; });
+  execute(
+      std::move(seeds), [](Node*, size_t) { return true; }, nullptr, [](Node*) { return true; });
 }
 
 }  // namespace tensorplay::autograd
