@@ -151,12 +151,11 @@ template <typename Impl>
 class ModuleHolder {
  public:
   using ImplType = Impl;
-  /// A new default-constructed implementation when Impl has a default constructor (`ReLU()`,
-  /// `Sequential()`), as in libtorch; otherwise an empty holder (assign it later, typically from
-  /// register_module). `Holder(nullptr)` is always empty.
-  ModuleHolder() {
-    if constexpr (std::is_default_constructible_v<Impl>) impl_ = std::make_shared<Impl>();
-  }
+  /// A new default-constructed implementation, as in libtorch (`ReLU()`, `Sequential()`).
+  ModuleHolder()
+    requires std::is_default_constructible_v<Impl>
+      : impl_(std::make_shared<Impl>()) {}
+  /// An empty holder (assign later, typically from register_module).
   ModuleHolder(std::nullptr_t) {}  // NOLINT
   /// Wraps an existing implementation.
   ModuleHolder(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}  // NOLINT
