@@ -41,6 +41,33 @@ class CudaBackend final : public Backend {
                       int64_t n) const override;
   void sum_dim(const float* x, float* out, int64_t outer, int64_t reduce,
                int64_t inner) const override;
+
+  // -- neural-network kernels (cuda_nn_backend.cu, launchers in cuda_nn_kernels.cu) -------------
+  void strided_copy(const float* x, const int64_t* x_strides, float* y, const int64_t* shape,
+                    int rank) const override;
+  void softmax(const float* x, float* y, int64_t outer, int64_t n, int64_t inner,
+               bool log) const override;
+  void softmax_backward(const float* y, const float* gy, float* gx, int64_t outer, int64_t n,
+                        int64_t inner, bool log) const override;
+  void causal_softmax(const float* x, float* y, int64_t batch, int64_t t_q,
+                      int64_t t_k) const override;
+  void layer_norm(const float* x, const float* weight, const float* bias, float* y, float* mean,
+                  float* rstd, int64_t rows, int64_t cols, float eps) const override;
+  void layer_norm_backward_input(const float* x, const float* weight, const float* mean,
+                                 const float* rstd, const float* gy, float* gx, int64_t rows,
+                                 int64_t cols) const override;
+  void layer_norm_backward_params(const float* x, const float* mean, const float* rstd,
+                                  const float* gy, float* gweight, float* gbias, int64_t rows,
+                                  int64_t cols) const override;
+  void embedding(const float* ids, const float* weight, float* out, int64_t n,
+                 int64_t dim) const override;
+  void embedding_backward(const float* ids, const float* gy, float* gweight, int64_t n, int64_t dim,
+                          int64_t vocab) const override;
+  void nll_rows(const float* logp, const float* targets, float* loss, int64_t rows, int64_t classes,
+                int64_t ignore_index) const override;
+  void cross_entropy_backward(const float* logp, const float* targets, const float* grad_rows,
+                              float* gx, int64_t rows, int64_t classes,
+                              int64_t ignore_index) const override;
 };
 
 }  // namespace tensorplay::cuda

@@ -72,7 +72,8 @@ __global__ void unary_kernel(const float* x, float* y, int64_t n) {
 template <UnaryOp Op>
 __global__ void unary_backward_kernel(const float* x, const float* y, const float* gy, float* gx,
                                       int64_t n) {
-  constexpr bool kReadsY = Op == UnaryOp::Tanh || Op == UnaryOp::Exp || Op == UnaryOp::Sqrt;
+  constexpr bool kReadsY =
+      Op == UnaryOp::Tanh || Op == UnaryOp::Exp || Op == UnaryOp::Sqrt || Op == UnaryOp::Sigmoid;
   constexpr bool kReadsX = !kReadsY && Op != UnaryOp::Neg;
   TP_GRID_STRIDE_LOOP(i, n) {
     float xv = kReadsX ? x[i] : 0.0f;
@@ -166,32 +167,35 @@ void launch_binary(BinaryOp op, const float* a, const int64_t* a_strides, const 
   TP_CUDA_CHECK_LAUNCH();
 }
 
-#define TP_UNARY_CASES(LAUNCH, ...)         \
-  switch (op) {                             \
-    case UnaryOp::Relu:                     \
-      LAUNCH<UnaryOp::Relu>(__VA_ARGS__);   \
-      break;                                \
-    case UnaryOp::Gelu:                     \
-      LAUNCH<UnaryOp::Gelu>(__VA_ARGS__);   \
-      break;                                \
-    case UnaryOp::Tanh:                     \
-      LAUNCH<UnaryOp::Tanh>(__VA_ARGS__);   \
-      break;                                \
-    case UnaryOp::Exp:                      \
-      LAUNCH<UnaryOp::Exp>(__VA_ARGS__);    \
-      break;                                \
-    case UnaryOp::Log:                      \
-      LAUNCH<UnaryOp::Log>(__VA_ARGS__);    \
-      break;                                \
-    case UnaryOp::Neg:                      \
-      LAUNCH<UnaryOp::Neg>(__VA_ARGS__);    \
-      break;                                \
-    case UnaryOp::Sqrt:                     \
-      LAUNCH<UnaryOp::Sqrt>(__VA_ARGS__);   \
-      break;                                \
-    case UnaryOp::Square:                   \
-      LAUNCH<UnaryOp::Square>(__VA_ARGS__); \
-      break;                                \
+#define TP_UNARY_CASES(LAUNCH, ...)          \
+  switch (op) {                              \
+    case UnaryOp::Relu:                      \
+      LAUNCH<UnaryOp::Relu>(__VA_ARGS__);    \
+      break;                                 \
+    case UnaryOp::Gelu:                      \
+      LAUNCH<UnaryOp::Gelu>(__VA_ARGS__);    \
+      break;                                 \
+    case UnaryOp::Tanh:                      \
+      LAUNCH<UnaryOp::Tanh>(__VA_ARGS__);    \
+      break;                                 \
+    case UnaryOp::Exp:                       \
+      LAUNCH<UnaryOp::Exp>(__VA_ARGS__);     \
+      break;                                 \
+    case UnaryOp::Log:                       \
+      LAUNCH<UnaryOp::Log>(__VA_ARGS__);     \
+      break;                                 \
+    case UnaryOp::Neg:                       \
+      LAUNCH<UnaryOp::Neg>(__VA_ARGS__);     \
+      break;                                 \
+    case UnaryOp::Sqrt:                      \
+      LAUNCH<UnaryOp::Sqrt>(__VA_ARGS__);    \
+      break;                                 \
+    case UnaryOp::Square:                    \
+      LAUNCH<UnaryOp::Square>(__VA_ARGS__);  \
+      break;                                 \
+    case UnaryOp::Sigmoid:                   \
+      LAUNCH<UnaryOp::Sigmoid>(__VA_ARGS__); \
+      break;                                 \
   }
 
 void launch_unary(UnaryOp op, const float* x, float* y, int64_t n, cudaStream_t stream) {

@@ -42,6 +42,7 @@ __device__ __forceinline__ float unary_op(float v) {
   if constexpr (Op == UnaryOp::Neg) return -v;
   if constexpr (Op == UnaryOp::Sqrt) return sqrtf(v);
   if constexpr (Op == UnaryOp::Square) return v * v;
+  if constexpr (Op == UnaryOp::Sigmoid) return 1.0f / (1.0f + expf(-v));
 }
 
 /// gx for one element; x is the input, y = f(x), gy the incoming gradient.
@@ -60,6 +61,7 @@ __device__ __forceinline__ float unary_grad(float x, float y, float gy) {
   if constexpr (Op == UnaryOp::Neg) return -gy;
   if constexpr (Op == UnaryOp::Sqrt) return gy * 0.5f / y;
   if constexpr (Op == UnaryOp::Square) return gy * 2.0f * x;
+  if constexpr (Op == UnaryOp::Sigmoid) return gy * y * (1.0f - y);
 }
 
 }  // namespace tensorplay::cuda

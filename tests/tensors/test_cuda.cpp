@@ -1,66 +1,19 @@
 // Tests for the CUDA path (tensors/cuda/, cuda_memory.h): device detection, host<->device round
-// trips, every kernel of the table against the CPU kernel on random data, and the caching
-// allocator. Without a GPU each case WARNs "no CUDA device: skipped" and returns.
+// trips, ops with autograd on CUDA against the CPU, and the caching allocator. Without a GPU each
+// case WARNs "no CUDA device: skipped" and returns.
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <functional>
 #include <string>
 #include <vector>
 
-#include "tensors/backend.h"
+#include "cuda_test_support.h"
 #include "tensors/cuda_memory.h"
 #include "tensors/tensors.h"
 
 namespace tp = tensorplay;
 
-namespace {
-
-/// True (after a visible warning) when there is no CUDA device to test on.
-bool skip_without_gpu() {
-  if (tp::cuda_available()) return false;
-  WARN("no CUDA device: skipped ("
-       << (tp::cuda_built() ? "CUDA built in, no GPU present" : "built without CUDA") << ")");
-  return true;
-}
-
-const tp::Backend& cpu_kernels() { return tp::backend_for(tp::cpu()); }
-const tp::Backend& gpu_kernels() { return tp::backend_for(tp::Device("cuda:0")); }
-
-std::vector<float> random_values(int64_t n, float low, float high, uint64_t seed) {
-  tp::Generator g(seed);
-  return tp::rand_uniform({n}, low, high, {}, &g).to_vector();
-}
-
-/// Host and device copies of the same values.
-struct Pair {
-  tp::Tensor host, device;
-  static Pair of(const std::vector<float>& values) {
-    tp::Tensor h = tp::from_vector(values, {static_cast<int64_t>(values.size())});
-    return {h, h.to("cuda:0")};
-  }
-  static Pair empty(int64_t n) {
-    return {tp::zeros({n}), tp::zeros({n}, {.device = tp::Device("cuda:0")})};
-  }
-  float* h() const { return host.data<float>(); }
-  float* d() const { return device.data<float>(); }
-};
-
-/// Every element within atol + rtol * |expected|; reports the first mismatch.
-void check_close(const tp::Tensor& device_result, const tp::Tensor& host_result, float rtol,
-                 float atol, const std::string& what) {
-  std::vector<float> got = device_result.to_vector();
-  std::vector<float> want = host_result.to_vector();
-  REQUIRE(got.size() == want.size());
-  for (size_t i = 0; i < got.size(); ++i) {
-    bool both_nan = std::isnan(got[i]) && std::isnan(want[i]);
-    if (!both_nan && !(std::fabs(got[i] - want[i]) <= atol + rtol * std::fabs(want[i]))) {
-      FAIL(what << ": element " << i << " is " << got[i] << " on CUDA, " << want[i] << " on CPU");
-    }
-  }
-  SUCCEED(what);
-}
-
-}  // namespace
+using namespace cuda_test;  // NOLINT(google-build-using-namespace): test helpers
 
 TEST_CASE("cuda: build flag and device count agree", "[cuda]") {
 #ifdef TENSORPLAY_WITH_CUDA
@@ -123,107 +76,6 @@ TEST_CASE("cuda: host <-> device round trips keep every bit", "[cuda]") {
   }
 }
 
-TEST_CASE("cuda: unary kernels and derivatives match the CPU", "[cuda]") {
-  if (skip_without_gpu()) return;
-  const int64_t n = 10007;
-  for (tp::UnaryOp op :
-       {tp::UnaryOp::Relu, tp::UnaryOp::Gelu, tp::UnaryOp::Tanh, tp::UnaryOp::Exp, tp::UnaryOp::Log,
-        tp::UnaryOp::Neg, tp::UnaryOp::Sqrt, tp::UnaryOp::Square}) {
-    bool positive = op == tp::UnaryOp::Log || op == tp::UnaryOp::Sqrt;
-    Pair x = Pair::of(random_values(n, positive ? 0.1f : -4.0f, 4.0f, 2));
-    Pair gy = Pair::of(random_values(n, -1, 1, 3));
-    Pair y = Pair::empty(n), gx = Pair::empty(n);
-    cpu_kernels().unary(op, x.h(), y.h(), n);
-    gpu_kernels().unary(op, x.d(), y.d(), n);
-    std::string name = "unary op " + std::to_string(static_cast<int>(op));
-    check_close(y.device, y.host, 1e-5f, 1e-6f, name);
-    cpu_kernels().unary_backward(op, x.h(), y.h(), gy.h(), gx.h(), n);
-    gpu_kernels().unary_backward(op, x.d(), y.d(), gy.d(), gx.d(), n);
-    check_close(gx.device, gx.host, 1e-5f, 1e-6f, name + " backward");
-  }
-}
-
-TEST_CASE("cuda: binary kernels broadcast like the CPU", "[cuda]") {
-  if (skip_without_gpu()) return;
-  struct Case {
-    tp::Shape a, b;
-  };
-  std::vector<Case> cases = {{{64, 33}, {64, 33}},
-                             {{64, 33}, {33}},
-                             {{64, 33}, {64, 1}},
-                             {{5, 1, 7}, {1, 6, 1}},
-                             {{3, 4, 5, 6}, {}},
-                             {{}, {3, 4, 5, 6}},
-                             {{2, 1, 3, 1, 2, 1, 2, 2}, {2, 3, 2, 1, 2, 2}}};
-  for (const Case& c : cases) {
-    tp::Tensor a = tp::randn(c.a), b = tp::rand_uniform(c.b, 0.5f, 2.0f);
-    for (auto [op, f] :
-         std::vector<std::pair<const char*, tp::Tensor (*)(const tp::Tensor&, const tp::Tensor&)>>{
-             {"add", tp::add}, {"sub", tp::sub}, {"mul", tp::mul}, {"div", tp::div}}) {
-      tp::Tensor want = f(a, b);
-      tp::Tensor got = f(a.to("cuda:0"), b.to("cuda:0"));
-      CHECK(got.shape() == want.shape());
-      check_close(got, want, 1e-6f, 0.0f,
-                  std::string(op) + " " + tp::to_string(c.a) + " with " + tp::to_string(c.b));
-    }
-  }
-  Pair x = Pair::of(random_values(999, -2, 2, 4));
-  Pair out = Pair::empty(999);
-  cpu_kernels().affine(x.h(), out.h(), 999, 1.5f, -0.25f);
-  gpu_kernels().affine(x.d(), out.d(), 999, 1.5f, -0.25f);
-  check_close(out.device, out.host, 1e-6f, 0.0f, "affine");
-}
-
-TEST_CASE("cuda: sum_dim matches the CPU on every layout", "[cuda]") {
-  if (skip_without_gpu()) return;
-  struct Case {
-    int64_t outer, reduce, inner;
-  };
-  for (Case c : std::vector<Case>{{1, 100000, 1},
-                                  {300, 513, 1},
-                                  {7, 3, 1},
-                                  {4, 200, 129},
-                                  {1, 1000, 64},
-                                  {64, 1, 33},
-                                  {2, 0, 5}}) {
-    int64_t n = c.outer * c.reduce * c.inner;
-    Pair x = Pair::of(random_values(n, -1, 1, 5));
-    Pair out = Pair::empty(c.outer * c.inner);
-    cpu_kernels().sum_dim(x.h(), out.h(), c.outer, c.reduce, c.inner);
-    gpu_kernels().sum_dim(x.d(), out.d(), c.outer, c.reduce, c.inner);
-    check_close(out.device, out.host, 1e-4f, 1e-4f,
-                "sum_dim " + std::to_string(c.outer) + "x" + std::to_string(c.reduce) + "x" +
-                    std::to_string(c.inner));
-  }
-}
-
-TEST_CASE("cuda: gemm and gemm_batched through cuBLAS match the CPU", "[cuda]") {
-  if (skip_without_gpu()) return;
-  const int64_t m = 37, n = 53, k = 29, pad = 3, batch = 4;
-  for (bool ta : {false, true}) {
-    for (bool tb : {false, true}) {
-      int64_t lda = (ta ? m : k) + pad, ldb = (tb ? k : n) + pad, ldc = n + pad;
-      int64_t rows_a = ta ? k : m, rows_b = tb ? n : k;
-      Pair a = Pair::of(random_values(batch * rows_a * lda, -1, 1, 6));
-      Pair b = Pair::of(random_values(rows_b * ldb, -1, 1, 7));  // one B broadcast (stride 0)
-      Pair c = Pair::of(random_values(batch * m * ldc, -1, 1, 8));
-      std::string name = std::string("gemm ta=") + (ta ? "T" : "N") + " tb=" + (tb ? "T" : "N");
-      cpu_kernels().gemm(ta, tb, m, n, k, 0.5f, a.h(), lda, b.h(), ldb, 2.0f, c.h(), ldc);
-      gpu_kernels().gemm(ta, tb, m, n, k, 0.5f, a.d(), lda, b.d(), ldb, 2.0f, c.d(), ldc);
-      check_close(c.device, c.host, 1e-4f, 1e-4f, name);
-      cpu_kernels().gemm_batched(ta, tb, batch, m, n, k, 1.0f, a.h(), lda, rows_a * lda, b.h(), ldb,
-                                 0, 0.0f, c.h(), ldc, m * ldc);
-      gpu_kernels().gemm_batched(ta, tb, batch, m, n, k, 1.0f, a.d(), lda, rows_a * lda, b.d(), ldb,
-                                 0, 0.0f, c.d(), ldc, m * ldc);
-      check_close(c.device, c.host, 1e-4f, 1e-4f, name + " batched");
-    }
-  }
-  // k == 0: C = beta * C, and beta == 0 clears C even where it held NaN.
-  Pair c = Pair::of(std::vector<float>(6, NAN));
-  gpu_kernels().gemm(false, false, 2, 3, 0, 1.0f, c.d(), 1, c.d(), 3, 0.0f, c.d(), 3);
-  CHECK(c.device.cpu().to_vector() == std::vector<float>(6, 0.0f));
-}
-
 TEST_CASE("cuda: a linear layer trains to the same values as on the CPU", "[cuda]") {
   if (skip_without_gpu()) return;
   tp::manual_seed(11);
@@ -241,6 +93,132 @@ TEST_CASE("cuda: a linear layer trains to the same values as on the CPU", "[cuda
   check_close(gpu[0], cpu[0], 1e-5f, 1e-6f, "loss");
   check_close(gpu[1], cpu[1], 1e-4f, 1e-5f, "weight gradient");
   check_close(gpu[2], cpu[2], 1e-4f, 1e-5f, "bias gradient");
+}
+
+namespace {
+
+/// Runs `f` on CPU copies and on CUDA copies of `inputs` (leaves needing gradients where
+/// `needs_grad`), back-propagates the same random output gradient, and compares outputs and every
+/// input gradient.
+void compare_op(const std::string& name, const std::vector<tp::Tensor>& inputs,
+                const std::vector<bool>& needs_grad,
+                const std::function<tp::Tensor(const std::vector<tp::Tensor>&)>& f, float rtol,
+                float atol) {
+  auto run = [&](tp::Device device, const tp::Tensor& grad) {
+    std::vector<tp::Tensor> leaves;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      tp::Tensor leaf = inputs[i].to(device).detach();
+      if (needs_grad[i]) leaf.set_requires_grad(true);
+      leaves.push_back(leaf);
+    }
+    tp::Tensor out = f(leaves);
+    std::vector<tp::Tensor> results{out};
+    if (grad.defined()) {
+      out.backward(grad.to(device));
+      for (size_t i = 0; i < leaves.size(); ++i)
+        if (needs_grad[i]) results.push_back(leaves[i].grad());
+    }
+    return results;
+  };
+  tp::Tensor shape_probe = run(tp::cpu(), tp::Tensor())[0];
+  tp::Generator g(99);
+  tp::Tensor grad = tp::randn(shape_probe.shape(), {}, &g);
+  auto cpu = run(tp::cpu(), grad);
+  auto gpu = run(tp::Device("cuda:0"), grad);
+  REQUIRE(gpu.size() == cpu.size());
+  CHECK(gpu[0].is_cuda());
+  check_close(gpu[0], cpu[0], rtol, atol, name);
+  for (size_t i = 1; i < cpu.size(); ++i)
+    check_close(gpu[i], cpu[i], rtol, atol, name + " gradient " + std::to_string(i));
+}
+
+}  // namespace
+
+TEST_CASE("cuda: nn ops with autograd match the CPU", "[cuda]") {
+  if (skip_without_gpu()) return;
+  tp::manual_seed(13);
+  tp::Tensor x = tp::randn({4, 6, 32});
+  compare_op(
+      "softmax", {x}, {true}, [](auto& in) { return tp::softmax(in[0], -1); }, 1e-5f, 1e-6f);
+  compare_op(
+      "log_softmax dim 1", {x}, {true}, [](auto& in) { return tp::log_softmax(in[0], 1); }, 1e-5f,
+      1e-6f);
+  compare_op(
+      "sigmoid", {x}, {true}, [](auto& in) { return tp::sigmoid(in[0]); }, 1e-5f, 1e-6f);
+  compare_op(
+      "layer_norm", {x, tp::randn({32}), tp::randn({32})}, {true, true, true},
+      [](auto& in) { return tp::layer_norm(in[0], 32, in[1], in[2]); }, 1e-4f, 1e-5f);
+  compare_op(
+      "permute", {x}, {true},
+      [](auto& in) {
+        return tp::permute(in[0], {2, 0, 1});
+      },
+      0.0f, 0.0f);
+  compare_op(
+      "transpose", {x}, {true}, [](auto& in) { return tp::transpose(in[0], 1, 2); }, 0.0f, 0.0f);
+  compare_op(
+      "cat and split", {x, tp::randn({4, 3, 32})}, {true, true},
+      [](auto& in) {
+        tp::Tensor c = tp::cat({in[0], in[1]}, 1);
+        return tp::split(c, 4, 1)[1];
+      },
+      0.0f, 0.0f);
+  compare_op(
+      "bmm", {x, tp::randn({4, 32, 5})}, {true, true},
+      [](auto& in) { return tp::bmm(in[0], in[1]); }, 1e-4f, 1e-5f);
+  tp::Tensor q = tp::randn({2, 3, 16, 8}), k = tp::randn({2, 3, 16, 8}),
+             v = tp::randn({2, 3, 16, 8});
+  for (bool causal : {false, true}) {
+    compare_op(
+        causal ? "causal attention" : "attention", {q, k, v}, {true, true, true},
+        [causal](auto& in) {
+          return tp::scaled_dot_product_attention(in[0], in[1], in[2], causal);
+        },
+        1e-4f, 1e-5f);
+  }
+  tp::Tensor ids = tp::from_vector({1, 4, 4, 0, 9, 2}, {2, 3});
+  compare_op(
+      "embedding", {ids, tp::randn({10, 8})}, {false, true},
+      [](auto& in) { return tp::embedding(in[0], in[1]); }, 0.0f, 0.0f);
+  tp::Tensor targets = tp::from_vector({3, -100, 0, 9, 9}, {5});
+  compare_op(
+      "cross_entropy", {tp::randn({5, 10}), targets}, {true, false},
+      [](auto& in) { return tp::cross_entropy(in[0], in[1]); }, 1e-5f, 1e-6f);
+  compare_op(
+      "dropout", {x}, {true},
+      [](auto& in) {
+        tp::Generator g(5);
+        return tp::dropout(in[0], 0.3f, true, &g);
+      },
+      0.0f, 0.0f);
+}
+
+TEST_CASE("cuda: input-then-weight backward equals full backward bit for bit", "[cuda]") {
+  if (skip_without_gpu()) return;
+  tp::Device dev("cuda:0");
+  tp::Generator g(14);
+  std::vector<tp::Tensor> params = {tp::randn({32, 16}, {}, &g), tp::randn({32}, {}, &g),
+                                    tp::randn({32}, {}, &g), tp::randn({32}, {}, &g)};
+  tp::Tensor x = tp::randn({8, 16}, {}, &g), gy = tp::randn({8, 32}, {}, &g).to(dev);
+  auto run = [&](bool split) {
+    std::vector<tp::Tensor> p;
+    for (const auto& t : params) p.push_back(t.to(dev).detach().requires_grad_());
+    tp::Tensor in = x.to(dev).detach().requires_grad_();
+    tp::Tensor y = tp::gelu(tp::layer_norm(tp::linear(in, p[0], p[1]), 32, p[2], p[3]));
+    if (split) {
+      auto stash = tp::autograd::backward_input({y}, {gy}, {in});
+      tp::autograd::backward_weight(std::move(stash));
+    } else {
+      tp::autograd::backward({y}, {gy});
+    }
+    std::vector<std::vector<float>> grads{in.grad().to_vector()};
+    for (const auto& t : p) grads.push_back(t.grad().to_vector());
+    return grads;
+  };
+  auto full = run(false);
+  auto split = run(true);
+  REQUIRE(full.size() == split.size());
+  for (size_t i = 0; i < full.size(); ++i) CHECK(split[i] == full[i]);
 }
 
 TEST_CASE("cuda: the caching allocator reuses blocks in steady state", "[cuda]") {
