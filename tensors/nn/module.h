@@ -123,8 +123,11 @@ template <typename Impl>
 class ModuleHolder {
  public:
   using ImplType = Impl;
+  /// A new default-constructed implementation, as in libtorch (`ReLU()`, `Sequential()`).
+  ModuleHolder()
+    requires std::is_default_constructible_v<Impl>
+      : impl_(std::make_shared<Impl>()) {}
   /// An empty holder (assign later, typically from register_module).
-  ModuleHolder() = default;
   ModuleHolder(std::nullptr_t) {}  // NOLINT
   /// Wraps an existing implementation.
   ModuleHolder(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}  // NOLINT
