@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cstdint>
+#include <stdexcept>
+#include <string>
 
 #include "tensors/device.h"
 #include "tensors/dtype.h"
@@ -14,7 +16,7 @@ namespace tensorplay {
 enum class BinaryOp : uint8_t { Add, Sub, Mul, Div };
 
 /// Elementwise unary operations with their derivative kernels.
-enum class UnaryOp : uint8_t { Relu, Gelu, Tanh, Exp, Log, Neg, Sqrt, Square };
+enum class UnaryOp : uint8_t { Relu, Gelu, Tanh, Exp, Log, Neg, Sqrt, Square, Sigmoid };
 
 /// Kernels for one device type. Pointers are to memory of that device; float32 unless stated.
 class Backend {
@@ -65,6 +67,95 @@ class Backend {
   /// x viewed as [outer, reduce, inner]; out[outer, inner] = sum over the middle dimension.
   virtual void sum_dim(const float* x, float* out, int64_t outer, int64_t reduce,
                        int64_t inner) const = 0;
+
+  // Kernels below have a default that throws, so a device table may add them one at a time.
+
+  // -- layout ------------------------------------------------------------------------------------
+
+  /// y (contiguous, `shape`, rank <= 8) takes x at element strides `x_strides` (permute,
+  /// transpose).
+  virtual void strided_copy(const float* /*x*/, const int64_t* /*x_strides*/, float* /*y*/,
+                            const int64_t* /*shape*/, int /*rank*/) const {
+    missing("strided_copy");
+  }
+
+  // -- softmax -----------------------------------------------------------------------------------
+
+  /// x viewed as [outer, n, inner]: y = softmax (log_softmax when `log`) along the middle dim.
+  virtual void softmax(const float* /*x*/, float* /*y*/, int64_t /*outer*/, int64_t /*n*/,
+                       int64_t /*inner*/, bool /*log*/) const {
+    missing("softmax");
+  }
+  /// Gradient of softmax (log_softmax when `log`) from its output y and output gradient gy.
+  virtual void softmax_backward(const float* /*y*/, const float* /*gy*/, float* /*gx*/,
+                                int64_t /*outer*/, int64_t /*n*/, int64_t /*inner*/,
+                                bool /*log*/) const {
+    missing("softmax_backward");
+  }
+  /// Softmax over the rows of `batch` matrices [t_q, t_k], row i seeing only columns j <= i (the
+  /// causal mask, top-left aligned as in PyTorch); masked entries of y are 0. Its backward is
+  /// softmax_backward with inner = 1.
+  virtual void causal_softmax(const float* /*x*/, float* /*y*/, int64_t /*batch*/, int64_t /*t_q*/,
+                              int64_t /*t_k*/) const {
+    missing("causal_softmax");
+  }
+
+  // -- layer norm --------------------------------------------------------------------------------
+
+  /// Normalises each of `rows` rows of `cols` values; weight and bias ([cols]) may be null.
+  /// Writes y and the per-row mean and 1/sqrt(var + eps) that the backward reads.
+  virtual void layer_norm(const float* /*x*/, const float* /*weight*/, const float* /*bias*/,
+                          float* /*y*/, float* /*mean*/, float* /*rstd*/, int64_t /*rows*/,
+                          int64_t /*cols*/, float /*eps*/) const {
+    missing("layer_norm");
+  }
+  /// gx from gy (weight may be null).
+  virtual void layer_norm_backward_input(const float* /*x*/, const float* /*weight*/,
+                                         const float* /*mean*/, const float* /*rstd*/,
+                                         const float* /*gy*/, float* /*gx*/, int64_t /*rows*/,
+                                         int64_t /*cols*/) const {
+    missing("layer_norm_backward_input");
+  }
+  /// gweight[j] = sum_r gy * xhat, gbias[j] = sum_r gy; either output may be null (not computed).
+  virtual void layer_norm_backward_params(const float* /*x*/, const float* /*mean*/,
+                                          const float* /*rstd*/, const float* /*gy*/,
+                                          float* /*gweight*/, float* /*gbias*/, int64_t /*rows*/,
+                                          int64_t /*cols*/) const {
+    missing("layer_norm_backward_params");
+  }
+
+  // -- embedding ---------------------------------------------------------------------------------
+
+  /// out[i, :] = weight[ids[i], :] for n ids (float values holding checked integer ids).
+  virtual void embedding(const float* /*ids*/, const float* /*weight*/, float* /*out*/,
+                         int64_t /*n*/, int64_t /*dim*/) const {
+    missing("embedding");
+  }
+  /// gweight[vocab, dim] = sum over i with ids[i] = v of gy[i, :] (gweight is overwritten).
+  virtual void embedding_backward(const float* /*ids*/, const float* /*gy*/, float* /*gweight*/,
+                                  int64_t /*n*/, int64_t /*dim*/, int64_t /*vocab*/) const {
+    missing("embedding_backward");
+  }
+
+  // -- cross entropy -----------------------------------------------------------------------------
+
+  /// loss[r] = -logp[r, targets[r]], or 0 where targets[r] == ignore_index.
+  virtual void nll_rows(const float* /*logp*/, const float* /*targets*/, float* /*loss*/,
+                        int64_t /*rows*/, int64_t /*classes*/, int64_t /*ignore_index*/) const {
+    missing("nll_rows");
+  }
+  /// gx[r, c] = grad_rows[r] * (exp(logp[r, c]) - [c == targets[r]]), 0 on ignored rows.
+  virtual void cross_entropy_backward(const float* /*logp*/, const float* /*targets*/,
+                                      const float* /*grad_rows*/, float* /*gx*/, int64_t /*rows*/,
+                                      int64_t /*classes*/, int64_t /*ignore_index*/) const {
+    missing("cross_entropy_backward");
+  }
+
+ protected:
+  [[noreturn]] void missing(const char* kernel) const {
+    throw std::runtime_error(std::string(name()) + ": kernel " + kernel +
+                             " is not implemented on this device");
+  }
 };
 
 /// The kernel table for a device; throws when that device type is not built in.

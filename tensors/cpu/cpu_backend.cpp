@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "tensors/backend.h"
+#include "tensors/cpu/nn_kernels.h"
 
 namespace tensorplay {
 namespace {
@@ -51,7 +52,14 @@ void binary_loop(F f, const float* a, const int64_t* as, const float* b, const i
   int64_t index[8] = {0};
   int64_t aoff = 0, boff = 0;
   for (int64_t o = 0; o < n; o += inner) {
-    for (int64_t i = 0; i < inner; ++i) out[o + i] = f(a[aoff + i * ais], b[boff + i * bis]);
+    if (ais == 1 && bis == 1) {  // rows of both contiguous (a bias added to every row)
+      const float* ar = a + aoff;
+      const float* br = b + boff;
+      float* orow = out + o;
+      for (int64_t i = 0; i < inner; ++i) orow[i] = f(ar[i], br[i]);
+    } else {
+      for (int64_t i = 0; i < inner; ++i) out[o + i] = f(a[aoff + i * ais], b[boff + i * bis]);
+    }
     for (int d = rank - 2; d >= 0; --d) {
       if (++index[d] < shape[d]) {
         aoff += as[d];
@@ -166,6 +174,9 @@ class CpuBackend final : public Backend {
       case UnaryOp::Square:
         for (int64_t i = 0; i < n; ++i) y[i] = x[i] * x[i];
         return;
+      case UnaryOp::Sigmoid:
+        for (int64_t i = 0; i < n; ++i) y[i] = 1.0f / (1.0f + std::exp(-x[i]));
+        return;
     }
   }
 
@@ -202,6 +213,9 @@ class CpuBackend final : public Backend {
       case UnaryOp::Square:
         for (int64_t i = 0; i < n; ++i) gx[i] = gy[i] * 2.0f * x[i];
         return;
+      case UnaryOp::Sigmoid:
+        for (int64_t i = 0; i < n; ++i) gx[i] = gy[i] * y[i] * (1.0f - y[i]);
+        return;
     }
   }
 
@@ -215,6 +229,57 @@ class CpuBackend final : public Backend {
         for (int64_t i = 0; i < inner; ++i) dst[i] += src[i];
       }
     }
+  }
+
+  // -- neural-network kernels (cpu/nn_kernels.cpp) ----------------------------------------------
+
+  void strided_copy(const float* x, const int64_t* x_strides, float* y, const int64_t* shape,
+                    int rank) const override {
+    if (rank > 8) throw std::invalid_argument("strided_copy supports at most 8 dimensions");
+    cpu_kernels::strided_copy(x, x_strides, y, shape, rank);
+  }
+  void softmax(const float* x, float* y, int64_t outer, int64_t n, int64_t inner,
+               bool log) const override {
+    cpu_kernels::softmax(x, y, outer, n, inner, log);
+  }
+  void softmax_backward(const float* y, const float* gy, float* gx, int64_t outer, int64_t n,
+                        int64_t inner, bool log) const override {
+    cpu_kernels::softmax_backward(y, gy, gx, outer, n, inner, log);
+  }
+  void causal_softmax(const float* x, float* y, int64_t batch, int64_t t_q,
+                      int64_t t_k) const override {
+    cpu_kernels::causal_softmax(x, y, batch, t_q, t_k);
+  }
+  void layer_norm(const float* x, const float* weight, const float* bias, float* y, float* mean,
+                  float* rstd, int64_t rows, int64_t cols, float eps) const override {
+    cpu_kernels::layer_norm(x, weight, bias, y, mean, rstd, rows, cols, eps);
+  }
+  void layer_norm_backward_input(const float* x, const float* weight, const float* mean,
+                                 const float* rstd, const float* gy, float* gx, int64_t rows,
+                                 int64_t cols) const override {
+    cpu_kernels::layer_norm_backward_input(x, weight, mean, rstd, gy, gx, rows, cols);
+  }
+  void layer_norm_backward_params(const float* x, const float* mean, const float* rstd,
+                                  const float* gy, float* gweight, float* gbias, int64_t rows,
+                                  int64_t cols) const override {
+    cpu_kernels::layer_norm_backward_params(x, mean, rstd, gy, gweight, gbias, rows, cols);
+  }
+  void embedding(const float* ids, const float* weight, float* out, int64_t n,
+                 int64_t dim) const override {
+    cpu_kernels::embedding(ids, weight, out, n, dim);
+  }
+  void embedding_backward(const float* ids, const float* gy, float* gweight, int64_t n, int64_t dim,
+                          int64_t vocab) const override {
+    cpu_kernels::embedding_backward(ids, gy, gweight, n, dim, vocab);
+  }
+  void nll_rows(const float* logp, const float* targets, float* loss, int64_t rows, int64_t classes,
+                int64_t ignore_index) const override {
+    cpu_kernels::nll_rows(logp, targets, loss, rows, classes, ignore_index);
+  }
+  void cross_entropy_backward(const float* logp, const float* targets, const float* grad_rows,
+                              float* gx, int64_t rows, int64_t classes,
+                              int64_t ignore_index) const override {
+    cpu_kernels::cross_entropy_backward(logp, targets, grad_rows, gx, rows, classes, ignore_index);
   }
 };
 

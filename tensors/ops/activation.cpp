@@ -10,14 +10,24 @@ namespace {
 
 const char* unary_name(UnaryOp op) {
   switch (op) {
-    case UnaryOp::Relu: return "relu";
-    case UnaryOp::Gelu: return "gelu";
-    case UnaryOp::Tanh: return "tanh";
-    case UnaryOp::Exp: return "exp";
-    case UnaryOp::Log: return "log";
-    case UnaryOp::Neg: return "neg";
-    case UnaryOp::Sqrt: return "sqrt";
-    case UnaryOp::Square: return "square";
+    case UnaryOp::Relu:
+      return "relu";
+    case UnaryOp::Gelu:
+      return "gelu";
+    case UnaryOp::Tanh:
+      return "tanh";
+    case UnaryOp::Exp:
+      return "exp";
+    case UnaryOp::Log:
+      return "log";
+    case UnaryOp::Neg:
+      return "neg";
+    case UnaryOp::Sqrt:
+      return "sqrt";
+    case UnaryOp::Square:
+      return "square";
+    case UnaryOp::Sigmoid:
+      return "sigmoid";
   }
   return "unary";
 }
@@ -64,5 +74,6 @@ Tensor exp(const Tensor& x) { return unary_op(UnaryOp::Exp, x); }
 Tensor log(const Tensor& x) { return unary_op(UnaryOp::Log, x); }
 Tensor sqrt(const Tensor& x) { return unary_op(UnaryOp::Sqrt, x); }
 Tensor square(const Tensor& x) { return unary_op(UnaryOp::Square, x); }
+Tensor sigmoid(const Tensor& x) { return unary_op(UnaryOp::Sigmoid, x); }
 
 }  // namespace tensorplay

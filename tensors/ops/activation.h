@@ -1,5 +1,5 @@
 // Elementwise nonlinearities and functions (relu, gelu in its tanh form, tanh, exp, log, sqrt,
-// square), each with its derivative.
+// square, sigmoid), each with its derivative.
 #pragma once
 
 #include "tensors/tensor.h"
@@ -14,5 +14,7 @@ Tensor exp(const Tensor& x);
 Tensor log(const Tensor& x);
 Tensor sqrt(const Tensor& x);
 Tensor square(const Tensor& x);
+/// 1 / (1 + exp(-x)).
+Tensor sigmoid(const Tensor& x);
 
 }  // namespace tensorplay

@@ -8,6 +8,8 @@ namespace tensorplay {
 
 /// a [..., m, k] x b [k, n] -> [..., m, n]; or batched a [B..., m, k] x b [B..., k, n].
 Tensor matmul(const Tensor& a, const Tensor& b);
+/// Batched product a [B, m, k] x b [B, k, n] -> [B, m, n] (matmul restricted to rank 3).
+Tensor bmm(const Tensor& a, const Tensor& b);
 /// x [..., in] W[out, in]^T + bias[out] (bias may be undefined).
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
 

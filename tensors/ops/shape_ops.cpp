@@ -1,4 +1,4 @@
-// Shape ops: reshape and dim-0 slices share storage; cat, narrow and clone copy.
+// Shape ops: reshape and dim-0 slices share storage; cat, narrow, permute and clone copy.
 #include "tensors/ops/shape_ops.h"
 
 #include <stdexcept>
@@ -71,6 +71,35 @@ struct CatBackward : autograd::Node {
   }
 };
 
+// Contiguous copy of x with output dim i = input dim perm[i]. No autograd.
+Tensor permute_kernel(const Tensor& x, const std::vector<int64_t>& perm) {
+  int rank = static_cast<int>(x.dim());
+  Shape out_shape(rank);
+  std::vector<int64_t> in_strides(rank), strides(rank);
+  int64_t stride = 1;
+  for (int d = rank - 1; d >= 0; --d) {
+    in_strides[d] = stride;
+    stride *= x.shape()[d];
+  }
+  for (int d = 0; d < rank; ++d) {
+    out_shape[d] = x.shape()[perm[d]];
+    strides[d] = in_strides[perm[d]];
+  }
+  Tensor out = empty(out_shape, {.device = x.device()});
+  if (out.numel() > 0)
+    detail::backend_of(x).strided_copy(x.data<float>(), strides.data(), out.data<float>(),
+                                       out_shape.data(), rank);
+  return out;
+}
+
+struct PermuteBackward : autograd::Node {
+  std::vector<int64_t> inverse;
+  const char* name() const override { return "PermuteBackward"; }
+  std::vector<Tensor> apply(const Tensor& g, const std::vector<bool>&) override {
+    return {permute_kernel(g, inverse)};
+  }
+};
+
 struct CloneBackward : autograd::Node {
   const char* name() const override { return "CloneBackward"; }
   std::vector<Tensor> apply(const Tensor& g, const std::vector<bool>&) override { return {g}; }
@@ -96,9 +125,8 @@ Tensor reshape(const Tensor& x, Shape shape) {
   auto node = std::make_shared<ReshapeBackward>();
   node->input_shape = x.shape();
   out = autograd::attach(out, node, {x});
-  return trace::record("reshape", {x}, out, [shape](const std::vector<Tensor>& in) {
-    return reshape(in[0], shape);
-  });
+  return trace::record("reshape", {x}, out,
+                       [shape](const std::vector<Tensor>& in) { return reshape(in[0], shape); });
 }
 
 Tensor slice0(const Tensor& x, int64_t start, int64_t end) {
@@ -155,7 +183,8 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
     detail::check_same_device("cat", first, t);
     Shape s = t.shape();
     bool ok = s.size() == shape.size() && t.dtype() == first.dtype();
-    for (size_t d = 0; ok && d < s.size(); ++d) ok = d == static_cast<size_t>(dim) || s[d] == shape[d];
+    for (size_t d = 0; ok && d < s.size(); ++d)
+      ok = d == static_cast<size_t>(dim) || s[d] == shape[d];
     if (!ok)
       throw std::invalid_argument("cat: tensor " + std::to_string(i) + " has shape " +
                                   to_string(s) + ", incompatible with " + to_string(shape) +
@@ -186,6 +215,42 @@ Tensor clone(const Tensor& x) {
   out = autograd::attach(out, std::make_shared<CloneBackward>(), {x});
   return trace::record("clone", {x}, out,
                        [](const std::vector<Tensor>& in) { return clone(in[0]); });
+}
+
+Tensor permute(const Tensor& x, const std::vector<int64_t>& dims) {
+  detail::check_defined("permute", x, "input");
+  detail::check_float32("permute", x);
+  if (static_cast<int64_t>(dims.size()) != x.dim() || x.dim() > 8)
+    throw std::invalid_argument("permute: " + std::to_string(dims.size()) +
+                                " dimensions given for a tensor of shape " + to_string(x.shape()) +
+                                " (give one per dimension, at most 8)");
+  std::vector<int64_t> perm(dims.size()), inverse(dims.size(), -1);
+  for (size_t i = 0; i < dims.size(); ++i) {
+    perm[i] = wrap_dim(dims[i], x.dim(), "permute");
+    if (inverse[perm[i]] >= 0)
+      throw std::invalid_argument("permute: dimension " + std::to_string(dims[i]) +
+                                  " appears twice; dims must be a permutation of 0.." +
+                                  std::to_string(x.dim() - 1));
+    inverse[perm[i]] = static_cast<int64_t>(i);
+  }
+  Tensor out = permute_kernel(x, perm);
+  if (autograd::any_needs_grad({x})) {
+    auto node = std::make_shared<PermuteBackward>();
+    node->inverse = inverse;
+    out = autograd::attach(out, node, {x});
+  }
+  return trace::record("permute", {x}, out,
+                       [perm](const std::vector<Tensor>& in) { return permute(in[0], perm); });
+}
+
+Tensor transpose(const Tensor& x, int64_t d0, int64_t d1) {
+  detail::check_defined("transpose", x, "input");
+  d0 = wrap_dim(d0, x.dim(), "transpose");
+  d1 = wrap_dim(d1, x.dim(), "transpose");
+  std::vector<int64_t> perm(x.dim());
+  for (int64_t i = 0; i < x.dim(); ++i) perm[i] = i;
+  std::swap(perm[d0], perm[d1]);
+  return permute(x, perm);
 }
 
 }  // namespace tensorplay

@@ -1,0 +1,143 @@
+// Attention through batched gemms and a (causal) row softmax; the backward keeps the attention
+// probabilities P and recomputes nothing: dV = P^T dO, dS = softmax'(P, dO V^T), dQ = dS K /
+// sqrt(D), dK = dS^T Q / sqrt(D). Each input's gradient is computed the same way whichever are
+// requested.
+#include "tensors/ops/attention.h"
+
+#include <cmath>
+#include <stdexcept>
+
+#include "tensors/autograd/node.h"
+#include "tensors/ops/detail/op_support.h"
+#include "tensors/trace_hook.h"
+
+namespace tensorplay {
+namespace {
+
+struct AttentionDims {
+  int64_t batch = 1, t_q = 0, t_k = 0, d = 0, d_v = 0;
+  float scale = 1.0f;
+};
+
+struct AttentionBackward : autograd::Node {
+  Tensor q, k, v, probs;
+  AttentionDims s;
+  const char* name() const override { return "ScaledDotProductAttentionBackward"; }
+  std::vector<Tensor> apply(const Tensor& g, const std::vector<bool>& needed) override {
+    std::vector<Tensor> out(3);
+    const Backend& be = detail::backend_of(g);
+    const float* p = probs.data<float>();
+    const int64_t pq = s.t_q * s.t_k;
+    if (needed[2]) {  // dV = P^T dO
+      Tensor gv = empty(v.shape(), {.device = g.device()});
+      be.gemm_batched(true, false, s.batch, s.t_k, s.d_v, s.t_q, 1.0f, p, s.t_k, pq,
+                      g.data<float>(), s.d_v, s.t_q * s.d_v, 0.0f, gv.data<float>(), s.d_v,
+                      s.t_k * s.d_v);
+      out[2] = gv;
+    }
+    if (needed[0] || needed[1]) {
+      // dS = softmax_backward(P, dO V^T), in one buffer.
+      Tensor gs = empty({s.batch, s.t_q, s.t_k}, {.device = g.device()});
+      be.gemm_batched(false, true, s.batch, s.t_q, s.t_k, s.d_v, 1.0f, g.data<float>(), s.d_v,
+                      s.t_q * s.d_v, v.data<float>(), s.d_v, s.t_k * s.d_v, 0.0f, gs.data<float>(),
+                      s.t_k, pq);
+      be.softmax_backward(p, gs.data<float>(), gs.data<float>(), s.batch * s.t_q, s.t_k, 1, false);
+      if (needed[0]) {  // dQ = scale * dS K
+        Tensor gq = empty(q.shape(), {.device = g.device()});
+        be.gemm_batched(false, false, s.batch, s.t_q, s.d, s.t_k, s.scale, gs.data<float>(), s.t_k,
+                        pq, k.data<float>(), s.d, s.t_k * s.d, 0.0f, gq.data<float>(), s.d,
+                        s.t_q * s.d);
+        out[0] = gq;
+      }
+      if (needed[1]) {  // dK = scale * dS^T Q
+        Tensor gk = empty(k.shape(), {.device = g.device()});
+        be.gemm_batched(true, false, s.batch, s.t_k, s.d, s.t_q, s.scale, gs.data<float>(), s.t_k,
+                        pq, q.data<float>(), s.d, s.t_q * s.d, 0.0f, gk.data<float>(), s.d,
+                        s.t_k * s.d);
+        out[1] = gk;
+      }
+    }
+    return out;
+  }
+  void release() override {
+    q = Tensor();
+    k = Tensor();
+    v = Tensor();
+    probs = Tensor();
+  }
+};
+
+AttentionDims check_attention(const Tensor& q, const Tensor& k, const Tensor& v) {
+  const char* op = "scaled_dot_product_attention";
+  detail::check_defined(op, q, "q");
+  detail::check_defined(op, k, "k");
+  detail::check_defined(op, v, "v");
+  detail::check_same_device(op, q, k);
+  detail::check_same_device(op, q, v);
+  detail::check_float32(op, q);
+  detail::check_float32(op, k);
+  detail::check_float32(op, v);
+  auto shapes = [&] {
+    return "q " + to_string(q.shape()) + ", k " + to_string(k.shape()) + ", v " +
+           to_string(v.shape());
+  };
+  if (q.dim() < 2 || k.dim() != q.dim() || v.dim() != q.dim())
+    throw std::invalid_argument(
+        std::string(op) + ": q, k, v must have the same rank >= 2 ([B, H, T, D]); got " + shapes());
+  int64_t r = q.dim();
+  for (int64_t d = 0; d < r - 2; ++d)
+    if (q.shape()[d] != k.shape()[d] || q.shape()[d] != v.shape()[d])
+      throw std::invalid_argument(std::string(op) + ": batch dimensions differ: " + shapes());
+  AttentionDims s;
+  s.batch = numel_range(q.shape(), 0, r - 2);
+  s.t_q = q.shape()[r - 2];
+  s.d = q.shape()[r - 1];
+  s.t_k = k.shape()[r - 2];
+  s.d_v = v.shape()[r - 1];
+  if (k.shape()[r - 1] != s.d)
+    throw std::invalid_argument(std::string(op) + ": q and k head sizes differ: " + shapes());
+  if (v.shape()[r - 2] != s.t_k)
+    throw std::invalid_argument(std::string(op) + ": k and v sequence lengths differ: " + shapes());
+  if (s.d == 0 || s.t_k == 0)
+    throw std::invalid_argument(std::string(op) + ": empty head size or key sequence: " + shapes());
+  s.scale = 1.0f / std::sqrt(static_cast<float>(s.d));
+  return s;
+}
+
+}  // namespace
+
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                    bool causal) {
+  AttentionDims s = check_attention(q, k, v);
+  const Backend& be = detail::backend_of(q);
+  const int64_t pq = s.t_q * s.t_k;
+  Tensor probs = empty({s.batch, s.t_q, s.t_k}, {.device = q.device()});
+  be.gemm_batched(false, true, s.batch, s.t_q, s.t_k, s.d, s.scale, q.data<float>(), s.d,
+                  s.t_q * s.d, k.data<float>(), s.d, s.t_k * s.d, 0.0f, probs.data<float>(), s.t_k,
+                  pq);
+  if (causal)
+    be.causal_softmax(probs.data<float>(), probs.data<float>(), s.batch, s.t_q, s.t_k);
+  else
+    be.softmax(probs.data<float>(), probs.data<float>(), s.batch * s.t_q, s.t_k, 1, false);
+  Shape out_shape = q.shape();
+  out_shape.back() = s.d_v;
+  Tensor out = empty(out_shape, {.device = q.device()});
+  be.gemm_batched(false, false, s.batch, s.t_q, s.d_v, s.t_k, 1.0f, probs.data<float>(), s.t_k, pq,
+                  v.data<float>(), s.d_v, s.t_k * s.d_v, 0.0f, out.data<float>(), s.d_v,
+                  s.t_q * s.d_v);
+  if (autograd::any_needs_grad({q, k, v})) {
+    auto node = std::make_shared<AttentionBackward>();
+    node->q = q.detach();
+    node->k = k.detach();
+    node->v = v.detach();
+    node->probs = probs;
+    node->s = s;
+    out = autograd::attach(out, node, {q, k, v});
+  }
+  return trace::record("scaled_dot_product_attention", {q, k, v}, out,
+                       [causal](const std::vector<Tensor>& in) {
+                         return scaled_dot_product_attention(in[0], in[1], in[2], causal);
+                       });
+}
+
+}  // namespace tensorplay
