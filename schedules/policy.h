@@ -1,0 +1,58 @@
+// Schedule policies: the object a stage actor (or the simulator) asks "which pending action do I
+// run next?". The same objects drive the real runtime and the discrete-event simulator.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "schedules/action.h"
+#include "schedules/ready_set.h"
+
+namespace tensorplay::schedules {
+
+/// Chooses one rank's next compute action. Protocol per step: call next() whenever the rank can
+/// start work; an action it returns is handed to the caller (it is not returned again) and must
+/// be reported with completed() when it ends; finished() turns true once every action of the
+/// step completed; reset() starts the next step.
+class SchedulePolicy {
+ public:
+  virtual ~SchedulePolicy() = default;
+  /// The action to run now, or nullopt to wait for an arrival or a completion.
+  virtual std::optional<Action> next(const ReadySet& ready) = 0;
+  /// An action handed out by next() finished.
+  virtual void completed(const Action& action) = 0;
+  /// Every action of this step completed.
+  virtual bool finished() const = 0;
+  /// Starts the next step.
+  virtual void reset() = 0;
+  /// What the policy waits for, e.g. "waiting for 1B3: gradient not arrived" (for timeouts).
+  virtual std::string describe_wait(const ReadySet& ready) const = 0;
+  /// Compute actions this policy runs per step.
+  virtual std::size_t total_actions() const = 0;
+};
+
+/// Follows `compute_order` strictly and waits for the next action's inputs. Throws
+/// std::invalid_argument if the order holds communication actions (lower them away first).
+std::unique_ptr<SchedulePolicy> make_static_order_policy(RankOrder compute_order);
+
+/// Options of the dynamic policy.
+struct DynamicPolicyOptions {
+  /// Run backward as I then W (W deferred until nothing else is ready) instead of one B.
+  bool split_backward = false;
+  /// Most activations the rank may hold at once (an F's activation is held until its W or B
+  /// ends); 0 means no cap. Must be at least the number of local stages.
+  int max_stashed_activations = 0;
+};
+
+/// Our own schedule: any ready action, backward (I or B) before forward, later stages first, W
+/// only when nothing else is ready, and new microbatches admitted only while the activation cap
+/// leaves room to carry them through every local stage (so the cap cannot deadlock the rank).
+/// Each kind runs in microbatch order per stage. Throws std::invalid_argument when the cap is
+/// below the number of local stages (progress would be impossible) or a stage is out of range.
+std::unique_ptr<SchedulePolicy> make_dynamic_policy(std::vector<int> local_stages, int num_stages,
+                                                    int num_microbatches,
+                                                    DynamicPolicyOptions options);
+
+}  // namespace tensorplay::schedules

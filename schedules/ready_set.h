@@ -1,0 +1,149 @@
+// What has arrived and completed on one rank, so a policy can ask "is this action runnable?".
+// Dense per-stage bit flags, allocated only for the stages the rank touches.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "schedules/action.h"
+
+namespace tensorplay::schedules {
+
+/// Arrivals and completions of one rank for one training step.
+///
+/// Stage 0's inputs are the rank's own microbatches and the last stage's output gradient comes
+/// from its own loss, so those count as present without a call. A completed F of stage s also
+/// counts as the input of (s+1, mb), and a completed I/B of s as the gradient of (s-1, mb): that
+/// is the hand-over between two stages on the same rank (the V schedules' turn).
+///
+/// Storage is one flag byte per microbatch for each stage the rank touches (its own stages and
+/// their senders), found by a short linear search: small and cache-friendly for any pipeline.
+class ReadySet {
+ public:
+  /// For `num_stages` stages in the whole pipeline and `num_microbatches` per step.
+  ReadySet(int num_stages, int num_microbatches);
+
+  /// The forward input of (stage, microbatch) is present.
+  void input_arrived(int stage, int microbatch);
+  /// The output gradient of (stage, microbatch) is present.
+  void grad_arrived(int stage, int microbatch);
+  /// A compute action finished (OverlapFB completes both of its sub-actions).
+  void completed(const Action& action);
+  /// F: input present; I/B: F completed and gradient present; W: I completed;
+  /// OverlapFB: both sub-actions ready. Communication actions are always ready.
+  bool ready(const Action& action) const;
+  /// Why `action` is not ready, e.g. "1B3: gradient not arrived" (for wait and timeout errors).
+  std::string why_not_ready(const Action& action) const;
+  /// Forgets everything: a new training step.
+  void reset();
+
+  // -- observers ---------------------------------------------------------------------------------
+
+  /// True when the forward input of (stage, microbatch) is present.
+  bool has_input(int stage, int microbatch) const;
+  /// True when the output gradient of (stage, microbatch) is present.
+  bool has_grad(int stage, int microbatch) const;
+  /// True when a compute action of this kind completed for (stage, microbatch); a B counts as
+  /// both I and W, an OverlapFB asks about its sub-actions.
+  bool is_completed(const Action& action) const;
+  /// Stages in the pipeline.
+  int num_stages() const { return num_stages_; }
+  /// Microbatches per step.
+  int num_microbatches() const { return num_microbatches_; }
+
+ private:
+  enum Flag : uint8_t {
+    kInput = 1,
+    kGrad = 2,
+    kForwardDone = 4,
+    kInputGradDone = 8,
+    kWeightGradDone = 16,
+  };
+  uint8_t flags(int stage, int microbatch) const;
+  [[gnu::cold, gnu::noinline]] void throw_out_of_range(int stage, int microbatch) const;
+  uint8_t& flags_for_update(int stage, int microbatch);
+  void check(int stage, int microbatch) const;
+
+  int num_stages_;
+  int num_microbatches_;
+  int64_t offset(int stage) const;
+
+  struct Slot {
+    int stage;
+    int64_t offset;  // into flags_
+  };
+  // The stages touched so far: a few inline (the common case), the rest in more_slots_.
+  static constexpr int kInlineSlots = 4;
+  Slot inline_slots_[kInlineSlots] = {};
+  int num_inline_slots_ = 0;
+  std::vector<Slot> more_slots_;
+  std::vector<uint8_t> flags_;  // per touched stage, one flag byte per microbatch
+};
+
+// -- inline hot paths (the simulator calls these once per event) --------------------------------
+
+inline void ReadySet::check(int stage, int microbatch) const {
+  if (stage < 0 || stage >= num_stages_ || microbatch < 0 || microbatch >= num_microbatches_) {
+    throw_out_of_range(stage, microbatch);
+  }
+}
+
+inline int64_t ReadySet::offset(int stage) const {
+  for (int i = 0; i < num_inline_slots_; ++i) {
+    if (inline_slots_[i].stage == stage) return inline_slots_[i].offset;
+  }
+  for (const Slot& slot : more_slots_) {
+    if (slot.stage == stage) return slot.offset;
+  }
+  return -1;
+}
+
+inline uint8_t ReadySet::flags(int stage, int microbatch) const {
+  check(stage, microbatch);
+  int64_t at = offset(stage);
+  return at < 0 ? 0 : flags_[at + microbatch];
+}
+
+inline void ReadySet::input_arrived(int stage, int microbatch) {
+  flags_for_update(stage, microbatch) |= kInput;
+}
+
+inline void ReadySet::grad_arrived(int stage, int microbatch) {
+  flags_for_update(stage, microbatch) |= kGrad;
+}
+
+inline bool ReadySet::has_input(int stage, int microbatch) const {
+  check(stage, microbatch);
+  return stage == 0 || (flags(stage, microbatch) & kInput) ||
+         (flags(stage - 1, microbatch) & kForwardDone);
+}
+
+inline bool ReadySet::has_grad(int stage, int microbatch) const {
+  check(stage, microbatch);
+  uint8_t f = flags(stage, microbatch);
+  if (stage == num_stages_ - 1) return (f & kGrad) || (f & kForwardDone);
+  return (f & kGrad) || (flags(stage + 1, microbatch) & kInputGradDone);
+}
+
+inline bool ReadySet::ready(const Action& action) const {
+  switch (action.kind) {
+    case ActionKind::OverlapFB:
+      return !action.sub_actions.empty() &&
+             std::all_of(action.sub_actions.begin(), action.sub_actions.end(),
+                         [&](const Action& sub) { return ready(sub); });
+    case ActionKind::Forward:
+      return has_input(action.stage, action.microbatch);
+    case ActionKind::BackwardInput:
+    case ActionKind::FullBackward:
+      return (flags(action.stage, action.microbatch) & kForwardDone) &&
+             has_grad(action.stage, action.microbatch);
+    case ActionKind::BackwardWeight:
+      return flags(action.stage, action.microbatch) & kInputGradDone;
+    default:
+      return true;
+  }
+}
+
+}  // namespace tensorplay::schedules

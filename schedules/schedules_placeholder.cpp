@@ -1,1 +1,0 @@
-// Placeholder until the schedules layer has sources.

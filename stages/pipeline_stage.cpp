@@ -1,0 +1,197 @@
+// PipelineStage: forward/backward per microbatch with activations stashed between them.
+#include "stages/pipeline_stage.h"
+
+#include <stdexcept>
+
+#include "tensors/autograd/grad_mode.h"
+
+namespace tensorplay::pipelining {
+
+std::string to_string(const TensorMeta& meta) {
+  return tensorplay::to_string(meta.shape) + " " + tensorplay::to_string(meta.dtype);
+}
+
+namespace {
+std::string stage_name(int index) { return "stage " + std::to_string(index); }
+}  // namespace
+
+namespace {
+void check_stage(const std::shared_ptr<nn::Module>& module, int stage_index, int num_stages) {
+  if (!module) throw std::invalid_argument("PipelineStage: the submodule is null");
+  if (num_stages < 1 || stage_index < 0 || stage_index >= num_stages)
+    throw std::invalid_argument("PipelineStage: stage_index " + std::to_string(stage_index) +
+                                " is out of range for " + std::to_string(num_stages) + " stages");
+}
+}  // namespace
+
+PipelineStage::PipelineStage(std::shared_ptr<nn::Module> submodule, int stage_index, int num_stages,
+                             Device device, std::vector<TensorMeta> input_meta,
+                             std::vector<TensorMeta> output_meta)
+    : module_(std::move(submodule)),
+      stage_index_(stage_index),
+      num_stages_(num_stages),
+      device_(device),
+      input_meta_(std::move(input_meta)),
+      output_meta_(std::move(output_meta)) {
+  check_stage(module_, stage_index, num_stages);
+  module_->to(device_);
+}
+
+PipelineStage::PipelineStage(std::shared_ptr<nn::Module> submodule, int stage_index, int num_stages,
+                             Device device, std::vector<Tensor> example_inputs)
+    : module_(std::move(submodule)),
+      stage_index_(stage_index),
+      num_stages_(num_stages),
+      device_(device) {
+  check_stage(module_, stage_index, num_stages);
+  if (example_inputs.empty())
+    throw std::invalid_argument(stage_name(stage_index) +
+                                ": needs at least one example input (one microbatch)");
+  module_->to(device_);
+  std::vector<Tensor> on_device;
+  for (const Tensor& t : example_inputs) {
+    if (!t.defined())
+      throw std::invalid_argument(stage_name(stage_index) + ": an example input is undefined");
+    input_meta_.push_back({t.shape(), t.dtype()});
+    on_device.push_back(t.detach().to(device_));
+  }
+  NoGradGuard no_grad;  // shape inference only
+  for (const Tensor& out : module_->forward_outputs(on_device, {}))
+    output_meta_.push_back({out.shape(), out.dtype()});
+}
+
+void PipelineStage::validate_inputs(int mb, const std::vector<Tensor>& inputs) const {
+  if (inputs.size() != input_meta_.size())
+    throw StageInputError(stage_name(stage_index_) + ", microbatch " + std::to_string(mb) +
+                          ": expected " + std::to_string(input_meta_.size()) + " inputs, got " +
+                          std::to_string(inputs.size()));
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const TensorMeta& want = input_meta_[i];
+    const Tensor& t = inputs[i];
+    // The batch dimension may differ (uneven microbatches); every other size must match.
+    bool ok = t.defined() && t.dtype() == want.dtype &&
+              t.dim() == static_cast<int64_t>(want.shape.size());
+    for (size_t d = 1; ok && d < want.shape.size(); ++d) ok = t.shape()[d] == want.shape[d];
+    if (!ok)
+      throw StageInputError(stage_name(stage_index_) + ", microbatch " + std::to_string(mb) +
+                            ", input " + std::to_string(i) +
+                            (i < input_names_.size() ? " ('" + input_names_[i] + "')" : "") +
+                            ": expected " + to_string(want) + " (batch size may vary), got " +
+                            (t.defined() ? to_string(TensorMeta{t.shape(), t.dtype()})
+                                         : std::string("an undefined tensor")));
+  }
+}
+
+std::vector<Tensor> PipelineStage::forward(int mb, const std::vector<Tensor>& inputs) {
+  validate_inputs(mb, inputs);
+  if (stash_.count(mb))
+    throw std::logic_error(stage_name(stage_index_) + ": forward of microbatch " +
+                           std::to_string(mb) + " ran twice without its backward");
+  Stash s;
+  for (const Tensor& t : inputs) {
+    Tensor leaf = t.detach().to(device_);
+    // The first stage's inputs are data; later stages' inputs are activations whose gradients
+    // are sent back.
+    if (!is_first() && leaf.dtype() == DType::Float32) leaf.set_requires_grad(true);
+    s.inputs.push_back(leaf);
+  }
+  s.outputs = module_->forward_outputs(s.inputs, {});
+  std::vector<Tensor> to_send;
+  for (const Tensor& out : s.outputs) to_send.push_back(out.detach());
+  if (!autograd::grad_enabled()) {
+    return to_send;  // evaluation: nothing to keep
+  }
+  stash_.emplace(mb, std::move(s));
+  return to_send;
+}
+
+Tensor PipelineStage::compute_loss(int mb, const Tensor& target, const LossFn& loss_fn) {
+  if (!is_last())
+    throw std::logic_error(stage_name(stage_index_) + " is not the last stage: no loss here");
+  Stash& s = stash_of(mb, "compute_loss");
+  if (s.outputs.size() != 1)
+    throw std::invalid_argument(
+        "the last stage must produce exactly one output to compute a "
+        "loss, got " +
+        std::to_string(s.outputs.size()));
+  s.loss = loss_fn(s.outputs[0], target.to(device_));
+  if (!s.loss.defined() || s.loss.numel() != 1)
+    throw std::invalid_argument("loss function must return a scalar tensor");
+  return s.loss.detach();
+}
+
+PipelineStage::Stash& PipelineStage::stash_of(int mb, const char* what) {
+  auto it = stash_.find(mb);
+  if (it == stash_.end())
+    throw std::logic_error(stage_name(stage_index_) + ": " + what + " of microbatch " +
+                           std::to_string(mb) + " before its forward");
+  return it->second;
+}
+
+std::pair<std::vector<Tensor>, std::vector<Tensor>> PipelineStage::backward_roots(
+    int mb, Stash& s, const std::vector<Tensor>& output_grads, float loss_scale) const {
+  std::vector<Tensor> roots, grads;
+  if (is_last()) {
+    if (!s.loss.defined())
+      throw std::logic_error(stage_name(stage_index_) + ": backward of microbatch " +
+                             std::to_string(mb) + " without a loss (call compute_loss first)");
+    roots.push_back(s.loss);
+    grads.push_back(full(s.loss.shape(), loss_scale, {.device = device_}));
+    return {roots, grads};
+  }
+  if (output_grads.size() != s.outputs.size())
+    throw std::invalid_argument(stage_name(stage_index_) + ": got " +
+                                std::to_string(output_grads.size()) + " output gradients for " +
+                                std::to_string(s.outputs.size()) + " outputs");
+  for (size_t i = 0; i < s.outputs.size(); ++i) {
+    if (!s.outputs[i].requires_grad() || !output_grads[i].defined()) continue;
+    roots.push_back(s.outputs[i]);
+    grads.push_back(output_grads[i].to(device_));
+  }
+  return {roots, grads};
+}
+
+std::vector<Tensor> PipelineStage::input_grads(const Stash& s) const {
+  std::vector<Tensor> grads;
+  if (is_first()) return grads;
+  for (const Tensor& in : s.inputs) grads.push_back(in.grad());
+  return grads;
+}
+
+std::vector<Tensor> PipelineStage::backward(int mb, const std::vector<Tensor>& output_grads,
+                                            float loss_scale) {
+  Stash& s = stash_of(mb, "backward");
+  auto [roots, grads] = backward_roots(mb, s, output_grads, loss_scale);
+  if (!roots.empty()) autograd::backward(roots, grads);
+  std::vector<Tensor> result = input_grads(s);
+  stash_.erase(mb);
+  return result;
+}
+
+std::vector<Tensor> PipelineStage::backward_input(int mb, const std::vector<Tensor>& output_grads,
+                                                  float loss_scale) {
+  Stash& s = stash_of(mb, "backward_input");
+  auto [roots, grads] = backward_roots(mb, s, output_grads, loss_scale);
+  std::vector<Tensor> targets;
+  for (const Tensor& in : s.inputs)
+    if (in.requires_grad()) targets.push_back(in);
+  if (!roots.empty()) s.weight_work = autograd::backward_input(roots, grads, targets);
+  s.input_grads_done = true;
+  std::vector<Tensor> result = input_grads(s);
+  s.outputs.clear();  // the graph lives on in the weight stash
+  s.loss = Tensor();
+  return result;
+}
+
+void PipelineStage::backward_weight(int mb) {
+  Stash& s = stash_of(mb, "backward_weight");
+  if (!s.input_grads_done)
+    throw std::logic_error(stage_name(stage_index_) + ": backward_weight of microbatch " +
+                           std::to_string(mb) + " before its backward_input");
+  autograd::backward_weight(std::move(s.weight_work));
+  stash_.erase(mb);
+}
+
+void PipelineStage::clear() { stash_.clear(); }
+
+}  // namespace tensorplay::pipelining

@@ -1,0 +1,110 @@
+// PipelineStage: one stage's module plus what the runtime calls per microbatch (forward, full
+// backward, input-only backward, weight-only backward), each with its stash keyed by microbatch.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tensors/autograd/engine.h"
+#include "tensors/nn/module.h"
+#include "tensors/tensor.h"
+
+namespace tensorplay::pipelining {
+
+/// Computes a microbatch's loss from the last stage's output and the target.
+using LossFn = std::function<Tensor(const Tensor& output, const Tensor& target)>;
+
+/// Shape and dtype of one value crossing a stage boundary.
+struct TensorMeta {
+  Shape shape;
+  DType dtype = DType::Float32;
+  bool operator==(const TensorMeta&) const = default;
+};
+std::string to_string(const TensorMeta& meta);
+
+/// Thrown when a microbatch's input does not match what the stage was built for.
+class StageInputError : public std::invalid_argument {
+ public:
+  using std::invalid_argument::invalid_argument;
+};
+
+/// One stage of a pipeline, hosted on one device.
+class PipelineStage {
+ public:
+  /// A stage from a user-built submodule. `example_inputs` are one microbatch of this stage's
+  /// inputs (on any device): the stage runs them once to learn its output shapes.
+  PipelineStage(std::shared_ptr<nn::Module> submodule, int stage_index, int num_stages,
+                Device device, std::vector<Tensor> example_inputs);
+  /// A stage whose input and output shapes are known already (build_stage takes them from the
+  /// Pipe's trace), so no example forward runs.
+  PipelineStage(std::shared_ptr<nn::Module> submodule, int stage_index, int num_stages,
+                Device device, std::vector<TensorMeta> input_meta,
+                std::vector<TensorMeta> output_meta);
+
+  // -- observers ---------------------------------------------------------------------------------
+
+  int stage_index() const { return stage_index_; }
+  int num_stages() const { return num_stages_; }
+  bool is_first() const { return stage_index_ == 0; }
+  bool is_last() const { return stage_index_ == num_stages_ - 1; }
+  Device device() const { return device_; }
+  nn::Module& module() const { return *module_; }
+  const std::shared_ptr<nn::Module>& module_ptr() const { return module_; }
+  /// Shapes and dtypes of the inputs and outputs of one microbatch.
+  const std::vector<TensorMeta>& input_meta() const { return input_meta_; }
+  const std::vector<TensorMeta>& output_meta() const { return output_meta_; }
+  /// Names of the inputs, used in error messages (build_stage sets the traced value names).
+  const std::vector<std::string>& input_names() const { return input_names_; }
+  void set_input_names(std::vector<std::string> names) { input_names_ = std::move(names); }
+  /// Microbatches whose activations are held (from forward until their backward is done).
+  size_t stashed_microbatches() const { return stash_.size(); }
+
+  // -- per-microbatch work -----------------------------------------------------------------------
+
+  /// Runs forward for microbatch `mb`; returns the outputs to send on (no autograd history).
+  std::vector<Tensor> forward(int mb, const std::vector<Tensor>& inputs);
+  /// Last stage only: the loss of microbatch `mb` against `target` (kept for its backward).
+  Tensor compute_loss(int mb, const Tensor& target, const LossFn& loss_fn);
+  /// Full backward of `mb`: from the loss (last stage, seeded with `loss_scale`) or from the
+  /// gradients of this stage's outputs. Returns the gradients of the stage inputs to send back
+  /// (empty on the first stage).
+  std::vector<Tensor> backward(int mb, const std::vector<Tensor>& output_grads,
+                               float loss_scale = 1.0f);
+  /// Input-only backward (I): returns input gradients and keeps what backward_weight needs.
+  std::vector<Tensor> backward_input(int mb, const std::vector<Tensor>& output_grads,
+                                     float loss_scale = 1.0f);
+  /// Weight-only backward (W) of a microbatch whose backward_input has run.
+  void backward_weight(int mb);
+  /// Drops every stashed microbatch (after an error, or before a new step).
+  void clear();
+  /// Throws StageInputError unless `inputs` match the stage's input shapes and dtypes (the
+  /// batch dimension may differ, for uneven microbatches).
+  void validate_inputs(int mb, const std::vector<Tensor>& inputs) const;
+
+ private:
+  struct Stash {
+    std::vector<Tensor> inputs;   // leaves that require grad
+    std::vector<Tensor> outputs;  // with history
+    Tensor loss;
+    autograd::WeightGradStash weight_work;
+    bool input_grads_done = false;
+  };
+  std::pair<std::vector<Tensor>, std::vector<Tensor>> backward_roots(
+      int mb, Stash& s, const std::vector<Tensor>& output_grads, float loss_scale) const;
+  Stash& stash_of(int mb, const char* what);
+  std::vector<Tensor> input_grads(const Stash& s) const;
+
+  std::shared_ptr<nn::Module> module_;
+  int stage_index_;
+  int num_stages_;
+  Device device_;
+  std::vector<TensorMeta> input_meta_;
+  std::vector<TensorMeta> output_meta_;
+  std::vector<std::string> input_names_;
+  std::map<int, Stash> stash_;
+};
+
+}  // namespace tensorplay::pipelining
