@@ -3,7 +3,9 @@
 
 #include <functional>
 #include <stdexcept>
+#include <unordered_set>
 
+#include "tensors/autograd/grad_mode.h"
 #include "tensors/trace_hook.h"
 
 namespace tensorplay::nn {
@@ -29,12 +31,12 @@ std::vector<Tensor> Module::forward_outputs(const std::vector<Tensor>& args,
 }
 
 Tensor Module::operator()(const Tensor& x) {
-  trace::ModulePathScope scope(name_in_parent_);
+  trace::ModulePathScope scope(name_in_parent_, this);
   return forward(x);
 }
 
 Tensor Module::operator()(const std::vector<Tensor>& args, const TensorDict& kwargs) {
-  trace::ModulePathScope scope(name_in_parent_);
+  trace::ModulePathScope scope(name_in_parent_, this);
   return forward_args(args, kwargs);
 }
 
@@ -46,47 +48,77 @@ void check_name(const std::string& name, const char* what) {
 }
 }  // namespace
 
-Tensor Module::register_parameter(const std::string& name, Tensor tensor, bool requires_grad) {
-  check_name(name, "parameter");
+void Module::check_unique_name(const std::string& name, const char* what) const {
+  check_name(name, what);
   for (const auto& t : tensors_)
-    if (t.name == name) throw std::invalid_argument("parameter '" + name + "' already registered");
+    if (t.name == name)
+      throw std::invalid_argument(std::string(what) + " '" + name + "': " + type_name() +
+                                  " already has a " + (t.is_parameter ? "parameter" : "buffer") +
+                                  " of that name");
+  for (const auto& c : children_)
+    if (c.first == name)
+      throw std::invalid_argument(std::string(what) + " '" + name + "': " + type_name() +
+                                  " already has a submodule of that name");
+}
+
+Tensor Module::register_parameter(const std::string& name, Tensor tensor, bool requires_grad) {
+  check_unique_name(name, "parameter");
   if (tensor.defined()) {
     if (!tensor.is_leaf()) tensor = tensor.detach();
     tensor.set_requires_grad(requires_grad);
   }
-  tensors_.push_back({name, tensor, true});
+  tensors_.push_back({name, tensor, true, true});
   return tensor;
 }
 
-Tensor Module::register_buffer(const std::string& name, Tensor tensor) {
-  check_name(name, "buffer");
-  for (const auto& t : tensors_)
-    if (t.name == name) throw std::invalid_argument("buffer '" + name + "' already registered");
-  tensors_.push_back({name, tensor, false});
+Tensor Module::register_buffer(const std::string& name, Tensor tensor, bool persistent) {
+  check_unique_name(name, "buffer");
+  if (tensor.defined() && !tensor.is_leaf()) tensor = tensor.detach();
+  tensors_.push_back({name, tensor, false, persistent});
   return tensor;
 }
 
 void Module::add_child(const std::string& name, std::shared_ptr<Module> module) {
-  check_name(name, "submodule");
+  check_unique_name(name, "submodule");
   if (!module) throw std::invalid_argument("register_module('" + name + "'): module is null");
-  for (const auto& c : children_)
-    if (c.first == name) throw std::invalid_argument("submodule '" + name + "' already registered");
   module->name_in_parent_ = name;
   children_.emplace_back(name, std::move(module));
 }
 
-void Module::collect(const std::string& prefix, bool parameters, bool recurse,
+void Module::collect(const std::string& prefix, Kind kind, bool recurse,
                      std::vector<std::pair<std::string, Tensor>>& out) const {
-  for (const auto& t : tensors_)
-    if (t.is_parameter == parameters && t.tensor.defined()) out.emplace_back(prefix + t.name, t.tensor);
+  if (kind == Kind::State) {
+    for (const auto& t : tensors_)
+      if (t.is_parameter && t.tensor.defined()) out.emplace_back(prefix + t.name, t.tensor);
+    for (const auto& t : tensors_)
+      if (!t.is_parameter && t.persistent && t.tensor.defined())
+        out.emplace_back(prefix + t.name, t.tensor);
+  } else {
+    bool parameters = kind == Kind::Parameters;
+    for (const auto& t : tensors_)
+      if (t.is_parameter == parameters && t.tensor.defined())
+        out.emplace_back(prefix + t.name, t.tensor);
+  }
   if (!recurse) return;
-  for (const auto& [name, child] : children_) child->collect(prefix + name + ".", parameters, true, out);
+  for (const auto& [name, child] : children_) child->collect(prefix + name + ".", kind, true, out);
 }
+
+namespace {
+// Keeps the first name of every tensor (tied weights appear once).
+std::vector<std::pair<std::string, Tensor>> unique_by_identity(
+    std::vector<std::pair<std::string, Tensor>> all) {
+  std::unordered_set<const TensorImpl*> seen;
+  std::vector<std::pair<std::string, Tensor>> out;
+  for (auto& item : all)
+    if (seen.insert(item.second.impl_ptr().get()).second) out.push_back(std::move(item));
+  return out;
+}
+}  // namespace
 
 std::vector<std::pair<std::string, Tensor>> Module::named_parameters(bool recurse) const {
   std::vector<std::pair<std::string, Tensor>> out;
-  collect("", true, recurse, out);
-  return out;
+  collect("", Kind::Parameters, recurse, out);
+  return unique_by_identity(std::move(out));
 }
 
 std::vector<Tensor> Module::parameters(bool recurse) const {
@@ -97,8 +129,8 @@ std::vector<Tensor> Module::parameters(bool recurse) const {
 
 std::vector<std::pair<std::string, Tensor>> Module::named_buffers(bool recurse) const {
   std::vector<std::pair<std::string, Tensor>> out;
-  collect("", false, recurse, out);
-  return out;
+  collect("", Kind::Buffers, recurse, out);
+  return unique_by_identity(std::move(out));
 }
 
 std::vector<Tensor> Module::buffers(bool recurse) const {
@@ -118,7 +150,7 @@ std::vector<std::pair<std::string, std::shared_ptr<Module>>> Module::named_modul
   std::vector<std::pair<std::string, Module*>> stack;
   out.emplace_back("", shared_from_this());
   std::function<void(const std::string&, Module&)> walk = [&](const std::string& prefix,
-                                                               Module& m) {
+                                                              Module& m) {
     for (auto& [name, child] : m.children_) {
       std::string path = prefix.empty() ? name : prefix + "." + name;
       out.emplace_back(path, child);
@@ -136,7 +168,8 @@ std::shared_ptr<Module> Module::find_module(const std::string& path) {
   size_t start = 0;
   while (start <= path.size()) {
     size_t dot = path.find('.', start);
-    std::string part = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    std::string part =
+        path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
     found = nullptr;
     for (auto& [name, child] : m->children_)
       if (name == part) found = child;
@@ -181,6 +214,55 @@ void Module::replace_tensor(const std::string& name, Tensor tensor) {
   throw std::invalid_argument("no parameter or buffer named '" + name + "' in " + type_name());
 }
 
+StateDict Module::state_dict() const {
+  std::vector<std::pair<std::string, Tensor>> all;
+  collect("", Kind::State, true, all);
+  StateDict out;
+  for (auto& [name, tensor] : all) out.insert(name, tensor.detach());
+  return out;
+}
+
+LoadStateDictResult Module::load_state_dict(const StateDict& dict, bool strict) {
+  std::vector<std::pair<std::string, Tensor>> own;
+  collect("", Kind::State, true, own);
+  LoadStateDictResult result;
+  std::vector<std::string> mismatches;
+  std::unordered_set<std::string> own_names;
+  for (const auto& [name, tensor] : own) {
+    own_names.insert(name);
+    const Tensor* src = dict.find(name);
+    if (!src) {
+      result.missing_keys.push_back(name);
+    } else if (!src->defined() || src->shape() != tensor.shape()) {
+      mismatches.push_back("'" + name + "': checkpoint " +
+                           (src->defined() ? to_string(src->shape()) : "undefined") + ", module " +
+                           to_string(tensor.shape()));
+    }
+  }
+  for (const auto& [name, tensor] : dict)
+    if (!own_names.count(name)) result.unexpected_keys.push_back(name);
+  auto join = [](const std::vector<std::string>& names, bool quote) {
+    std::string s;
+    for (const auto& n : names) s += (s.empty() ? "" : ", ") + (quote ? "'" + n + "'" : n);
+    return s;
+  };
+  std::string errors;
+  if (!mismatches.empty()) errors += "\n  shape mismatch for " + join(mismatches, false);
+  if (strict && !result.missing_keys.empty())
+    errors += "\n  missing keys: " + join(result.missing_keys, true);
+  if (strict && !result.unexpected_keys.empty())
+    errors += "\n  unexpected keys: " + join(result.unexpected_keys, true);
+  bool key_errors = strict && (!result.missing_keys.empty() || !result.unexpected_keys.empty());
+  if (key_errors) errors += "\n  (pass strict=false to load only the matching keys)";
+  if (!errors.empty())
+    throw std::invalid_argument("load_state_dict into " + type_name() +
+                                " failed; nothing was loaded:" + errors);
+  NoGradGuard no_grad;
+  for (auto& [name, tensor] : own)
+    if (const Tensor* src = dict.find(name)) tensor.copy_(*src);
+  return result;
+}
+
 void Module::to(Device device) {
   for (auto& t : tensors_) {
     if (!t.tensor.defined() || t.tensor.device() == device) continue;
@@ -188,7 +270,8 @@ void Module::to(Device device) {
     Tensor moved = t.tensor.detach().to(device);
     t.tensor.impl().storage = moved.impl().storage;
     t.tensor.impl().offset = moved.impl().offset;
-    if (t.tensor.impl().grad) t.tensor.impl().grad = Tensor(t.tensor.impl().grad).to(device).impl_ptr();
+    if (t.tensor.impl().grad)
+      t.tensor.impl().grad = Tensor(t.tensor.impl().grad).to(device).impl_ptr();
   }
   for (auto& c : children_) c.second->to(device);
 }

@@ -10,12 +10,19 @@
 #include <utility>
 #include <vector>
 
+#include "tensors/state_dict.h"
 #include "tensors/tensor.h"
 
 namespace tensorplay::nn {
 
 /// Keyword arguments of a forward call.
 using TensorDict = std::map<std::string, Tensor>;
+
+/// What load_state_dict found besides the tensors it loaded (empty lists when strict succeeds).
+struct LoadStateDictResult {
+  std::vector<std::string> missing_keys;     // expected by the module, absent from the dict
+  std::vector<std::string> unexpected_keys;  // present in the dict, unknown to the module
+};
 
 /// Base class of every layer and model.
 class Module : public std::enable_shared_from_this<Module> {
@@ -43,8 +50,9 @@ class Module : public std::enable_shared_from_this<Module> {
 
   /// Adds a parameter (a leaf that requires grad unless told otherwise); returns it.
   Tensor register_parameter(const std::string& name, Tensor tensor, bool requires_grad = true);
-  /// Adds a buffer (state saved with the module but not trained); returns it.
-  Tensor register_buffer(const std::string& name, Tensor tensor);
+  /// Adds a buffer (state that is not trained); returns it. A persistent buffer is part of the
+  /// state_dict; a non-persistent one (derived data such as position ids) is not, as in PyTorch.
+  Tensor register_buffer(const std::string& name, Tensor tensor, bool persistent = true);
   /// Adds a child module; returns it.
   template <typename M>
   std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> module) {
@@ -60,8 +68,11 @@ class Module : public std::enable_shared_from_this<Module> {
   // -- observers ---------------------------------------------------------------------------------
 
   /// Parameters with dotted paths ("layer1.net.0.weight"), depth first in registration order.
+  /// A tensor registered under several names (tied weights) is listed once, under the first
+  /// name met, as PyTorch's named_parameters does; so optimizers update it once.
   std::vector<std::pair<std::string, Tensor>> named_parameters(bool recurse = true) const;
   std::vector<Tensor> parameters(bool recurse = true) const;
+  /// Buffers (persistent or not) with dotted paths, de-duplicated like named_parameters.
   std::vector<std::pair<std::string, Tensor>> named_buffers(bool recurse = true) const;
   std::vector<Tensor> buffers(bool recurse = true) const;
   /// Direct children in registration order.
@@ -92,6 +103,20 @@ class Module : public std::enable_shared_from_this<Module> {
   /// Replaces a registered parameter or buffer's tensor (same name), used when loading or moving.
   void replace_tensor(const std::string& name, Tensor tensor);
 
+  // -- state dict --------------------------------------------------------------------------------
+
+  /// Every parameter, then every persistent buffer, of this module, then of each child in
+  /// registration order, under dotted names. Tensors are detached and share storage with the
+  /// module. Unlike named_parameters, tied tensors appear under every name ("wte.weight" and
+  /// "lm_head.weight"), as in PyTorch, so a checkpoint can be loaded whether or not it was tied.
+  StateDict state_dict() const;
+  /// Copies the dict's tensors into this module's parameters and buffers in place (tensor
+  /// identity, device and dtype are kept; tied tensors stay tied). Checks everything before
+  /// copying anything: a shape mismatch always throws std::invalid_argument; with `strict`, so
+  /// do missing and unexpected keys, each named in the message. Without `strict` they are
+  /// returned instead.
+  LoadStateDictResult load_state_dict(const StateDict& dict, bool strict = true);
+
   /// Name this module was registered under in its parent ("" for a root).
   const std::string& name_in_parent() const { return name_in_parent_; }
 
@@ -106,9 +131,12 @@ class Module : public std::enable_shared_from_this<Module> {
     std::string name;
     Tensor tensor;
     bool is_parameter;
+    bool persistent = true;
   };
-  void collect(const std::string& prefix, bool parameters, bool recurse,
+  enum class Kind { Parameters, Buffers, State };
+  void collect(const std::string& prefix, Kind kind, bool recurse,
                std::vector<std::pair<std::string, Tensor>>& out) const;
+  void check_unique_name(const std::string& name, const char* what) const;
 
   std::vector<NamedTensor> tensors_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
@@ -133,11 +161,11 @@ class ModuleHolder {
   ModuleHolder(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}  // NOLINT
   /// Constructs a new implementation from arguments.
   template <typename First, typename... Rest>
-    requires(!std::is_same_v<std::decay_t<First>, ModuleHolder> &&
-             !std::is_same_v<std::decay_t<First>, std::shared_ptr<Impl>> &&
-             !std::is_same_v<std::decay_t<First>, std::nullptr_t> &&
-             std::is_constructible_v<Impl, First, Rest...>)
-  explicit ModuleHolder(First&& first, Rest&&... rest)
+  requires(!std::is_same_v<std::decay_t<First>, ModuleHolder> &&
+           !std::is_same_v<std::decay_t<First>, std::shared_ptr<Impl>> &&
+           !std::is_same_v<std::decay_t<First>, std::nullptr_t> &&
+           std::is_constructible_v<Impl, First, Rest...>) explicit ModuleHolder(First&& first,
+                                                                                Rest&&... rest)
       : impl_(std::make_shared<Impl>(std::forward<First>(first), std::forward<Rest>(rest)...)) {}
 
   Impl* operator->() const { return impl_.get(); }
@@ -156,10 +184,10 @@ class ModuleHolder {
 };
 
 /// Defines `Name` as the holder of `NameImpl`.
-#define TENSORPLAY_MODULE(Name)                                          \
-  class Name : public ::tensorplay::nn::ModuleHolder<Name##Impl> {       \
-   public:                                                               \
-    using ::tensorplay::nn::ModuleHolder<Name##Impl>::ModuleHolder;      \
+#define TENSORPLAY_MODULE(Name)                                     \
+  class Name : public ::tensorplay::nn::ModuleHolder<Name##Impl> {  \
+   public:                                                          \
+    using ::tensorplay::nn::ModuleHolder<Name##Impl>::ModuleHolder; \
   }
 
 }  // namespace tensorplay::nn

@@ -1,0 +1,47 @@
+// Global-norm gradient clipping.
+#include "tensors/optim/clip_grad.h"
+
+#include <cmath>
+#include <stdexcept>
+
+#include "tensors/autograd/grad_mode.h"
+#include "tensors/ops/activation.h"
+#include "tensors/ops/elementwise.h"
+#include "tensors/ops/reduction.h"
+
+namespace tensorplay::optim {
+
+float clip_grad_norm(const std::vector<Tensor>& parameters, float max_norm) {
+  if (!(max_norm >= 0))
+    throw std::invalid_argument("clip_grad_norm: max_norm must be >= 0, got " +
+                                std::to_string(max_norm));
+  NoGradGuard no_grad;
+  double total_sq = 0.0;  // the sum is kept in double: thousands of terms of very different sizes
+  std::vector<Tensor> grads;
+  for (const Tensor& p : parameters) {
+    Tensor g = p.defined() ? p.grad() : Tensor();
+    if (!g.defined()) continue;
+    grads.push_back(g);
+    if (g.device().is_cpu() && g.dtype() == DType::Float32) {
+      const float* d = g.data<float>();
+      for (int64_t i = 0, n = g.numel(); i < n; ++i) total_sq += static_cast<double>(d[i]) * d[i];
+    } else {
+      total_sq += sum(square(g.detach().to(DType::Float32))).item();
+    }
+  }
+  float total = static_cast<float>(std::sqrt(total_sq));
+  float coef = max_norm / (total + 1e-6f);
+  if (coef < 1.0f) {
+    for (Tensor& g : grads) {
+      if (g.device().is_cpu() && g.dtype() == DType::Float32) {
+        float* d = g.data<float>();
+        for (int64_t i = 0, n = g.numel(); i < n; ++i) d[i] *= coef;
+      } else {
+        g.copy_(g.detach() * coef);
+      }
+    }
+  }
+  return total;
+}
+
+}  // namespace tensorplay::optim

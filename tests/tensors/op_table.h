@@ -1,0 +1,322 @@
+// Harness of the op table (test_op_table.cpp), in the style of ggml's test-backend-ops: each case
+// names an op, its inputs and a float64 reference; the runner checks forward, gradients (against
+// central differences of the reference), split backward (I then W) and CUDA against CPU.
+#pragma once
+
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "tensors/tensors.h"
+
+namespace optest {
+
+namespace tp = tensorplay;
+
+using Values = std::vector<double>;
+
+/// How an input is drawn.
+enum class Fill {
+  Normal,    // standard normal
+  Positive,  // uniform in [0.5, 2) (log, sqrt, divisors)
+  Ids,       // integers in [0, range) (embedding ids)
+  Targets,   // integers in [0, range), with row 1 set to -100 (the default ignore_index)
+};
+
+/// One input of a case.
+struct Input {
+  tp::Shape shape;
+  Fill fill = Fill::Normal;
+  bool grad = true;   // requires_grad, and its gradient is checked
+  int64_t range = 0;  // for Ids and Targets
+};
+
+/// One row of the op table.
+struct OpCase {
+  std::string name;
+  std::vector<Input> inputs;
+  /// Runs the op through the public API; returns its outputs.
+  std::function<std::vector<tp::Tensor>(const std::vector<tp::Tensor>&)> run;
+  /// Independent float64 reference: the outputs' values (row-major) from the inputs' values.
+  std::function<std::vector<Values>(const std::vector<Values>&)> reference;
+  std::vector<tp::Shape> out_shapes;
+  /// Forward: |y - ref| <= fwd_tol * max |ref| (float32 rounding against exact float64).
+  double fwd_tol = 1e-5;
+  /// Gradient: |g - fd| <= grad_tol * max |fd| of that input (central differences in float64).
+  double grad_tol = 1e-4;
+  /// How many leading gradient-carrying inputs are activations in the split check (the rest
+  /// are weights, whose gradients come only from backward_weight).
+  int activations = 1;
+};
+
+// -- reference helpers ----------------------------------------------------------------------------
+
+inline int64_t count(const tp::Shape& s) {
+  int64_t n = 1;
+  for (int64_t d : s) n *= d;
+  return n;
+}
+
+/// Row-major multi-index of flat position i in shape s.
+inline std::vector<int64_t> unravel(int64_t i, const tp::Shape& s) {
+  std::vector<int64_t> idx(s.size());
+  for (int64_t d = static_cast<int64_t>(s.size()) - 1; d >= 0; --d) {
+    idx[d] = i % s[d];
+    i /= s[d];
+  }
+  return idx;
+}
+
+/// Flat position in `s` of the trailing-aligned multi-index `idx` (size-1 dims read index 0).
+inline int64_t broadcast_offset(const std::vector<int64_t>& idx, const tp::Shape& s) {
+  int64_t off = 0;
+  size_t pad = idx.size() - s.size();
+  for (size_t d = 0; d < s.size(); ++d) off = off * s[d] + (s[d] == 1 ? 0 : idx[d + pad]);
+  return off;
+}
+
+/// Elementwise f(a, b) with numpy broadcasting to `out`.
+template <typename F>
+Values broadcast2(const Values& a, const tp::Shape& as, const Values& b, const tp::Shape& bs,
+                  const tp::Shape& out, F f) {
+  Values r(count(out));
+  for (int64_t i = 0; i < count(out); ++i) {
+    auto idx = unravel(i, out);
+    r[i] = f(a[broadcast_offset(idx, as)], b[broadcast_offset(idx, bs)]);
+  }
+  return r;
+}
+
+template <typename F>
+Values map1(const Values& a, F f) {
+  Values r(a.size());
+  for (size_t i = 0; i < a.size(); ++i) r[i] = f(a[i]);
+  return r;
+}
+
+/// Batched C[b] = A[b] (m x k) B[b] (k x n); bb = false broadcasts one B.
+inline Values ref_matmul(const Values& a, const Values& b, int64_t batch, int64_t m, int64_t k,
+                         int64_t n, bool bb) {
+  Values c(batch * m * n, 0.0);
+  for (int64_t p = 0; p < batch; ++p)
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double s = 0;
+        for (int64_t t = 0; t < k; ++t)
+          s += a[(p * m + i) * k + t] * b[(bb ? p * k * n : 0) + t * n + j];
+        c[(p * m + i) * n + j] = s;
+      }
+  return c;
+}
+
+/// Softmax (or log-softmax) of x viewed as [outer, n, inner] along the middle.
+inline Values ref_softmax(const Values& x, int64_t outer, int64_t n, int64_t inner, bool log) {
+  Values y(x.size());
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t i = 0; i < inner; ++i) {
+      auto at = [&](int64_t r) { return (o * n + r) * inner + i; };
+      double mx = -1e300, s = 0;
+      for (int64_t r = 0; r < n; ++r) mx = std::max(mx, x[at(r)]);
+      for (int64_t r = 0; r < n; ++r) s += std::exp(x[at(r)] - mx);
+      for (int64_t r = 0; r < n; ++r)
+        y[at(r)] = log ? x[at(r)] - mx - std::log(s) : std::exp(x[at(r)] - mx) / s;
+    }
+  return y;
+}
+
+// -- runner ---------------------------------------------------------------------------------------
+
+inline std::vector<float> values_of(const tp::Tensor& t) { return t.to_vector(); }
+
+inline Values to_double(const std::vector<float>& v) { return Values(v.begin(), v.end()); }
+
+/// The case's inputs on the CPU, drawn from a fixed seed.
+inline std::vector<tp::Tensor> make_inputs(const OpCase& c, uint64_t seed) {
+  tp::Generator gen(seed);
+  std::vector<tp::Tensor> out;
+  for (const Input& in : c.inputs) {
+    switch (in.fill) {
+      case Fill::Normal:
+        out.push_back(tp::randn(in.shape, {}, &gen));
+        break;
+      case Fill::Positive:
+        out.push_back(tp::rand_uniform(in.shape, 0.5f, 2.0f, {}, &gen));
+        break;
+      case Fill::Ids:
+        out.push_back(tp::randint(0, in.range, in.shape, {}, &gen));
+        break;
+      case Fill::Targets: {
+        std::vector<float> t = tp::randint(0, in.range, in.shape, {}, &gen).to_vector();
+        if (t.size() > 1) t[1] = -100.0f;
+        out.push_back(tp::from_vector(t, in.shape));
+        break;
+      }
+    }
+  }
+  return out;
+}
+
+/// Fresh leaves holding `base` on `device`, requiring grad where the case says.
+inline std::vector<tp::Tensor> leaves(const OpCase& c, const std::vector<tp::Tensor>& base,
+                                      tp::Device device) {
+  std::vector<tp::Tensor> out;
+  for (size_t i = 0; i < base.size(); ++i) {
+    tp::Tensor t = base[i].to(device).detach();  // a new leaf (sharing storage on the CPU)
+    if (c.inputs[i].grad) t.requires_grad_();
+    out.push_back(t);
+  }
+  return out;
+}
+
+/// Outputs and input gradients of one run.
+struct RunResult {
+  std::vector<std::vector<float>> outputs;
+  std::vector<tp::Shape> shapes;
+  std::vector<std::vector<float>> grads;  // per input; empty when the input has no gradient
+};
+
+inline RunResult collect(const std::vector<tp::Tensor>& outs, const std::vector<tp::Tensor>& in) {
+  RunResult r;
+  for (const auto& o : outs) {
+    r.outputs.push_back(values_of(o));
+    r.shapes.push_back(o.shape());
+  }
+  for (const auto& t : in) {
+    if (!t.requires_grad()) {
+      r.grads.emplace_back();
+    } else if (t.grad().defined()) {
+      r.grads.push_back(values_of(t.grad()));
+    } else {
+      r.grads.emplace_back(t.numel(), 0.0f);  // the op does not depend on this input
+    }
+  }
+  return r;
+}
+
+/// Forward, then full backward with output gradients `seeds`.
+inline RunResult run_full(const OpCase& c, const std::vector<tp::Tensor>& base,
+                          const std::vector<tp::Tensor>& seeds, tp::Device device) {
+  std::vector<tp::Tensor> in = leaves(c, base, device);
+  std::vector<tp::Tensor> outs = c.run(in);
+  std::vector<tp::Tensor> seeds_here;
+  for (const auto& s : seeds) seeds_here.push_back(s.to(device));
+  tp::autograd::backward(outs, seeds_here);
+  return collect(outs, in);
+}
+
+/// Forward, then backward_input for the activations and backward_weight for the rest.
+inline RunResult run_split(const OpCase& c, const std::vector<tp::Tensor>& base,
+                           const std::vector<tp::Tensor>& seeds) {
+  std::vector<tp::Tensor> in = leaves(c, base, tp::cpu());
+  std::vector<tp::Tensor> outs = c.run(in);
+  std::vector<tp::Tensor> activations;
+  for (size_t i = 0; i < in.size() && static_cast<int>(activations.size()) < c.activations; ++i)
+    if (c.inputs[i].grad) activations.push_back(in[i]);
+  auto stash = tp::autograd::backward_input(outs, seeds, activations);
+  for (size_t i = 0; i < in.size(); ++i) {
+    bool is_activation = std::any_of(activations.begin(), activations.end(),
+                                     [&](const tp::Tensor& a) { return a.is_same(in[i]); });
+    if (c.inputs[i].grad && !is_activation) {
+      INFO("weight input " << i << " must get its gradient only from backward_weight");
+      CHECK_FALSE(in[i].grad().defined());
+    }
+  }
+  tp::autograd::backward_weight(std::move(stash));
+  return collect(outs, in);
+}
+
+/// Central differences of sum_k <ref_k(x), seed_k> with respect to input `which`.
+inline Values finite_difference(const OpCase& c, std::vector<Values> x, size_t which,
+                                const std::vector<Values>& seeds) {
+  Values g(x[which].size());
+  for (size_t e = 0; e < g.size(); ++e) {
+    double x0 = x[which][e], h = 1e-5 * std::max(1.0, std::abs(x0));
+    auto eval = [&](double v) {
+      x[which][e] = v;
+      std::vector<Values> y = c.reference(x);
+      double s = 0;
+      for (size_t k = 0; k < y.size(); ++k)
+        for (size_t i = 0; i < y[k].size(); ++i) s += y[k][i] * seeds[k][i];
+      return s;
+    };
+    double plus = eval(x0 + h), minus = eval(x0 - h);
+    x[which][e] = x0;
+    g[e] = (plus - minus) / (2 * h);
+  }
+  return g;
+}
+
+/// Counts elements of `got` farther than tol * scale from `want`, where scale is the largest
+/// |want| (at least 1e-3): errors are measured against the tensor's magnitude. Reports the first.
+template <typename A, typename B>
+void check_close(const std::string& what, const A& got, const B& want, double tol) {
+  REQUIRE(got.size() == want.size());
+  double scale = 1e-3;
+  for (const auto& v : want) scale = std::max(scale, std::abs(double(v)));
+  size_t bad = 0, first = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    double diff = std::abs(double(got[i]) - double(want[i]));
+    if (!(diff <= tol * scale) && bad++ == 0) first = i;
+  }
+  INFO(what << ": " << bad << " of " << got.size() << " elements off; first at " << first
+            << ": got " << (got.empty() ? 0.0 : double(got[first])) << ", want "
+            << (want.empty() ? 0.0 : double(want[first])) << " (tol " << tol << " x " << scale
+            << ")");
+  CHECK(bad == 0);
+}
+
+/// Checks one case on the CPU: forward vs reference, gradients vs finite differences, and the
+/// split backward vs the full one (bit for bit).
+inline void check_cpu(const OpCase& c, uint64_t seed) {
+  std::vector<tp::Tensor> base = make_inputs(c, seed);
+  std::vector<Values> xs;
+  for (const auto& t : base) xs.push_back(to_double(values_of(t)));
+  std::vector<Values> want = c.reference(xs);
+
+  // Output gradients: fixed random seeds shaped like the outputs.
+  tp::Generator gen(seed + 1);
+  std::vector<tp::Tensor> seeds;
+  std::vector<Values> seed_values;
+  for (const auto& s : c.out_shapes) {
+    seeds.push_back(tp::randn(s, {}, &gen));
+    seed_values.push_back(to_double(values_of(seeds.back())));
+  }
+
+  RunResult full = run_full(c, base, seeds, tp::cpu());
+  REQUIRE(full.outputs.size() == want.size());
+  REQUIRE(full.shapes == c.out_shapes);
+  for (size_t k = 0; k < want.size(); ++k)
+    check_close("forward output " + std::to_string(k), full.outputs[k], want[k], c.fwd_tol);
+
+  for (size_t i = 0; i < c.inputs.size(); ++i) {
+    if (!c.inputs[i].grad) continue;
+    Values fd = finite_difference(c, xs, i, seed_values);
+    check_close("gradient of input " + std::to_string(i), full.grads[i], fd, c.grad_tol);
+  }
+
+  RunResult split = run_split(c, base, seeds);
+  for (size_t i = 0; i < c.inputs.size(); ++i) {
+    INFO("split backward (I then W) of input " << i << " equals full backward bit for bit");
+    CHECK(split.grads[i] == full.grads[i]);
+  }
+}
+
+/// Runs one case on CUDA and on the CPU and compares outputs and gradients (1e-4 relative).
+inline void check_cuda(const OpCase& c, uint64_t seed) {
+  std::vector<tp::Tensor> base = make_inputs(c, seed);
+  tp::Generator gen(seed + 1);
+  std::vector<tp::Tensor> seeds;
+  for (const auto& s : c.out_shapes) seeds.push_back(tp::randn(s, {}, &gen));
+  RunResult cpu = run_full(c, base, seeds, tp::cpu());
+  RunResult gpu = run_full(c, base, seeds, tp::Device("cuda:0"));
+  REQUIRE(gpu.shapes == cpu.shapes);
+  for (size_t k = 0; k < cpu.outputs.size(); ++k)
+    check_close("cuda output " + std::to_string(k), gpu.outputs[k], cpu.outputs[k], 1e-4);
+  for (size_t i = 0; i < cpu.grads.size(); ++i)
+    check_close("cuda gradient " + std::to_string(i), gpu.grads[i], cpu.grads[i], 1e-4);
+}
+
+}  // namespace optest

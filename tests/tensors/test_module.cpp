@@ -1,0 +1,116 @@
+// Tests for nn/module.h: registration, traversal, tied parameters, state_dict and its loading,
+// train/eval and moves.
+#include <catch2/catch.hpp>
+
+#include "tensors/tensors.h"
+
+namespace tp = tensorplay;
+namespace nn = tensorplay::nn;
+
+namespace {
+
+// Two linears sharing one weight, a persistent and a non-persistent buffer.
+struct Tied : nn::Module {
+  Tied() {
+    a = register_module("a", nn::Linear(3, 4));
+    b = register_module("b", nn::Linear(3, 4, nn::LinearOptions{.bias = false}));
+    b->replace_tensor("weight", a->weight);
+    b->weight = a->weight;
+    running = register_buffer("running", tp::zeros({2}));
+    scratch = register_buffer("scratch", tp::zeros({5}), /*persistent=*/false);
+  }
+  nn::Linear a{nullptr};
+  nn::Linear b{nullptr};
+  tp::Tensor running, scratch;
+};
+
+std::vector<std::string> names(const std::vector<std::pair<std::string, tp::Tensor>>& items) {
+  std::vector<std::string> out;
+  for (const auto& item : items) out.push_back(item.first);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("named_parameters lists a tied tensor once; state_dict keeps every name", "[module]") {
+  auto m = std::make_shared<Tied>();
+  CHECK(names(m->named_parameters()) == std::vector<std::string>{"a.weight", "a.bias"});
+  CHECK(m->parameters().size() == 2);
+  CHECK(names(m->named_buffers()) == std::vector<std::string>{"running", "scratch"});
+  tp::StateDict sd = m->state_dict();
+  // Own parameters, then persistent buffers, then children: PyTorch's order.
+  CHECK(sd.keys() == std::vector<std::string>{"running", "a.weight", "a.bias", "b.weight"});
+  CHECK(sd.at("a.weight").shares_storage(m->a->weight));
+  CHECK(sd.at("b.weight").shares_storage(m->a->weight));
+  CHECK_FALSE(sd.at("a.weight").requires_grad());
+}
+
+TEST_CASE("names are unique across parameters, buffers and children", "[module]") {
+  nn::Module m;
+  m.register_parameter("w", tp::ones({1}));
+  CHECK_THROWS_WITH(m.register_buffer("w", tp::ones({1})), Catch::Contains("'w'"));
+  CHECK_THROWS_WITH(m.register_module("w", nn::ReLU()), Catch::Contains("'w'"));
+  CHECK_THROWS(m.register_parameter("x.y", tp::ones({1})));
+}
+
+TEST_CASE("load_state_dict copies in place and keeps ties", "[module]") {
+  tp::manual_seed(1);
+  auto src = std::make_shared<Tied>();
+  tp::manual_seed(2);
+  auto dst = std::make_shared<Tied>();
+  tp::Tensor weight_before = dst->a->weight;
+  REQUIRE(src->a->weight.to_vector() != dst->a->weight.to_vector());
+  src->running.fill_(3.0f);
+  auto result = dst->load_state_dict(src->state_dict());
+  CHECK(result.missing_keys.empty());
+  CHECK(result.unexpected_keys.empty());
+  CHECK(dst->a->weight.is_same(weight_before));  // same tensor, new values
+  CHECK(dst->a->weight.to_vector() == src->a->weight.to_vector());
+  CHECK(dst->b->weight.is_same(dst->a->weight));
+  CHECK(dst->running.to_vector() == std::vector<float>{3, 3});
+  CHECK(dst->a->weight.requires_grad());
+}
+
+TEST_CASE("load_state_dict names missing, unexpected and mismatched keys", "[module]") {
+  auto m = std::make_shared<Tied>();
+  tp::StateDict full = m->state_dict();
+
+  tp::StateDict missing;
+  for (const auto& [k, v] : full)
+    if (k != "a.bias") missing.insert(k, v);
+  CHECK_THROWS_WITH(m->load_state_dict(missing), Catch::Contains("missing keys: 'a.bias'"));
+  auto relaxed = m->load_state_dict(missing, /*strict=*/false);
+  CHECK(relaxed.missing_keys == std::vector<std::string>{"a.bias"});
+
+  tp::StateDict extra = full;
+  extra.insert("c.weight", tp::ones({1}));
+  CHECK_THROWS_WITH(m->load_state_dict(extra), Catch::Contains("unexpected keys: 'c.weight'"));
+  CHECK(m->load_state_dict(extra, false).unexpected_keys == std::vector<std::string>{"c.weight"});
+
+  tp::StateDict wrong;
+  for (const auto& [k, v] : full) wrong.insert(k, k == "a.bias" ? tp::ones({7}) : v);
+  m->a->weight.detach().fill_(0.5f);
+  std::vector<float> before = m->a->weight.to_vector();
+  wrong.insert_or_assign("a.weight", tp::ones({4, 3}));
+  CHECK_THROWS_WITH(m->load_state_dict(wrong, false), Catch::Contains("shape mismatch") &&
+                                                          Catch::Contains("'a.bias'") &&
+                                                          Catch::Contains("[7]"));
+  CHECK(m->a->weight.to_vector() == before);  // nothing loaded when anything is wrong
+}
+
+TEST_CASE("train and eval reach every descendant", "[module]") {
+  nn::Sequential seq(nn::Linear(2, 2), nn::Sequential(nn::ReLU(), nn::Linear(2, 2)));
+  seq->eval();
+  for (auto& [path, module] : seq->named_modules()) CHECK_FALSE(module->is_training());
+  seq->train();
+  for (auto& [path, module] : seq->named_modules()) CHECK(module->is_training());
+  CHECK(seq->children().size() == 2);
+}
+
+TEST_CASE("to(cpu) keeps parameter identity", "[module]") {
+  auto m = std::make_shared<Tied>();
+  tp::Tensor w = m->a->weight;
+  m->to(tp::cpu());
+  CHECK(m->a->weight.is_same(w));
+  CHECK(m->named_parameters()[0].second.is_same(w));
+}
