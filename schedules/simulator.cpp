@@ -222,8 +222,8 @@ class Simulation {
       } else if (is_input_backward(a.kind) && a.stage > 0) {
         int peer = stage_to_rank_[a.stage - 1];
         if (peer != rank) {
-          push(now + costs_.transfer_time(a.stage - 1), peer, EventKind::GradArrived,
-               a.stage - 1, a.microbatch);
+          push(now + costs_.transfer_time(a.stage - 1), peer, EventKind::GradArrived, a.stage - 1,
+               a.microbatch);
         }
       }
     });

@@ -61,16 +61,24 @@ ts::CostModel parse_costs(const std::string& text) {
     std::string key = item.substr(0, eq);
     std::transform(key.begin(), key.end(), key.begin(), ::toupper);
     double value = std::stod(item.substr(eq + 1));
-    if (key == "F") f = value;
-    else if (key == "I") i = value;
-    else if (key == "W") w = value;
-    else if (key == "B") b = value;
-    else throw std::invalid_argument("--cost key '" + key + "' is not one of F, I, W, B");
+    if (key == "F")
+      f = value;
+    else if (key == "I")
+      i = value;
+    else if (key == "W")
+      w = value;
+    else if (key == "B")
+      b = value;
+    else
+      throw std::invalid_argument("--cost key '" + key + "' is not one of F, I, W, B");
   }
   if (b >= 0) {
-    if (i < 0 && w < 0) i = w = b / 2;
-    else if (i < 0) i = b - w;
-    else if (w < 0) w = b - i;
+    if (i < 0 && w < 0)
+      i = w = b / 2;
+    else if (i < 0)
+      i = b - w;
+    else if (w < 0)
+      w = b - i;
   }
   return ts::CostModel::uniform(f, i < 0 ? 1 : i, w < 0 ? 1 : w);
 }
@@ -125,8 +133,7 @@ int run(const Options& opt) {
         if (placement[s] == rank) local.push_back(s);
       }
       owned.push_back(ts::make_dynamic_policy(local, static_cast<int>(placement.size()),
-                                              opt.microbatches,
-                                              {opt.split_backward, opt.cap}));
+                                              opt.microbatches, {opt.split_backward, opt.cap}));
     } else {
       owned.push_back(ts::make_static_order_policy(order[rank]));
     }
@@ -139,9 +146,9 @@ int run(const Options& opt) {
 
   if (!opt.trace.empty()) write_file(opt.trace, ts::chrome_trace_json(result));
   if (!opt.svg.empty()) {
-    write_file(opt.svg, ts::timeline_svg(result, name + ", " + std::to_string(opt.ranks) +
-                                                     " ranks, " + std::to_string(opt.microbatches) +
-                                                     " microbatches"));
+    write_file(opt.svg,
+               ts::timeline_svg(result, name + ", " + std::to_string(opt.ranks) + " ranks, " +
+                                            std::to_string(opt.microbatches) + " microbatches"));
   }
   if (opt.json) {
     nlohmann::ordered_json j;  // keys in the documented order
@@ -178,7 +185,9 @@ int main(int argc, char** argv) {
                  "GPipe, 1F1B, Interleaved1F1B, LoopedBFS, InterleavedZeroBubble, ZBVZeroBubble, "
                  "DualPipeV (case-insensitive), or Dynamic (our greedy policy)")
       ->required();
-  app.add_option("--ranks", opt.ranks, "pipeline ranks (p)")->required()->check(CLI::PositiveNumber);
+  app.add_option("--ranks", opt.ranks, "pipeline ranks (p)")
+      ->required()
+      ->check(CLI::PositiveNumber);
   app.add_option("--microbatches", opt.microbatches, "microbatches per step (m)")
       ->required()
       ->check(CLI::PositiveNumber);
