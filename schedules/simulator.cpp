@@ -120,7 +120,12 @@ class Simulation {
       while (!events_.empty() && events_.next_time() == now) {
         events_.pop_bucket(bucket);
         for (std::size_t i = 0; i < bucket.size(); ++i) {
-          if (i + kPrefetchDistance < bucket.size()) prefetch(bucket[i + kPrefetchDistance].rank);
+          // Two-stage prefetch: a rank's state far ahead, then (once that is in cache) the peer
+          // its finishing action will hand its output to.
+          if (i + 2 * kPrefetchDistance < bucket.size()) {
+            prefetch(bucket[i + 2 * kPrefetchDistance].rank);
+          }
+          if (i + kPrefetchDistance < bucket.size()) prefetch_peer(bucket[i + kPrefetchDistance]);
           handle(bucket[i], now);
         }
       }
@@ -140,6 +145,20 @@ class Simulation {
       __builtin_prefetch(state + line);
     }
     __builtin_prefetch(states_[rank].policy);
+  }
+
+  void prefetch_peer(const Event& event) const {
+    if (event.kind != EventKind::ComputeDone) return;
+    const Action& action = states_[event.rank].running;
+    if (action.kind == ActionKind::Forward && action.stage + 1 < num_stages_) {
+      const RankState& peer = states_[stage_to_rank_[action.stage + 1]];
+      __builtin_prefetch(&peer);
+      peer.ready.prefetch(action.stage + 1, action.microbatch);
+    } else if (is_input_backward(action.kind) && action.stage > 0) {
+      const RankState& peer = states_[stage_to_rank_[action.stage - 1]];
+      __builtin_prefetch(&peer);
+      peer.ready.prefetch(action.stage - 1, action.microbatch);
+    }
   }
 
   void push(double time, int rank, EventKind kind, int stage, int microbatch) {
