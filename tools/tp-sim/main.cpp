@@ -40,6 +40,7 @@ struct Options {
   double overlap = 1.0;
   int cap = 0;
   bool split_backward = false;
+  std::string placement = "loop";
   std::string order_csv;
   bool print_order = false;
   std::string csv;
@@ -107,7 +108,13 @@ int run(const Options& opt) {
   if (dynamic) {
     name = "Dynamic";
     if (stages_per_rank == 0) stages_per_rank = 1;
-    placement = ts::stage_to_rank(ts::Placement::Loop, opt.ranks, stages_per_rank);
+    std::string where = opt.placement;
+    std::transform(where.begin(), where.end(), where.begin(), ::tolower);
+    if (where != "loop" && where != "v") {
+      throw std::invalid_argument("--placement must be 'loop' or 'v', got '" + opt.placement + "'");
+    }
+    placement = ts::stage_to_rank(where == "v" ? ts::Placement::V : ts::Placement::Loop, opt.ranks,
+                                  stages_per_rank);
   } else {
     ts::ScheduleKind kind = ts::parse_schedule_kind(opt.schedule);
     name = std::string(ts::schedule_name(kind));
@@ -201,6 +208,8 @@ int main(int argc, char** argv) {
   app.add_option("--overlap", opt.overlap, "OVERLAP_F_B costs overlap * (F + B)");
   app.add_option("--cap", opt.cap, "Dynamic: most stashed activations per rank (0 = none)");
   app.add_flag("--split-backward", opt.split_backward, "Dynamic: run backward as I then W");
+  app.add_option("--placement", opt.placement,
+                 "Dynamic: 'loop' (stage s on rank s % p) or 'v' (rank r holds r and 2p-1-r)");
   app.add_option("--order-csv", opt.order_csv, "simulate this compute-only CSV order instead");
   app.add_flag("--print-order", opt.print_order, "print the step-by-rank table");
   app.add_option("--csv", opt.csv, "write the compute-only order as CSV");
