@@ -15,17 +15,35 @@ namespace {
 std::string stage_name(int index) { return "stage " + std::to_string(index); }
 }  // namespace
 
-PipelineStage::PipelineStage(std::shared_ptr<nn::Module> submodule, int stage_index,
-                             int num_stages, Device device, std::vector<Tensor> example_inputs)
+namespace {
+void check_stage(const std::shared_ptr<nn::Module>& module, int stage_index, int num_stages) {
+  if (!module) throw std::invalid_argument("PipelineStage: the submodule is null");
+  if (num_stages < 1 || stage_index < 0 || stage_index >= num_stages)
+    throw std::invalid_argument("PipelineStage: stage_index " + std::to_string(stage_index) +
+                                " is out of range for " + std::to_string(num_stages) + " stages");
+}
+}  // namespace
+
+PipelineStage::PipelineStage(std::shared_ptr<nn::Module> submodule, int stage_index, int num_stages,
+                             Device device, std::vector<TensorMeta> input_meta,
+                             std::vector<TensorMeta> output_meta)
+    : module_(std::move(submodule)),
+      stage_index_(stage_index),
+      num_stages_(num_stages),
+      device_(device),
+      input_meta_(std::move(input_meta)),
+      output_meta_(std::move(output_meta)) {
+  check_stage(module_, stage_index, num_stages);
+  module_->to(device_);
+}
+
+PipelineStage::PipelineStage(std::shared_ptr<nn::Module> submodule, int stage_index, int num_stages,
+                             Device device, std::vector<Tensor> example_inputs)
     : module_(std::move(submodule)),
       stage_index_(stage_index),
       num_stages_(num_stages),
       device_(device) {
-  if (!module_) throw std::invalid_argument("PipelineStage: the submodule is null");
-  if (num_stages < 1 || stage_index < 0 || stage_index >= num_stages)
-    throw std::invalid_argument("PipelineStage: stage_index " + std::to_string(stage_index) +
-                                " is out of range for " + std::to_string(num_stages) +
-                                " stages");
+  check_stage(module_, stage_index, num_stages);
   if (example_inputs.empty())
     throw std::invalid_argument(stage_name(stage_index) +
                                 ": needs at least one example input (one microbatch)");
@@ -42,28 +60,30 @@ PipelineStage::PipelineStage(std::shared_ptr<nn::Module> submodule, int stage_in
     output_meta_.push_back({out.shape(), out.dtype()});
 }
 
-void PipelineStage::check_inputs(int mb, const std::vector<Tensor>& inputs) const {
+void PipelineStage::validate_inputs(int mb, const std::vector<Tensor>& inputs) const {
   if (inputs.size() != input_meta_.size())
     throw StageInputError(stage_name(stage_index_) + ", microbatch " + std::to_string(mb) +
-                          ": expected " + std::to_string(input_meta_.size()) +
-                          " inputs, got " + std::to_string(inputs.size()));
+                          ": expected " + std::to_string(input_meta_.size()) + " inputs, got " +
+                          std::to_string(inputs.size()));
   for (size_t i = 0; i < inputs.size(); ++i) {
     const TensorMeta& want = input_meta_[i];
     const Tensor& t = inputs[i];
     // The batch dimension may differ (uneven microbatches); every other size must match.
-    bool ok = t.defined() && t.dtype() == want.dtype && t.dim() == static_cast<int64_t>(want.shape.size());
+    bool ok = t.defined() && t.dtype() == want.dtype &&
+              t.dim() == static_cast<int64_t>(want.shape.size());
     for (size_t d = 1; ok && d < want.shape.size(); ++d) ok = t.shape()[d] == want.shape[d];
     if (!ok)
       throw StageInputError(stage_name(stage_index_) + ", microbatch " + std::to_string(mb) +
-                            ", input " + std::to_string(i) + ": expected " + to_string(want) +
-                            " (batch size may vary), got " +
+                            ", input " + std::to_string(i) +
+                            (i < input_names_.size() ? " ('" + input_names_[i] + "')" : "") +
+                            ": expected " + to_string(want) + " (batch size may vary), got " +
                             (t.defined() ? to_string(TensorMeta{t.shape(), t.dtype()})
                                          : std::string("an undefined tensor")));
   }
 }
 
 std::vector<Tensor> PipelineStage::forward(int mb, const std::vector<Tensor>& inputs) {
-  check_inputs(mb, inputs);
+  validate_inputs(mb, inputs);
   if (stash_.count(mb))
     throw std::logic_error(stage_name(stage_index_) + ": forward of microbatch " +
                            std::to_string(mb) + " ran twice without its backward");
@@ -90,8 +110,10 @@ Tensor PipelineStage::compute_loss(int mb, const Tensor& target, const LossFn& l
     throw std::logic_error(stage_name(stage_index_) + " is not the last stage: no loss here");
   Stash& s = stash_of(mb, "compute_loss");
   if (s.outputs.size() != 1)
-    throw std::invalid_argument("the last stage must produce exactly one output to compute a "
-                                "loss, got " + std::to_string(s.outputs.size()));
+    throw std::invalid_argument(
+        "the last stage must produce exactly one output to compute a "
+        "loss, got " +
+        std::to_string(s.outputs.size()));
   s.loss = loss_fn(s.outputs[0], target.to(device_));
   if (!s.loss.defined() || s.loss.numel() != 1)
     throw std::invalid_argument("loss function must return a scalar tensor");

@@ -38,6 +38,11 @@ class PipelineStage {
   /// inputs (on any device): the stage runs them once to learn its output shapes.
   PipelineStage(std::shared_ptr<nn::Module> submodule, int stage_index, int num_stages,
                 Device device, std::vector<Tensor> example_inputs);
+  /// A stage whose input and output shapes are known already (build_stage takes them from the
+  /// Pipe's trace), so no example forward runs.
+  PipelineStage(std::shared_ptr<nn::Module> submodule, int stage_index, int num_stages,
+                Device device, std::vector<TensorMeta> input_meta,
+                std::vector<TensorMeta> output_meta);
 
   // -- observers ---------------------------------------------------------------------------------
 
@@ -51,6 +56,9 @@ class PipelineStage {
   /// Shapes and dtypes of the inputs and outputs of one microbatch.
   const std::vector<TensorMeta>& input_meta() const { return input_meta_; }
   const std::vector<TensorMeta>& output_meta() const { return output_meta_; }
+  /// Names of the inputs, used in error messages (build_stage sets the traced value names).
+  const std::vector<std::string>& input_names() const { return input_names_; }
+  void set_input_names(std::vector<std::string> names) { input_names_ = std::move(names); }
   /// Microbatches whose activations are held (from forward until their backward is done).
   size_t stashed_microbatches() const { return stash_.size(); }
 
@@ -72,6 +80,9 @@ class PipelineStage {
   void backward_weight(int mb);
   /// Drops every stashed microbatch (after an error, or before a new step).
   void clear();
+  /// Throws StageInputError unless `inputs` match the stage's input shapes and dtypes (the
+  /// batch dimension may differ, for uneven microbatches).
+  void validate_inputs(int mb, const std::vector<Tensor>& inputs) const;
 
  private:
   struct Stash {
@@ -81,7 +92,6 @@ class PipelineStage {
     autograd::WeightGradStash weight_work;
     bool input_grads_done = false;
   };
-  void check_inputs(int mb, const std::vector<Tensor>& inputs) const;
   std::pair<std::vector<Tensor>, std::vector<Tensor>> backward_roots(
       int mb, Stash& s, const std::vector<Tensor>& output_grads, float loss_scale) const;
   Stash& stash_of(int mb, const char* what);
@@ -93,6 +103,7 @@ class PipelineStage {
   Device device_;
   std::vector<TensorMeta> input_meta_;
   std::vector<TensorMeta> output_meta_;
+  std::vector<std::string> input_names_;
   std::map<int, Stash> stash_;
 };
 

@@ -5,6 +5,7 @@ namespace tensorplay::trace {
 namespace {
 thread_local OpRecorder* recorder = nullptr;
 thread_local std::string module_path;
+thread_local const void* module_now = nullptr;
 }  // namespace
 
 OpRecorder* active_recorder() { return recorder; }
@@ -23,9 +24,12 @@ Tensor record(const char* op, const std::vector<Tensor>& inputs, const Tensor& o
 
 const std::string& current_module_path() { return module_path; }
 
-ModulePathScope::ModulePathScope(const std::string& name)
-    : previous_length_(module_path.size()), pushed_(!name.empty()) {
+const void* current_module() { return module_now; }
+
+ModulePathScope::ModulePathScope(const std::string& name, const void* module)
+    : previous_length_(module_path.size()), previous_module_(module_now), pushed_(!name.empty()) {
   if (!pushed_) return;
+  if (module) module_now = module;
   if (!module_path.empty()) module_path += '.';
   module_path += name;
   if (recorder) recorder->enter_module(module_path);
@@ -35,6 +39,7 @@ ModulePathScope::~ModulePathScope() {
   if (!pushed_) return;
   if (recorder) recorder->exit_module(module_path);
   module_path.resize(previous_length_);
+  module_now = previous_module_;
 }
 
 }  // namespace tensorplay::trace

@@ -39,16 +39,23 @@ Tensor record(const char* op, const std::vector<Tensor>& inputs, const Tensor& o
 /// Dotted path of the module running now ("" at the top).
 const std::string& current_module_path();
 
-/// Pushes a child module name onto the path for its lifetime.
+/// The module whose forward runs now (innermost ModulePathScope given one), or null. The tracer
+/// uses it to name modules by their place in the module tree: the call-stack path skips
+/// containers that are never called themselves (a ModuleList's `blocks` in `blocks.0`).
+const void* current_module();
+
+/// Pushes a child module name (and, when given, the module itself) onto the path for its
+/// lifetime.
 class ModulePathScope {
  public:
-  explicit ModulePathScope(const std::string& name);
+  explicit ModulePathScope(const std::string& name, const void* module = nullptr);
   ~ModulePathScope();
   ModulePathScope(const ModulePathScope&) = delete;
   ModulePathScope& operator=(const ModulePathScope&) = delete;
 
  private:
   size_t previous_length_;
+  const void* previous_module_;
   bool pushed_;
 };
 

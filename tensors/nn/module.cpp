@@ -31,12 +31,12 @@ std::vector<Tensor> Module::forward_outputs(const std::vector<Tensor>& args,
 }
 
 Tensor Module::operator()(const Tensor& x) {
-  trace::ModulePathScope scope(name_in_parent_);
+  trace::ModulePathScope scope(name_in_parent_, this);
   return forward(x);
 }
 
 Tensor Module::operator()(const std::vector<Tensor>& args, const TensorDict& kwargs) {
-  trace::ModulePathScope scope(name_in_parent_);
+  trace::ModulePathScope scope(name_in_parent_, this);
   return forward_args(args, kwargs);
 }
 

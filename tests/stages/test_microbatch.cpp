@@ -17,7 +17,8 @@ TEST_CASE("split along dim 0 then merge round-trips exactly", "[microbatch]") {
   CHECK(pp::merge_chunks(parts).to_vector() == x.to_vector());
 }
 
-TEST_CASE("an indivisible batch is a clear error unless uneven splits are allowed", "[microbatch]") {
+TEST_CASE("an indivisible batch is a clear error unless uneven splits are allowed",
+          "[microbatch]") {
   tp::Tensor x = tp::randn({10, 2});
   CHECK_THROWS_WITH(pp::split_into_microbatches({x}, 4), Catch::Contains("not divisible"));
   auto mbs = pp::split_into_microbatches({x}, 4, {}, true);

@@ -59,7 +59,8 @@ TEST_CASE("split backward on a stage equals its full backward", "[stage]") {
   CHECK_FALSE(b->find_tensor("0.weight").grad().defined());
   split.backward_weight(0);
   CHECK(gf[0].to_vector() == gs[0].to_vector());
-  CHECK(a->find_tensor("0.weight").grad().to_vector() == b->find_tensor("0.weight").grad().to_vector());
+  CHECK(a->find_tensor("0.weight").grad().to_vector() ==
+        b->find_tensor("0.weight").grad().to_vector());
 }
 
 TEST_CASE("a microbatch of the wrong shape gets a typed error naming the stage", "[stage]") {

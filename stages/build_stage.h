@@ -1,0 +1,29 @@
+// build_stage(): the PipelineStage a worker runs for one stage of a Pipe, with the boundary
+// shapes the trace already knows (no second forward).
+#pragma once
+
+#include <vector>
+
+#include "stages/pipe.h"
+#include "stages/pipeline_stage.h"
+
+namespace tensorplay::pipelining {
+
+/// The stage `stage_index` of `pipe` on `device`. Its module is the Pipe's StageModule (moved to
+/// `device`, and with it the model's tensors it shares); its input and output shapes are the
+/// Pipe's boundary metas, so a later microbatch of another shape or dtype gets a StageInputError
+/// naming the stage, the input, what was expected and what came (the batch dimension may vary
+/// for uneven microbatches). Stage 0's inputs are the model's inputs, keyword inputs last
+/// (Pipe::flatten_inputs). Which process runs which stage, and over what links, is the
+/// runtime's business.
+PipelineStage build_stage(const Pipe& pipe, int stage_index, Device device);
+
+/// The stages one process hosts: with as many devices as stages, stage i on devices[i]; with
+/// fewer, stage i on devices[i % devices.size()] (the looped placement interleaved schedules
+/// expect).
+std::vector<PipelineStage> build_stages(const Pipe& pipe, const std::vector<Device>& devices);
+
+/// Pointers to `stages`, for sync_tied_gradients and schedules.
+std::vector<PipelineStage*> stage_pointers(std::vector<PipelineStage>& stages);
+
+}  // namespace tensorplay::pipelining

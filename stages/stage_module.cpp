@@ -1,0 +1,240 @@
+// StageModule: mirrored module tree and the node interpreter.
+#include "stages/stage_module.h"
+
+#include <algorithm>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+#include <unordered_map>
+
+#include "tensors/ops/shape_ops.h"
+
+namespace tensorplay::pipelining {
+
+namespace {
+
+/// An empty stand-in for a module of the model, printed like it.
+class MirrorModule : public nn::Module {
+ public:
+  MirrorModule(std::string type, std::string extra)
+      : type_(std::move(type)), extra_(std::move(extra)) {}
+  std::string type_name() const override { return type_; }
+  std::string extra_repr() const override { return extra_; }
+  Tensor forward(const Tensor&) override {
+    throw std::logic_error(type_ +
+                           " inside a StageModule only holds parameters; run the stage "
+                           "through StageModule::forward_outputs");
+  }
+
+ private:
+  std::string type_, extra_;
+};
+
+std::string stage_name(int index) { return "stage " + std::to_string(index); }
+
+}  // namespace
+
+StageModule::StageModule(std::shared_ptr<const Graph> graph, StagePlan plan)
+    : graph_(std::move(graph)), plan_(std::move(plan)) {
+  std::unordered_map<std::string, nn::Module*> by_path = {{"", this}};
+  for (const auto& m : plan_.modules) {
+    if (m.path.empty()) continue;
+    size_t dot = m.path.rfind('.');
+    std::string parent = dot == std::string::npos ? "" : m.path.substr(0, dot);
+    std::string leaf = dot == std::string::npos ? m.path : m.path.substr(dot + 1);
+    auto it = by_path.find(parent);
+    if (it == by_path.end())
+      throw std::logic_error("StageModule: module '" + m.path + "' listed before its parent");
+    auto child = std::make_shared<MirrorModule>(m.type_name, m.extra_repr);
+    it->second->register_module(leaf, child);
+    by_path[m.path] = child.get();
+  }
+  for (const auto& [v, tensor] : plan_.state) {
+    const Value& value = graph_->values.at(v);
+    size_t dot = value.name.rfind('.');
+    std::string owner = dot == std::string::npos ? "" : value.name.substr(0, dot);
+    std::string leaf = dot == std::string::npos ? value.name : value.name.substr(dot + 1);
+    auto it = by_path.find(owner);
+    if (it == by_path.end())
+      throw std::logic_error("StageModule: no mirrored module '" + owner + "' for '" + value.name +
+                             "'");
+    if (value.kind == ValueKind::Parameter)
+      it->second->register_parameter(leaf, tensor, tensor.requires_grad());
+    else
+      it->second->register_buffer(leaf, tensor);
+    state_names_.emplace_back(v, value.name);
+  }
+  for (int n = plan_.node_begin; n < plan_.node_end; ++n)
+    for (int v : graph_->nodes[n].inputs)
+      if (v >= 0 && graph_->values[v].kind == ValueKind::Constant)
+        constants_.emplace(v, graph_->values[v].constant);
+  for (int v : plan_.outputs)
+    if (graph_->values[v].kind == ValueKind::Constant)
+      constants_.emplace(v, graph_->values[v].constant);
+  // Drop each intermediate from the interpreter as soon as its last reader has run (autograd
+  // keeps what backward needs).
+  std::unordered_map<int, int> last_reader;
+  for (int n = plan_.node_begin; n < plan_.node_end; ++n)
+    for (int v : graph_->nodes[n].inputs)
+      if (v >= 0) last_reader[v] = n;
+  std::set<int> kept(plan_.outputs.begin(), plan_.outputs.end());
+  release_after_.resize(plan_.node_end - plan_.node_begin);
+  for (const auto& [v, n] : last_reader) {
+    ValueKind k = graph_->values[v].kind;
+    if (!kept.count(v) && (k == ValueKind::Result || k == ValueKind::Input))
+      release_after_[n - plan_.node_begin].push_back(v);
+  }
+}
+
+std::vector<std::string> StageModule::input_names() const {
+  std::vector<std::string> out;
+  for (int v : plan_.inputs) out.push_back(graph_->values[v].name);
+  return out;
+}
+
+std::vector<std::string> StageModule::output_names() const {
+  std::vector<std::string> out;
+  for (int v : plan_.outputs) out.push_back(graph_->values[v].name);
+  return out;
+}
+
+std::vector<TensorMeta> StageModule::input_meta() const {
+  std::vector<TensorMeta> out;
+  for (int v : plan_.inputs) out.push_back(graph_->values[v].meta);
+  return out;
+}
+
+std::vector<TensorMeta> StageModule::output_meta() const {
+  std::vector<TensorMeta> out;
+  for (int v : plan_.outputs) out.push_back(graph_->values[v].meta);
+  return out;
+}
+
+std::vector<Tensor> StageModule::flatten_inputs(const std::vector<Tensor>& args,
+                                                const nn::TensorDict& kwargs) const {
+  if (kwargs.empty() && args.size() == plan_.inputs.size()) return args;
+  const std::string who = stage_name(plan_.stage_index);
+  if (plan_.stage_index != 0 || args.size() != graph_->num_positional_inputs) {
+    std::string expected = std::to_string(plan_.inputs.size()) + " inputs";
+    if (plan_.stage_index == 0 && plan_.inputs.size() != graph_->num_positional_inputs)
+      expected += " (" + std::to_string(graph_->num_positional_inputs) +
+                  " positional, then the keyword inputs)";
+    throw std::invalid_argument(who + ": expected " + expected + ", got " +
+                                std::to_string(args.size()) + " positional and " +
+                                std::to_string(kwargs.size()) + " keyword inputs");
+  }
+  std::vector<Tensor> out = args;
+  std::set<std::string> known;
+  for (size_t i = graph_->num_positional_inputs; i < plan_.inputs.size(); ++i) {
+    const std::string& name = graph_->values[plan_.inputs[i]].name;
+    known.insert(name);
+    auto it = kwargs.find(name);
+    if (it == kwargs.end())
+      throw std::invalid_argument(who + ": missing keyword input '" + name +
+                                  "' (the model was traced with it)");
+    out.push_back(it->second);
+  }
+  for (const auto& [name, t] : kwargs)
+    if (!known.count(name))
+      throw std::invalid_argument(who + ": unexpected keyword input '" + name +
+                                  "' (the model was traced without it)");
+  return out;
+}
+
+Tensor StageModule::constant_on(int value, Device device) {
+  Tensor& c = constants_.at(value);
+  if (c.device() != device) c = c.to(device);
+  return c;
+}
+
+std::vector<Tensor> StageModule::forward_outputs(const std::vector<Tensor>& args,
+                                                 const nn::TensorDict& kwargs) {
+  std::vector<Tensor> inputs = flatten_inputs(args, kwargs);
+  const Graph& g = *graph_;
+  std::vector<Tensor> env(g.values.size());
+  for (size_t i = 0; i < inputs.size(); ++i) env[plan_.inputs[i]] = inputs[i];
+  for (const auto& [v, name] : state_names_) {
+    env[v] = find_tensor(name);
+    if (!env[v].defined())
+      throw std::logic_error(stage_name(plan_.stage_index) + ": lost its tensor '" + name + "'");
+  }
+  Device device = !inputs.empty() && inputs[0].defined() ? inputs[0].device()
+                  : !state_names_.empty()                ? env[state_names_[0].first].device()
+                                                         : tensorplay::cpu();
+  for (int n = plan_.node_begin; n < plan_.node_end; ++n) {
+    const Node& node = g.nodes[n];
+    std::vector<Tensor> ins;
+    ins.reserve(node.inputs.size());
+    for (int v : node.inputs) {
+      if (v < 0) {
+        ins.emplace_back();
+      } else if (g.values[v].kind == ValueKind::Constant) {
+        ins.push_back(constant_on(v, device));
+      } else {
+        ins.push_back(env[v]);
+      }
+    }
+    try {
+      env[node.output] = node.replay(ins);
+    } catch (const std::exception& e) {
+      std::string where = stage_name(plan_.stage_index) + ", op %" + std::to_string(n) + " '" +
+                          node.op + "'" +
+                          (node.module_path.empty() ? "" : " in '" + node.module_path + "'") + ": ";
+      throw std::invalid_argument(where + e.what());
+    }
+    for (int v : release_after_[n - plan_.node_begin]) env[v] = Tensor();
+  }
+  std::vector<Tensor> outputs;
+  for (int v : plan_.outputs) {
+    Tensor t = g.values[v].kind == ValueKind::Constant ? constant_on(v, device) : env[v];
+    // A value passed through unchanged gets an identity op, so its gradient flows back
+    // through this stage like any other output's.
+    if (std::find(plan_.inputs.begin(), plan_.inputs.end(), v) != plan_.inputs.end())
+      t = reshape(t, t.shape());
+    outputs.push_back(t);
+  }
+  return outputs;
+}
+
+Tensor StageModule::forward_args(const std::vector<Tensor>& args, const nn::TensorDict& kwargs) {
+  std::vector<Tensor> out = forward_outputs(args, kwargs);
+  if (out.size() != 1)
+    throw std::invalid_argument(stage_name(plan_.stage_index) + " sends " +
+                                std::to_string(out.size()) +
+                                " values on: call forward_outputs to get them all");
+  return out[0];
+}
+
+std::string StageModule::extra_repr() const {
+  return "stage=" + std::to_string(plan_.stage_index) + ", ops=[" +
+         std::to_string(plan_.node_begin) + ", " + std::to_string(plan_.node_end) +
+         "), inputs=" + std::to_string(plan_.inputs.size()) +
+         ", outputs=" + std::to_string(plan_.outputs.size());
+}
+
+void StageModule::print_ops(std::ostream& os) const {
+  const Graph& g = *graph_;
+  auto ref = [&](int v) -> std::string {
+    if (v < 0) return "None";
+    const Value& val = g.values[v];
+    return val.kind == ValueKind::Result ? "%" + std::to_string(val.index) : val.name;
+  };
+  os << stage_name(plan_.stage_index) << "(";
+  for (size_t i = 0; i < plan_.inputs.size(); ++i)
+    os << (i ? ", " : "") << ref(plan_.inputs[i]) << ": "
+       << to_string(g.values[plan_.inputs[i]].meta);
+  os << ") {\n";
+  for (int n = plan_.node_begin; n < plan_.node_end; ++n) {
+    const Node& node = g.nodes[n];
+    os << "  %" << n << " = " << node.op << "(";
+    for (size_t k = 0; k < node.inputs.size(); ++k) os << (k ? ", " : "") << ref(node.inputs[k]);
+    os << ")  " << to_string(g.values[node.output].meta);
+    if (!node.module_path.empty()) os << "  @" << node.module_path;
+    os << "\n";
+  }
+  os << "  send ";
+  for (size_t i = 0; i < plan_.outputs.size(); ++i) os << (i ? ", " : "") << ref(plan_.outputs[i]);
+  os << "\n}";
+}
+
+}  // namespace tensorplay::pipelining

@@ -1,0 +1,85 @@
+// StageModule: one stage of a split model, a small graph interpreter that replays its slice of
+// the traced ops. Its parameters and buffers keep the model's dotted names.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <ostream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "stages/graph.h"
+#include "tensors/nn/module.h"
+
+namespace tensorplay::pipelining {
+
+/// What one stage computes, as the splitter decided it.
+struct StagePlan {
+  int stage_index = 0;
+  /// Nodes [node_begin, node_end) of the graph.
+  int node_begin = 0, node_end = 0;
+  /// Value ids received (stage 0: the graph's inputs) and sent on (last stage: the graph's
+  /// outputs), in order.
+  std::vector<int> inputs, outputs;
+  /// Parameter and buffer values the nodes read, each with the tensor this stage holds.
+  std::vector<std::pair<int, Tensor>> state;
+  /// Module paths to mirror (the owners of `state` and the modules the nodes ran in, with their
+  /// ancestors), in the model's order, each with the original's type name and extra_repr.
+  struct MirroredModule {
+    std::string path, type_name, extra_repr;
+  };
+  std::vector<MirroredModule> modules;
+};
+
+/// A stage's module. Its children mirror the model's tree for the parts this stage holds
+/// (`layer1` -> `net` -> `0` with parameter `weight`), so named_parameters() and state keys are
+/// a subset of the model's. forward_outputs runs the stage's nodes through their replay
+/// closures and returns every value sent to the next stage.
+class StageModule : public nn::Module {
+ public:
+  StageModule(std::shared_ptr<const Graph> graph, StagePlan plan);
+
+  // -- forward -----------------------------------------------------------------------------------
+
+  /// Inputs in order (stage_input_names()); stage 0 also takes the model's keyword inputs by
+  /// name after its positional ones, as the model does.
+  std::vector<Tensor> forward_outputs(const std::vector<Tensor>& args,
+                                      const nn::TensorDict& kwargs) override;
+  /// The single output (an error when the stage sends several values).
+  Tensor forward_args(const std::vector<Tensor>& args, const nn::TensorDict& kwargs) override;
+  Tensor forward(const Tensor& x) override { return forward_args({x}, {}); }
+
+  // -- observers ---------------------------------------------------------------------------------
+
+  int stage_index() const { return plan_.stage_index; }
+  const StagePlan& plan() const { return plan_; }
+  const Graph& graph() const { return *graph_; }
+  /// Names of the values received and sent ("arg0", "relu_3", ...).
+  std::vector<std::string> input_names() const;
+  std::vector<std::string> output_names() const;
+  std::vector<TensorMeta> input_meta() const;
+  std::vector<TensorMeta> output_meta() const;
+  /// Positional inputs of stage 0 from the model's positional and keyword inputs.
+  std::vector<Tensor> flatten_inputs(const std::vector<Tensor>& args,
+                                     const nn::TensorDict& kwargs) const;
+
+  std::string type_name() const override { return "StageModule"; }
+  std::string extra_repr() const override;
+  /// The stage's ops, one per line, as the Graph prints them.
+  void print_ops(std::ostream& os) const;
+
+ private:
+  Tensor constant_on(int value, Device device);
+
+  std::shared_ptr<const Graph> graph_;
+  StagePlan plan_;
+  /// Dotted names of the state values, resolved at each forward (the module may have moved).
+  std::vector<std::pair<int, std::string>> state_names_;
+  /// Constants this stage reads, cached on the device they were last needed on.
+  std::map<int, Tensor> constants_;
+  /// Per node of the stage: values no later node of the stage reads.
+  std::vector<std::vector<int>> release_after_;
+};
+
+}  // namespace tensorplay::pipelining

@@ -1,0 +1,31 @@
+// Tied parameters across stages: summing the gradients of the copies a Pipe made of a
+// parameter read by several stages (a GPT's token embedding and lm_head).
+#pragma once
+
+#include <vector>
+
+#include "stages/pipe.h"
+#include "stages/pipeline_stage.h"
+
+namespace tensorplay::pipelining {
+
+/// Makes training with tied weights match the unsplit model.
+///
+/// A parameter read by several stages is held by each of them as its own leaf (Pipe), so each
+/// copy receives only the gradient of its own stage's uses. The model's gradient is their sum.
+/// Call this after the backward passes of a step and before the optimizer step: for each tie
+/// group of `pipe` (Pipe::tied_parameters) it sums the gradients of the copies held by `stages`
+/// and writes the sum into every copy's grad (each on its own device). The optimizer then
+/// updates every copy identically, so the copies stay equal.
+///
+/// Across processes the copies live in different processes and the sum needs a transport: an
+/// all-reduce among the stages holding a copy (the runtime does it). With `allow_partial`
+/// false, a tie group with a stage not in `stages` is an error naming it; with true, the
+/// local copies get the local sum, ready for that all-reduce.
+void sync_tied_gradients(const std::vector<PipelineStage*>& stages, const Pipe& pipe,
+                         bool allow_partial = false);
+
+/// The same over the Pipe's own stage modules (after a backward through Pipe::forward).
+void sync_tied_gradients(const Pipe& pipe);
+
+}  // namespace tensorplay::pipelining
