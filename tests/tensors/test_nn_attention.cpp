@@ -6,7 +6,7 @@
 namespace tp = tensorplay;
 namespace nn = tensorplay::nn;
 
-TEST_CASE("CausalSelfAttention has GPT-2's projections and keeps the shape", "[attention]") {
+TEST_CASE("CausalSelfAttention has GPT-2's projections and keeps the shape", "[nn_attention]") {
   nn::CausalSelfAttention attn(8, 2);
   std::vector<std::string> names;
   for (auto& [n, p] : attn->named_parameters()) names.push_back(n + tp::to_string(p.shape()));
@@ -20,7 +20,7 @@ TEST_CASE("CausalSelfAttention has GPT-2's projections and keeps the shape", "[a
   CHECK_THROWS_WITH(nn::CausalSelfAttention(8, 3), Catch::Contains("divide"));
 }
 
-TEST_CASE("CausalSelfAttention output at t depends only on inputs up to t", "[attention]") {
+TEST_CASE("CausalSelfAttention output at t depends only on inputs up to t", "[nn_attention]") {
   nn::CausalSelfAttention attn(8, 2);
   tp::Generator g(2);
   std::vector<float> a = tp::randn({1, 4, 8}, {}, &g).to_vector();

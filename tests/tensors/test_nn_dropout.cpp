@@ -6,7 +6,7 @@
 namespace tp = tensorplay;
 namespace nn = tensorplay::nn;
 
-TEST_CASE("Dropout zeroes and rescales in training, is the identity in eval", "[dropout]") {
+TEST_CASE("Dropout zeroes and rescales in training, is the identity in eval", "[nn_dropout]") {
   nn::Dropout drop(0.5f);
   tp::Generator gen(7);
   drop->set_generator(&gen);

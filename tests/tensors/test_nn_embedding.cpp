@@ -6,7 +6,7 @@
 namespace tp = tensorplay;
 namespace nn = tensorplay::nn;
 
-TEST_CASE("Embedding looks up rows and sends gradients to them", "[embedding]") {
+TEST_CASE("Embedding looks up rows and sends gradients to them", "[nn_embedding]") {
   nn::Embedding emb(5, 3);
   CHECK(emb->weight.shape() == tp::Shape{5, 3});
   tp::Tensor ids = tp::from_vector({4, 0, 4, 2}, {2, 2});
