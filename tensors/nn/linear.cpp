@@ -23,7 +23,8 @@ Tensor LinearImpl::forward(const Tensor& x) { return linear(x, weight, bias); }
 
 std::string LinearImpl::extra_repr() const {
   return "in_features=" + std::to_string(in_features) +
-         ", out_features=" + std::to_string(out_features) + ", bias=" + (bias.defined() ? "true" : "false");
+         ", out_features=" + std::to_string(out_features) +
+         ", bias=" + (bias.defined() ? "true" : "false");
 }
 
 }  // namespace tensorplay::nn

@@ -152,9 +152,7 @@ class ModuleHolder {
  public:
   using ImplType = Impl;
   /// A new default-constructed implementation, as in libtorch (`ReLU()`, `Sequential()`).
-  ModuleHolder()
-    requires std::is_default_constructible_v<Impl>
-      : impl_(std::make_shared<Impl>()) {}
+  ModuleHolder() requires std::is_default_constructible_v<Impl> : impl_(std::make_shared<Impl>()) {}
   /// An empty holder (assign later, typically from register_module).
   ModuleHolder(std::nullptr_t) {}  // NOLINT
   /// Wraps an existing implementation.

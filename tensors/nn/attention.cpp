@@ -1,0 +1,42 @@
+// Causal self-attention module.
+#include "tensors/nn/attention.h"
+
+#include <stdexcept>
+
+#include "tensors/ops/attention.h"
+#include "tensors/ops/shape_ops.h"
+#include "tensors/ops/split.h"
+
+namespace tensorplay::nn {
+
+CausalSelfAttentionImpl::CausalSelfAttentionImpl(int64_t width_, int64_t heads_, float dropout)
+    : width(width_), heads(heads_) {
+  if (width <= 0 || heads <= 0 || width % heads != 0)
+    throw std::invalid_argument("CausalSelfAttention: heads (" + std::to_string(heads) +
+                                ") must divide width (" + std::to_string(width) + ")");
+  c_attn = register_module("c_attn", Linear(width, 3 * width));
+  c_proj = register_module("c_proj", Linear(width, width));
+  resid_dropout = register_module("resid_dropout", Dropout(dropout));
+}
+
+Tensor CausalSelfAttentionImpl::forward(const Tensor& x) {
+  if (x.dim() != 3 || x.size(2) != width)
+    throw std::invalid_argument("CausalSelfAttention: expected input [B, T, " +
+                                std::to_string(width) + "], got " + to_string(x.shape()));
+  const int64_t batch = x.size(0), time = x.size(1), head_dim = width / heads;
+  // One copy takes [B, T, 3, H, D] to [3, B, H, T, D]; q, k and v are then views along dim 0.
+  Tensor qkv = permute(c_attn(x).reshape({batch, time, 3, heads, head_dim}), {2, 0, 3, 1, 4});
+  std::vector<Tensor> parts = split(qkv, 1, 0);
+  Shape head_shape = {batch, heads, time, head_dim};
+  Tensor y =
+      scaled_dot_product_attention(parts[0].reshape(head_shape), parts[1].reshape(head_shape),
+                                   parts[2].reshape(head_shape), /*causal=*/true);
+  y = permute(y, {0, 2, 1, 3}).reshape({batch, time, width});
+  return resid_dropout(c_proj(y));
+}
+
+std::string CausalSelfAttentionImpl::extra_repr() const {
+  return "width=" + std::to_string(width) + ", heads=" + std::to_string(heads);
+}
+
+}  // namespace tensorplay::nn

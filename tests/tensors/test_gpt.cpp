@@ -1,0 +1,122 @@
+// Tests for nn/gpt.h: names and shapes, tied weights, GPT-2 initialisation, and a 2-layer GPT
+// learning a synthetic next-token task.
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <cmath>
+
+#include "gpt_task.h"
+#include "tensors/tensors.h"
+
+namespace tp = tensorplay;
+namespace nn = tensorplay::nn;
+
+namespace {
+nn::GPTConfig small_config(bool tie = true) {
+  return {.vocab_size = 16,
+          .context_length = 8,
+          .n_layer = 2,
+          .n_head = 2,
+          .width = 8,
+          .dropout = 0.0f,
+          .tie_weights = tie};
+}
+
+double std_of(const tp::Tensor& t) {
+  std::vector<float> v = t.to_vector();
+  double s = 0, sq = 0;
+  for (float x : v) s += x, sq += static_cast<double>(x) * x;
+  double mean = s / v.size();
+  return std::sqrt(sq / v.size() - mean * mean);
+}
+}  // namespace
+
+TEST_CASE("GPT has nanoGPT's module names and logits of [B, T, vocab]", "[gpt]") {
+  nn::GPT model(small_config());
+  std::vector<std::string> children;
+  for (auto& [n, m] : model->named_children()) children.push_back(n);
+  CHECK(children == std::vector<std::string>{"wte", "wpe", "drop", "blocks", "ln_f", "lm_head"});
+  std::vector<std::string> names;
+  for (auto& [n, p] : model->named_parameters()) names.push_back(n);
+  CHECK(names.front() == "wte.weight");
+  CHECK(std::find(names.begin(), names.end(), "blocks.0.attn.c_attn.weight") != names.end());
+  CHECK(std::find(names.begin(), names.end(), "blocks.1.mlp.c_proj.bias") != names.end());
+  CHECK(names.back() == "ln_f.bias");
+  CHECK(names.size() == 2 + 2 * 12 + 2);
+  CHECK(model->find_module("blocks.1") != nullptr);
+  CHECK(model->find_module("blocks.1")->type_name() == "TransformerBlock");
+
+  tp::Tensor idx = tp::from_vector({1, 2, 3, 4, 5, 6}, {2, 3});
+  CHECK(model(idx).shape() == tp::Shape{2, 3, 16});
+  CHECK_THROWS_WITH(model(tp::zeros({1, 9})), Catch::Contains("context_length 8"));
+  CHECK_THROWS_WITH(model(tp::zeros({9})), Catch::Contains("[B, T]"));
+  CHECK_THROWS_WITH(
+      nn::GPT(nn::GPTConfig{
+          .vocab_size = 16, .context_length = 8, .n_layer = 1, .n_head = 3, .width = 8}),
+      Catch::Contains("divide"));
+}
+
+TEST_CASE("GPT ties lm_head to wte: listed once as a parameter, twice in state_dict", "[gpt]") {
+  nn::GPT tied(small_config(true));
+  CHECK(tied->lm_head->weight.is_same(tied->wte->weight));
+  CHECK(tied->find_tensor("lm_head.weight").is_same(tied->wte->weight));
+  tp::StateDict sd = tied->state_dict();
+  CHECK(sd.contains("wte.weight"));
+  CHECK(sd.contains("lm_head.weight"));
+  CHECK_FALSE(sd.contains("pos"));  // non-persistent buffer
+  CHECK(tied->named_buffers().size() == 1);
+  int count = 0;
+  for (auto& [n, p] : tied->named_parameters()) count += p.is_same(tied->wte->weight);
+  CHECK(count == 1);
+  // The shared weight receives the gradient of both uses.
+  tp::Tensor idx = tp::from_vector({1, 2, 3}, {1, 3});
+  tp::sum(tied(idx)).backward();
+  CHECK(tied->wte->weight.grad().defined());
+
+  nn::GPT untied(small_config(false));
+  CHECK_FALSE(untied->lm_head->weight.is_same(untied->wte->weight));
+  CHECK(untied->named_parameters().size() == tied->named_parameters().size() + 1);
+}
+
+TEST_CASE("GPT uses GPT-2's initialisation", "[gpt]") {
+  tp::manual_seed(11);
+  nn::GPT model(nn::GPTConfig{
+      .vocab_size = 64, .context_length = 16, .n_layer = 8, .n_head = 4, .width = 64});
+  CHECK(std_of(model->wte->weight) == Approx(0.02).epsilon(0.1));
+  CHECK(std_of(model->blocks->at<nn::TransformerBlockImpl>(0)->attn->c_attn->weight) ==
+        Approx(0.02).epsilon(0.1));
+  double residual = 0.02 / std::sqrt(16.0);
+  CHECK(std_of(model->blocks->at<nn::TransformerBlockImpl>(3)->mlp->c_proj->weight) ==
+        Approx(residual).epsilon(0.1));
+  CHECK(model->blocks->at<nn::TransformerBlockImpl>(0)->attn->c_attn->bias.to_vector() ==
+        std::vector<float>(192, 0.0f));
+  CHECK(model->ln_f->weight.to_vector() == std::vector<float>(64, 1.0f));
+  // Same seed, same model.
+  tp::manual_seed(11);
+  nn::GPT again(nn::GPTConfig{
+      .vocab_size = 64, .context_length = 16, .n_layer = 8, .n_head = 4, .width = 64});
+  CHECK(again->wte->weight.to_vector() == model->wte->weight.to_vector());
+}
+
+TEST_CASE("a 2-layer GPT learns a repeating-pattern task in 200 AdamW steps", "[gpt]") {
+  constexpr int64_t vocab = 16, context = 16, batch = 8;
+  tp::manual_seed(1234);
+  nn::GPT model(nn::GPTConfig{
+      .vocab_size = vocab, .context_length = context, .n_layer = 2, .n_head = 2, .width = 64});
+  tp::optim::AdamW opt(model->parameters(), {.lr = 3e-3f, .weight_decay = 0.0f});
+  tp::Generator data(99);
+  auto start = std::chrono::steady_clock::now();
+  float first = 0, last = 0;
+  for (int step = 0; step < 200; ++step) {
+    auto [idx, targets] = gpt_task::batch(data, batch, context, vocab);
+    tp::Tensor loss = gpt_task::loss(model, idx, targets);
+    if (step == 0) first = loss.item();
+    last = loss.item();
+    opt.zero_grad();
+    loss.backward();
+    opt.step();
+  }
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  INFO("first loss " << first << ", last loss " << last << ", " << seconds << " s");
+  CHECK(first == Approx(std::log(16.0)).epsilon(0.1));  // chance: ln(vocab) = 2.77
+  CHECK(last < 0.3f);
+}
