@@ -63,3 +63,33 @@ TEST_CASE("built stages run uneven microbatches and split backward", "[build_sta
   for (auto& s : stages) s.module().zero_grad();
   check_grads(split, reference_grads(model, {small}, {}, target));
 }
+
+TEST_CASE("an SGD step over the stages' parameters equals one on the model", "[build_stage]") {
+  tp::manual_seed(43);
+  ExampleCode model(4), twin(4);
+  for (const auto& [name, p] : model.named_parameters()) twin.find_tensor(name).copy_(p);
+  tp::Tensor x = tp::randn({2, 4}), y = tp::randn({2, 4}), target = tp::randn({2, 4});
+  auto pipe = pp::pipeline(model, {x, y});
+  auto stages = pp::build_stages(pipe, {tp::cpu()});
+  // mm_param1 is listed twice (stage 0 and its copy in stage 1).
+  CHECK(pp::parameters(stages).size() == model.parameters().size() + 1);
+  auto values = pipe.flatten_inputs({x, y}, {});
+  for (auto& s : stages) values = s.forward(0, values);
+  stages.back().compute_loss(0, target, [](const tp::Tensor& o, const tp::Tensor& t) {
+    return tp::nn::mse_loss(o, t);
+  });
+  std::vector<tp::Tensor> grads;
+  for (int s = 3; s >= 0; --s) grads = stages[s].backward(0, grads);
+  pp::sync_tied_gradients(pp::stage_pointers(stages), pipe);
+  tp::optim::SGD(pp::parameters(stages), {.lr = 0.1f}).step();
+
+  tp::nn::mse_loss(twin.forward_args({x, y}, {}), target).backward();
+  tp::optim::SGD(twin.parameters(), {.lr = 0.1f}).step();
+  for (const auto& s : stages)
+    for (const auto& [name, p] : s.module().named_parameters()) {
+      INFO(name);
+      CHECK(close(p.to_vector(), twin.find_tensor(name).to_vector()));
+    }
+  // The stages share the model's tensors: the model itself took the step.
+  CHECK(close(model.mm_param1.to_vector(), twin.mm_param1.to_vector()));
+}

@@ -1,6 +1,7 @@
 // Transformer-shaped models split into stages (port of PyTorch's test_transformer, plus a small
 // GPT-2 with attention and tied embedding / lm_head weights cut at its blocks).
 #include "models.h"
+#include "tensors/nn/gpt.h"
 #include "tensors/nn/module_list.h"
 
 using namespace stages_test;
@@ -130,4 +131,43 @@ TEST_CASE("a small GPT cut at its blocks matches outputs and gradients, tied lm_
     CHECK(close(p.forward({idx})[0].to_vector(), ref.to_vector()));
     check_grads(stage_grads(p, {idx}, {}, target), reference);
   }
+}
+
+TEST_CASE("the GPT cut into 4 stages at its blocks matches the model", "[transformer][gpt]") {
+  tp::manual_seed(82);
+  tp::nn::GPT model(tp::nn::GPTConfig{
+      .vocab_size = 13, .context_length = 8, .n_layer = 4, .n_head = 2, .width = 16});
+  const int64_t batch = 2, time = 8;
+  tp::Tensor idx = token_ids(batch, time, 13), target = tp::randn({batch, time, 13});
+  auto pipe = pp::pipeline(model, {idx},
+                           {.split_spec = {{"blocks.1", pp::SplitPoint::Beginning},
+                                           {"blocks.2", pp::SplitPoint::Beginning},
+                                           {"blocks.3", pp::SplitPoint::Beginning}}});
+  REQUIRE(pipe.num_stages() == 4);
+  for (int s = 0; s < 3; ++s)
+    CHECK(pipe.boundary(s) == std::vector<pp::TensorMeta>{{{batch, time, 16}, tp::DType::Float32}});
+  // The token embedding is read by stage 0 (wte) and stage 3 (lm_head): one tie group.
+  CHECK(pipe.tied_parameters() == std::map<std::string, std::vector<int>>{{"wte.weight", {0, 3}}});
+  CHECK(pipe.stage_module(0).find_module("blocks.0.attn"));
+  CHECK_FALSE(pipe.stage_module(0).find_module("blocks.1"));
+  CHECK(pipe.stage_module(3).find_module("lm_head"));
+  CHECK(pipe.stage_module(3).find_module("ln_f"));
+
+  // Stage state keys are the model's (the tied weight under its first name, wte.weight).
+  auto model_keys = model->state_dict().keys();
+  std::set<std::string> model_key_set(model_keys.begin(), model_keys.end()), covered;
+  for (int s = 0; s < 4; ++s)
+    for (const auto& key : pipe.stage_module(s).state_dict().keys()) {
+      INFO("stage " << s << " key " << key);
+      CHECK(model_key_set.count(key));
+      covered.insert(key);
+    }
+  for (const auto& [name, p] : model->named_parameters()) CHECK(covered.count(name));
+
+  tp::Tensor ref = model(idx);
+  CHECK(pipe.forward({idx})[0].to_vector() == ref.to_vector());
+  auto reference = reference_grads(*model, {idx}, {}, target);
+  tp::Tensor stage_out;
+  check_grads(stage_grads(pipe, {idx}, {}, target, &stage_out), reference);
+  CHECK(stage_out.to_vector() == ref.to_vector());
 }
