@@ -12,6 +12,7 @@ PipelineOrder gpipe_order(int ranks, int microbatches) {
   PipelineOrder order(ranks);
   for (int rank = 0; rank < ranks; ++rank) {
     RankOrder& ops = order[rank];
+    ops.reserve(2 * static_cast<std::size_t>(microbatches));
     // Fill: every forward.
     for (int mb = 0; mb < microbatches; ++mb) {
       ops.push_back(make_action(rank, ActionKind::Forward, mb));
@@ -35,6 +36,7 @@ PipelineOrder one_f_one_b_order(int ranks, int microbatches) {
   PipelineOrder order(ranks);
   for (int rank = 0; rank < ranks; ++rank) {
     RankOrder& ops = order[rank];
+    ops.reserve(2 * static_cast<std::size_t>(microbatches));
     int forward_mb = 0;
     int backward_mb = 0;
     // Warmup: one forward per hop to the last stage.

@@ -13,41 +13,35 @@ ReadySet::ReadySet(int num_stages, int num_microbatches)
                                 std::to_string(num_stages) + " and " +
                                 std::to_string(num_microbatches));
   }
-  slot_of_stage_.assign(num_stages, -1);
 }
 
-void ReadySet::check(int stage, int microbatch) const {
-  if (stage < 0 || stage >= num_stages_ || microbatch < 0 || microbatch >= num_microbatches_) {
-    throw std::invalid_argument("ReadySet: (stage " + std::to_string(stage) + ", microbatch " +
-                                std::to_string(microbatch) + ") is outside " +
-                                std::to_string(num_stages_) + " stages x " +
-                                std::to_string(num_microbatches_) + " microbatches");
-  }
+void ReadySet::throw_out_of_range(int stage, int microbatch) const {
+  const int num_stages = num_stages_;
+  const int num_microbatches = num_microbatches_;
+  throw std::invalid_argument("ReadySet: (stage " + std::to_string(stage) + ", microbatch " +
+                              std::to_string(microbatch) + ") is outside " +
+                              std::to_string(num_stages) + " stages x " +
+                              std::to_string(num_microbatches) + " microbatches");
 }
 
-uint8_t ReadySet::flags(int stage, int microbatch) const {
-  check(stage, microbatch);
-  int slot = slot_of_stage_[stage];
-  return slot < 0 ? 0 : slots_[slot][microbatch];
-}
+
 
 uint8_t& ReadySet::flags_for_update(int stage, int microbatch) {
   check(stage, microbatch);
-  int& slot = slot_of_stage_[stage];
-  if (slot < 0) {
-    slot = static_cast<int>(slots_.size());
-    slots_.emplace_back(num_microbatches_, 0);
+  int64_t at = offset(stage);
+  if (at < 0) {
+    at = static_cast<int64_t>(flags_.size());
+    if (num_inline_slots_ < kInlineSlots) {
+      inline_slots_[num_inline_slots_++] = Slot{stage, at};
+    } else {
+      more_slots_.push_back(Slot{stage, at});
+    }
+    flags_.resize(flags_.size() + num_microbatches_, 0);
   }
-  return slots_[slot][microbatch];
+  return flags_[at + microbatch];
 }
 
-void ReadySet::input_arrived(int stage, int microbatch) {
-  flags_for_update(stage, microbatch) |= kInput;
-}
 
-void ReadySet::grad_arrived(int stage, int microbatch) {
-  flags_for_update(stage, microbatch) |= kGrad;
-}
 
 void ReadySet::completed(const Action& action) {
   switch (action.kind) {
@@ -56,14 +50,12 @@ void ReadySet::completed(const Action& action) {
       return;
     case ActionKind::Forward:
       flags_for_update(action.stage, action.microbatch) |= kForwardDone;
-      if (action.stage + 1 < num_stages_) input_arrived(action.stage + 1, action.microbatch);
       return;
     case ActionKind::BackwardInput:
     case ActionKind::FullBackward:
       flags_for_update(action.stage, action.microbatch) |=
           action.kind == ActionKind::FullBackward ? kInputGradDone | kWeightGradDone
                                                   : kInputGradDone;
-      if (action.stage > 0) grad_arrived(action.stage - 1, action.microbatch);
       return;
     case ActionKind::BackwardWeight:
       flags_for_update(action.stage, action.microbatch) |= kWeightGradDone;
@@ -73,16 +65,7 @@ void ReadySet::completed(const Action& action) {
   }
 }
 
-bool ReadySet::has_input(int stage, int microbatch) const {
-  check(stage, microbatch);
-  return stage == 0 || (flags(stage, microbatch) & kInput);
-}
 
-bool ReadySet::has_grad(int stage, int microbatch) const {
-  check(stage, microbatch);
-  uint8_t f = flags(stage, microbatch);
-  return (f & kGrad) || (stage == num_stages_ - 1 && (f & kForwardDone));
-}
 
 bool ReadySet::is_completed(const Action& action) const {
   if (action.kind == ActionKind::OverlapFB) {
@@ -100,24 +83,6 @@ bool ReadySet::is_completed(const Action& action) const {
   }
 }
 
-bool ReadySet::ready(const Action& action) const {
-  switch (action.kind) {
-    case ActionKind::OverlapFB:
-      return !action.sub_actions.empty() &&
-             std::all_of(action.sub_actions.begin(), action.sub_actions.end(),
-                         [&](const Action& sub) { return ready(sub); });
-    case ActionKind::Forward:
-      return has_input(action.stage, action.microbatch);
-    case ActionKind::BackwardInput:
-    case ActionKind::FullBackward:
-      return (flags(action.stage, action.microbatch) & kForwardDone) &&
-             has_grad(action.stage, action.microbatch);
-    case ActionKind::BackwardWeight:
-      return flags(action.stage, action.microbatch) & kInputGradDone;
-    default:
-      return true;
-  }
-}
 
 std::string ReadySet::why_not_ready(const Action& action) const {
   std::string name = to_string(action);
@@ -151,8 +116,6 @@ std::string ReadySet::why_not_ready(const Action& action) const {
   }
 }
 
-void ReadySet::reset() {
-  for (auto& slot : slots_) std::fill(slot.begin(), slot.end(), 0);
-}
+void ReadySet::reset() { std::fill(flags_.begin(), flags_.end(), 0); }
 
 }  // namespace tensorplay::schedules

@@ -2,6 +2,7 @@
 // Dense per-stage bit flags, allocated only for the stages the rank touches.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -14,8 +15,11 @@ namespace tensorplay::schedules {
 ///
 /// Stage 0's inputs are the rank's own microbatches and the last stage's output gradient comes
 /// from its own loss, so those count as present without a call. A completed F of stage s also
-/// makes the input of (s+1, mb) present, and a completed I/B of s the gradient of (s-1, mb): when
-/// the neighbour stage is on this rank that is the hand-over; otherwise it is never asked.
+/// counts as the input of (s+1, mb), and a completed I/B of s as the gradient of (s-1, mb): that
+/// is the hand-over between two stages on the same rank (the V schedules' turn).
+///
+/// Storage is one flag byte per microbatch for each stage the rank touches (its own stages and
+/// their senders), found by a short linear search: small and cache-friendly for any pipeline.
 class ReadySet {
  public:
   /// For `num_stages` stages in the whole pipeline and `num_microbatches` per step.
@@ -58,13 +62,88 @@ class ReadySet {
     kWeightGradDone = 16,
   };
   uint8_t flags(int stage, int microbatch) const;
+  [[gnu::cold, gnu::noinline]] void throw_out_of_range(int stage, int microbatch) const;
   uint8_t& flags_for_update(int stage, int microbatch);
   void check(int stage, int microbatch) const;
 
   int num_stages_;
   int num_microbatches_;
-  std::vector<int> slot_of_stage_;            // -1 until the stage is touched
-  std::vector<std::vector<uint8_t>> slots_;   // per touched stage, one flag byte per microbatch
+  int64_t offset(int stage) const;
+
+  struct Slot {
+    int stage;
+    int64_t offset;  // into flags_
+  };
+  // The stages touched so far: a few inline (the common case), the rest in more_slots_.
+  static constexpr int kInlineSlots = 4;
+  Slot inline_slots_[kInlineSlots] = {};
+  int num_inline_slots_ = 0;
+  std::vector<Slot> more_slots_;
+  std::vector<uint8_t> flags_;  // per touched stage, one flag byte per microbatch
 };
+
+// -- inline hot paths (the simulator calls these once per event) --------------------------------
+
+inline void ReadySet::check(int stage, int microbatch) const {
+  if (stage < 0 || stage >= num_stages_ || microbatch < 0 || microbatch >= num_microbatches_) {
+    throw_out_of_range(stage, microbatch);
+  }
+}
+
+inline int64_t ReadySet::offset(int stage) const {
+  for (int i = 0; i < num_inline_slots_; ++i) {
+    if (inline_slots_[i].stage == stage) return inline_slots_[i].offset;
+  }
+  for (const Slot& slot : more_slots_) {
+    if (slot.stage == stage) return slot.offset;
+  }
+  return -1;
+}
+
+inline uint8_t ReadySet::flags(int stage, int microbatch) const {
+  check(stage, microbatch);
+  int64_t at = offset(stage);
+  return at < 0 ? 0 : flags_[at + microbatch];
+}
+
+inline void ReadySet::input_arrived(int stage, int microbatch) {
+  flags_for_update(stage, microbatch) |= kInput;
+}
+
+inline void ReadySet::grad_arrived(int stage, int microbatch) {
+  flags_for_update(stage, microbatch) |= kGrad;
+}
+
+inline bool ReadySet::has_input(int stage, int microbatch) const {
+  check(stage, microbatch);
+  return stage == 0 || (flags(stage, microbatch) & kInput) ||
+         (flags(stage - 1, microbatch) & kForwardDone);
+}
+
+inline bool ReadySet::has_grad(int stage, int microbatch) const {
+  check(stage, microbatch);
+  uint8_t f = flags(stage, microbatch);
+  if (stage == num_stages_ - 1) return (f & kGrad) || (f & kForwardDone);
+  return (f & kGrad) || (flags(stage + 1, microbatch) & kInputGradDone);
+}
+
+inline bool ReadySet::ready(const Action& action) const {
+  switch (action.kind) {
+    case ActionKind::OverlapFB:
+      return !action.sub_actions.empty() &&
+             std::all_of(action.sub_actions.begin(), action.sub_actions.end(),
+                         [&](const Action& sub) { return ready(sub); });
+    case ActionKind::Forward:
+      return has_input(action.stage, action.microbatch);
+    case ActionKind::BackwardInput:
+    case ActionKind::FullBackward:
+      return (flags(action.stage, action.microbatch) & kForwardDone) &&
+             has_grad(action.stage, action.microbatch);
+    case ActionKind::BackwardWeight:
+      return flags(action.stage, action.microbatch) & kInputGradDone;
+    default:
+      return true;
+  }
+}
 
 }  // namespace tensorplay::schedules

@@ -9,20 +9,32 @@ namespace {
 
 class StaticOrderPolicy final : public SchedulePolicy {
  public:
-  explicit StaticOrderPolicy(RankOrder order) : order_(std::move(order)) {
-    for (std::size_t i = 0; i < order_.size(); ++i) {
-      if (!is_compute(order_[i].kind)) {
+  explicit StaticOrderPolicy(RankOrder order) {
+    order_.reserve(order.size());
+    for (std::size_t i = 0; i < order.size(); ++i) {
+      Action& action = order[i];
+      if (!is_compute(action.kind)) {
         throw std::invalid_argument(
             "the static-order policy takes compute actions only, but position " +
-            std::to_string(i) + " holds '" + to_string(order_[i]) +
+            std::to_string(i) + " holds '" + to_string(action) +
             "'; pass the compute-only order (strip_communication)");
+      }
+      if (action.sub_actions.empty()) {
+        order_.push_back(Entry{action.stage, action.microbatch, action.kind});
+      } else {
+        order_.push_back(Entry{static_cast<int>(composites_.size()), -1, action.kind});
+        composites_.push_back(std::move(action));
       }
     }
   }
 
   std::optional<Action> next(const ReadySet& ready) override {
-    if (next_ >= order_.size() || !ready.ready(order_[next_])) return std::nullopt;
-    return order_[next_++];
+    if (next_ >= order_.size()) return std::nullopt;
+    std::optional<Action> action(std::in_place);
+    unpack(order_[next_], *action);
+    if (!ready.ready(*action)) return std::nullopt;
+    ++next_;
+    return action;
   }
 
   void completed(const Action&) override { ++completed_; }
@@ -39,7 +51,8 @@ class StaticOrderPolicy final : public SchedulePolicy {
     if (next_ >= order_.size()) {
       return "waiting for " + std::to_string(next_ - completed_) + " running action(s) to end";
     }
-    const Action& action = order_[next_];
+    Action action;
+    unpack(order_[next_], action);
     std::string position = " (action " + std::to_string(next_) + " of " +
                            std::to_string(order_.size()) + " in the static order)";
     if (ready.ready(action)) return to_string(action) + " is ready" + position;
@@ -49,7 +62,26 @@ class StaticOrderPolicy final : public SchedulePolicy {
   std::size_t total_actions() const override { return order_.size(); }
 
  private:
-  RankOrder order_;
+  // Compact form of one action (this policy may hold millions): composites (OVERLAP_F_B) keep
+  // their full action in composites_, indexed by `stage`.
+  struct Entry {
+    int stage;
+    int microbatch;
+    ActionKind kind;
+  };
+
+  void unpack(const Entry& entry, Action& out) const {
+    if (entry.microbatch < 0) {
+      out = composites_[entry.stage];
+      return;
+    }
+    out.stage = entry.stage;
+    out.kind = entry.kind;
+    out.microbatch = entry.microbatch;
+  }
+
+  std::vector<Entry> order_;
+  std::vector<Action> composites_;
   std::size_t next_ = 0;
   std::size_t completed_ = 0;
 };

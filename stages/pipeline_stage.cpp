@@ -60,7 +60,7 @@ PipelineStage::PipelineStage(std::shared_ptr<nn::Module> submodule, int stage_in
     output_meta_.push_back({out.shape(), out.dtype()});
 }
 
-void PipelineStage::check_inputs(int mb, const std::vector<Tensor>& inputs) const {
+void PipelineStage::validate_inputs(int mb, const std::vector<Tensor>& inputs) const {
   if (inputs.size() != input_meta_.size())
     throw StageInputError(stage_name(stage_index_) + ", microbatch " + std::to_string(mb) +
                           ": expected " + std::to_string(input_meta_.size()) + " inputs, got " +
@@ -83,7 +83,7 @@ void PipelineStage::check_inputs(int mb, const std::vector<Tensor>& inputs) cons
 }
 
 std::vector<Tensor> PipelineStage::forward(int mb, const std::vector<Tensor>& inputs) {
-  check_inputs(mb, inputs);
+  validate_inputs(mb, inputs);
   if (stash_.count(mb))
     throw std::logic_error(stage_name(stage_index_) + ": forward of microbatch " +
                            std::to_string(mb) + " ran twice without its backward");

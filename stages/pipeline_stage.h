@@ -80,6 +80,9 @@ class PipelineStage {
   void backward_weight(int mb);
   /// Drops every stashed microbatch (after an error, or before a new step).
   void clear();
+  /// Throws StageInputError unless `inputs` match the stage's input shapes and dtypes (the
+  /// batch dimension may differ, for uneven microbatches).
+  void validate_inputs(int mb, const std::vector<Tensor>& inputs) const;
 
  private:
   struct Stash {
@@ -89,7 +92,6 @@ class PipelineStage {
     autograd::WeightGradStash weight_work;
     bool input_grads_done = false;
   };
-  void check_inputs(int mb, const std::vector<Tensor>& inputs) const;
   std::pair<std::vector<Tensor>, std::vector<Tensor>> backward_roots(
       int mb, Stash& s, const std::vector<Tensor>& output_grads, float loss_scale) const;
   Stash& stash_of(int mb, const char* what);

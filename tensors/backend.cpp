@@ -8,10 +8,19 @@
 namespace tensorplay {
 
 const Backend& cpu_backend();  // cpu/cpu_backend.cpp
+#ifdef TENSORPLAY_WITH_CUDA
+const Backend& cuda_backend();  // cuda/cuda_backend.cu
+#endif
 
 namespace {
 std::array<const Backend*, 2>& backends() {
+  // The CUDA table is referenced here rather than self-registered: a static library drops object
+  // files nothing references, static initialisers included.
+#ifdef TENSORPLAY_WITH_CUDA
+  static std::array<const Backend*, 2> table = {&cpu_backend(), &cuda_backend()};
+#else
   static std::array<const Backend*, 2> table = {&cpu_backend(), nullptr};
+#endif
   return table;
 }
 }  // namespace

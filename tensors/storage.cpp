@@ -1,4 +1,5 @@
-// Storage and the per-device allocator registry; the host allocator hands out 64-byte aligned memory.
+// Storage and the per-device allocator registry; the host allocator hands out 64-byte aligned
+// memory.
 #include "tensors/storage.h"
 
 #include <array>
@@ -8,6 +9,11 @@
 #include <string>
 
 namespace tensorplay {
+
+#ifdef TENSORPLAY_WITH_CUDA
+Allocator& cuda_allocator();  // cuda/cuda_allocator.cu
+#endif
+
 namespace {
 
 class HostAllocator final : public Allocator {
@@ -23,7 +29,11 @@ class HostAllocator final : public Allocator {
 
 std::array<Allocator*, 2>& allocators() {
   static HostAllocator host;
+#ifdef TENSORPLAY_WITH_CUDA
+  static std::array<Allocator*, 2> table = {&host, &cuda_allocator()};
+#else
   static std::array<Allocator*, 2> table = {&host, nullptr};
+#endif
   return table;
 }
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "tensors/autograd/engine.h"
+#include "tensors/cuda_memory.h"
 #include "tensors/device_info.h"
 #include "tensors/autograd/grad_mode.h"
 #include "tensors/nn/activation.h"

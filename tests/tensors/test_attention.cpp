@@ -1,35 +1,43 @@
-// Tests for nn/attention.h: names and shapes, causality (no influence from later positions).
+// Tests for ops/attention.h beyond the op table: agreement with the composed form, causality,
+// shape errors.
 #include <catch2/catch.hpp>
+#include <cmath>
 
 #include "tensors/tensors.h"
 
 namespace tp = tensorplay;
-namespace nn = tensorplay::nn;
 
-TEST_CASE("CausalSelfAttention has GPT-2's projections and keeps the shape", "[attention]") {
-  nn::CausalSelfAttention attn(8, 2);
-  std::vector<std::string> names;
-  for (auto& [n, p] : attn->named_parameters()) names.push_back(n + tp::to_string(p.shape()));
-  CHECK(names == std::vector<std::string>{"c_attn.weight[24, 8]", "c_attn.bias[24]",
-                                          "c_proj.weight[8, 8]", "c_proj.bias[8]"});
-  tp::Generator g(1);
-  tp::Tensor x = tp::randn({2, 5, 8}, {}, &g);
-  tp::Tensor y = attn(x);
-  CHECK(y.shape() == tp::Shape{2, 5, 8});
-  CHECK_THROWS_WITH(attn(tp::ones({2, 5, 7})), Catch::Contains("[B, T, 8]"));
-  CHECK_THROWS_WITH(nn::CausalSelfAttention(8, 3), Catch::Contains("divide"));
+TEST_CASE("attention equals softmax(q k^T / sqrt(D)) v composed from matmul", "[attention]") {
+  tp::Generator g(4);
+  tp::Tensor q = tp::randn({2, 3, 5, 8}, {}, &g), k = tp::randn({2, 3, 5, 8}, {}, &g);
+  tp::Tensor v = tp::randn({2, 3, 5, 8}, {}, &g);
+  tp::Tensor scores = tp::matmul(q, tp::transpose(k, -1, -2)) * (1.0f / std::sqrt(8.0f));
+  tp::Tensor composed = tp::matmul(tp::softmax(scores, -1), v);
+  auto a = tp::scaled_dot_product_attention(q, k, v, false).to_vector();
+  auto b = composed.to_vector();
+  for (size_t i = 0; i < a.size(); ++i) CHECK(a[i] == Approx(b[i]).margin(1e-5));
 }
 
-TEST_CASE("CausalSelfAttention output at t depends only on inputs up to t", "[attention]") {
-  nn::CausalSelfAttention attn(8, 2);
-  tp::Generator g(2);
-  std::vector<float> a = tp::randn({1, 4, 8}, {}, &g).to_vector();
-  std::vector<float> b = a;
-  for (int j = 0; j < 8; ++j) b[3 * 8 + j] += 1.0f;  // change the last position only
-  std::vector<float> ya = attn(tp::from_vector(a, {1, 4, 8})).to_vector();
-  std::vector<float> yb = attn(tp::from_vector(b, {1, 4, 8})).to_vector();
-  for (int i = 0; i < 3 * 8; ++i) CHECK(ya[i] == yb[i]);
-  bool last_changed = false;
-  for (int i = 3 * 8; i < 4 * 8; ++i) last_changed = last_changed || ya[i] != yb[i];
-  CHECK(last_changed);
+TEST_CASE("causal attention: the first query sees only the first key", "[attention]") {
+  tp::Tensor q = tp::randn({1, 1, 4, 2}), k = tp::randn({1, 1, 4, 2});
+  tp::Tensor v = tp::randn({1, 1, 4, 3});
+  auto out = tp::scaled_dot_product_attention(q, k, v, true).to_vector();
+  auto vv = v.to_vector();
+  for (int e = 0; e < 3; ++e) CHECK(out[e] == Approx(vv[e]));
+  // Changing a later key does not change earlier outputs.
+  tp::Tensor k2 = tp::cat({tp::slice0(k.reshape({4, 2}), 0, 3), tp::ones({1, 2}) * 9.0f}, 0);
+  auto out2 = tp::scaled_dot_product_attention(q, k2.reshape({1, 1, 4, 2}), v, true).to_vector();
+  for (int i = 0; i < 9; ++i) CHECK(out2[i] == out[i]);
+}
+
+TEST_CASE("attention shape errors name the shapes", "[attention]") {
+  tp::Tensor q = tp::ones({1, 2, 4, 8});
+  CHECK_THROWS_WITH(tp::scaled_dot_product_attention(q, tp::ones({1, 2, 4, 6}), q, false),
+                    Catch::Contains("head sizes differ"));
+  CHECK_THROWS_WITH(tp::scaled_dot_product_attention(q, q, tp::ones({1, 2, 3, 8}), false),
+                    Catch::Contains("sequence lengths differ"));
+  CHECK_THROWS_WITH(tp::scaled_dot_product_attention(q, tp::ones({1, 3, 4, 8}), q, true),
+                    Catch::Contains("batch dimensions differ"));
+  CHECK_THROWS_WITH(tp::scaled_dot_product_attention(q, tp::ones({2, 4, 8}), q, true),
+                    Catch::Contains("same rank"));
 }

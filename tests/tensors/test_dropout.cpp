@@ -1,28 +1,43 @@
-// Tests for nn/dropout.h: training vs eval, scaling, seeded generator.
+// Tests for ops/dropout.h: seeded masks, scaling, identity cases, bad probabilities.
 #include <catch2/catch.hpp>
 
 #include "tensors/tensors.h"
 
 namespace tp = tensorplay;
-namespace nn = tensorplay::nn;
 
-TEST_CASE("Dropout zeroes and rescales in training, is the identity in eval", "[dropout]") {
-  nn::Dropout drop(0.5f);
-  tp::Generator gen(7);
-  drop->set_generator(&gen);
+TEST_CASE("dropout with the same generator state gives the same mask", "[dropout]") {
   tp::Tensor x = tp::ones({1000});
-  std::vector<float> y = drop(x).to_vector();
+  tp::Generator g1(5), g2(5), g3(6);
+  auto a = tp::dropout(x, 0.25f, true, &g1).to_vector();
+  auto b = tp::dropout(x, 0.25f, true, &g2).to_vector();
+  auto c = tp::dropout(x, 0.25f, true, &g3).to_vector();
+  CHECK(a == b);
+  CHECK(a != c);
   int zeros = 0;
-  for (float v : y) {
-    CHECK((v == 0.0f || v == 2.0f));
+  for (float v : a) {
+    CHECK((v == 0.0f || v == Approx(1.0f / 0.75f)));
     zeros += v == 0.0f;
   }
-  CHECK(zeros > 400);
-  CHECK(zeros < 600);
-  gen.manual_seed(7);
-  CHECK(drop(x).to_vector() == y);  // same generator state, same mask
-  drop->eval();
-  CHECK(drop(x).to_vector() == x.to_vector());
-  CHECK(nn::Dropout(0.0f)(x).to_vector() == x.to_vector());
-  CHECK_THROWS_WITH(nn::Dropout(1.5f), Catch::Contains("1.5"));
+  CHECK(zeros > 180);  // about 250 expected
+  CHECK(zeros < 320);
+}
+
+TEST_CASE("dropout is the identity in eval mode or with p = 0, zeros with p = 1", "[dropout]") {
+  tp::Tensor x = tp::randn({4, 4});
+  CHECK(tp::dropout(x, 0.5f, false).is_same(x));
+  CHECK(tp::dropout(x, 0.0f, true).is_same(x));
+  CHECK(tp::dropout(x, 1.0f, true).to_vector() == std::vector<float>(16, 0.0f));
+}
+
+TEST_CASE("dropout gradient uses the forward mask", "[dropout]") {
+  tp::Tensor x = tp::ones({64}).requires_grad_();
+  tp::Generator g(1);
+  tp::Tensor y = tp::dropout(x, 0.5f, true, &g);
+  tp::sum(y).backward();
+  CHECK(x.grad().to_vector() == y.to_vector());  // d(sum(x * mask))/dx = mask, and x = 1
+}
+
+TEST_CASE("dropout rejects probabilities outside [0, 1]", "[dropout]") {
+  CHECK_THROWS_WITH(tp::dropout(tp::ones({2}), 1.5f, true), Catch::Contains("outside [0, 1]"));
+  CHECK_THROWS_WITH(tp::dropout(tp::ones({2}), -0.1f, true), Catch::Contains("probability"));
 }

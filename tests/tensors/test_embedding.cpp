@@ -1,25 +1,26 @@
-// Tests for nn/embedding.h: lookup shape and rows, gradient into the table.
+// Tests for ops/embedding.h beyond the op table: id checks and gradients only to the weight.
 #include <catch2/catch.hpp>
 
 #include "tensors/tensors.h"
 
 namespace tp = tensorplay;
-namespace nn = tensorplay::nn;
 
-TEST_CASE("Embedding looks up rows and sends gradients to them", "[embedding]") {
-  nn::Embedding emb(5, 3);
-  CHECK(emb->weight.shape() == tp::Shape{5, 3});
-  tp::Tensor ids = tp::from_vector({4, 0, 4, 2}, {2, 2});
-  tp::Tensor out = emb(ids);
-  CHECK(out.shape() == tp::Shape{2, 2, 3});
-  std::vector<float> w = emb->weight.to_vector(), o = out.to_vector();
-  for (int j = 0; j < 3; ++j) {
-    CHECK(o[j] == w[4 * 3 + j]);
-    CHECK(o[9 + j] == w[2 * 3 + j]);
-  }
-  tp::sum(out).backward();
-  std::vector<float> g = emb->weight.grad().to_vector();
-  CHECK(g[4 * 3] == 2.0f);  // id 4 used twice
-  CHECK(g[1 * 3] == 0.0f);
-  CHECK_THROWS(emb(tp::from_vector({5}, {1})));
+TEST_CASE("embedding gathers rows and accumulates repeated ids", "[embedding]") {
+  tp::Tensor w = tp::arange(6).reshape({3, 2}).detach().requires_grad_();
+  tp::Tensor ids = tp::from_vector({2, 0, 2}, {3});
+  tp::Tensor y = tp::embedding(ids, w);
+  CHECK(y.shape() == tp::Shape{3, 2});
+  CHECK(y.to_vector() == std::vector<float>{4, 5, 0, 1, 4, 5});
+  tp::sum(y).backward();
+  CHECK(w.grad().to_vector() == std::vector<float>{1, 1, 0, 0, 2, 2});
+}
+
+TEST_CASE("embedding rejects ids outside the vocabulary, naming the id and size", "[embedding]") {
+  tp::Tensor w = tp::zeros({5, 3});
+  CHECK_THROWS_WITH(tp::embedding(tp::from_vector({1, 7}, {2}), w),
+                    Catch::Contains("id 7") && Catch::Contains("vocabulary of size 5"));
+  CHECK_THROWS_WITH(tp::embedding(tp::from_vector({-1}, {1}), w), Catch::Contains("id -1"));
+  CHECK_THROWS_WITH(tp::embedding(tp::from_vector({1.5f}, {1}), w), Catch::Contains("integers"));
+  CHECK_THROWS_WITH(tp::embedding(tp::from_vector({0}, {1}), tp::zeros({5})),
+                    Catch::Contains("[vocab, dim]"));
 }

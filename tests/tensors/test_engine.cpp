@@ -1,4 +1,5 @@
-// Tests for autograd/engine.h: full backward, and split backward (I then W) equal to it bit for bit.
+// Tests for autograd/engine.h: full backward, and split backward (I then W) equal to it bit for
+// bit.
 #include <catch2/catch.hpp>
 
 #include "tensors/tensors.h"

@@ -1,6 +1,5 @@
 // Tests for tensor.h: factories, views, conversions, printing.
 #include <catch2/catch.hpp>
-
 #include <sstream>
 
 #include "tensors/tensors.h"
@@ -55,4 +54,14 @@ TEST_CASE("printing shows shape and values", "[tensor]") {
   os << tp::from_vector({1, 2}, {2});
   CHECK(os.str().find("shape=[2]") != std::string::npos);
   CHECK(os.str().find("values=[1, 2]") != std::string::npos);
+}
+
+TEST_CASE("bfloat16 tensors print, convert to vectors and give items", "[tensor]") {
+  tp::Tensor b = tp::from_vector({1.5f, -2.0f}, {2}).to(tp::DType::BFloat16);
+  CHECK(b.to_vector() == std::vector<float>{1.5f, -2.0f});
+  CHECK(tp::scalar_tensor(0.25f).to(tp::DType::BFloat16).item() == 0.25f);
+  std::ostringstream os;
+  os << b;
+  CHECK(os.str().find("dtype=bfloat16") != std::string::npos);
+  CHECK(os.str().find("values=[1.5, -2]") != std::string::npos);
 }

@@ -1,1 +1,0 @@
-// Placeholder until the actors layer has sources.

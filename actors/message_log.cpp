@@ -1,0 +1,33 @@
+// spdlog-backed message log.
+#include "actors/message_log.h"
+
+#include <spdlog/cfg/env.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+
+namespace tensorplay::pipelining {
+
+std::shared_ptr<spdlog::logger> message_log() {
+  static std::shared_ptr<spdlog::logger> logger = [] {
+    auto l = spdlog::get("tensorplay");
+    if (!l) l = spdlog::stderr_color_mt("tensorplay");
+    l->set_level(spdlog::level::off);
+    l->set_pattern("[%H:%M:%S.%f] [%n] %v");
+    spdlog::cfg::load_env_levels();  // SPDLOG_LEVEL=debug turns the log on
+    return l;
+  }();
+  return logger;
+}
+
+void log_event(int rank, unsigned long long step, const char* event, const std::string& what) {
+  static const auto& logger = message_log();
+  if (!logger->should_log(spdlog::level::debug)) return;
+  auto t_us = std::chrono::duration_cast<std::chrono::microseconds>(
+                  std::chrono::steady_clock::now().time_since_epoch())
+                  .count();
+  logger->debug("rank={} step={} event={} what={} t_us={}", rank, step, event, what, t_us);
+}
+
+}  // namespace tensorplay::pipelining

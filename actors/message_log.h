@@ -1,0 +1,22 @@
+// The message log: every message a stage actor receives, starts, finishes and sends, with a
+// timestamp, through spdlog. Off by default; SPDLOG_LEVEL=debug (or tensorplay=debug) turns it on.
+#pragma once
+
+#include <memory>
+#include <string>
+
+namespace spdlog {
+class logger;
+}
+
+namespace tensorplay::pipelining {
+
+/// The logger named "tensorplay" (created on first use; level from SPDLOG_LEVEL, else off).
+/// Each line reads: `rank=R step=S event=E what=WHAT t_us=T` with T in microseconds on a steady
+/// clock shared by all actors of the process.
+std::shared_ptr<spdlog::logger> message_log();
+
+/// Writes one log line when the logger is at debug level.
+void log_event(int rank, unsigned long long step, const char* event, const std::string& what);
+
+}  // namespace tensorplay::pipelining

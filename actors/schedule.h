@@ -1,0 +1,107 @@
+// The user-facing schedules: ScheduleGPipe, Schedule1F1B, ScheduleInterleaved1F1B,
+// ScheduleLoopedBFS, ScheduleInterleavedZeroBubble, ScheduleZBVZeroBubble, ScheduleDualPipeV.
+// `step` chunks a batch into microbatches, runs them through the stage actors, returns when done.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <stdexcept>
+#include <vector>
+
+#include "schedules/action.h"
+#include "schedules/schedule_kind.h"
+#include "stages/microbatch.h"
+#include "stages/pipeline_stage.h"
+
+namespace tensorplay::pipelining {
+
+/// A step failed on some rank (the message names the rank and the cause) or timed out.
+class PipelineError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// Options shared by every schedule.
+struct ScheduleOptions {
+  /// How each positional input is split into microbatches (dim 0 when empty).
+  std::vector<TensorChunkSpec> args_chunk_spec;
+  /// Seed each microbatch's loss gradient with 1/n_microbatches, so a step's gradients are the
+  /// mean over microbatches (as PyTorch). The scaling is applied per step to the loss, never to
+  /// accumulated gradients, so accumulating over several steps without zero_grad adds them up.
+  bool scale_grads = true;
+  /// Longest a step may take before it fails with an error naming what each rank waits for.
+  std::chrono::milliseconds step_timeout = std::chrono::minutes(5);
+  /// Stages each rank hosts for the multi-stage schedules (0: the schedule's default, 2).
+  int stages_per_rank = 0;
+  /// Longest one tensor transfer may take.
+  std::chrono::milliseconds transfer_timeout = std::chrono::minutes(2);
+};
+
+/// What a step gets besides its inputs.
+struct StepOptions {
+  /// Target of the whole batch (split like the inputs); needed for training.
+  Tensor target;
+  /// When set, receives each microbatch's loss (unscaled).
+  std::vector<Tensor>* losses = nullptr;
+};
+
+/// A schedule driving stages hosted in this process through stage actors. In the embedded
+/// single-process default the process hosts every stage; each rank of the schedule is one actor.
+class PipelineSchedule {
+ public:
+  PipelineSchedule(std::vector<std::shared_ptr<PipelineStage>> stages, int n_microbatches,
+                   LossFn loss_fn, schedules::ScheduleKind kind, ScheduleOptions options = {});
+  virtual ~PipelineSchedule();
+  PipelineSchedule(const PipelineSchedule&) = delete;
+  PipelineSchedule& operator=(const PipelineSchedule&) = delete;
+
+  /// One training step: forward and backward of every microbatch. Gradients accumulate into the
+  /// stages' parameters. Returns the last stage's output for the whole batch.
+  Tensor step(const std::vector<Tensor>& inputs, const StepOptions& options = {});
+  /// Forward only (no gradients); losses are computed when a target is given.
+  Tensor eval(const std::vector<Tensor>& inputs, const StepOptions& options = {});
+
+  /// Each rank's compute actions, as generated.
+  const schedules::PipelineOrder& order() const;
+  schedules::ScheduleKind kind() const;
+  int num_microbatches() const;
+  int num_ranks() const;
+  /// The stages, by stage index.
+  const std::vector<std::shared_ptr<PipelineStage>>& stages() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+#define TENSORPLAY_DECLARE_SCHEDULE(Name, Kind)                                                \
+  /** Runs the Kind order (see schedules/generators.h). */                                     \
+  class Name : public PipelineSchedule {                                                       \
+   public:                                                                                     \
+    Name(std::vector<std::shared_ptr<PipelineStage>> stages, int n_microbatches,               \
+         LossFn loss_fn = nullptr, ScheduleOptions options = {})                               \
+        : PipelineSchedule(std::move(stages), n_microbatches, std::move(loss_fn),              \
+                           schedules::ScheduleKind::Kind, std::move(options)) {}               \
+  };
+
+/// Runs every forward, then every backward.
+TENSORPLAY_DECLARE_SCHEDULE(ScheduleGPipe, GPipe)
+/// One forward, one backward after a warm-up of p - rank forwards.
+TENSORPLAY_DECLARE_SCHEDULE(Schedule1F1B, OneFOneB)
+/// 1F1B over several stages per rank (loop placement).
+TENSORPLAY_DECLARE_SCHEDULE(ScheduleInterleaved1F1B, Interleaved1F1B)
+/// Breadth-first over the local stages (loop placement).
+TENSORPLAY_DECLARE_SCHEDULE(ScheduleLoopedBFS, LoopedBFS)
+/// Zero bubble with split backward (I and W), loop placement.
+TENSORPLAY_DECLARE_SCHEDULE(ScheduleInterleavedZeroBubble, InterleavedZeroBubble)
+/// Zero bubble in V placement (rank r holds stages r and 2p-1-r).
+TENSORPLAY_DECLARE_SCHEDULE(ScheduleZBVZeroBubble, ZBVZeroBubble)
+/// DualPipe's V variant, with overlapped forward/backward pairs.
+TENSORPLAY_DECLARE_SCHEDULE(ScheduleDualPipeV, DualPipeV)
+
+#undef TENSORPLAY_DECLARE_SCHEDULE
+
+/// The parameters of every stage, each tensor once (for the optimizer).
+std::vector<Tensor> parameters(const std::vector<std::shared_ptr<PipelineStage>>& stages);
+
+}  // namespace tensorplay::pipelining

@@ -1,0 +1,57 @@
+// bench_sim_scale: how long the simulator takes for 1F1B on 1024 ranks and 8192 microbatches
+// (16.8 million compute actions). Prints one JSON line per phase, the last with "bench" and
+// "seconds" (the simulation itself; generation and policy setup are reported beside it).
+//
+//   bench_sim_scale [ranks] [microbatches]
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <vector>
+
+#include "schedules/generators.h"
+#include "schedules/policy.h"
+#include "schedules/schedule_kind.h"
+#include "schedules/simulator.h"
+
+namespace ts = tensorplay::schedules;
+
+int main(int argc, char** argv) {
+  const int ranks = argc > 1 ? std::atoi(argv[1]) : 1024;
+  const int microbatches = argc > 2 ? std::atoi(argv[2]) : 8192;
+  using clock = std::chrono::steady_clock;
+  auto seconds = [](clock::time_point a, clock::time_point b) {
+    return std::chrono::duration<double>(b - a).count();
+  };
+
+  auto t0 = clock::now();
+  ts::PipelineOrder order = ts::one_f_one_b_order(ranks, microbatches);
+  auto t1 = clock::now();
+  std::vector<std::unique_ptr<ts::SchedulePolicy>> owned;
+  std::vector<ts::SchedulePolicy*> policies;
+  for (ts::RankOrder& rank : order) {
+    owned.push_back(ts::make_static_order_policy(std::move(rank)));
+    policies.push_back(owned.back().get());
+  }
+  order.clear();
+  order.shrink_to_fit();
+  const std::vector<int> placement = ts::stage_to_rank(ts::ScheduleKind::OneFOneB, ranks, 1);
+  auto t2 = clock::now();
+  ts::SimulationOptions options;
+  options.record_timeline = false;
+  ts::SimulationResult result =
+      ts::simulate(policies, placement, microbatches, ts::CostModel::uniform(1, 1, 1), options);
+  auto t3 = clock::now();
+
+  // Unit costs: (m + p - 1) * (F + B) = (m + p - 1) * 3.
+  const double expected = 3.0 * (microbatches + ranks - 1);
+  std::printf("{\"phase\":\"generate\",\"seconds\":%.3f}\n", seconds(t0, t1));
+  std::printf("{\"phase\":\"policies\",\"seconds\":%.3f}\n", seconds(t1, t2));
+  std::printf(
+      "{\"bench\":\"sim_scale\",\"schedule\":\"1F1B\",\"ranks\":%d,\"microbatches\":%d,"
+      "\"actions\":%zu,\"makespan\":%.1f,\"makespan_ok\":%s,\"seconds\":%.3f,"
+      "\"total_seconds\":%.3f}\n",
+      ranks, microbatches, result.actions, result.makespan,
+      result.makespan == expected ? "true" : "false", seconds(t2, t3), seconds(t0, t3));
+  return result.makespan == expected ? 0 : 1;
+}

@@ -1,0 +1,67 @@
+#include "schedules/cost_model.h"
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+namespace tensorplay::schedules {
+namespace {
+
+double at(const std::vector<double>& values, int stage) {
+  return values.size() == 1 ? values[0] : values[static_cast<std::size_t>(stage)];
+}
+
+void check_list(const std::vector<double>& values, const char* name, std::size_t needed) {
+  if (values.empty() || (values.size() != 1 && values.size() < needed)) {
+    throw std::invalid_argument(std::string("cost model: '") + name + "' has " +
+                                std::to_string(values.size()) + " values; give one value or one "
+                                "per stage (" + std::to_string(needed) + ")");
+  }
+  if (std::any_of(values.begin(), values.end(), [](double v) { return v < 0; })) {
+    throw std::invalid_argument(std::string("cost model: '") + name + "' has a negative value");
+  }
+}
+
+}  // namespace
+
+CostModel CostModel::uniform(double forward, double input_backward, double weight_backward) {
+  CostModel model;
+  model.forward = {forward};
+  model.input_backward = {input_backward};
+  model.weight_backward = {weight_backward};
+  return model;
+}
+
+double CostModel::duration(const Action& action) const {
+  switch (action.kind) {
+    case ActionKind::Forward: return at(forward, action.stage);
+    case ActionKind::BackwardInput: return at(input_backward, action.stage);
+    case ActionKind::BackwardWeight: return at(weight_backward, action.stage);
+    case ActionKind::FullBackward:
+      return at(input_backward, action.stage) + at(weight_backward, action.stage);
+    case ActionKind::OverlapFB: {
+      double sum = 0;
+      for (const Action& sub : action.sub_actions) sum += duration(sub);
+      return overlap_factor * sum;
+    }
+    default: return 0.0;
+  }
+}
+
+double CostModel::transfer_time(int stage) const {
+  double bytes = at(boundary_bytes, stage);
+  return latency + (bandwidth > 0 ? bytes / bandwidth : 0.0);
+}
+
+void CostModel::check(int num_stages) const {
+  std::size_t n = static_cast<std::size_t>(std::max(num_stages, 1));
+  check_list(forward, "forward", n);
+  check_list(input_backward, "input_backward", n);
+  check_list(weight_backward, "weight_backward", n);
+  check_list(boundary_bytes, "boundary_bytes", n > 1 ? n - 1 : 1);
+  if (overlap_factor < 0 || latency < 0 || bandwidth < 0) {
+    throw std::invalid_argument("cost model: overlap_factor, latency and bandwidth must be >= 0");
+  }
+}
+
+}  // namespace tensorplay::schedules

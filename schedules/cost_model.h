@@ -1,0 +1,39 @@
+// Cost model of the simulator: per-stage F, I and W times, and the link each stage boundary
+// crosses (latency, bandwidth, bytes). Times are in any unit, used consistently.
+#pragma once
+
+#include <vector>
+
+#include "schedules/action.h"
+
+namespace tensorplay::schedules {
+
+/// Durations of compute actions and of transfers between ranks.
+struct CostModel {
+  /// Per stage (index = stage), or a single value used for every stage.
+  std::vector<double> forward = {1.0};
+  std::vector<double> input_backward = {1.0};   ///< I
+  std::vector<double> weight_backward = {1.0};  ///< W; B costs I + W
+  /// OVERLAP_F_B costs overlap_factor * (F + B): 1 = no overlap gain, 0.5 = both halves hidden.
+  double overlap_factor = 1.0;
+  /// Fixed time of every cross-rank transfer.
+  double latency = 0.0;
+  /// Bytes per time unit; 0 = infinite (transfers cost only the latency).
+  double bandwidth = 0.0;
+  /// Bytes crossing the boundary after stage s (index = s), or one value for every boundary; the
+  /// gradient going back is the same size as the activation going forward.
+  std::vector<double> boundary_bytes = {0.0};
+
+  /// F, I and W the same on every stage.
+  static CostModel uniform(double forward, double input_backward, double weight_backward);
+
+  /// Duration of a compute action (F, I, W, B = I + W, OVERLAP_F_B).
+  double duration(const Action& action) const;
+  /// Time for the activation (or gradient) of the boundary between `stage` and `stage + 1`.
+  double transfer_time(int stage) const;
+  /// Throws std::invalid_argument when a list is empty, negative, or shorter than `num_stages`
+  /// without being a single broadcast value.
+  void check(int num_stages) const;
+};
+
+}  // namespace tensorplay::schedules

@@ -1,0 +1,320 @@
+#include "schedules/simulator.h"
+
+#include <algorithm>
+#include <map>
+#include <stdexcept>
+#include <string>
+
+#include "schedules/errors.h"
+#include "schedules/ready_set.h"
+
+namespace tensorplay::schedules {
+namespace {
+
+enum class EventKind : uint8_t { ComputeDone, InputArrived, GradArrived };
+
+struct Event {
+  int rank;
+  EventKind kind;
+  int stage;
+  int microbatch;
+};
+
+// Pending events grouped by time: a bucket per distinct time, events in a bucket in creation
+// order (deterministic). Pipelines have few distinct pending times, so this beats a binary heap
+// of single events by a wide margin; with many distinct times it is still O(log n) per bucket.
+class EventQueue {
+ public:
+  void push(double time, const Event& event) {
+    if (has_last_ && time == last_->first) {
+      last_->second.push_back(event);
+      return;
+    }
+    auto [it, inserted] = buckets_.try_emplace(time);
+    if (inserted && !spare_.empty()) {
+      it->second = std::move(spare_.back());
+      spare_.pop_back();
+    }
+    it->second.push_back(event);
+    last_ = it;
+    has_last_ = true;
+  }
+  bool empty() const { return buckets_.empty(); }
+  double next_time() const { return buckets_.begin()->first; }
+  // Removes the earliest bucket into `out` (cleared first).
+  void pop_bucket(std::vector<Event>& out) {
+    auto it = buckets_.begin();
+    if (has_last_ && last_ == it) has_last_ = false;
+    out.clear();
+    std::swap(out, it->second);
+    spare_.push_back(std::move(it->second));
+    spare_.back().clear();
+    buckets_.erase(it);
+  }
+
+ private:
+  std::map<double, std::vector<Event>> buckets_;
+  std::vector<std::vector<Event>> spare_;
+  // The bucket pushed to last: most pushes in a row share a time.
+  std::map<double, std::vector<Event>>::iterator last_;
+  bool has_last_ = false;
+};
+
+// Everything the event loop touches for one rank, kept together (one or two cache lines).
+struct RankState {
+  bool busy = false;
+  bool dirty = false;
+  int stashed = 0;
+  int peak = 0;
+  double running_start = 0.0;
+  double busy_time = 0.0;
+  double first_start = -1.0;
+  double last_end = 0.0;
+  Action running;
+};
+
+class Simulation {
+ public:
+  Simulation(const std::vector<SchedulePolicy*>& policies, const std::vector<int>& stage_to_rank,
+             int num_microbatches, const CostModel& costs, const SimulationOptions& options)
+      : policies_(policies),
+        stage_to_rank_(stage_to_rank),
+        num_stages_(static_cast<int>(stage_to_rank.size())),
+        costs_(costs),
+        options_(options),
+        states_(policies.size()) {
+    const int ranks = static_cast<int>(policies.size());
+    if (ranks < 1) throw std::invalid_argument("simulate needs at least one rank's policy");
+    if (num_stages_ < 1 || num_microbatches < 1) {
+      throw std::invalid_argument("simulate needs at least one stage and one microbatch");
+    }
+    for (int stage = 0; stage < num_stages_; ++stage) {
+      if (stage_to_rank[stage] < 0 || stage_to_rank[stage] >= ranks) {
+        throw std::invalid_argument("stage " + std::to_string(stage) + " is placed on rank " +
+                                    std::to_string(stage_to_rank[stage]) + " but there are " +
+                                    std::to_string(ranks) + " ranks");
+      }
+    }
+    costs_.check(num_stages_);
+    ready_.reserve(ranks);
+    for (int rank = 0; rank < ranks; ++rank) {
+      if (policies[rank] == nullptr) throw std::invalid_argument("null policy for a rank");
+      policies[rank]->reset();
+      ready_.emplace_back(num_stages_, num_microbatches);
+    }
+  }
+
+  SimulationResult run() {
+    const int ranks = static_cast<int>(policies_.size());
+    for (int rank = 0; rank < ranks; ++rank) mark_dirty(rank);
+    start_dirty(0.0);
+    std::vector<Event> bucket;
+    while (!events_.empty()) {
+      const double now = events_.next_time();
+      // Everything that happens at `now` (zero-cost transfers included) lands before any idle
+      // rank picks its next action, so a policy sees all of it.
+      while (!events_.empty() && events_.next_time() == now) {
+        events_.pop_bucket(bucket);
+        for (std::size_t i = 0; i < bucket.size(); ++i) {
+          if (i + kPrefetchDistance < bucket.size()) prefetch(bucket[i + kPrefetchDistance].rank);
+          handle(bucket[i], now);
+        }
+      }
+      start_dirty(now);
+    }
+    check_finished();
+    return finish();
+  }
+
+ private:
+  // Thousands of ranks touched in turn do not fit the caches: fetch a rank's state a few events
+  // ahead of its use.
+  static constexpr std::size_t kPrefetchDistance = 8;
+  void prefetch(int rank) const {
+    __builtin_prefetch(&states_[rank]);
+    __builtin_prefetch(&ready_[rank]);
+    __builtin_prefetch(policies_[rank]);
+  }
+
+  void push(double time, int rank, EventKind kind, int stage, int microbatch) {
+    events_.push(time, Event{rank, kind, stage, microbatch});
+  }
+
+  void mark_dirty(int rank) {
+    if (states_[rank].dirty) return;
+    states_[rank].dirty = true;
+    dirty_.push_back(rank);
+  }
+
+  // Lets every rank touched at `now` that is idle ask its policy for work. The order does not
+  // matter: a rank's choice depends only on its own state.
+  void start_dirty(double now) {
+    for (std::size_t i = 0; i < dirty_.size(); ++i) {
+      if (i + kPrefetchDistance < dirty_.size()) prefetch(dirty_[i + kPrefetchDistance]);
+      int rank = dirty_[i];
+      states_[rank].dirty = false;
+      try_start(rank, now);
+    }
+    dirty_.clear();
+  }
+
+  void try_start(int rank, double now) {
+    RankState& state = states_[rank];
+    if (state.busy) return;
+    std::optional<Action> action = policies_[rank]->next(ready_[rank]);
+    if (!action) return;
+    state.busy = true;
+    state.running = std::move(*action);
+    state.running_start = now;
+    auto hold = [&](const Action& a) {
+      if (a.kind == ActionKind::Forward) ++state.stashed;
+    };
+    for_each_part(state.running, hold);
+    state.peak = std::max(state.peak, state.stashed);
+    if (state.first_start < 0) state.first_start = now;
+    push(now + costs_.duration(state.running), rank, EventKind::ComputeDone, 0, 0);
+  }
+
+  template <typename F>
+  static void for_each_part(const Action& action, F&& f) {
+    if (action.kind == ActionKind::OverlapFB) {
+      for (const Action& sub : action.sub_actions) f(sub);
+    } else {
+      f(action);
+    }
+  }
+
+  void handle(const Event& event, double now) {
+    switch (event.kind) {
+      case EventKind::InputArrived:
+        ready_[event.rank].input_arrived(event.stage, event.microbatch);
+        break;
+      case EventKind::GradArrived:
+        ready_[event.rank].grad_arrived(event.stage, event.microbatch);
+        break;
+      case EventKind::ComputeDone:
+        complete(event.rank, now);
+        break;
+    }
+    mark_dirty(event.rank);
+  }
+
+  void complete(int rank, double now) {
+    RankState& state = states_[rank];
+    const Action& action = state.running;
+    ready_[rank].completed(action);
+    policies_[rank]->completed(action);
+    state.busy_time += now - state.running_start;
+    state.last_end = now;
+    ++result_.actions;
+    if (options_.record_timeline) {
+      result_.timeline.push_back(TimelineEvent{rank, action, state.running_start, now});
+    }
+    for_each_part(action, [&](const Action& a) {
+      if (frees_activation(a.kind)) --state.stashed;
+      // Outputs for a stage on another rank travel over the link.
+      if (a.kind == ActionKind::Forward && a.stage + 1 < num_stages_) {
+        int peer = stage_to_rank_[a.stage + 1];
+        if (peer != rank) {
+          push(now + costs_.transfer_time(a.stage), peer, EventKind::InputArrived, a.stage + 1,
+               a.microbatch);
+        }
+      } else if (is_input_backward(a.kind) && a.stage > 0) {
+        int peer = stage_to_rank_[a.stage - 1];
+        if (peer != rank) {
+          push(now + costs_.transfer_time(a.stage - 1), peer, EventKind::GradArrived,
+               a.stage - 1, a.microbatch);
+        }
+      }
+    });
+    state.busy = false;
+  }
+
+  void check_finished() const {
+    std::string stuck;
+    int count = 0;
+    for (std::size_t rank = 0; rank < policies_.size(); ++rank) {
+      if (policies_[rank]->finished()) continue;
+      if (++count <= 16) {
+        stuck += "\n  rank " + std::to_string(rank) + ": " +
+                 policies_[rank]->describe_wait(ready_[rank]);
+      }
+    }
+    if (count == 0) return;
+    if (count > 16) stuck += "\n  ... and " + std::to_string(count - 16) + " more ranks";
+    throw ScheduleError("simulation deadlocked: " + std::to_string(count) +
+                        " rank(s) cannot finish their step; nothing is running or in flight" +
+                        stuck);
+  }
+
+  SimulationResult finish() {
+    const int ranks = static_cast<int>(policies_.size());
+    for (const RankState& state : states_) {
+      result_.busy.push_back(state.busy_time);
+      result_.first_start.push_back(state.first_start);
+      result_.last_end.push_back(state.last_end);
+      result_.peak_activations.push_back(state.peak);
+    }
+    double makespan = 0.0;
+    double span = 0.0;
+    for (int rank = 0; rank < ranks; ++rank) {
+      makespan = std::max(makespan, result_.last_end[rank]);
+      if (result_.first_start[rank] < 0) result_.first_start[rank] = 0.0;
+      span = std::max(span, result_.last_end[rank] - result_.first_start[rank]);
+    }
+    result_.makespan = makespan;
+    result_.span = span;
+    result_.idle.resize(ranks);
+    double idle_sum = 0.0;
+    for (int rank = 0; rank < ranks; ++rank) {
+      result_.idle[rank] = makespan - result_.busy[rank];
+      idle_sum += result_.idle[rank];
+    }
+    result_.bubble_fraction = makespan > 0 ? idle_sum / (ranks * makespan) : 0.0;
+    if (options_.record_timeline) {
+      std::stable_sort(result_.timeline.begin(), result_.timeline.end(),
+                       [](const TimelineEvent& a, const TimelineEvent& b) {
+                         return a.start != b.start ? a.start < b.start : a.rank < b.rank;
+                       });
+    }
+    return std::move(result_);
+  }
+
+  const std::vector<SchedulePolicy*>& policies_;
+  const std::vector<int>& stage_to_rank_;
+  int num_stages_;
+  const CostModel& costs_;
+  SimulationOptions options_;
+  std::vector<RankState> states_;
+  std::vector<ReadySet> ready_;
+  EventQueue events_;
+  std::vector<int> dirty_;
+  SimulationResult result_;
+};
+
+}  // namespace
+
+double SimulationResult::rank_bubble_fraction(int rank) const {
+  return makespan > 0 ? idle.at(rank) / makespan : 0.0;
+}
+
+SimulationResult simulate(const std::vector<SchedulePolicy*>& policies,
+                          const std::vector<int>& stage_to_rank, int num_microbatches,
+                          const CostModel& costs, const SimulationOptions& options) {
+  return Simulation(policies, stage_to_rank, num_microbatches, costs, options).run();
+}
+
+SimulationResult simulate_order(const PipelineOrder& order, const std::vector<int>& stage_to_rank,
+                                int num_microbatches, const CostModel& costs,
+                                const SimulationOptions& options) {
+  std::vector<std::unique_ptr<SchedulePolicy>> owned;
+  std::vector<SchedulePolicy*> policies;
+  owned.reserve(order.size());
+  for (const RankOrder& rank : order) {
+    owned.push_back(make_static_order_policy(rank));
+    policies.push_back(owned.back().get());
+  }
+  return simulate(policies, stage_to_rank, num_microbatches, costs, options);
+}
+
+}  // namespace tensorplay::schedules

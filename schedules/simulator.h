@@ -1,0 +1,58 @@
+// Discrete-event simulator: runs one policy per rank (the runtime's own policy objects) under a
+// cost model and reports makespan, bubbles, peak stashed activations and the timeline.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "schedules/action.h"
+#include "schedules/cost_model.h"
+#include "schedules/policy.h"
+
+namespace tensorplay::schedules {
+
+/// One compute action as it ran.
+struct TimelineEvent {
+  int rank = 0;
+  Action action;
+  double start = 0.0;
+  double end = 0.0;
+};
+
+/// Figures of one simulated training step. All ranks start at 0.
+struct SimulationResult {
+  double makespan = 0.0;  ///< when the last rank ends (the step ends for all ranks together)
+  double span = 0.0;      ///< longest rank's first-action-start to last-action-end
+  std::vector<double> busy;               ///< per rank: compute time
+  std::vector<double> idle;               ///< per rank: makespan - busy
+  std::vector<double> first_start;        ///< per rank
+  std::vector<double> last_end;           ///< per rank
+  std::vector<int> peak_activations;      ///< per rank: most activations held at once (F to W/B)
+  double bubble_fraction = 0.0;           ///< sum of idle / (ranks * makespan)
+  std::size_t actions = 0;                ///< compute actions run
+  std::vector<TimelineEvent> timeline;    ///< in start order, when recorded
+
+  /// idle[rank] / makespan.
+  double rank_bubble_fraction(int rank) const;
+};
+
+/// Simulation switches.
+struct SimulationOptions {
+  /// Keep every action's start and end (costs memory on very large runs).
+  bool record_timeline = true;
+};
+
+/// Runs `policies` (index = rank; reset() first) over the placement `stage_to_rank` for
+/// `num_microbatches`. A rank runs one compute action at a time; transfers overlap compute and
+/// take CostModel::transfer_time. Throws ScheduleError naming what each stuck rank waits for
+/// when the run cannot finish (deadlock).
+SimulationResult simulate(const std::vector<SchedulePolicy*>& policies,
+                          const std::vector<int>& stage_to_rank, int num_microbatches,
+                          const CostModel& costs, const SimulationOptions& options = {});
+
+/// The same with a static-order policy per rank following `order`.
+SimulationResult simulate_order(const PipelineOrder& order, const std::vector<int>& stage_to_rank,
+                                int num_microbatches, const CostModel& costs,
+                                const SimulationOptions& options = {});
+
+}  // namespace tensorplay::schedules

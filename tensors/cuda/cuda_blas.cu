@@ -1,0 +1,61 @@
+// Float32 products on CUDA through cuBLAS. cuBLAS is column-major: a row-major C = op(A) op(B) is
+// the column-major C^T = op(B)^T op(A)^T, so the operands are swapped and m and n exchanged.
+#include <climits>
+#include <stdexcept>
+#include <string>
+
+#include "tensors/cuda/cuda_backend.h"
+#include "tensors/cuda/cuda_check.h"
+#include "tensors/cuda/cuda_device.h"
+#include "tensors/cuda/cuda_kernels.h"
+
+namespace tensorplay::cuda {
+namespace {
+
+int checked_int(int64_t value, const char* what) {
+  if (value < 0 || value > INT_MAX)
+    throw std::invalid_argument(std::string("cuBLAS gemm: ") + what + " = " +
+                                std::to_string(value) +
+                                " does not fit cuBLAS's 32-bit sizes; split the product");
+  return static_cast<int>(value);
+}
+
+cublasOperation_t op_of(bool transpose) { return transpose ? CUBLAS_OP_T : CUBLAS_OP_N; }
+
+}  // namespace
+
+void CudaBackend::gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                       const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
+                       float* c, int64_t ldc) const {
+  if (m == 0 || n == 0) return;
+  int d = device_of(c);
+  DeviceGuard guard(d);
+  if (k == 0) {
+    launch_scale_matrix(c, m, n, ldc, beta, stream(d));
+    return;
+  }
+  TP_CUBLAS_CHECK(cublasSgemm(cublas_handle(d), op_of(trans_b), op_of(trans_a), checked_int(n, "n"),
+                              checked_int(m, "m"), checked_int(k, "k"), &alpha, b,
+                              checked_int(ldb, "ldb"), a, checked_int(lda, "lda"), &beta, c,
+                              checked_int(ldc, "ldc")));
+}
+
+void CudaBackend::gemm_batched(bool trans_a, bool trans_b, int64_t batch, int64_t m, int64_t n,
+                               int64_t k, float alpha, const float* a, int64_t lda,
+                               int64_t stride_a, const float* b, int64_t ldb, int64_t stride_b,
+                               float beta, float* c, int64_t ldc, int64_t stride_c) const {
+  if (batch == 0 || m == 0 || n == 0) return;
+  int d = device_of(c);
+  DeviceGuard guard(d);
+  if (k == 0) {
+    for (int64_t i = 0; i < batch; ++i)
+      launch_scale_matrix(c + i * stride_c, m, n, ldc, beta, stream(d));
+    return;
+  }
+  TP_CUBLAS_CHECK(cublasSgemmStridedBatched(
+      cublas_handle(d), op_of(trans_b), op_of(trans_a), checked_int(n, "n"), checked_int(m, "m"),
+      checked_int(k, "k"), &alpha, b, checked_int(ldb, "ldb"), stride_b, a, checked_int(lda, "lda"),
+      stride_a, &beta, c, checked_int(ldc, "ldc"), stride_c, checked_int(batch, "batch")));
+}
+
+}  // namespace tensorplay::cuda

@@ -1,0 +1,208 @@
+// tp-sim: generates (or loads) a pipeline schedule, checks it, and simulates one training step
+// under a cost model, printing makespan, bubbles and peak activations; optionally writes the
+// order as CSV, the timeline as Chrome trace JSON or SVG.
+//
+//   tp-sim --schedule ZBVZeroBubble --ranks 4 --microbatches 8 --cost F=0.5,I=0.5,W=0.5 --json
+//   tp-sim --schedule dynamic --ranks 4 --microbatches 8 --cap 4 --split-backward
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cctype>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "schedules/csv.h"
+#include "schedules/errors.h"
+#include "schedules/format.h"
+#include "schedules/policy.h"
+#include "schedules/schedule_kind.h"
+#include "schedules/simulator.h"
+#include "schedules/timeline_export.h"
+#include "schedules/validator.h"
+
+namespace ts = tensorplay::schedules;
+
+namespace {
+
+struct Options {
+  std::string schedule;
+  int ranks = 0;
+  int microbatches = 0;
+  int stages_per_rank = 0;  // 0 = the schedule's default
+  std::string cost = "F=1,I=1,W=1";
+  double latency = 0.0;
+  double bandwidth = 0.0;
+  double bytes = 0.0;
+  double overlap = 1.0;
+  int cap = 0;
+  bool split_backward = false;
+  std::string order_csv;
+  bool print_order = false;
+  std::string csv;
+  std::string trace;
+  std::string svg;
+  bool json = false;
+};
+
+// "F=1,I=1,W=1" (B=x sets I and W to x/2 each when they are not given).
+ts::CostModel parse_costs(const std::string& text) {
+  double f = 1, i = -1, w = -1, b = -1;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    auto eq = item.find('=');
+    if (eq == std::string::npos) {
+      throw std::invalid_argument("--cost item '" + item + "' is not KEY=VALUE (e.g. F=1,I=1,W=1)");
+    }
+    std::string key = item.substr(0, eq);
+    std::transform(key.begin(), key.end(), key.begin(), ::toupper);
+    double value = std::stod(item.substr(eq + 1));
+    if (key == "F") f = value;
+    else if (key == "I") i = value;
+    else if (key == "W") w = value;
+    else if (key == "B") b = value;
+    else throw std::invalid_argument("--cost key '" + key + "' is not one of F, I, W, B");
+  }
+  if (b >= 0) {
+    if (i < 0 && w < 0) i = w = b / 2;
+    else if (i < 0) i = b - w;
+    else if (w < 0) w = b - i;
+  }
+  return ts::CostModel::uniform(f, i < 0 ? 1 : i, w < 0 ? 1 : w);
+}
+
+void write_file(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+  if (!out) throw std::runtime_error("cannot write '" + path + "'");
+}
+
+int run(const Options& opt) {
+  ts::CostModel costs = parse_costs(opt.cost);
+  costs.latency = opt.latency;
+  costs.bandwidth = opt.bandwidth;
+  costs.boundary_bytes = {opt.bytes};
+  costs.overlap_factor = opt.overlap;
+
+  std::string lowered_name = opt.schedule;
+  std::transform(lowered_name.begin(), lowered_name.end(), lowered_name.begin(), ::tolower);
+  const bool dynamic = lowered_name == "dynamic";
+
+  std::string name;
+  int stages_per_rank = opt.stages_per_rank;
+  std::vector<int> placement;
+  ts::PipelineOrder order;
+  if (dynamic) {
+    name = "Dynamic";
+    if (stages_per_rank == 0) stages_per_rank = 1;
+    placement = ts::stage_to_rank(ts::Placement::Loop, opt.ranks, stages_per_rank);
+  } else {
+    ts::ScheduleKind kind = ts::parse_schedule_kind(opt.schedule);
+    name = std::string(ts::schedule_name(kind));
+    if (stages_per_rank == 0) stages_per_rank = ts::default_stages_per_rank(kind);
+    placement = ts::stage_to_rank(kind, opt.ranks, stages_per_rank);
+    order = opt.order_csv.empty()
+                ? ts::generate_order(kind, opt.ranks, stages_per_rank, opt.microbatches)
+                : ts::load_csv(opt.order_csv);
+    ts::validate_order(order, opt.ranks * stages_per_rank, opt.microbatches, &placement);
+    if (opt.print_order) {
+      std::cout << ts::format_pipeline_order(
+          ts::step_order(order, opt.ranks * stages_per_rank, opt.microbatches));
+    }
+    if (!opt.csv.empty()) ts::save_csv(opt.csv, order);
+  }
+
+  std::vector<std::unique_ptr<ts::SchedulePolicy>> owned;
+  std::vector<ts::SchedulePolicy*> policies;
+  for (int rank = 0; rank < opt.ranks; ++rank) {
+    if (dynamic) {
+      std::vector<int> local;
+      for (int s = 0; s < static_cast<int>(placement.size()); ++s) {
+        if (placement[s] == rank) local.push_back(s);
+      }
+      owned.push_back(ts::make_dynamic_policy(local, static_cast<int>(placement.size()),
+                                              opt.microbatches,
+                                              {opt.split_backward, opt.cap}));
+    } else {
+      owned.push_back(ts::make_static_order_policy(order[rank]));
+    }
+    policies.push_back(owned.back().get());
+  }
+  ts::SimulationOptions sim_options;
+  sim_options.record_timeline = !opt.trace.empty() || !opt.svg.empty();
+  ts::SimulationResult result =
+      ts::simulate(policies, placement, opt.microbatches, costs, sim_options);
+
+  if (!opt.trace.empty()) write_file(opt.trace, ts::chrome_trace_json(result));
+  if (!opt.svg.empty()) {
+    write_file(opt.svg, ts::timeline_svg(result, name + ", " + std::to_string(opt.ranks) +
+                                                     " ranks, " + std::to_string(opt.microbatches) +
+                                                     " microbatches"));
+  }
+  if (opt.json) {
+    nlohmann::ordered_json j;  // keys in the documented order
+    j["schedule"] = name;
+    j["ranks"] = opt.ranks;
+    j["stages_per_rank"] = stages_per_rank;
+    j["microbatches"] = opt.microbatches;
+    j["makespan"] = result.makespan;
+    j["span"] = result.span;
+    j["bubble_fraction"] = result.bubble_fraction;
+    j["peak_activations"] = result.peak_activations;
+    std::cout << j.dump() << "\n";
+    return 0;
+  }
+  std::cout << name << ": " << opt.ranks << " ranks x " << stages_per_rank << " stages, "
+            << opt.microbatches << " microbatches\n"
+            << "  makespan " << result.makespan << ", span " << result.span << ", bubble "
+            << result.bubble_fraction * 100 << "%\n";
+  for (int rank = 0; rank < opt.ranks && rank < 64; ++rank) {
+    std::cout << "  rank " << rank << ": busy " << result.busy[rank] << ", idle "
+              << result.idle[rank] << ", peak activations " << result.peak_activations[rank]
+              << "\n";
+  }
+  if (opt.ranks > 64) std::cout << "  ... " << opt.ranks - 64 << " more ranks\n";
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"tp-sim: simulate a pipeline-parallel schedule under a cost model"};
+  Options opt;
+  app.add_option("--schedule", opt.schedule,
+                 "GPipe, 1F1B, Interleaved1F1B, LoopedBFS, InterleavedZeroBubble, ZBVZeroBubble, "
+                 "DualPipeV (case-insensitive), or Dynamic (our greedy policy)")
+      ->required();
+  app.add_option("--ranks", opt.ranks, "pipeline ranks (p)")->required()->check(CLI::PositiveNumber);
+  app.add_option("--microbatches", opt.microbatches, "microbatches per step (m)")
+      ->required()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--stages-per-rank", opt.stages_per_rank,
+                 "stages per rank (V); default 1 for GPipe/1F1B/Dynamic, 2 otherwise");
+  app.add_option("--cost", opt.cost, "per stage pass times, e.g. F=1,I=1,W=1 (B = I + W)")
+      ->capture_default_str();
+  app.add_option("--latency", opt.latency, "latency of every cross-rank transfer");
+  app.add_option("--bandwidth", opt.bandwidth, "bytes per time unit (0 = infinite)");
+  app.add_option("--bytes", opt.bytes, "bytes crossing each stage boundary");
+  app.add_option("--overlap", opt.overlap, "OVERLAP_F_B costs overlap * (F + B)");
+  app.add_option("--cap", opt.cap, "Dynamic: most stashed activations per rank (0 = none)");
+  app.add_flag("--split-backward", opt.split_backward, "Dynamic: run backward as I then W");
+  app.add_option("--order-csv", opt.order_csv, "simulate this compute-only CSV order instead");
+  app.add_flag("--print-order", opt.print_order, "print the step-by-rank table");
+  app.add_option("--csv", opt.csv, "write the compute-only order as CSV");
+  app.add_option("--trace", opt.trace, "write a Chrome trace JSON (Perfetto)");
+  app.add_option("--svg", opt.svg, "write an SVG timeline");
+  app.add_flag("--json", opt.json, "print the figures as one JSON object");
+  CLI11_PARSE(app, argc, argv);
+  try {
+    return run(opt);
+  } catch (const std::exception& e) {
+    std::cerr << "tp-sim: " << e.what() << "\n";
+    return 1;
+  }
+}

@@ -1,1 +1,0 @@
-// Placeholder until the transport layer has sources.
