@@ -31,15 +31,29 @@ std::vector<WeightGradStash::Entry>& WeightGradStash::entries() { return *entrie
 
 namespace {
 
-void accumulate_into_leaf(TensorImpl& leaf, const Tensor& g) {
+// The first gradient of a leaf becomes its .grad as it is: taken over when nothing else can see
+// it (`owned`: the engine holds the only reference to a tensor that is the only user of its
+// storage), copied otherwise. Later gradients are added. Either way the first .grad equals g
+// exactly, so full and split backward agree bit for bit.
+void accumulate_into_leaf(TensorImpl& leaf, const Tensor& g, bool owned = false) {
   if (g.shape() != leaf.shape) {
     throw std::logic_error("autograd: gradient of shape " + to_string(g.shape()) +
                            " for a leaf of shape " + to_string(leaf.shape));
   }
+  Device device = leaf.storage->device();
+  if (!leaf.grad && owned && g.dtype() == leaf.dtype && g.device() == device &&
+      g.impl_ptr().use_count() == 1 && g.impl().storage.use_count() == 1 && g.impl().offset == 0 &&
+      !g.requires_grad()) {
+    leaf.grad = g.impl_ptr();
+    return;
+  }
   Tensor src = g.dtype() == leaf.dtype ? g : g.to(leaf.dtype);
   if (!leaf.grad) {
-    Tensor fresh = zeros(leaf.shape, {.dtype = leaf.dtype, .device = leaf.storage->device()});
+    Tensor fresh = empty(leaf.shape, {.dtype = leaf.dtype, .device = device});
+    backend_for(device.is_cuda() ? device : src.device())
+        .copy(fresh.raw_data(), device, src.raw_data(), src.device(), src.nbytes());
     leaf.grad = fresh.impl_ptr();
+    return;
   }
   Tensor acc(leaf.grad);
   int64_t n = acc.numel();
@@ -137,9 +151,9 @@ void execute(std::vector<std::pair<Edge, Tensor>> seeds, const EdgeFilter& follo
     for (size_t i = 0; i < needed.size(); ++i) {
       if (!needed[i]) continue;
       const Edge& e = n->next_edges[i];
-      Tensor g = i < input_grads.size() ? input_grads[i] : Tensor();
+      Tensor g = i < input_grads.size() ? std::move(input_grads[i]) : Tensor();
       if (e.leaf) {
-        if (g.defined()) accumulate_into_leaf(*e.leaf, g);
+        if (g.defined()) accumulate_into_leaf(*e.leaf, g, /*owned=*/true);
         continue;
       }
       NodeState& s = states[e.node.get()];
