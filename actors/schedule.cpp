@@ -11,6 +11,7 @@
 #include "actors/detail/stage_actor.h"
 #include "actors/stage_worker.h"
 #include "schedules/policy.h"
+#include "stages/tied_parameters.h"
 #include "transport/local_channel.h"
 
 namespace tensorplay::pipelining {
@@ -163,6 +164,10 @@ Tensor PipelineSchedule::Impl::run_step(const std::vector<Tensor>& inputs,
       data->targets.push_back(chunk[0]);
   }
 
+  std::vector<PipelineStage*> local = stage_pointers(stages);
+  TiedGradients tied;
+  if (training) tied = begin_tied_step(local);
+
   caf::scoped_actor self{detail::process_actor_system()};
   // Last rank first: every rank has its step before any neighbour can notify it.
   for (auto it = actors.rbegin(); it != actors.rend(); ++it)
@@ -197,9 +202,11 @@ Tensor PipelineSchedule::Impl::run_step(const std::vector<Tensor>& inputs,
                    [&](const caf::error&) { failure += " [a rank did not answer]"; });
     }
   }
+  if (training) finish_tied_step(local, std::move(tied));
   if (!failure.empty()) {
     abort_all(self);
-    throw PipelineError(failure);
+    throw PipelineError(failure + " (gradients of this step are partial: zero_grad before "
+                        "retrying)");
   }
   if (step_options.losses) {
     step_options.losses->clear();
@@ -223,15 +230,6 @@ int PipelineSchedule::num_microbatches() const { return impl_->n_microbatches; }
 int PipelineSchedule::num_ranks() const { return impl_->ranks; }
 const std::vector<std::shared_ptr<PipelineStage>>& PipelineSchedule::stages() const {
   return impl_->stages;
-}
-
-std::vector<Tensor> parameters(const std::vector<std::shared_ptr<PipelineStage>>& stages) {
-  std::vector<Tensor> out;
-  std::set<const TensorImpl*> seen;
-  for (const auto& s : stages)
-    for (const Tensor& p : s->module().parameters())
-      if (seen.insert(p.impl_ptr().get()).second) out.push_back(p);
-  return out;
 }
 
 }  // namespace tensorplay::pipelining

@@ -10,6 +10,7 @@
 
 #include "schedules/action.h"
 #include "schedules/schedule_kind.h"
+#include "stages/build_stage.h"
 #include "stages/microbatch.h"
 #include "stages/pipeline_stage.h"
 
@@ -56,7 +57,9 @@ class PipelineSchedule {
   PipelineSchedule& operator=(const PipelineSchedule&) = delete;
 
   /// One training step: forward and backward of every microbatch. Gradients accumulate into the
-  /// stages' parameters. Returns the last stage's output for the whole batch.
+  /// stages' parameters; the copies of a tied parameter (build_stage) end the step holding the
+  /// sum of their gradients, as the unsplit model's parameter would. Returns the last stage's
+  /// output for the whole batch.
   Tensor step(const std::vector<Tensor>& inputs, const StepOptions& options = {});
   /// Forward only (no gradients); losses are computed when a target is given.
   Tensor eval(const std::vector<Tensor>& inputs, const StepOptions& options = {});
@@ -101,7 +104,5 @@ TENSORPLAY_DECLARE_SCHEDULE(ScheduleDualPipeV, DualPipeV)
 
 #undef TENSORPLAY_DECLARE_SCHEDULE
 
-/// The parameters of every stage, each tensor once (for the optimizer).
-std::vector<Tensor> parameters(const std::vector<std::shared_ptr<PipelineStage>>& stages);
 
 }  // namespace tensorplay::pipelining

@@ -1,6 +1,9 @@
 // build_stage(): PipelineStage from a Pipe's stage module and boundary metas.
 #include "stages/build_stage.h"
 
+#include <algorithm>
+#include <set>
+
 #include <stdexcept>
 #include <string>
 
@@ -15,28 +18,37 @@ PipelineStage build_stage(const Pipe& pipe, int stage_index, Device device) {
   PipelineStage stage(module, stage_index, pipe.num_stages(), device, module->input_meta(),
                       module->output_meta());
   stage.set_input_names(module->input_names());
+  std::map<std::string, std::vector<int>> tied;
+  for (const auto& [name, group] : pipe.tied_parameters())
+    if (std::find(group.begin(), group.end(), stage_index) != group.end()) tied[name] = group;
+  stage.set_tied_parameters(std::move(tied));
   return stage;
 }
 
-std::vector<PipelineStage> build_stages(const Pipe& pipe, const std::vector<Device>& devices) {
+std::vector<std::shared_ptr<PipelineStage>> build_stages(const Pipe& pipe,
+                                                         const std::vector<Device>& devices) {
   if (devices.empty()) throw std::invalid_argument("build_stages: no devices given");
-  std::vector<PipelineStage> stages;
+  std::vector<std::shared_ptr<PipelineStage>> stages;
   stages.reserve(pipe.num_stages());
   for (int s = 0; s < pipe.num_stages(); ++s)
-    stages.push_back(build_stage(pipe, s, devices[s % devices.size()]));
+    stages.push_back(
+        std::make_shared<PipelineStage>(build_stage(pipe, s, devices[s % devices.size()])));
   return stages;
 }
 
-std::vector<Tensor> parameters(const std::vector<PipelineStage>& stages) {
+std::vector<Tensor> parameters(const std::vector<std::shared_ptr<PipelineStage>>& stages) {
   std::vector<Tensor> out;
-  for (const PipelineStage& s : stages)
-    for (const Tensor& p : s.module().parameters()) out.push_back(p);
+  std::set<const TensorImpl*> seen;
+  for (const auto& s : stages)
+    for (const Tensor& p : s->module().parameters())
+      if (seen.insert(p.impl_ptr().get()).second) out.push_back(p);
   return out;
 }
 
-std::vector<PipelineStage*> stage_pointers(std::vector<PipelineStage>& stages) {
+std::vector<PipelineStage*> stage_pointers(
+    const std::vector<std::shared_ptr<PipelineStage>>& stages) {
   std::vector<PipelineStage*> out;
-  for (PipelineStage& s : stages) out.push_back(&s);
+  for (const auto& s : stages) out.push_back(s.get());
   return out;
 }
 

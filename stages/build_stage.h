@@ -21,13 +21,15 @@ PipelineStage build_stage(const Pipe& pipe, int stage_index, Device device);
 /// The stages one process hosts: with as many devices as stages, stage i on devices[i]; with
 /// fewer, stage i on devices[i % devices.size()] (the looped placement interleaved schedules
 /// expect).
-std::vector<PipelineStage> build_stages(const Pipe& pipe, const std::vector<Device>& devices);
+std::vector<std::shared_ptr<PipelineStage>> build_stages(const Pipe& pipe,
+                                                         const std::vector<Device>& devices);
 
-/// Every parameter of `stages`, for an optimizer. A tied parameter's copies are separate
-/// tensors and each is listed (after sync_tied_gradients they get the same update).
-std::vector<Tensor> parameters(const std::vector<PipelineStage>& stages);
+/// Every parameter of `stages`, each tensor once, for an optimizer. A tied parameter's copies in
+/// different stages are separate tensors and each is listed: schedules sum their gradients each
+/// step (sync_tied_gradients), so the optimizer updates every copy identically.
+std::vector<Tensor> parameters(const std::vector<std::shared_ptr<PipelineStage>>& stages);
 
-/// Pointers to `stages`, for sync_tied_gradients and schedules.
-std::vector<PipelineStage*> stage_pointers(std::vector<PipelineStage>& stages);
+/// Raw pointers to `stages`, for sync_tied_gradients.
+std::vector<PipelineStage*> stage_pointers(const std::vector<std::shared_ptr<PipelineStage>>& stages);
 
 }  // namespace tensorplay::pipelining

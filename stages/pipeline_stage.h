@@ -59,6 +59,10 @@ class PipelineStage {
   /// Names of the inputs, used in error messages (build_stage sets the traced value names).
   const std::vector<std::string>& input_names() const { return input_names_; }
   void set_input_names(std::vector<std::string> names) { input_names_ = std::move(names); }
+  /// Parameters this stage shares with other stages (tied weights): name -> every stage holding
+  /// a copy. build_stage fills it from the Pipe; schedules sum the copies' gradients per step.
+  const std::map<std::string, std::vector<int>>& tied_parameters() const { return tied_; }
+  void set_tied_parameters(std::map<std::string, std::vector<int>> tied) { tied_ = std::move(tied); }
   /// Microbatches whose activations are held (from forward until their backward is done).
   size_t stashed_microbatches() const { return stash_.size(); }
 
@@ -104,6 +108,7 @@ class PipelineStage {
   std::vector<TensorMeta> input_meta_;
   std::vector<TensorMeta> output_meta_;
   std::vector<std::string> input_names_;
+  std::map<std::string, std::vector<int>> tied_;
   std::map<int, Stash> stash_;
 };
 

@@ -1,6 +1,8 @@
 // Summing tied-parameter gradients over the local copies.
 #include "stages/tied_parameters.h"
 
+#include <set>
+
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -13,6 +15,8 @@ namespace tensorplay::pipelining {
 namespace {
 
 using LocalStage = std::pair<int, nn::Module*>;
+
+void write_sum(std::vector<Tensor>& copies, const Tensor& base);
 
 void sync(const std::vector<LocalStage>& local, const Pipe& pipe, bool allow_partial) {
   NoGradGuard no_grad;
@@ -38,24 +42,59 @@ void sync(const std::vector<LocalStage>& local, const Pipe& pipe, bool allow_par
           "sync_tied_gradients: tied parameter '" + name + "' also lives in stage(s) " + missing +
           ", which are not among the stages given; across processes all-reduce the gradient "
           "among the stages holding it (pass allow_partial = true to sum the local copies first)");
-    Tensor sum;
-    for (const Tensor& p : copies) {
-      Tensor g = p.grad();
-      if (!g.defined()) continue;
-      sum = sum.defined() ? add(sum, g.to(sum.device())) : g.to(g.device()).clone();
-    }
-    if (!sum.defined()) continue;  // no copy took part in this step
-    for (Tensor& p : copies) {
-      Tensor g = p.grad();
-      if (g.defined()) {
-        g.copy_(sum);
-      } else {
-        Tensor fresh = empty(p.shape(), {.dtype = p.dtype(), .device = p.device()});
-        fresh.copy_(sum);
-        p.set_grad(fresh);
-      }
+    write_sum(copies, Tensor());
+  }
+}
+
+// Writes base + the sum of the copies' gradients into every copy (nothing when all are absent).
+void write_sum(std::vector<Tensor>& copies, const Tensor& base) {
+  Tensor sum = base.defined() ? base.clone() : Tensor();
+  for (const Tensor& p : copies) {
+    Tensor g = p.grad();
+    if (!g.defined()) continue;
+    sum = sum.defined() ? add(sum, g.to(sum.device())) : g.clone();
+  }
+  if (!sum.defined()) return;  // no copy took part
+  for (Tensor& p : copies) {
+    Tensor g = p.grad();
+    if (g.defined()) {
+      g.copy_(sum);
+    } else {
+      Tensor fresh = empty(p.shape(), {.dtype = p.dtype(), .device = p.device()});
+      fresh.copy_(sum);
+      p.set_grad(fresh);
     }
   }
+}
+
+// Every local copy of each tie group named by the stages' own tie metadata.
+std::map<std::string, std::vector<Tensor>> local_copies(const std::vector<PipelineStage*>& stages,
+                                                        bool allow_partial) {
+  std::map<std::string, std::vector<Tensor>> copies;
+  std::map<std::string, std::vector<int>> groups;
+  std::set<int> local;
+  for (PipelineStage* s : stages) {
+    if (!s) throw std::invalid_argument("tied gradients: a stage pointer is null");
+    local.insert(s->stage_index());
+    for (const auto& [name, group] : s->tied_parameters()) {
+      groups[name] = group;
+      Tensor p = s->module().find_tensor(name);
+      if (!p.defined())
+        throw std::invalid_argument("tied gradients: stage " + std::to_string(s->stage_index()) +
+                                    " has no parameter '" + name + "'");
+      copies[name].push_back(p);
+    }
+  }
+  if (!allow_partial) {
+    for (const auto& [name, group] : groups)
+      for (int g : group)
+        if (!local.count(g))
+          throw std::invalid_argument("tied gradients: parameter '" + name + "' also lives in stage " +
+                                      std::to_string(g) +
+                                      ", which this process does not host; across processes the "
+                                      "copies' gradients need an all-reduce");
+  }
+  return copies;
 }
 
 }  // namespace
@@ -68,6 +107,24 @@ void sync_tied_gradients(const std::vector<PipelineStage*>& stages, const Pipe& 
     local.emplace_back(s->stage_index(), &s->module());
   }
   sync(local, pipe, allow_partial);
+}
+
+TiedGradients begin_tied_step(const std::vector<PipelineStage*>& stages) {
+  TiedGradients state;
+  for (auto& [name, copies] : local_copies(stages, true)) {
+    if (copies[0].grad().defined()) state.before[name] = copies[0].grad();
+    for (Tensor& p : copies) p.set_grad(Tensor());
+  }
+  return state;
+}
+
+void finish_tied_step(const std::vector<PipelineStage*>& stages, TiedGradients&& state,
+                      bool allow_partial) {
+  NoGradGuard no_grad;
+  for (auto& [name, copies] : local_copies(stages, allow_partial)) {
+    auto it = state.before.find(name);
+    write_sum(copies, it == state.before.end() ? Tensor() : it->second);
+  }
 }
 
 void sync_tied_gradients(const Pipe& pipe) {

@@ -2,6 +2,8 @@
 // parameter read by several stages (a GPT's token embedding and lm_head).
 #pragma once
 
+#include <map>
+#include <string>
 #include <vector>
 
 #include "stages/pipe.h"
@@ -27,5 +29,21 @@ void sync_tied_gradients(const std::vector<PipelineStage*>& stages, const Pipe& 
 
 /// The same over the Pipe's own stage modules (after a backward through Pipe::forward).
 void sync_tied_gradients(const Pipe& pipe);
+
+/// Tied-parameter gradients set aside at the start of a step (see begin_tied_step).
+struct TiedGradients {
+  std::map<std::string, Tensor> before;  ///< accumulated gradient per tied name, if any
+};
+
+/// Step-wise sync that keeps gradient accumulation across steps right (what schedules use).
+/// Before a step: sets aside each tied parameter's accumulated gradient (equal in every copy
+/// after the previous sync) and clears the copies' gradients, so the step's backward passes give
+/// each copy only its own stage's contribution. The groups come from the stages themselves
+/// (PipelineStage::tied_parameters, filled by build_stage).
+TiedGradients begin_tied_step(const std::vector<PipelineStage*>& stages);
+/// After the step's backward passes: writes `before` plus the sum of the copies' gradients into
+/// every copy. With `allow_partial` false, a group with a copy outside `stages` is an error.
+void finish_tied_step(const std::vector<PipelineStage*>& stages, TiedGradients&& state,
+                      bool allow_partial = false);
 
 }  // namespace tensorplay::pipelining

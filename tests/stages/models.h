@@ -139,17 +139,17 @@ inline NamedGrads stage_grads(const pp::Pipe& pipe, const std::vector<tp::Tensor
                               tp::Tensor* output = nullptr) {
   auto stages = pp::build_stages(pipe, {tp::cpu()});
   std::vector<tp::Tensor> values = pipe.flatten_inputs(args, kwargs);
-  for (auto& s : stages) values = s.forward(0, values);
+  for (auto& s : stages) values = s->forward(0, values);
   if (output) *output = values.at(0);
-  stages.back().compute_loss(
+  stages.back()->compute_loss(
       0, target, [](const tp::Tensor& o, const tp::Tensor& t) { return tp::nn::mse_loss(o, t); });
   std::vector<tp::Tensor> grads;
   for (int s = static_cast<int>(stages.size()) - 1; s >= 0; --s)
-    grads = stages[s].backward(0, grads);
+    grads = stages[s]->backward(0, grads);
   pp::sync_tied_gradients(pp::stage_pointers(stages), pipe);
   NamedGrads out;
-  for (auto& s : stages) collect_grads(s.module(), out);
-  for (auto& s : stages) s.module().zero_grad();
+  for (auto& s : stages) collect_grads(s->module(), out);
+  for (auto& s : stages) s->module().zero_grad();
   return out;
 }
 

@@ -12,12 +12,12 @@ TEST_CASE("build_stage takes the boundary shapes from the Pipe", "[build_stage]"
   auto stages = pp::build_stages(pipe, {tp::cpu()});
   REQUIRE(stages.size() == 4);
   for (int s = 0; s < 4; ++s) {
-    CHECK(stages[s].stage_index() == s);
-    CHECK(stages[s].num_stages() == 4);
-    if (s + 1 < 4) CHECK(stages[s].output_meta() == pipe.boundary(s));
-    if (s > 0) CHECK(stages[s].input_meta() == pipe.boundary(s - 1));
+    CHECK(stages[s]->stage_index() == s);
+    CHECK(stages[s]->num_stages() == 4);
+    if (s + 1 < 4) CHECK(stages[s]->output_meta() == pipe.boundary(s));
+    if (s > 0) CHECK(stages[s]->input_meta() == pipe.boundary(s - 1));
   }
-  CHECK(stages[1].input_names() == pipe.boundary_names(0));
+  CHECK(stages[1]->input_names() == pipe.boundary_names(0));
   CHECK_THROWS_WITH(pp::build_stage(pipe, 4, tp::cpu()), Catch::Contains("out of range"));
 }
 
@@ -50,17 +50,17 @@ TEST_CASE("built stages run uneven microbatches and split backward", "[build_sta
   auto stages = pp::build_stages(pipe, {tp::cpu(), tp::cpu()});
   // A smaller last microbatch (batch 3 instead of 4) passes the shape check.
   tp::Tensor small = tp::randn({3, 8}), target = tp::randn({3, 8});
-  auto h = stages[0].forward(0, {small});
-  auto out = stages[1].forward(0, h);
+  auto h = stages[0]->forward(0, {small});
+  auto out = stages[1]->forward(0, h);
   CHECK(out[0].to_vector() == model(small).to_vector());
-  stages[1].compute_loss(
+  stages[1]->compute_loss(
       0, target, [](const tp::Tensor& o, const tp::Tensor& t) { return tp::nn::mse_loss(o, t); });
-  auto g = stages[1].backward_input(0, {});
-  stages[1].backward_weight(0);
-  stages[0].backward(0, g);
+  auto g = stages[1]->backward_input(0, {});
+  stages[1]->backward_weight(0);
+  stages[0]->backward(0, g);
   NamedGrads split;
-  for (auto& s : stages) collect_grads(s.module(), split);
-  for (auto& s : stages) s.module().zero_grad();
+  for (auto& s : stages) collect_grads(s->module(), split);
+  for (auto& s : stages) s->module().zero_grad();
   check_grads(split, reference_grads(model, {small}, {}, target));
 }
 
@@ -74,19 +74,19 @@ TEST_CASE("an SGD step over the stages' parameters equals one on the model", "[b
   // mm_param1 is listed twice (stage 0 and its copy in stage 1).
   CHECK(pp::parameters(stages).size() == model.parameters().size() + 1);
   auto values = pipe.flatten_inputs({x, y}, {});
-  for (auto& s : stages) values = s.forward(0, values);
-  stages.back().compute_loss(0, target, [](const tp::Tensor& o, const tp::Tensor& t) {
+  for (auto& s : stages) values = s->forward(0, values);
+  stages.back()->compute_loss(0, target, [](const tp::Tensor& o, const tp::Tensor& t) {
     return tp::nn::mse_loss(o, t);
   });
   std::vector<tp::Tensor> grads;
-  for (int s = 3; s >= 0; --s) grads = stages[s].backward(0, grads);
+  for (int s = 3; s >= 0; --s) grads = stages[s]->backward(0, grads);
   pp::sync_tied_gradients(pp::stage_pointers(stages), pipe);
   tp::optim::SGD(pp::parameters(stages), {.lr = 0.1f}).step();
 
   tp::nn::mse_loss(twin.forward_args({x, y}, {}), target).backward();
   tp::optim::SGD(twin.parameters(), {.lr = 0.1f}).step();
   for (const auto& s : stages)
-    for (const auto& [name, p] : s.module().named_parameters()) {
+    for (const auto& [name, p] : s->module().named_parameters()) {
       INFO(name);
       CHECK(close(p.to_vector(), twin.find_tensor(name).to_vector()));
     }

@@ -11,13 +11,13 @@ TEST_CASE("sync_tied_gradients writes the summed gradient into every copy", "[ti
   auto reference = reference_grads(model, {x, y}, {}, target);
   auto stages = pp::build_stages(pipe, {tp::cpu()});
   auto values = pipe.flatten_inputs({x, y}, {});
-  for (auto& s : stages) values = s.forward(0, values);
-  stages.back().compute_loss(
+  for (auto& s : stages) values = s->forward(0, values);
+  stages.back()->compute_loss(
       0, target, [](const tp::Tensor& o, const tp::Tensor& t) { return tp::nn::mse_loss(o, t); });
   std::vector<tp::Tensor> grads;
-  for (int s = 3; s >= 0; --s) grads = stages[s].backward(0, grads);
-  tp::Tensor p0 = stages[0].module().find_tensor("mm_param1");
-  tp::Tensor p1 = stages[1].module().find_tensor("mm_param1");
+  for (int s = 3; s >= 0; --s) grads = stages[s]->backward(0, grads);
+  tp::Tensor p0 = stages[0]->module().find_tensor("mm_param1");
+  tp::Tensor p1 = stages[1]->module().find_tensor("mm_param1");
   // Before syncing, each copy holds only its own stage's part.
   CHECK_FALSE(close(p0.grad().to_vector(), reference.at("mm_param1")));
   std::vector<float> part0 = p0.grad().to_vector(), part1 = p1.grad().to_vector();
@@ -33,7 +33,7 @@ TEST_CASE("sync_tied_gradients writes the summed gradient into every copy", "[ti
     CHECK(p0.to_vector() == p1.to_vector());
   }
   SECTION("a group split across processes") {
-    std::vector<pp::PipelineStage*> only_first = {&stages[0]};
+    std::vector<pp::PipelineStage*> only_first = {stages[0].get()};
     CHECK_THROWS_WITH(pp::sync_tied_gradients(only_first, pipe),
                       Catch::Contains("'mm_param1'") && Catch::Contains("stage(s) 1") &&
                           Catch::Contains("all-reduce"));
