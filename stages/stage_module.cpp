@@ -56,8 +56,8 @@ StageModule::StageModule(std::shared_ptr<const Graph> graph, StagePlan plan)
     std::string leaf = dot == std::string::npos ? value.name : value.name.substr(dot + 1);
     auto it = by_path.find(owner);
     if (it == by_path.end())
-      throw std::logic_error("StageModule: no mirrored module '" + owner + "' for '" +
-                             value.name + "'");
+      throw std::logic_error("StageModule: no mirrored module '" + owner + "' for '" + value.name +
+                             "'");
     if (value.kind == ValueKind::Parameter)
       it->second->register_parameter(leaf, tensor, tensor.requires_grad());
     else
