@@ -14,6 +14,28 @@ namespace {
 constexpr float kSqrt2OverPi = 0.7978845608028654f;
 constexpr float kGeluCoeff = 0.044715f;
 
+// tanh as a clamped rational function (Eigen's generic_fast_tanh_float, a few ulp from
+// std::tanh). Branch-free, so the GELU loops vectorise; std::tanh (expm1f) is a scalar call that
+// cost a fifth of a GPT training step.
+inline float fast_tanh(float x) {
+  constexpr float kClamp = 7.90531110763549805f;
+  x = x < -kClamp ? -kClamp : (x > kClamp ? kClamp : x);
+  const float x2 = x * x;
+  float p = -2.76076847742355e-16f;
+  p = p * x2 + 2.00018790482477e-13f;
+  p = p * x2 + -8.60467152213735e-11f;
+  p = p * x2 + 5.12229709037114e-08f;
+  p = p * x2 + 1.48572235717979e-05f;
+  p = p * x2 + 6.37261928875436e-04f;
+  p = p * x2 + 4.89352455891786e-03f;
+  p = p * x;
+  float q = 1.19825839466702e-06f;
+  q = q * x2 + 1.18534705686654e-04f;
+  q = q * x2 + 2.26843463243900e-03f;
+  q = q * x2 + 4.89352518554385e-03f;
+  return p / q;
+}
+
 template <typename F>
 void binary_loop(F f, const float* a, const int64_t* as, const float* b, const int64_t* bs,
                  float* out, const int64_t* shape, int rank) {
@@ -153,7 +175,7 @@ class CpuBackend final : public Backend {
       case UnaryOp::Gelu:
         for (int64_t i = 0; i < n; ++i) {
           float v = x[i];
-          y[i] = 0.5f * v * (1.0f + std::tanh(kSqrt2OverPi * (v + kGeluCoeff * v * v * v)));
+          y[i] = 0.5f * v * (1.0f + fast_tanh(kSqrt2OverPi * (v + kGeluCoeff * v * v * v)));
         }
         return;
       case UnaryOp::Tanh:
@@ -190,7 +212,7 @@ class CpuBackend final : public Backend {
         for (int64_t i = 0; i < n; ++i) {
           float v = x[i];
           float inner = kSqrt2OverPi * (v + kGeluCoeff * v * v * v);
-          float t = std::tanh(inner);
+          float t = fast_tanh(inner);
           float dinner = kSqrt2OverPi * (1.0f + 3.0f * kGeluCoeff * v * v);
           gx[i] = gy[i] * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * dinner);
         }
