@@ -70,14 +70,12 @@ int64_t Graph::parameter_numel() const {
   return total;
 }
 
-namespace {
 std::string value_ref(const Graph& g, int v) {
   if (v < 0) return "None";
   const Value& val = g.values[v];
   if (val.kind == ValueKind::Result) return "%" + std::to_string(val.index);
   return val.name;
 }
-}  // namespace
 
 std::ostream& operator<<(std::ostream& os, const Graph& g) {
   os << "graph(";

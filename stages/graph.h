@@ -69,6 +69,9 @@ struct Graph {
   int64_t parameter_numel() const;
 };
 
+/// How printing refers to value `v`: "%5" for results, the name otherwise, "None" for -1.
+std::string value_ref(const Graph& graph, int v);
+
 /// Prints one line per node: "%5 = linear(%0, layer0.weight, layer0.bias)  [8, 16]  @layer0".
 std::ostream& operator<<(std::ostream& os, const Graph& graph);
 

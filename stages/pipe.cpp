@@ -95,8 +95,9 @@ Pipe::Pipe(std::shared_ptr<const Graph> graph, std::vector<int> cuts, nn::Module
       throw std::invalid_argument("Pipe: the model no longer has '" + value.name + "'");
     bool first = true;
     for (int s : readers[v]) {
-      plans[s].state.push_back({static_cast<int>(v), first ? it->second : fresh_copy(it->second),
-                                value.kind == ValueKind::Parameter || persistent.count(value.name) > 0});
+      plans[s].state.push_back(
+          {static_cast<int>(v), first ? it->second : fresh_copy(it->second),
+           value.kind == ValueKind::Parameter || persistent.count(value.name) > 0});
       first = false;
       add_with_ancestors(owner_of(value.name), module_paths[s]);
     }

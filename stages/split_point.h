@@ -1,4 +1,5 @@
-// SplitPoint: where a stage boundary falls relative to a submodule named in a split_spec.
+// SplitPoint and SplitSpec: where a stage boundary falls relative to a submodule named in a
+// split_spec (before its first op or after its last).
 #pragma once
 
 #include <map>

@@ -2,6 +2,7 @@
 #include "stages/split_policy.h"
 
 #include <cmath>
+#include <limits>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -27,19 +28,25 @@ std::vector<int> balanced_cuts(const Graph& graph, const std::vector<double>& we
   std::vector<int> crossing = graph.crossing_counts();
   std::vector<int> cuts;
   int previous = 0;
+  // A boundary within kSlack of a stage's share of the best balance is as good as the best:
+  // among those the narrowest wins (fewest values to send), then the closest, then the latest.
+  constexpr double kSlack = 0.05;
+  const double slack = kSlack * total / num_stages + tolerance;
   for (int k = 1; k < num_stages; ++k) {
     const double target = total * k / num_stages;
-    int best = -1;
-    double best_error = 0.0;
     // Leave at least one node for this stage and for each stage after it.
-    for (int p = previous + 1; p <= n - (num_stages - k); ++p) {
+    const int first = previous + 1, last = n - (num_stages - k);
+    double best_error = std::numeric_limits<double>::infinity();
+    for (int p = first; p <= last; ++p)
+      best_error = std::min(best_error, std::abs(prefix[p] - target));
+    int best = -1;
+    for (int p = first; p <= last; ++p) {
       double error = std::abs(prefix[p] - target);
-      bool take = best < 0 || error < best_error - tolerance ||
-                  (error <= best_error + tolerance && crossing[p] <= crossing[best]);
-      if (take) {
-        best = p;
-        best_error = error;
-      }
+      if (error > best_error + slack) continue;
+      bool take =
+          best < 0 || crossing[p] < crossing[best] ||
+          (crossing[p] == crossing[best] && error <= std::abs(prefix[best] - target) + tolerance);
+      if (take) best = p;
     }
     cuts.push_back(best);
     previous = best;

@@ -16,8 +16,7 @@ namespace tensorplay::pipelining {
 using SplitPolicy = std::function<std::vector<int>(const Graph&)>;
 
 /// Cuts into `num_stages` stages holding about the same number of parameter elements (each
-/// parameter counted at its first reader). Among equally good cuts, the one with the fewest
-/// values crossing it, then the latest (just before the next layer) wins.
+/// parameter counted at its first reader). See balanced_cuts for how ties are broken.
 SplitPolicy split_by_parameter_count(int num_stages);
 
 /// Cuts into `num_stages` stages of about the same estimated cost (estimate_flops).
@@ -29,7 +28,10 @@ SplitPolicy split_by_cost(int num_stages);
 double estimate_flops(const Graph& graph, int n);
 
 /// Cut positions splitting per-node `weights` into `num_stages` runs of near-equal sums, every
-/// stage non-empty; ties go to the narrower boundary, then to the later position.
+/// stage non-empty. Each cut aims at k/num_stages of the total; positions within 5% of a
+/// stage's share of the best balance count as equally good, and among them the boundary with
+/// the fewest values crossing it wins (between layers rather than inside one), then the one
+/// closest to the target, then the later one (just before the next layer).
 std::vector<int> balanced_cuts(const Graph& graph, const std::vector<double>& weights,
                                int num_stages);
 

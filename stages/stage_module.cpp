@@ -56,8 +56,8 @@ StageModule::StageModule(std::shared_ptr<const Graph> graph, StagePlan plan)
     std::string leaf = dot == std::string::npos ? value.name : value.name.substr(dot + 1);
     auto it = by_path.find(owner);
     if (it == by_path.end())
-      throw std::logic_error("StageModule: no mirrored module '" + owner + "' for '" +
-                             value.name + "'");
+      throw std::logic_error("StageModule: no mirrored module '" + owner + "' for '" + value.name +
+                             "'");
     if (value.kind == ValueKind::Parameter)
       it->second->register_parameter(leaf, tensor, tensor.requires_grad());
     else
@@ -214,11 +214,7 @@ std::string StageModule::extra_repr() const {
 
 void StageModule::print_ops(std::ostream& os) const {
   const Graph& g = *graph_;
-  auto ref = [&](int v) -> std::string {
-    if (v < 0) return "None";
-    const Value& val = g.values[v];
-    return val.kind == ValueKind::Result ? "%" + std::to_string(val.index) : val.name;
-  };
+  auto ref = [&](int v) { return value_ref(g, v); };
   os << stage_name(plan_.stage_index) << "(";
   for (size_t i = 0; i < plan_.inputs.size(); ++i)
     os << (i ? ", " : "") << ref(plan_.inputs[i]) << ": "

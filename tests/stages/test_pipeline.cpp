@@ -169,6 +169,19 @@ TEST_CASE("pipeline errors name what was wrong", "[pipeline]") {
         Catch::Contains("'layer.1'") && Catch::Contains("names no module") &&
             Catch::Contains("'layers.1'"));
   }
+  SECTION("a module that ran no ops") {
+    struct WithSpare : tp::nn::Module {
+      WithSpare() {
+        used = register_module("used", tp::nn::Linear(4, 4));
+        spare = register_module("spare", tp::nn::Linear(4, 4));
+      }
+      tp::Tensor forward(const tp::Tensor& x) override { return tp::relu(used(x)); }
+      tp::nn::Linear used{nullptr}, spare{nullptr};
+    } spare_model;
+    CHECK_THROWS_WITH(
+        pp::pipeline(spare_model, {x}, {.split_spec = {{"spare", pp::SplitPoint::End}}}),
+        Catch::Contains("'spare'") && Catch::Contains("ran no ops"));
+  }
   SECTION("a cut that leaves a stage empty") {
     CHECK_THROWS_WITH(
         pp::pipeline(model, {x}, {.split_spec = {{"layers.0", pp::SplitPoint::Beginning}}}),

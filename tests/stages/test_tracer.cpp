@@ -130,3 +130,23 @@ TEST_CASE("crossing counts measure each boundary's width", "[tracer]") {
   CHECK(c[12] == 1);  // the output
   CHECK(g.parameter_numel() == 2 * 16 + 2 * (16 + 4));
 }
+
+TEST_CASE("a tensor with history from an op that did not report itself is an error",
+          "[tracer]") {
+  tp::manual_seed(26);
+  // Hides one op from the recorder, as an op that forgot trace::record would.
+  struct Hidden : tp::nn::Module {
+    Hidden() { lin = register_module("lin", tp::nn::Linear(4, 4)); }
+    tp::Tensor forward(const tp::Tensor& x) override {
+      tp::Tensor h = lin(x);
+      auto* recorder = tp::trace::set_active_recorder(nullptr);
+      tp::Tensor hidden = tp::relu(h);
+      tp::trace::set_active_recorder(recorder);
+      return lin(hidden);
+    }
+    tp::nn::Linear lin{nullptr};
+  } model;
+  CHECK_THROWS_WITH(pp::trace(model, {tp::randn({2, 4})}),
+                    Catch::Contains("'linear' in module 'lin'") &&
+                        Catch::Contains("did not report itself"));
+}

@@ -1,5 +1,9 @@
 // Transformer-shaped models split into stages (port of PyTorch's test_transformer, plus a small
 // GPT-2 with attention and tied embedding / lm_head weights cut at its blocks).
+#include <chrono>
+#include <iostream>
+#include <optional>
+
 #include "models.h"
 #include "tensors/nn/gpt.h"
 #include "tensors/nn/module_list.h"
@@ -170,4 +174,46 @@ TEST_CASE("the GPT cut into 4 stages at its blocks matches the model", "[transfo
   tp::Tensor stage_out;
   check_grads(stage_grads(pipe, {idx}, {}, target, &stage_out), reference);
   CHECK(stage_out.to_vector() == ref.to_vector());
+}
+
+TEST_CASE("split_by_cost cuts a GPT between blocks", "[transformer][gpt][policy]") {
+  tp::manual_seed(84);
+  tp::nn::GPT model(tp::nn::GPTConfig{
+      .vocab_size = 13, .context_length = 8, .n_layer = 8, .n_head = 2, .width = 16});
+  tp::Tensor idx = token_ids(2, 8, 13);
+  auto pipe = pp::pipeline(model, {idx}, {.split_policy = pp::split_by_cost(4)});
+  REQUIRE(pipe.num_stages() == 4);
+  for (int s = 0; s < 3; ++s) {
+    INFO("cut " << s);
+    CHECK(pipe.boundary(s).size() == 1);
+    CHECK(pipe.graph().nodes[pipe.cuts()[s]].module_path ==
+          "blocks." + std::to_string(2 * (s + 1)) + ".ln_1");
+  }
+  CHECK(close(pipe.forward({idx})[0].to_vector(), model(idx).to_vector()));
+}
+
+TEST_CASE("cost of tracing and splitting a GPT (timing, not run by default)", "[.bench]") {
+  tp::manual_seed(83);
+  tp::nn::GPT model(tp::nn::GPTConfig{
+      .vocab_size = 512, .context_length = 64, .n_layer = 12, .n_head = 8, .width = 256});
+  tp::Tensor idx = token_ids(4, 64, 512);
+  auto time = [](auto&& fn) {
+    auto start = std::chrono::steady_clock::now();
+    fn();
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+        .count();
+  };
+  double forward_ms = time([&] { model(idx); });
+  std::optional<pp::Pipe> pipe;
+  double split_ms = time(
+      [&] { pipe.emplace(pp::pipeline(model, {idx}, {.split_policy = pp::split_by_cost(4)})); });
+  double pipe_forward_ms = time([&] { pipe->forward({idx}); });
+  std::cout << "GPT 12x256, batch 4x64: forward " << forward_ms << " ms, pipeline() " << split_ms
+            << " ms (" << pipe->graph().nodes.size() << " ops, cuts";
+  auto crossing = pipe->graph().crossing_counts();
+  for (int c : pipe->cuts())
+    std::cout << " " << c << " (before " << pipe->graph().nodes[c].module_path << ", "
+              << crossing[c] << " values)";
+  std::cout << "), Pipe::forward " << pipe_forward_ms << " ms\n";
+  CHECK(pipe->num_stages() == 4);
 }
