@@ -34,8 +34,11 @@ struct Settings {
 // Best seconds of one step over `steps` timed steps, after `warmup` untimed ones.
 double time_ours(const Settings& s) {
   tp::manual_seed(0);
-  nn::GPT model(nn::GPTConfig{.vocab_size = s.vocab, .context_length = s.context,
-                              .n_layer = s.layers, .n_head = s.heads, .width = s.width});
+  nn::GPT model(nn::GPTConfig{.vocab_size = s.vocab,
+                              .context_length = s.context,
+                              .n_layer = s.layers,
+                              .n_head = s.heads,
+                              .width = s.width});
   tp::optim::AdamW opt(model->parameters(), {.lr = 3e-4f, .weight_decay = 0.0f});
   tp::Generator gen(1);
   tp::Tensor idx = tp::randint(0, s.vocab, {s.batch, s.context}, {}, &gen);
@@ -53,8 +56,8 @@ double time_ours(const Settings& s) {
   for (int i = 0; i < s.steps; ++i) {
     auto start = std::chrono::steady_clock::now();
     step();
-    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
-                              .count());
+    best = std::min(
+        best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }
   return best;
 }
@@ -71,8 +74,8 @@ std::string run_pytorch(const Settings& s) {
   std::ostringstream cmd;
   cmd << "python3 " << TENSORPLAY_SOURCE_DIR << "/bench/gpt_step_pytorch.py --layers " << s.layers
       << " --width " << s.width << " --heads " << s.heads << " --context " << s.context
-      << " --batch " << s.batch << " --vocab " << s.vocab << " --steps " << s.steps
-      << " --warmup " << s.warmup << " 2>/dev/null";
+      << " --batch " << s.batch << " --vocab " << s.vocab << " --steps " << s.steps << " --warmup "
+      << s.warmup << " 2>/dev/null";
   FILE* pipe = popen(cmd.str().c_str(), "r");
   if (!pipe) return "";
   std::string last, line;
@@ -93,9 +96,12 @@ int main(int argc, char** argv) {
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string flag = argv[i];
     int value = std::atoi(argv[i + 1]);
-    if (flag == "--rounds") s.rounds = value;
-    else if (flag == "--steps") s.steps = value;
-    else if (flag == "--warmup") s.warmup = value;
+    if (flag == "--rounds")
+      s.rounds = value;
+    else if (flag == "--steps")
+      s.steps = value;
+    else if (flag == "--warmup")
+      s.warmup = value;
     else {
       std::cerr << "unknown flag " << flag << " (known: --rounds, --steps, --warmup)\n";
       return 2;
@@ -128,13 +134,17 @@ int main(int argc, char** argv) {
               << "}" << std::endl;
   }
   std::cout << "{\"bench\":\"bench_gpt_step_vs_pytorch\",\"ratio\":";
-  if (have_torch && theirs_best > 0) std::cout << ours_best / theirs_best;
-  else std::cout << "null";
+  if (have_torch && theirs_best > 0)
+    std::cout << ours_best / theirs_best;
+  else
+    std::cout << "null";
   std::cout << ",\"ours_tokens_per_s\":" << ours_best << ",\"pytorch_tokens_per_s\":";
-  if (have_torch && theirs_best > 0) std::cout << theirs_best;
-  else std::cout << "null";
+  if (have_torch && theirs_best > 0)
+    std::cout << theirs_best;
+  else
+    std::cout << "null";
   std::cout << ",\"layers\":" << s.layers << ",\"width\":" << s.width << ",\"heads\":" << s.heads
-            << ",\"context\":" << s.context << ",\"batch\":" << s.batch
-            << ",\"vocab\":" << s.vocab << ",\"threads\":1}" << std::endl;
+            << ",\"context\":" << s.context << ",\"batch\":" << s.batch << ",\"vocab\":" << s.vocab
+            << ",\"threads\":1}" << std::endl;
   return 0;
 }

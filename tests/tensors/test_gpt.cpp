@@ -125,8 +125,8 @@ TEST_CASE("a 2-layer GPT learns a repeating-pattern task in 200 AdamW steps", "[
 TEST_CASE("cuda: a GPT trains on the GPU as on the CPU, and saves from it", "[gpt][cuda]") {
   if (cuda_test::skip_without_gpu()) return;
   const tp::Device gpu("cuda:0");
-  nn::GPTConfig config{.vocab_size = 16, .context_length = 16, .n_layer = 2, .n_head = 2,
-                       .width = 32};
+  nn::GPTConfig config{
+      .vocab_size = 16, .context_length = 16, .n_layer = 2, .n_head = 2, .width = 32};
   tp::manual_seed(7);
   nn::GPT on_cpu(config);
   nn::GPT on_gpu(config);
