@@ -58,7 +58,8 @@ Action parse_simple(std::string_view original, std::string_view text) {
 }  // namespace
 
 std::size_t ActionHash::operator()(const Action& action) const noexcept {
-  std::size_t h = static_cast<std::size_t>(static_cast<uint32_t>(action.stage)) * 0x9E3779B97F4A7C15ull;
+  std::size_t h =
+      static_cast<std::size_t>(static_cast<uint32_t>(action.stage)) * 0x9E3779B97F4A7C15ull;
   h ^= (static_cast<std::size_t>(static_cast<uint32_t>(action.microbatch)) << 8) +
        static_cast<std::size_t>(action.kind) + 0x7F4A7C15ull + (h << 6) + (h >> 2);
   for (const Action& sub : action.sub_actions) h = h * 31 + (*this)(sub);

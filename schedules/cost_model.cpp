@@ -14,8 +14,10 @@ double at(const std::vector<double>& values, int stage) {
 void check_list(const std::vector<double>& values, const char* name, std::size_t needed) {
   if (values.empty() || (values.size() != 1 && values.size() < needed)) {
     throw std::invalid_argument(std::string("cost model: '") + name + "' has " +
-                                std::to_string(values.size()) + " values; give one value or one "
-                                "per stage (" + std::to_string(needed) + ")");
+                                std::to_string(values.size()) +
+                                " values; give one value or one "
+                                "per stage (" +
+                                std::to_string(needed) + ")");
   }
   if (std::any_of(values.begin(), values.end(), [](double v) { return v < 0; })) {
     throw std::invalid_argument(std::string("cost model: '") + name + "' has a negative value");
@@ -34,9 +36,12 @@ CostModel CostModel::uniform(double forward, double input_backward, double weigh
 
 double CostModel::duration(const Action& action) const {
   switch (action.kind) {
-    case ActionKind::Forward: return at(forward, action.stage);
-    case ActionKind::BackwardInput: return at(input_backward, action.stage);
-    case ActionKind::BackwardWeight: return at(weight_backward, action.stage);
+    case ActionKind::Forward:
+      return at(forward, action.stage);
+    case ActionKind::BackwardInput:
+      return at(input_backward, action.stage);
+    case ActionKind::BackwardWeight:
+      return at(weight_backward, action.stage);
     case ActionKind::FullBackward:
       return at(input_backward, action.stage) + at(weight_backward, action.stage);
     case ActionKind::OverlapFB: {
@@ -44,7 +49,8 @@ double CostModel::duration(const Action& action) const {
       for (const Action& sub : action.sub_actions) sum += duration(sub);
       return overlap_factor * sum;
     }
-    default: return 0.0;
+    default:
+      return 0.0;
   }
 }
 

@@ -38,8 +38,10 @@ class DynamicPolicy final : public SchedulePolicy {
       throw std::invalid_argument(
           "max_stashed_activations = " + std::to_string(options_.max_stashed_activations) +
           " makes progress impossible: a microbatch holds one activation on each of this rank's " +
-          std::to_string(local) + " stages before its first backward can run; use a cap of at "
-          "least " + std::to_string(local) + " (or 0 for no cap)");
+          std::to_string(local) +
+          " stages before its first backward can run; use a cap of at "
+          "least " +
+          std::to_string(local) + " (or 0 for no cap)");
     }
     first_stage_ = stages_.back();
     reset();

@@ -15,8 +15,8 @@ PipelineOrder lower_to_communication(const PipelineOrder& compute_order,
   auto rank_of = [&](int stage) {
     if (stage < 0 || stage >= num_stages) {
       throw std::invalid_argument("stage " + std::to_string(stage) +
-                                  " has no rank in the placement of " +
-                                  std::to_string(num_stages) + " stages");
+                                  " has no rank in the placement of " + std::to_string(num_stages) +
+                                  " stages");
     }
     return stage_to_rank[stage];
   };
@@ -66,8 +66,8 @@ PipelineOrder lower_to_communication(const PipelineOrder& compute_order,
         prev[rank].insert(part);
         if (!has_comms(part)) continue;
         bool forward = part.kind == ActionKind::Forward;
-        Action send =
-            make_action(part.stage, forward ? ActionKind::SendF : ActionKind::SendB, part.microbatch);
+        Action send = make_action(part.stage, forward ? ActionKind::SendF : ActionKind::SendB,
+                                  part.microbatch);
         Action recv = make_action(forward ? part.stage + 1 : part.stage - 1,
                                   forward ? ActionKind::RecvF : ActionKind::RecvB, part.microbatch);
         lowered[rank].push_back(send);
@@ -90,7 +90,8 @@ PipelineOrder lower_to_communication(const PipelineOrder& compute_order,
       }
       throw ScheduleError(
           "Malformed compute schedule, can't schedule sends/recvs: no rank's next action has its "
-          "input" + stuck + "\n\nLowered so far:\n" + format_pipeline_order(lowered));
+          "input" +
+          stuck + "\n\nLowered so far:\n" + format_pipeline_order(lowered));
     }
   }
   return lowered;

@@ -6,7 +6,7 @@
 #include <string>
 #include <utility>
 
-#include "schedules/generator_checks.h"
+#include "schedules/detail/generator_checks.h"
 #include "schedules/generators.h"
 
 namespace tensorplay::schedules {
@@ -35,8 +35,9 @@ class DualPipeVBuilder {
   void add_overlap(int forward_stage, int backward_stage) {
     int forward_mb = next(forward_stage, ActionKind::Forward);
     int backward_mb = next(backward_stage, ActionKind::BackwardInput);
-    ops_.push_back(make_overlap(make_action(forward_stage, ActionKind::Forward, forward_mb),
-                                make_action(backward_stage, ActionKind::FullBackward, backward_mb)));
+    ops_.push_back(
+        make_overlap(make_action(forward_stage, ActionKind::Forward, forward_mb),
+                     make_action(backward_stage, ActionKind::FullBackward, backward_mb)));
     counters_[{forward_stage, ActionKind::Forward}] = forward_mb + 1;
     bump_backward(backward_stage);
   }
@@ -132,7 +133,8 @@ PipelineOrder dualpipev_order(int ranks, int microbatches) {
         " stages (2 per rank); use at least " + std::to_string(2 * ranks) + " microbatches");
   }
   PipelineOrder order(ranks);
-  for (int rank = 0; rank < ranks; ++rank) order[rank] = dualpipev_rank_ops(rank, ranks, microbatches);
+  for (int rank = 0; rank < ranks; ++rank)
+    order[rank] = dualpipev_rank_ops(rank, ranks, microbatches);
   return order;
 }
 

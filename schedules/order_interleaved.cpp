@@ -4,7 +4,7 @@
 #include <functional>
 #include <vector>
 
-#include "schedules/generator_checks.h"
+#include "schedules/detail/generator_checks.h"
 #include "schedules/generators.h"
 
 namespace tensorplay::schedules {
@@ -106,8 +106,7 @@ PipelineOrder interleaved_zero_bubble_order(int ranks, int stages_per_rank, int 
   for (int rank = 0; rank < ranks; ++rank) {
     Phases phases = interleaved_phases(rank, ranks, stages_per_rank, per_round, microbatches, 1);
     // Rank r runs r backward passes before its first weight pass: the W fills its bubble.
-    order[rank] =
-        interleaved_rank_ops(rank, ranks, stages_per_rank, per_round, phases, true, rank);
+    order[rank] = interleaved_rank_ops(rank, ranks, stages_per_rank, per_round, phases, true, rank);
   }
   return order;
 }

@@ -2,7 +2,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "schedules/generator_checks.h"
+#include "schedules/detail/generator_checks.h"
 #include "schedules/generators.h"
 
 namespace tensorplay::schedules {

@@ -2,7 +2,7 @@
 // holds chunk 0 = stage r (going down the V) and chunk 1 = stage 2p-1-r (coming back up).
 #include <algorithm>
 
-#include "schedules/generator_checks.h"
+#include "schedules/detail/generator_checks.h"
 #include "schedules/generators.h"
 
 namespace tensorplay::schedules {
@@ -15,7 +15,9 @@ RankOrder zbv_rank_ops(int rank, int ranks, int microbatches) {
   const int chunk1 = 2 * ranks - 1 - rank;
   int f0 = 0, f1 = 0, b0 = 0, b1 = 0;
   RankOrder ops;
-  auto add = [&](int stage, ActionKind kind, int mb) { ops.push_back(make_action(stage, kind, mb)); };
+  auto add = [&](int stage, ActionKind kind, int mb) {
+    ops.push_back(make_action(stage, kind, mb));
+  };
 
   // Warmup 1: chunk 0 forwards until the V's tip is reached.
   for (int i = 0; i < 2 * (ranks - rank) - 1; ++i) add(chunk0, ActionKind::Forward, f0++);

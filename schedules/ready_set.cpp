@@ -24,8 +24,6 @@ void ReadySet::throw_out_of_range(int stage, int microbatch) const {
                               std::to_string(num_microbatches) + " microbatches");
 }
 
-
-
 uint8_t& ReadySet::flags_for_update(int stage, int microbatch) {
   check(stage, microbatch);
   int64_t at = offset(stage);
@@ -41,8 +39,6 @@ uint8_t& ReadySet::flags_for_update(int stage, int microbatch) {
   return flags_[at + microbatch];
 }
 
-
-
 void ReadySet::completed(const Action& action) {
   switch (action.kind) {
     case ActionKind::OverlapFB:
@@ -53,9 +49,9 @@ void ReadySet::completed(const Action& action) {
       return;
     case ActionKind::BackwardInput:
     case ActionKind::FullBackward:
-      flags_for_update(action.stage, action.microbatch) |=
-          action.kind == ActionKind::FullBackward ? kInputGradDone | kWeightGradDone
-                                                  : kInputGradDone;
+      flags_for_update(action.stage, action.microbatch) |= action.kind == ActionKind::FullBackward
+                                                               ? kInputGradDone | kWeightGradDone
+                                                               : kInputGradDone;
       return;
     case ActionKind::BackwardWeight:
       flags_for_update(action.stage, action.microbatch) |= kWeightGradDone;
@@ -65,8 +61,6 @@ void ReadySet::completed(const Action& action) {
   }
 }
 
-
-
 bool ReadySet::is_completed(const Action& action) const {
   if (action.kind == ActionKind::OverlapFB) {
     return std::all_of(action.sub_actions.begin(), action.sub_actions.end(),
@@ -75,14 +69,18 @@ bool ReadySet::is_completed(const Action& action) const {
   check(action.stage, action.microbatch);
   uint8_t f = flags(action.stage, action.microbatch);
   switch (action.kind) {
-    case ActionKind::Forward: return f & kForwardDone;
-    case ActionKind::BackwardInput: return f & kInputGradDone;
-    case ActionKind::BackwardWeight: return f & kWeightGradDone;
-    case ActionKind::FullBackward: return (f & kInputGradDone) && (f & kWeightGradDone);
-    default: return false;
+    case ActionKind::Forward:
+      return f & kForwardDone;
+    case ActionKind::BackwardInput:
+      return f & kInputGradDone;
+    case ActionKind::BackwardWeight:
+      return f & kWeightGradDone;
+    case ActionKind::FullBackward:
+      return (f & kInputGradDone) && (f & kWeightGradDone);
+    default:
+      return false;
   }
 }
-
 
 std::string ReadySet::why_not_ready(const Action& action) const {
   std::string name = to_string(action);
@@ -98,7 +96,7 @@ std::string ReadySet::why_not_ready(const Action& action) const {
     }
     case ActionKind::Forward:
       return has_input(action.stage, action.microbatch) ? name + " is ready"
-                                                         : name + ": input not arrived";
+                                                        : name + ": input not arrived";
     case ActionKind::BackwardInput:
     case ActionKind::FullBackward:
       if (!(flags(action.stage, action.microbatch) & kForwardDone)) {
@@ -106,7 +104,7 @@ std::string ReadySet::why_not_ready(const Action& action) const {
                std::to_string(action.microbatch) + " has not completed";
       }
       return has_grad(action.stage, action.microbatch) ? name + " is ready"
-                                                        : name + ": gradient not arrived";
+                                                       : name + ": gradient not arrived";
     case ActionKind::BackwardWeight:
       return ready(action) ? name + " is ready"
                            : name + ": its input backward " + std::to_string(action.stage) + "I" +

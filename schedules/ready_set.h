@@ -36,6 +36,13 @@ class ReadySet {
   bool ready(const Action& action) const;
   /// Why `action` is not ready, e.g. "1B3: gradient not arrived" (for wait and timeout errors).
   std::string why_not_ready(const Action& action) const;
+  /// Performance hint: (stage, microbatch) will be touched soon (fetches its flags into cache).
+  void prefetch(int stage, int microbatch) const {
+    int64_t at = offset(stage);
+    if (at >= 0 && microbatch >= 0 && microbatch < num_microbatches_) {
+      __builtin_prefetch(flags_.data() + at + microbatch);
+    }
+  }
   /// Forgets everything: a new training step.
   void reset();
 

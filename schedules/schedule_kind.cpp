@@ -20,23 +20,32 @@ std::string lower(std::string_view text) {
 }  // namespace
 
 const std::vector<ScheduleKind>& all_schedule_kinds() {
-  static const std::vector<ScheduleKind> kinds = {
-      ScheduleKind::GPipe,     ScheduleKind::OneFOneB,
-      ScheduleKind::Interleaved1F1B, ScheduleKind::LoopedBFS,
-      ScheduleKind::InterleavedZeroBubble, ScheduleKind::ZBVZeroBubble,
-      ScheduleKind::DualPipeV};
+  static const std::vector<ScheduleKind> kinds = {ScheduleKind::GPipe,
+                                                  ScheduleKind::OneFOneB,
+                                                  ScheduleKind::Interleaved1F1B,
+                                                  ScheduleKind::LoopedBFS,
+                                                  ScheduleKind::InterleavedZeroBubble,
+                                                  ScheduleKind::ZBVZeroBubble,
+                                                  ScheduleKind::DualPipeV};
   return kinds;
 }
 
 std::string_view schedule_name(ScheduleKind kind) {
   switch (kind) {
-    case ScheduleKind::GPipe: return "GPipe";
-    case ScheduleKind::OneFOneB: return "1F1B";
-    case ScheduleKind::Interleaved1F1B: return "Interleaved1F1B";
-    case ScheduleKind::LoopedBFS: return "LoopedBFS";
-    case ScheduleKind::InterleavedZeroBubble: return "InterleavedZeroBubble";
-    case ScheduleKind::ZBVZeroBubble: return "ZBVZeroBubble";
-    case ScheduleKind::DualPipeV: return "DualPipeV";
+    case ScheduleKind::GPipe:
+      return "GPipe";
+    case ScheduleKind::OneFOneB:
+      return "1F1B";
+    case ScheduleKind::Interleaved1F1B:
+      return "Interleaved1F1B";
+    case ScheduleKind::LoopedBFS:
+      return "LoopedBFS";
+    case ScheduleKind::InterleavedZeroBubble:
+      return "InterleavedZeroBubble";
+    case ScheduleKind::ZBVZeroBubble:
+      return "ZBVZeroBubble";
+    case ScheduleKind::DualPipeV:
+      return "DualPipeV";
   }
   return "?";
 }
@@ -80,8 +89,8 @@ std::vector<int> stage_to_rank(Placement placement, int ranks, int stages_per_ra
   }
   std::vector<int> ranks_of(static_cast<std::size_t>(ranks) * stages_per_rank);
   for (int stage = 0; stage < static_cast<int>(ranks_of.size()); ++stage) {
-    ranks_of[stage] = placement == Placement::Loop || stage < ranks ? stage % ranks
-                                                                    : 2 * ranks - 1 - stage;
+    ranks_of[stage] =
+        placement == Placement::Loop || stage < ranks ? stage % ranks : 2 * ranks - 1 - stage;
   }
   return ranks_of;
 }
@@ -103,15 +112,20 @@ std::vector<int> stage_to_rank(ScheduleKind kind, int ranks, int stages_per_rank
 PipelineOrder generate_order(ScheduleKind kind, int ranks, int stages_per_rank, int microbatches) {
   stage_to_rank(kind, std::max(ranks, 1), stages_per_rank);  // checks stages_per_rank
   switch (kind) {
-    case ScheduleKind::GPipe: return gpipe_order(ranks, microbatches);
-    case ScheduleKind::OneFOneB: return one_f_one_b_order(ranks, microbatches);
+    case ScheduleKind::GPipe:
+      return gpipe_order(ranks, microbatches);
+    case ScheduleKind::OneFOneB:
+      return one_f_one_b_order(ranks, microbatches);
     case ScheduleKind::Interleaved1F1B:
       return interleaved_1f1b_order(ranks, stages_per_rank, microbatches);
-    case ScheduleKind::LoopedBFS: return looped_bfs_order(ranks, stages_per_rank, microbatches);
+    case ScheduleKind::LoopedBFS:
+      return looped_bfs_order(ranks, stages_per_rank, microbatches);
     case ScheduleKind::InterleavedZeroBubble:
       return interleaved_zero_bubble_order(ranks, stages_per_rank, microbatches);
-    case ScheduleKind::ZBVZeroBubble: return zbv_zero_bubble_order(ranks, microbatches);
-    case ScheduleKind::DualPipeV: return dualpipev_order(ranks, microbatches);
+    case ScheduleKind::ZBVZeroBubble:
+      return zbv_zero_bubble_order(ranks, microbatches);
+    case ScheduleKind::DualPipeV:
+      return dualpipev_order(ranks, microbatches);
   }
   throw std::invalid_argument("unknown schedule kind");
 }

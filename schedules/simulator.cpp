@@ -60,8 +60,13 @@ class EventQueue {
   bool has_last_ = false;
 };
 
-// Everything the event loop touches for one rank, kept together (one or two cache lines).
-struct RankState {
+// Everything the event loop touches for one rank, kept together in a few adjacent cache lines.
+struct alignas(64) RankState {
+  RankState(SchedulePolicy* p, int num_stages, int num_microbatches)
+      : policy(p), ready(num_stages, num_microbatches) {}
+
+  SchedulePolicy* policy;
+  ReadySet ready;
   bool busy = false;
   bool dirty = false;
   int stashed = 0;
@@ -81,8 +86,7 @@ class Simulation {
         stage_to_rank_(stage_to_rank),
         num_stages_(static_cast<int>(stage_to_rank.size())),
         costs_(costs),
-        options_(options),
-        states_(policies.size()) {
+        options_(options) {
     const int ranks = static_cast<int>(policies.size());
     if (ranks < 1) throw std::invalid_argument("simulate needs at least one rank's policy");
     if (num_stages_ < 1 || num_microbatches < 1) {
@@ -96,11 +100,11 @@ class Simulation {
       }
     }
     costs_.check(num_stages_);
-    ready_.reserve(ranks);
+    states_.reserve(ranks);
     for (int rank = 0; rank < ranks; ++rank) {
       if (policies[rank] == nullptr) throw std::invalid_argument("null policy for a rank");
       policies[rank]->reset();
-      ready_.emplace_back(num_stages_, num_microbatches);
+      states_.emplace_back(policies[rank], num_stages_, num_microbatches);
     }
   }
 
@@ -116,7 +120,12 @@ class Simulation {
       while (!events_.empty() && events_.next_time() == now) {
         events_.pop_bucket(bucket);
         for (std::size_t i = 0; i < bucket.size(); ++i) {
-          if (i + kPrefetchDistance < bucket.size()) prefetch(bucket[i + kPrefetchDistance].rank);
+          // Two-stage prefetch: a rank's state far ahead, then (once that is in cache) the peer
+          // its finishing action will hand its output to.
+          if (i + 2 * kPrefetchDistance < bucket.size()) {
+            prefetch(bucket[i + 2 * kPrefetchDistance].rank);
+          }
+          if (i + kPrefetchDistance < bucket.size()) prefetch_peer(bucket[i + kPrefetchDistance]);
           handle(bucket[i], now);
         }
       }
@@ -131,13 +140,38 @@ class Simulation {
   // ahead of its use.
   static constexpr std::size_t kPrefetchDistance = 8;
   void prefetch(int rank) const {
-    __builtin_prefetch(&states_[rank]);
-    __builtin_prefetch(&ready_[rank]);
-    __builtin_prefetch(policies_[rank]);
+    const char* state = reinterpret_cast<const char*>(&states_[rank]);
+    for (std::size_t line = 0; line < sizeof(RankState); line += 64) {
+      __builtin_prefetch(state + line);
+    }
+    __builtin_prefetch(states_[rank].policy);
+  }
+
+  void prefetch_peer(const Event& event) const {
+    if (event.kind != EventKind::ComputeDone) return;
+    const Action& action = states_[event.rank].running;
+    if (action.kind == ActionKind::Forward && action.stage + 1 < num_stages_) {
+      const RankState& peer = states_[stage_to_rank_[action.stage + 1]];
+      __builtin_prefetch(&peer);
+      peer.ready.prefetch(action.stage + 1, action.microbatch);
+    } else if (is_input_backward(action.kind) && action.stage > 0) {
+      const RankState& peer = states_[stage_to_rank_[action.stage - 1]];
+      __builtin_prefetch(&peer);
+      peer.ready.prefetch(action.stage - 1, action.microbatch);
+    }
   }
 
   void push(double time, int rank, EventKind kind, int stage, int microbatch) {
     events_.push(time, Event{rank, kind, stage, microbatch});
+  }
+
+  // An arrival due now lands at once (the batch at `now` is still open); later ones are queued.
+  void deliver(double now, double time, int rank, EventKind kind, int stage, int microbatch) {
+    if (time == now) {
+      handle(Event{rank, kind, stage, microbatch}, now);
+    } else {
+      push(time, rank, kind, stage, microbatch);
+    }
   }
 
   void mark_dirty(int rank) {
@@ -161,7 +195,7 @@ class Simulation {
   void try_start(int rank, double now) {
     RankState& state = states_[rank];
     if (state.busy) return;
-    std::optional<Action> action = policies_[rank]->next(ready_[rank]);
+    std::optional<Action> action = state.policy->next(state.ready);
     if (!action) return;
     state.busy = true;
     state.running = std::move(*action);
@@ -187,10 +221,10 @@ class Simulation {
   void handle(const Event& event, double now) {
     switch (event.kind) {
       case EventKind::InputArrived:
-        ready_[event.rank].input_arrived(event.stage, event.microbatch);
+        states_[event.rank].ready.input_arrived(event.stage, event.microbatch);
         break;
       case EventKind::GradArrived:
-        ready_[event.rank].grad_arrived(event.stage, event.microbatch);
+        states_[event.rank].ready.grad_arrived(event.stage, event.microbatch);
         break;
       case EventKind::ComputeDone:
         complete(event.rank, now);
@@ -202,8 +236,8 @@ class Simulation {
   void complete(int rank, double now) {
     RankState& state = states_[rank];
     const Action& action = state.running;
-    ready_[rank].completed(action);
-    policies_[rank]->completed(action);
+    state.ready.completed(action);
+    state.policy->completed(action);
     state.busy_time += now - state.running_start;
     state.last_end = now;
     ++result_.actions;
@@ -216,14 +250,14 @@ class Simulation {
       if (a.kind == ActionKind::Forward && a.stage + 1 < num_stages_) {
         int peer = stage_to_rank_[a.stage + 1];
         if (peer != rank) {
-          push(now + costs_.transfer_time(a.stage), peer, EventKind::InputArrived, a.stage + 1,
-               a.microbatch);
+          deliver(now, now + costs_.transfer_time(a.stage), peer, EventKind::InputArrived,
+                  a.stage + 1, a.microbatch);
         }
       } else if (is_input_backward(a.kind) && a.stage > 0) {
         int peer = stage_to_rank_[a.stage - 1];
         if (peer != rank) {
-          push(now + costs_.transfer_time(a.stage - 1), peer, EventKind::GradArrived,
-               a.stage - 1, a.microbatch);
+          deliver(now, now + costs_.transfer_time(a.stage - 1), peer, EventKind::GradArrived,
+                  a.stage - 1, a.microbatch);
         }
       }
     });
@@ -237,7 +271,7 @@ class Simulation {
       if (policies_[rank]->finished()) continue;
       if (++count <= 16) {
         stuck += "\n  rank " + std::to_string(rank) + ": " +
-                 policies_[rank]->describe_wait(ready_[rank]);
+                 policies_[rank]->describe_wait(states_[rank].ready);
       }
     }
     if (count == 0) return;
@@ -286,7 +320,6 @@ class Simulation {
   const CostModel& costs_;
   SimulationOptions options_;
   std::vector<RankState> states_;
-  std::vector<ReadySet> ready_;
   EventQueue events_;
   std::vector<int> dirty_;
   SimulationResult result_;

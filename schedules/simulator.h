@@ -21,16 +21,16 @@ struct TimelineEvent {
 
 /// Figures of one simulated training step. All ranks start at 0.
 struct SimulationResult {
-  double makespan = 0.0;  ///< when the last rank ends (the step ends for all ranks together)
-  double span = 0.0;      ///< longest rank's first-action-start to last-action-end
-  std::vector<double> busy;               ///< per rank: compute time
-  std::vector<double> idle;               ///< per rank: makespan - busy
-  std::vector<double> first_start;        ///< per rank
-  std::vector<double> last_end;           ///< per rank
-  std::vector<int> peak_activations;      ///< per rank: most activations held at once (F to W/B)
-  double bubble_fraction = 0.0;           ///< sum of idle / (ranks * makespan)
-  std::size_t actions = 0;                ///< compute actions run
-  std::vector<TimelineEvent> timeline;    ///< in start order, when recorded
+  double makespan = 0.0;     ///< when the last rank ends (the step ends for all ranks together)
+  double span = 0.0;         ///< longest rank's first-action-start to last-action-end
+  std::vector<double> busy;  ///< per rank: compute time
+  std::vector<double> idle;  ///< per rank: makespan - busy
+  std::vector<double> first_start;      ///< per rank
+  std::vector<double> last_end;         ///< per rank
+  std::vector<int> peak_activations;    ///< per rank: most activations held at once (F to W/B)
+  double bubble_fraction = 0.0;         ///< sum of idle / (ranks * makespan)
+  std::size_t actions = 0;              ///< compute actions run
+  std::vector<TimelineEvent> timeline;  ///< in start order, when recorded
 
   /// idle[rank] / makespan.
   double rank_bubble_fraction(int rank) const;

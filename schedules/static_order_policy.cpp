@@ -34,6 +34,9 @@ class StaticOrderPolicy final : public SchedulePolicy {
     unpack(order_[next_], *action);
     if (!ready.ready(*action)) return std::nullopt;
     ++next_;
+    // A simulator revisits this rank only after every other rank moved: fetch the entries to
+    // come now, so they are in cache by then (thousands of ranks are thousands of streams).
+    if (next_ + kPrefetchAhead < order_.size()) __builtin_prefetch(&order_[next_ + kPrefetchAhead]);
     return action;
   }
 
@@ -79,6 +82,8 @@ class StaticOrderPolicy final : public SchedulePolicy {
     out.kind = entry.kind;
     out.microbatch = entry.microbatch;
   }
+
+  static constexpr std::size_t kPrefetchAhead = 8;
 
   std::vector<Entry> order_;
   std::vector<Action> composites_;

@@ -17,11 +17,20 @@ std::string escape_xml(const std::string& text) {
   std::string out;
   for (char c : text) {
     switch (c) {
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '&': out += "&amp;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '&':
+        out += "&amp;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -30,12 +39,18 @@ std::string escape_xml(const std::string& text) {
 // Chrome's trace viewer has a fixed palette of colour names; Perfetto picks its own by name.
 const char* trace_color_name(ActionKind kind) {
   switch (kind) {
-    case ActionKind::Forward: return "thread_state_running";
-    case ActionKind::BackwardInput: return "rail_load";
-    case ActionKind::BackwardWeight: return "thread_state_iowait";
-    case ActionKind::FullBackward: return "terrible";
-    case ActionKind::OverlapFB: return "rail_animation";
-    default: return "grey";
+    case ActionKind::Forward:
+      return "thread_state_running";
+    case ActionKind::BackwardInput:
+      return "rail_load";
+    case ActionKind::BackwardWeight:
+      return "thread_state_iowait";
+    case ActionKind::FullBackward:
+      return "terrible";
+    case ActionKind::OverlapFB:
+      return "rail_animation";
+    default:
+      return "grey";
   }
 }
 
@@ -45,12 +60,18 @@ int ranks_of(const SimulationResult& result) { return static_cast<int>(result.bu
 
 std::string kind_color(ActionKind kind) {
   switch (kind) {
-    case ActionKind::Forward: return "#4caf50";
-    case ActionKind::BackwardInput: return "#2196f3";
-    case ActionKind::BackwardWeight: return "#ff9800";
-    case ActionKind::FullBackward: return "#e53935";
-    case ActionKind::OverlapFB: return "#8e24aa";
-    default: return "#9e9e9e";
+    case ActionKind::Forward:
+      return "#4caf50";
+    case ActionKind::BackwardInput:
+      return "#2196f3";
+    case ActionKind::BackwardWeight:
+      return "#ff9800";
+    case ActionKind::FullBackward:
+      return "#e53935";
+    case ActionKind::OverlapFB:
+      return "#8e24aa";
+    default:
+      return "#9e9e9e";
   }
 }
 
@@ -99,8 +120,8 @@ std::string timeline_svg(const SimulationResult& result, const std::string& titl
     double y = top + rank * row;
     svg += "<text x=\"5\" y=\"" + number(y + row * 0.65) + "\">rank " + std::to_string(rank) +
            "</text>\n";
-    svg += "<rect x=\"" + number(left) + "\" y=\"" + number(y + 2) + "\" width=\"" +
-           number(width) + "\" height=\"" + number(row - 4) + "\" fill=\"#f2f2f2\"/>\n";
+    svg += "<rect x=\"" + number(left) + "\" y=\"" + number(y + 2) + "\" width=\"" + number(width) +
+           "\" height=\"" + number(row - 4) + "\" fill=\"#f2f2f2\"/>\n";
   }
   for (const TimelineEvent& e : result.timeline) {
     double x = left + e.start * scale;
@@ -125,15 +146,14 @@ std::string timeline_svg(const SimulationResult& result, const std::string& titl
     double x = left + t * scale;
     svg += "<line x1=\"" + number(x) + "\" y1=\"" + number(axis_y) + "\" x2=\"" + number(x) +
            "\" y2=\"" + number(axis_y + 5) + "\" stroke=\"black\"/><text x=\"" + number(x) +
-           "\" y=\"" + number(axis_y + 17) + "\" text-anchor=\"middle\">" + number(t) +
-           "</text>\n";
+           "\" y=\"" + number(axis_y + 17) + "\" text-anchor=\"middle\">" + number(t) + "</text>\n";
   }
   // Legend.
   double x = left;
   double legend_y = axis_y + 28;
-  for (ActionKind kind : {ActionKind::Forward, ActionKind::BackwardInput,
-                          ActionKind::BackwardWeight, ActionKind::FullBackward,
-                          ActionKind::OverlapFB}) {
+  for (ActionKind kind :
+       {ActionKind::Forward, ActionKind::BackwardInput, ActionKind::BackwardWeight,
+        ActionKind::FullBackward, ActionKind::OverlapFB}) {
     svg += "<rect x=\"" + number(x) + "\" y=\"" + number(legend_y) +
            "\" width=\"12\" height=\"12\" fill=\"" + kind_color(kind) + "\"/><text x=\"" +
            number(x + 16) + "\" y=\"" + number(legend_y + 10) + "\">" +

@@ -64,23 +64,26 @@ class OrderChecker {
                "'; strip communication actions before validating");
     }
     if (a.stage < 0 || a.stage >= num_stages_) {
-      fail(rank, step, "stage " + std::to_string(a.stage) + " is outside 0.." +
-                           std::to_string(num_stages_ - 1));
+      fail(
+          rank, step,
+          "stage " + std::to_string(a.stage) + " is outside 0.." + std::to_string(num_stages_ - 1));
     }
     if (a.microbatch < 0 || a.microbatch >= num_microbatches_) {
-      fail(rank, step, "microbatch " + std::to_string(a.microbatch) + " is outside 0.." +
-                           std::to_string(num_microbatches_ - 1));
+      fail(rank, step,
+           "microbatch " + std::to_string(a.microbatch) + " is outside 0.." +
+               std::to_string(num_microbatches_ - 1));
     }
     int& owner = stage_rank_[a.stage];
     if (owner == -1) owner = rank;
     if (owner != rank) {
-      fail(rank, step, "Stage " + std::to_string(a.stage) + " is assigned to both rank " +
-                           std::to_string(rank) + " and rank " + std::to_string(owner));
+      fail(rank, step,
+           "Stage " + std::to_string(a.stage) + " is assigned to both rank " +
+               std::to_string(rank) + " and rank " + std::to_string(owner));
     }
     if (placement_ && (*placement_)[a.stage] != rank) {
-      fail(rank, step, "Stage " + std::to_string(a.stage) + " runs on rank " +
-                           std::to_string(rank) + " but the placement puts it on rank " +
-                           std::to_string((*placement_)[a.stage]));
+      fail(rank, step,
+           "Stage " + std::to_string(a.stage) + " runs on rank " + std::to_string(rank) +
+               " but the placement puts it on rank " + std::to_string((*placement_)[a.stage]));
     }
     Seen& s = seen_[static_cast<std::size_t>(a.stage) * num_microbatches_ + a.microbatch];
     switch (a.kind) {
@@ -92,8 +95,9 @@ class OrderChecker {
       case ActionKind::BackwardInput: {
         const char* name = a.kind == ActionKind::FullBackward ? "Full Backward" : "Backward Input";
         if (!s.forward) {
-          fail(rank, step, std::string("Running ") + name + " for " + where(a) +
-                               " without first running Forward");
+          fail(rank, step,
+               std::string("Running ") + name + " for " + where(a) +
+                   " without first running Forward");
         }
         if (s.input_backward) fail(rank, step, "a second backward for " + where(a));
         s.input_backward = true;
@@ -102,8 +106,8 @@ class OrderChecker {
       }
       case ActionKind::BackwardWeight:
         if (!s.input_backward || s.full_backward) {
-          fail(rank, step, "Running Backward Weight for " + where(a) +
-                               " without first running Backward Input");
+          fail(rank, step,
+               "Running Backward Weight for " + where(a) + " without first running Backward Input");
         }
         if (s.weight) fail(rank, step, "Backward Weight for " + where(a) + " runs twice");
         s.weight = true;

@@ -27,6 +27,13 @@ std::vector<PipelineStage> build_stages(const Pipe& pipe, const std::vector<Devi
   return stages;
 }
 
+std::vector<Tensor> parameters(const std::vector<PipelineStage>& stages) {
+  std::vector<Tensor> out;
+  for (const PipelineStage& s : stages)
+    for (const Tensor& p : s.module().parameters()) out.push_back(p);
+  return out;
+}
+
 std::vector<PipelineStage*> stage_pointers(std::vector<PipelineStage>& stages) {
   std::vector<PipelineStage*> out;
   for (PipelineStage& s : stages) out.push_back(&s);

@@ -23,6 +23,10 @@ PipelineStage build_stage(const Pipe& pipe, int stage_index, Device device);
 /// expect).
 std::vector<PipelineStage> build_stages(const Pipe& pipe, const std::vector<Device>& devices);
 
+/// Every parameter of `stages`, for an optimizer. A tied parameter's copies are separate
+/// tensors and each is listed (after sync_tied_gradients they get the same update).
+std::vector<Tensor> parameters(const std::vector<PipelineStage>& stages);
+
 /// Pointers to `stages`, for sync_tied_gradients and schedules.
 std::vector<PipelineStage*> stage_pointers(std::vector<PipelineStage>& stages);
 

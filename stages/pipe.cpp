@@ -84,6 +84,8 @@ Pipe::Pipe(std::shared_ptr<const Graph> graph, std::vector<int> cuts, nn::Module
   std::unordered_map<std::string, Tensor> model_state;
   for (const auto& [name, t] : root.named_parameters()) model_state.emplace(name, t);
   for (const auto& [name, t] : root.named_buffers()) model_state.emplace(name, t);
+  std::set<std::string> persistent;  // buffers in the state_dict
+  for (const std::string& key : root.state_dict().keys()) persistent.insert(key);
   std::vector<std::set<std::string>> module_paths(num_stages);
   for (size_t v = 0; v < g.values.size(); ++v) {
     const Value& value = g.values[v];
@@ -93,7 +95,8 @@ Pipe::Pipe(std::shared_ptr<const Graph> graph, std::vector<int> cuts, nn::Module
       throw std::invalid_argument("Pipe: the model no longer has '" + value.name + "'");
     bool first = true;
     for (int s : readers[v]) {
-      plans[s].state.emplace_back(static_cast<int>(v), first ? it->second : fresh_copy(it->second));
+      plans[s].state.push_back({static_cast<int>(v), first ? it->second : fresh_copy(it->second),
+                                value.kind == ValueKind::Parameter || persistent.count(value.name) > 0});
       first = false;
       add_with_ancestors(owner_of(value.name), module_paths[s]);
     }

@@ -49,19 +49,19 @@ StageModule::StageModule(std::shared_ptr<const Graph> graph, StagePlan plan)
     it->second->register_module(leaf, child);
     by_path[m.path] = child.get();
   }
-  for (const auto& [v, tensor] : plan_.state) {
+  for (const auto& [v, tensor, persistent] : plan_.state) {
     const Value& value = graph_->values.at(v);
     size_t dot = value.name.rfind('.');
     std::string owner = dot == std::string::npos ? "" : value.name.substr(0, dot);
     std::string leaf = dot == std::string::npos ? value.name : value.name.substr(dot + 1);
     auto it = by_path.find(owner);
     if (it == by_path.end())
-      throw std::logic_error("StageModule: no mirrored module '" + owner + "' for '" + value.name +
-                             "'");
+      throw std::logic_error("StageModule: no mirrored module '" + owner + "' for '" +
+                             value.name + "'");
     if (value.kind == ValueKind::Parameter)
       it->second->register_parameter(leaf, tensor, tensor.requires_grad());
     else
-      it->second->register_buffer(leaf, tensor);
+      it->second->register_buffer(leaf, tensor, persistent);
     state_names_.emplace_back(v, value.name);
   }
   for (int n = plan_.node_begin; n < plan_.node_end; ++n)

@@ -22,8 +22,14 @@ struct StagePlan {
   /// Value ids received (stage 0: the graph's inputs) and sent on (last stage: the graph's
   /// outputs), in order.
   std::vector<int> inputs, outputs;
-  /// Parameter and buffer values the nodes read, each with the tensor this stage holds.
-  std::vector<std::pair<int, Tensor>> state;
+  /// A parameter or buffer the nodes read, with the tensor this stage holds.
+  struct State {
+    int value = -1;
+    Tensor tensor;
+    /// Buffers only: part of state_dict (false for derived data such as position ids).
+    bool persistent = true;
+  };
+  std::vector<State> state;
   /// Module paths to mirror (the owners of `state` and the modules the nodes ran in, with their
   /// ancestors), in the model's order, each with the original's type name and extra_repr.
   struct MirroredModule {

@@ -28,7 +28,9 @@ namespace tensorplay::pipelining {
 /// inputs. Data-dependent control flow (a branch on a tensor's values, a loop whose count
 /// depends on data) is frozen to what happened here, and each op's attributes (a reshape's
 /// target shape) are those of the example: later inputs must take the same path and, except
-/// where an op's replay adapts, have the same shapes. Ops must report themselves through
+/// where an op's replay adapts, have the same shapes. Train/eval mode is part of those
+/// attributes (a dropout traced in training mode replays in training mode): trace in the mode
+/// the stages will run in. Ops must report themselves through
 /// trace::record: a tensor that carries autograd history but was made by an op that did not
 /// is an error naming the op that consumed it.
 Graph trace(nn::Module& module, const std::vector<Tensor>& args, const nn::TensorDict& kwargs = {});

@@ -81,6 +81,14 @@ TEST_CASE("pipe_split() cuts; a shared parameter, buffer, constant and skip conn
   CHECK(p1.to_vector() == p0.to_vector());
   // The buffer lives in stage 2 under its own name; state keys are a subset of the model's.
   CHECK(names_of(pipe.stage_module(2).named_buffers()) == std::set<std::string>{"scale"});
+  auto model_keys = model.state_dict().keys();
+  std::set<std::string> model_key_set(model_keys.begin(), model_keys.end()), stage_keys;
+  for (int s = 0; s < pipe.num_stages(); ++s)
+    for (const auto& key : pipe.stage_module(s).state_dict().keys()) {
+      CHECK(model_key_set.count(key));
+      stage_keys.insert(key);
+    }
+  CHECK(stage_keys == model_key_set);
 
   auto reference = reference_grads(model, {x, y}, {}, target);
   tp::Tensor stage_out;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "tensors/tensors.h"
+#include "tensors/trace_hook.h"
 
 namespace optest {
 
@@ -268,8 +269,57 @@ void check_close(const std::string& what, const A& got, const B& want, double to
   CHECK(bad == 0);
 }
 
-/// Checks one case on the CPU: forward vs reference, gradients vs finite differences, and the
-/// split backward vs the full one (bit for bit).
+/// Keeps every op reported while it is active.
+class ReplayRecorder : public tp::trace::OpRecorder {
+ public:
+  struct Entry {
+    std::string op;
+    std::vector<tp::Tensor> inputs;
+    tp::Tensor output;
+    tp::trace::ReplayFn replay;
+  };
+  std::vector<Entry> entries;
+  void record_op(const char* op, const std::vector<tp::Tensor>& inputs, const tp::Tensor& output,
+                 tp::trace::ReplayFn replay) override {
+    entries.push_back({op, inputs, output, std::move(replay)});
+  }
+  void record_split() override {}
+  void enter_module(const std::string&) override {}
+  void exit_module(const std::string&) override {}
+};
+
+/// Every op the case runs is reported to the tracer, and replaying each report on its recorded
+/// inputs gives its recorded output (dropout excepted: a replay draws a new mask, by design).
+inline void check_replay(const OpCase& c, const std::vector<tp::Tensor>& base) {
+  ReplayRecorder recorder;
+  std::vector<tp::Tensor> in = leaves(c, base, tp::cpu());
+  tp::trace::OpRecorder* previous = tp::trace::set_active_recorder(&recorder);
+  std::vector<tp::Tensor> outs;
+  try {
+    outs = c.run(in);
+  } catch (...) {
+    tp::trace::set_active_recorder(previous);
+    throw;
+  }
+  tp::trace::set_active_recorder(previous);
+  bool passes_input_through = std::any_of(outs.begin(), outs.end(), [&](const tp::Tensor& o) {
+    return std::any_of(in.begin(), in.end(), [&](const tp::Tensor& i) { return i.is_same(o); });
+  });
+  if (!passes_input_through) {
+    INFO("the op reports itself to the active trace recorder");
+    CHECK_FALSE(recorder.entries.empty());
+  }
+  for (const auto& e : recorder.entries) {
+    if (e.op == "dropout") continue;
+    tp::Tensor again = e.replay(e.inputs);
+    INFO("replay of traced op " << e.op << " reproduces its output");
+    CHECK(again.shape() == e.output.shape());
+    CHECK(values_of(again) == values_of(e.output));
+  }
+}
+
+/// Checks one case on the CPU: forward vs reference, gradients vs finite differences, tracing
+/// replay, and the split backward vs the full one (bit for bit).
 inline void check_cpu(const OpCase& c, uint64_t seed) {
   std::vector<tp::Tensor> base = make_inputs(c, seed);
   std::vector<Values> xs;
@@ -296,6 +346,8 @@ inline void check_cpu(const OpCase& c, uint64_t seed) {
     Values fd = finite_difference(c, xs, i, seed_values);
     check_close("gradient of input " + std::to_string(i), full.grads[i], fd, c.grad_tol);
   }
+
+  check_replay(c, base);
 
   RunResult split = run_split(c, base, seeds);
   for (size_t i = 0; i < c.inputs.size(); ++i) {

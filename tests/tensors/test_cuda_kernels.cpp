@@ -60,7 +60,7 @@ TEST_CASE("cuda: binary kernels broadcast like the CPU", "[cuda]") {
   Pair out = Pair::zeros(999);
   cpu_kernels().affine(x.h(), out.h(), 999, 1.5f, -0.25f);
   gpu_kernels().affine(x.d(), out.d(), 999, 1.5f, -0.25f);
-  check_close(out.device, out.host, 1e-6f, 0.0f, "affine");
+  check_close(out.device, out.host, 1e-6f, 1e-6f, "affine");  // FMA may round once
 }
 
 TEST_CASE("cuda: sum_dim matches the CPU on every layout", "[cuda]") {
@@ -80,7 +80,7 @@ TEST_CASE("cuda: sum_dim matches the CPU on every layout", "[cuda]") {
     Pair out = Pair::zeros(c.outer * c.inner);
     cpu_kernels().sum_dim(x.h(), out.h(), c.outer, c.reduce, c.inner);
     gpu_kernels().sum_dim(x.d(), out.d(), c.outer, c.reduce, c.inner);
-    check_close(out.device, out.host, 1e-4f, 1e-4f,
+    check_close(out.device, out.host, 1e-4f, 1e-5f + 1e-6f * c.reduce,  // order differs
                 "sum_dim " + std::to_string(c.outer) + "x" + std::to_string(c.reduce) + "x" +
                     std::to_string(c.inner));
   }

@@ -497,6 +497,14 @@ std::vector<OpCase> op_table() {
     c.out_shapes = {{3, 3}};
     t.push_back(c);
   }
+  {
+    OpCase c = identity_case("to bfloat16 and back", {3, 4}, {3, 4}, [](const Tensor& x) {
+      return tp::to_dtype(tp::to_dtype(x, tp::DType::BFloat16), tp::DType::Float32);
+    });
+    c.fwd_tol = 8e-3;  // bfloat16 keeps 8 bits of mantissa; the gradient is rounded the same way
+    c.grad_tol = 8e-3;
+    t.push_back(c);
+  }
   // -- reductions and losses
   t.push_back(reduce_case({2, 3, 4}, 0, false, true, false));
   t.push_back(reduce_case({2, 3, 4}, 1, true, false, false));

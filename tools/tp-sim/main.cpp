@@ -40,6 +40,7 @@ struct Options {
   double overlap = 1.0;
   int cap = 0;
   bool split_backward = false;
+  std::string placement = "loop";
   std::string order_csv;
   bool print_order = false;
   std::string csv;
@@ -61,16 +62,24 @@ ts::CostModel parse_costs(const std::string& text) {
     std::string key = item.substr(0, eq);
     std::transform(key.begin(), key.end(), key.begin(), ::toupper);
     double value = std::stod(item.substr(eq + 1));
-    if (key == "F") f = value;
-    else if (key == "I") i = value;
-    else if (key == "W") w = value;
-    else if (key == "B") b = value;
-    else throw std::invalid_argument("--cost key '" + key + "' is not one of F, I, W, B");
+    if (key == "F")
+      f = value;
+    else if (key == "I")
+      i = value;
+    else if (key == "W")
+      w = value;
+    else if (key == "B")
+      b = value;
+    else
+      throw std::invalid_argument("--cost key '" + key + "' is not one of F, I, W, B");
   }
   if (b >= 0) {
-    if (i < 0 && w < 0) i = w = b / 2;
-    else if (i < 0) i = b - w;
-    else if (w < 0) w = b - i;
+    if (i < 0 && w < 0)
+      i = w = b / 2;
+    else if (i < 0)
+      i = b - w;
+    else if (w < 0)
+      w = b - i;
   }
   return ts::CostModel::uniform(f, i < 0 ? 1 : i, w < 0 ? 1 : w);
 }
@@ -99,7 +108,13 @@ int run(const Options& opt) {
   if (dynamic) {
     name = "Dynamic";
     if (stages_per_rank == 0) stages_per_rank = 1;
-    placement = ts::stage_to_rank(ts::Placement::Loop, opt.ranks, stages_per_rank);
+    std::string where = opt.placement;
+    std::transform(where.begin(), where.end(), where.begin(), ::tolower);
+    if (where != "loop" && where != "v") {
+      throw std::invalid_argument("--placement must be 'loop' or 'v', got '" + opt.placement + "'");
+    }
+    placement = ts::stage_to_rank(where == "v" ? ts::Placement::V : ts::Placement::Loop, opt.ranks,
+                                  stages_per_rank);
   } else {
     ts::ScheduleKind kind = ts::parse_schedule_kind(opt.schedule);
     name = std::string(ts::schedule_name(kind));
@@ -125,8 +140,7 @@ int run(const Options& opt) {
         if (placement[s] == rank) local.push_back(s);
       }
       owned.push_back(ts::make_dynamic_policy(local, static_cast<int>(placement.size()),
-                                              opt.microbatches,
-                                              {opt.split_backward, opt.cap}));
+                                              opt.microbatches, {opt.split_backward, opt.cap}));
     } else {
       owned.push_back(ts::make_static_order_policy(order[rank]));
     }
@@ -139,9 +153,9 @@ int run(const Options& opt) {
 
   if (!opt.trace.empty()) write_file(opt.trace, ts::chrome_trace_json(result));
   if (!opt.svg.empty()) {
-    write_file(opt.svg, ts::timeline_svg(result, name + ", " + std::to_string(opt.ranks) +
-                                                     " ranks, " + std::to_string(opt.microbatches) +
-                                                     " microbatches"));
+    write_file(opt.svg,
+               ts::timeline_svg(result, name + ", " + std::to_string(opt.ranks) + " ranks, " +
+                                            std::to_string(opt.microbatches) + " microbatches"));
   }
   if (opt.json) {
     nlohmann::ordered_json j;  // keys in the documented order
@@ -178,7 +192,9 @@ int main(int argc, char** argv) {
                  "GPipe, 1F1B, Interleaved1F1B, LoopedBFS, InterleavedZeroBubble, ZBVZeroBubble, "
                  "DualPipeV (case-insensitive), or Dynamic (our greedy policy)")
       ->required();
-  app.add_option("--ranks", opt.ranks, "pipeline ranks (p)")->required()->check(CLI::PositiveNumber);
+  app.add_option("--ranks", opt.ranks, "pipeline ranks (p)")
+      ->required()
+      ->check(CLI::PositiveNumber);
   app.add_option("--microbatches", opt.microbatches, "microbatches per step (m)")
       ->required()
       ->check(CLI::PositiveNumber);
@@ -192,6 +208,8 @@ int main(int argc, char** argv) {
   app.add_option("--overlap", opt.overlap, "OVERLAP_F_B costs overlap * (F + B)");
   app.add_option("--cap", opt.cap, "Dynamic: most stashed activations per rank (0 = none)");
   app.add_flag("--split-backward", opt.split_backward, "Dynamic: run backward as I then W");
+  app.add_option("--placement", opt.placement,
+                 "Dynamic: 'loop' (stage s on rank s % p) or 'v' (rank r holds r and 2p-1-r)");
   app.add_option("--order-csv", opt.order_csv, "simulate this compute-only CSV order instead");
   app.add_flag("--print-order", opt.print_order, "print the step-by-rank table");
   app.add_option("--csv", opt.csv, "write the compute-only order as CSV");

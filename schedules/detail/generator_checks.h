@@ -1,5 +1,5 @@
-// Argument checks shared by the order generators, with messages that say what to change.
-#pragma once
+// Argument checks shared by the order generators (internal), with messages that say what to
+// change.
 
 #include <string_view>
 

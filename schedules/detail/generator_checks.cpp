@@ -1,4 +1,4 @@
-#include "schedules/generator_checks.h"
+#include "schedules/detail/generator_checks.h"
 
 #include <algorithm>
 #include <stdexcept>
@@ -26,8 +26,9 @@ int microbatches_per_round(std::string_view schedule, int ranks, int microbatche
   if (microbatches % rounds != 0) {
     throw std::invalid_argument(
         std::string(schedule) + " requires the number of microbatches to be a multiple of the " +
-        "number of rounds (" + std::to_string(rounds) + " = max(1, microbatches / ranks)), but got " +
-        std::to_string(microbatches) + " microbatches for " + std::to_string(ranks) +
+        "number of rounds (" + std::to_string(rounds) +
+        " = max(1, microbatches / ranks)), but got " + std::to_string(microbatches) +
+        " microbatches for " + std::to_string(ranks) +
         " ranks; pick a microbatch count that the round count divides");
   }
   return microbatches / rounds;

@@ -1,0 +1,214 @@
+#include <catch2/catch.hpp>
+#include <map>
+
+#include "schedules/errors.h"
+#include "schedules/schedule_kind.h"
+#include "schedules/simulator.h"
+
+using namespace tensorplay::schedules;
+
+namespace {
+
+SimulationResult run(ScheduleKind kind, int p, int v, int m, const CostModel& costs) {
+  return simulate_order(generate_order(kind, p, v, m), stage_to_rank(kind, p, v), m, costs);
+}
+
+// "Unit costs": F = 1 and B = 2 (I = W = 1) per stage pass.
+const CostModel kUnit = CostModel::uniform(1, 1, 1);
+
+}  // namespace
+
+TEST_CASE("theory: GPipe and 1F1B, p=4 m=8: makespan 33, bubble 9/33", "[simulator]") {
+  for (ScheduleKind kind : {ScheduleKind::GPipe, ScheduleKind::OneFOneB}) {
+    SimulationResult r = run(kind, 4, 1, 8, kUnit);
+    CHECK(r.makespan == 33);
+    CHECK(r.span == 33);
+    CHECK(r.bubble_fraction == Approx(9.0 / 33));
+    for (int rank = 0; rank < 4; ++rank) {
+      CHECK(r.busy[rank] == 24);
+      CHECK(r.idle[rank] == 9);
+      CHECK(r.rank_bubble_fraction(rank) == Approx(9.0 / 33));
+    }
+  }
+}
+
+TEST_CASE("theory: GPipe/1F1B makespan (m+p-1)(F+B); peak m vs min(p-r, m)", "[simulator]") {
+  for (int p = 1; p <= 6; ++p) {
+    for (int m = p; m <= 3 * p; m += std::max(1, p / 2)) {
+      INFO("p=" << p << " m=" << m);
+      SimulationResult gpipe = run(ScheduleKind::GPipe, p, 1, m, kUnit);
+      SimulationResult one_f_one_b = run(ScheduleKind::OneFOneB, p, 1, m, kUnit);
+      CHECK(gpipe.makespan == 3.0 * (m + p - 1));
+      CHECK(one_f_one_b.makespan == 3.0 * (m + p - 1));
+      CHECK(gpipe.bubble_fraction == Approx(double(p - 1) / (m + p - 1)));
+      for (int rank = 0; rank < p; ++rank) {
+        CHECK(gpipe.peak_activations[rank] == m);
+        CHECK(one_f_one_b.peak_activations[rank] == std::min(p - rank, m));
+      }
+    }
+  }
+}
+
+TEST_CASE("theory: Megatron interleaving divides the bubble by V", "[simulator]") {
+  // Each stage pass costs 1/V of a rank's share: bubble (p-1)(F+B)/V on top of m(F+B).
+  for (int v : {2, 3, 4}) {
+    CostModel costs = CostModel::uniform(1.0 / v, 1.0 / v, 1.0 / v);
+    for (int p : {2, 3, 4}) {
+      for (int m : {p, 2 * p, 3 * p}) {
+        INFO("V=" << v << " p=" << p << " m=" << m);
+        double expected = 3.0 * m + 3.0 * (p - 1) / v;
+        CHECK(run(ScheduleKind::Interleaved1F1B, p, v, m, costs).makespan == Approx(expected));
+        CHECK(run(ScheduleKind::LoopedBFS, p, v, m, costs).makespan == Approx(expected));
+      }
+    }
+  }
+}
+
+TEST_CASE("theory: ZB-H1 (InterleavedZeroBubble, V=1) bubble is (p-1)(F+I-W)", "[simulator]") {
+  CHECK(run(ScheduleKind::InterleavedZeroBubble, 4, 1, 8, kUnit).makespan == 27);
+  for (int p = 2; p <= 6; ++p) {
+    for (int m = p; m <= 3 * p; m += p) {
+      INFO("p=" << p << " m=" << m);
+      CHECK(run(ScheduleKind::InterleavedZeroBubble, p, 1, m, kUnit).makespan == 3.0 * m + (p - 1));
+    }
+  }
+}
+
+TEST_CASE("theory: ZB-V, p=4 m=8, stage pass 0.5: makespan 25.5, span 24, peak 8", "[simulator]") {
+  SimulationResult r = run(ScheduleKind::ZBVZeroBubble, 4, 2, 8, CostModel::uniform(0.5, 0.5, 0.5));
+  CHECK(r.makespan == 25.5);
+  CHECK(r.span == 24);
+  CHECK(r.peak_activations[0] == 8);
+  // Zero bubble for m >= 2p: the busiest rank never idles between its first and last action;
+  // the last rank starts (p-1) forwards late. Peak 2p stage activations (p microbatches).
+  for (int p = 2; p <= 6; ++p) {
+    for (int m = 2 * p; m <= 4 * p; m += p) {
+      INFO("p=" << p << " m=" << m);
+      SimulationResult z =
+          run(ScheduleKind::ZBVZeroBubble, p, 2, m, CostModel::uniform(0.5, 0.5, 0.5));
+      CHECK(z.span == 3.0 * m);
+      CHECK(z.makespan == 3.0 * m + 0.5 * (p - 1));
+      CHECK(z.peak_activations[0] == 2 * p);
+    }
+  }
+}
+
+TEST_CASE("theory: DualPipeV bubble (PP/2-1)(F&B+B-3W), peak 2p+1 stage activations",
+          "[simulator]") {
+  // PP = 2p stages; F = I = W = 1 per stage pass and no overlap gain, so F&B = F + B = 3:
+  // bubble (p-1)(3 + 2 - 3) = 2(p-1) on top of each rank's 2m(F+B).
+  for (int p = 2; p <= 5; ++p) {
+    for (int m = 2 * p; m <= 4 * p; m += p) {
+      INFO("p=" << p << " m=" << m);
+      SimulationResult r = run(ScheduleKind::DualPipeV, p, 2, m, kUnit);
+      CHECK(r.makespan == 6.0 * m + 2.0 * (p - 1));
+      for (int peak : r.peak_activations) CHECK(peak == 2 * p + 1);
+    }
+  }
+}
+
+TEST_CASE("the overlap factor shortens OVERLAP_F_B", "[simulator]") {
+  CostModel costs = kUnit;
+  double plain = run(ScheduleKind::DualPipeV, 4, 2, 16, costs).makespan;
+  costs.overlap_factor = 0.5;
+  double overlapped = run(ScheduleKind::DualPipeV, 4, 2, 16, costs).makespan;
+  CHECK(overlapped < plain);
+  CHECK(CostModel(costs).duration(parse_action("(0F1;7B0)OVERLAP_F_B")) == 1.5);
+}
+
+TEST_CASE("latency and bandwidth delay every cross-rank hop", "[simulator]") {
+  // GPipe: the forward and the backward chain each cross p-1 links.
+  CostModel costs = kUnit;
+  costs.latency = 0.25;
+  costs.bandwidth = 100;
+  costs.boundary_bytes = {25};  // 0.25 per transfer
+  SimulationResult r = run(ScheduleKind::GPipe, 4, 1, 8, costs);
+  CHECK(r.makespan == Approx(33 + 2 * 3 * 0.5));
+  // Same-rank hand-overs in V placement are free: only cross-rank hops pay.
+  SimulationResult v = run(ScheduleKind::ZBVZeroBubble, 1, 2, 4, costs);
+  CHECK(v.makespan == Approx(4 * 3 * 2.0));
+}
+
+TEST_CASE("all ranks start at 0: makespan vs span", "[simulator]") {
+  SimulationResult r = run(ScheduleKind::GPipe, 3, 1, 2, kUnit);
+  CHECK(r.first_start == std::vector<double>{0, 1, 2});
+  CHECK(r.last_end[0] == r.makespan);
+  CHECK(r.span == r.makespan);
+}
+
+TEST_CASE("the timeline holds every action, one at a time per rank", "[simulator]") {
+  SimulationResult r = run(ScheduleKind::DualPipeV, 3, 2, 6, kUnit);
+  std::size_t total = 0;
+  for (const RankOrder& rank : generate_order(ScheduleKind::DualPipeV, 3, 2, 6))
+    total += rank.size();
+  CHECK(r.timeline.size() == total);
+  CHECK(r.actions == total);
+  std::map<int, double> rank_end;
+  std::map<int, double> rank_busy;
+  for (const TimelineEvent& e : r.timeline) {
+    CHECK(e.start >= rank_end[e.rank]);
+    rank_end[e.rank] = e.end;
+    rank_busy[e.rank] += e.end - e.start;
+  }
+  for (int rank = 0; rank < 3; ++rank) CHECK(rank_busy[rank] == Approx(r.busy[rank]));
+  SimulationOptions options;
+  options.record_timeline = false;
+  CHECK(simulate_order(generate_order(ScheduleKind::GPipe, 2, 1, 2), {0, 1}, 2, kUnit, options)
+            .timeline.empty());
+}
+
+TEST_CASE("the simulator runs the dynamic policy", "[simulator]") {
+  const int p = 4, m = 8;
+  std::vector<std::unique_ptr<SchedulePolicy>> owned;
+  std::vector<SchedulePolicy*> policies;
+  DynamicPolicyOptions options;
+  options.max_stashed_activations = p;
+  for (int rank = 0; rank < p; ++rank) {
+    owned.push_back(make_dynamic_policy({rank}, p, m, options));
+    policies.push_back(owned.back().get());
+  }
+  SimulationResult r = simulate(policies, {0, 1, 2, 3}, m, kUnit);
+  CHECK(r.makespan == 33);  // as good as 1F1B
+  for (int peak : r.peak_activations) CHECK(peak <= p);
+
+  // V placement, split backward, tight cap: still finishes.
+  owned.clear();
+  policies.clear();
+  options.split_backward = true;
+  options.max_stashed_activations = 2;
+  std::vector<int> placement = stage_to_rank(Placement::V, p, 2);
+  for (int rank = 0; rank < p; ++rank) {
+    owned.push_back(make_dynamic_policy({rank, 2 * p - 1 - rank}, 2 * p, m, options));
+    policies.push_back(owned.back().get());
+  }
+  SimulationResult v = simulate(policies, placement, m, kUnit);
+  for (int peak : v.peak_activations) CHECK(peak <= 2);
+  CHECK(v.actions == static_cast<std::size_t>(p * 2 * m * 3));
+}
+
+TEST_CASE("a deadlocked run ends with what each rank waits for", "[simulator]") {
+  PipelineOrder order = {parse_rank_order("0F0 0B0 0F1 0B1"), parse_rank_order("1F0 1F1 1B0 1B1")};
+  CHECK_THROWS_AS(simulate_order(order, {0, 1}, 2, kUnit), ScheduleError);
+  CHECK_THROWS_WITH(simulate_order(order, {0, 1}, 2, kUnit),
+                    Catch::Contains("deadlocked") &&
+                        Catch::Contains("rank 0: waiting for 0B0: gradient not arrived") &&
+                        Catch::Contains("rank 1: waiting for 1F1: input not arrived"));
+}
+
+TEST_CASE("simulate checks its arguments", "[simulator]") {
+  PipelineOrder order = generate_order(ScheduleKind::GPipe, 2, 1, 2);
+  CHECK_THROWS_AS(simulate_order(order, {0, 2}, 2, kUnit), std::invalid_argument);
+  CostModel bad = kUnit;
+  bad.forward = {1, 2, 3};
+  CHECK_THROWS_WITH(simulate_order(order, {0, 1, 1, 0, 0}, 2, bad), Catch::Contains("'forward'"));
+}
+
+TEST_CASE("the simulator is fast enough for big pipelines", "[simulator]") {
+  // 128 ranks x 512 microbatches = 131072 actions; the 1024 x 8192 figure is bench_sim_scale's.
+  SimulationOptions options;
+  options.record_timeline = false;
+  SimulationResult r =
+      simulate_order(generate_order(ScheduleKind::OneFOneB, 128, 1, 512),
+                     stage_to_rank(ScheduleKind::OneFOneB, 128, 1), 512, kUnit, options);
+  CHECK(r.makespan == 3.0 * (512 + 127));
+}
