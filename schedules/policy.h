@@ -31,6 +31,10 @@ class SchedulePolicy {
   virtual std::string describe_wait(const ReadySet& ready) const = 0;
   /// Compute actions this policy runs per step.
   virtual std::size_t total_actions() const = 0;
+  /// True when next() only checks whether the next action of a fixed order is ready: asking it
+  /// earlier or later within one instant then gives the same answer, so the simulator may ask
+  /// as soon as the rank's state changes instead of after every event of that instant.
+  virtual bool is_static_order() const { return false; }
 };
 
 /// Follows `compute_order` strictly and waits for the next action's inputs. Throws

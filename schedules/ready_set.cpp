@@ -24,19 +24,43 @@ void ReadySet::throw_out_of_range(int stage, int microbatch) const {
                               std::to_string(num_microbatches) + " microbatches");
 }
 
-uint8_t& ReadySet::flags_for_update(int stage, int microbatch) {
-  check(stage, microbatch);
-  int64_t at = offset(stage);
-  if (at < 0) {
-    at = static_cast<int64_t>(flags_.size());
-    if (num_inline_slots_ < kInlineSlots) {
-      inline_slots_[num_inline_slots_++] = Slot{stage, at};
-    } else {
-      more_slots_.push_back(Slot{stage, at});
-    }
-    flags_.resize(flags_.size() + num_microbatches_, 0);
+void ReadySet::Slot::grow(uint32_t needed) {
+  uint32_t bigger = capacity;
+  while (bigger < needed) bigger *= 2;
+  std::vector<uint8_t> fresh(bigger, 0);
+  const uint8_t* old = ring();
+  for (uint32_t i = 0; i < capacity; ++i) fresh[i] = old[(head + i) & (capacity - 1)];
+  heap_ring = std::move(fresh);
+  head = 0;
+  capacity = bigger;
+}
+
+void ReadySet::Slot::set(int microbatch, uint8_t bits) {
+  if (microbatch < base) return;  // retired: every flag is already set
+  uint32_t distance = static_cast<uint32_t>(microbatch - base);
+  if (distance >= capacity) grow(distance + 1);
+  uint8_t* r = ring();
+  r[(head + distance) & (capacity - 1)] |= bits;
+  // Retire the oldest microbatches once their F, I and W are all done.
+  while ((r[head] & kComputeDone) == kComputeDone) {
+    r[head] = 0;
+    head = (head + 1) & (capacity - 1);
+    ++base;
   }
-  return flags_[at + microbatch];
+}
+
+void ReadySet::set_flags(int stage, int microbatch, uint8_t bits) {
+  check(stage, microbatch);
+  Slot* slot = const_cast<Slot*>(find(stage));
+  if (slot == nullptr) {
+    if (num_inline_slots_ < kInlineSlots) {
+      slot = &inline_slots_[num_inline_slots_++];
+    } else {
+      slot = &more_slots_.emplace_back();
+    }
+    slot->stage = stage;
+  }
+  slot->set(microbatch, bits);
 }
 
 void ReadySet::completed(const Action& action) {
@@ -45,16 +69,16 @@ void ReadySet::completed(const Action& action) {
       for (const Action& sub : action.sub_actions) completed(sub);
       return;
     case ActionKind::Forward:
-      flags_for_update(action.stage, action.microbatch) |= kForwardDone;
+      set_flags(action.stage, action.microbatch, kForwardDone);
       return;
     case ActionKind::BackwardInput:
     case ActionKind::FullBackward:
-      flags_for_update(action.stage, action.microbatch) |= action.kind == ActionKind::FullBackward
-                                                               ? kInputGradDone | kWeightGradDone
-                                                               : kInputGradDone;
+      set_flags(action.stage, action.microbatch,
+                action.kind == ActionKind::FullBackward ? kInputGradDone | kWeightGradDone
+                                                        : kInputGradDone);
       return;
     case ActionKind::BackwardWeight:
-      flags_for_update(action.stage, action.microbatch) |= kWeightGradDone;
+      set_flags(action.stage, action.microbatch, kWeightGradDone);
       return;
     default:
       return;  // communication changes nothing here: arrivals are reported explicitly
@@ -114,6 +138,14 @@ std::string ReadySet::why_not_ready(const Action& action) const {
   }
 }
 
-void ReadySet::reset() { std::fill(flags_.begin(), flags_.end(), 0); }
+void ReadySet::reset() {
+  auto clear = [](Slot& slot) {
+    slot.base = 0;
+    slot.head = 0;
+    std::fill(slot.ring(), slot.ring() + slot.capacity, 0);
+  };
+  for (int i = 0; i < num_inline_slots_; ++i) clear(inline_slots_[i]);
+  for (Slot& slot : more_slots_) clear(slot);
+}
 
 }  // namespace tensorplay::schedules

@@ -1,5 +1,5 @@
 // What has arrived and completed on one rank, so a policy can ask "is this action runnable?".
-// Dense per-stage bit flags, allocated only for the stages the rank touches.
+// Per-stage flags of the microbatches in flight, kept inside the object in the common case.
 #pragma once
 
 #include <algorithm>
@@ -18,8 +18,9 @@ namespace tensorplay::schedules {
 /// counts as the input of (s+1, mb), and a completed I/B of s as the gradient of (s-1, mb): that
 /// is the hand-over between two stages on the same rank (the V schedules' turn).
 ///
-/// Storage is one flag byte per microbatch for each stage the rank touches (its own stages and
-/// their senders), found by a short linear search: small and cache-friendly for any pipeline.
+/// Storage: for each stage the rank touches, a flag byte per microbatch still in flight (a ring
+/// that forgets microbatches whose F, I and W are all done), found by a short linear search:
+/// small and cache-friendly at any pipeline size.
 class ReadySet {
  public:
   /// For `num_stages` stages in the whole pipeline and `num_microbatches` per step.
@@ -38,9 +39,12 @@ class ReadySet {
   std::string why_not_ready(const Action& action) const;
   /// Performance hint: (stage, microbatch) will be touched soon (fetches its flags into cache).
   void prefetch(int stage, int microbatch) const {
-    int64_t at = offset(stage);
-    if (at >= 0 && microbatch >= 0 && microbatch < num_microbatches_) {
-      __builtin_prefetch(flags_.data() + at + microbatch);
+    const Slot* slot = find(stage);
+    if (slot != nullptr && !slot->heap_ring.empty() && microbatch >= slot->base) {
+      uint32_t distance = static_cast<uint32_t>(microbatch - slot->base);
+      if (distance < slot->capacity) {
+        __builtin_prefetch(slot->ring() + ((slot->head + distance) & (slot->capacity - 1)));
+      }
     }
   }
   /// Forgets everything: a new training step.
@@ -68,25 +72,41 @@ class ReadySet {
     kInputGradDone = 8,
     kWeightGradDone = 16,
   };
+  static constexpr uint8_t kComputeDone = kForwardDone | kInputGradDone | kWeightGradDone;
+  static constexpr uint8_t kAll = kInput | kGrad | kComputeDone;
+  static constexpr uint32_t kInlineRing = 16;
+
+  // Flags of one stage: a ring over the microbatches still in flight. Microbatches below `base`
+  // are retired (F, I and W all done: every flag set) and cost nothing, so a 1F1B-like rank
+  // keeps a handful of bytes inside the object; a wide window (GPipe) spills to the heap.
+  struct Slot {
+    int stage = -1;
+    int base = 0;                     // lowest microbatch not retired
+    uint32_t head = 0;                // ring index of `base`
+    uint32_t capacity = kInlineRing;  // a power of two
+    uint8_t inline_ring[kInlineRing] = {};
+    std::vector<uint8_t> heap_ring;  // used once the window outgrows inline_ring
+
+    uint8_t* ring() { return heap_ring.empty() ? inline_ring : heap_ring.data(); }
+    const uint8_t* ring() const { return heap_ring.empty() ? inline_ring : heap_ring.data(); }
+    uint8_t get(int microbatch) const;
+    void set(int microbatch, uint8_t bits);
+    void grow(uint32_t needed);
+  };
+
   uint8_t flags(int stage, int microbatch) const;
+  void set_flags(int stage, int microbatch, uint8_t bits);
+  const Slot* find(int stage) const;
   [[gnu::cold, gnu::noinline]] void throw_out_of_range(int stage, int microbatch) const;
-  uint8_t& flags_for_update(int stage, int microbatch);
   void check(int stage, int microbatch) const;
 
   int num_stages_;
   int num_microbatches_;
-  int64_t offset(int stage) const;
-
-  struct Slot {
-    int stage;
-    int64_t offset;  // into flags_
-  };
   // The stages touched so far: a few inline (the common case), the rest in more_slots_.
   static constexpr int kInlineSlots = 4;
-  Slot inline_slots_[kInlineSlots] = {};
+  Slot inline_slots_[kInlineSlots];
   int num_inline_slots_ = 0;
   std::vector<Slot> more_slots_;
-  std::vector<uint8_t> flags_;  // per touched stage, one flag byte per microbatch
 };
 
 // -- inline hot paths (the simulator calls these once per event) --------------------------------
@@ -97,28 +117,34 @@ inline void ReadySet::check(int stage, int microbatch) const {
   }
 }
 
-inline int64_t ReadySet::offset(int stage) const {
+inline const ReadySet::Slot* ReadySet::find(int stage) const {
   for (int i = 0; i < num_inline_slots_; ++i) {
-    if (inline_slots_[i].stage == stage) return inline_slots_[i].offset;
+    if (inline_slots_[i].stage == stage) return &inline_slots_[i];
   }
   for (const Slot& slot : more_slots_) {
-    if (slot.stage == stage) return slot.offset;
+    if (slot.stage == stage) return &slot;
   }
-  return -1;
+  return nullptr;
+}
+
+inline uint8_t ReadySet::Slot::get(int microbatch) const {
+  if (microbatch < base) return kAll;
+  uint32_t distance = static_cast<uint32_t>(microbatch - base);
+  return distance >= capacity ? 0 : ring()[(head + distance) & (capacity - 1)];
 }
 
 inline uint8_t ReadySet::flags(int stage, int microbatch) const {
   check(stage, microbatch);
-  int64_t at = offset(stage);
-  return at < 0 ? 0 : flags_[at + microbatch];
+  const Slot* slot = find(stage);
+  return slot == nullptr ? 0 : slot->get(microbatch);
 }
 
 inline void ReadySet::input_arrived(int stage, int microbatch) {
-  flags_for_update(stage, microbatch) |= kInput;
+  set_flags(stage, microbatch, kInput);
 }
 
 inline void ReadySet::grad_arrived(int stage, int microbatch) {
-  flags_for_update(stage, microbatch) |= kGrad;
+  set_flags(stage, microbatch, kGrad);
 }
 
 inline bool ReadySet::has_input(int stage, int microbatch) const {

@@ -63,10 +63,11 @@ class EventQueue {
 // Everything the event loop touches for one rank, kept together in a few adjacent cache lines.
 struct alignas(64) RankState {
   RankState(SchedulePolicy* p, int num_stages, int num_microbatches)
-      : policy(p), ready(num_stages, num_microbatches) {}
+      : policy(p), ready(num_stages, num_microbatches), eager(p->is_static_order()) {}
 
   SchedulePolicy* policy;
   ReadySet ready;
+  bool eager;  // the policy may be asked at once (static order): no need to wait for the instant
   bool busy = false;
   bool dirty = false;
   int stashed = 0;
@@ -230,7 +231,17 @@ class Simulation {
         complete(event.rank, now);
         break;
     }
-    mark_dirty(event.rank);
+    wake(event.rank, now);
+  }
+
+  // The rank's state changed at `now`: a static-order rank tries to start right away (while its
+  // state is in cache); any other waits until every event of this instant has landed.
+  void wake(int rank, double now) {
+    if (states_[rank].eager) {
+      try_start(rank, now);
+    } else {
+      mark_dirty(rank);
+    }
   }
 
   void complete(int rank, double now) {

@@ -1,4 +1,5 @@
 // The static-order policy: follows a generated (or loaded) order, waiting for each action's inputs.
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 
@@ -30,13 +31,11 @@ class StaticOrderPolicy final : public SchedulePolicy {
 
   std::optional<Action> next(const ReadySet& ready) override {
     if (next_ >= order_.size()) return std::nullopt;
+    if (next_ - window_start_ >= window_size_) refill_window();
     std::optional<Action> action(std::in_place);
-    unpack(order_[next_], *action);
+    unpack(window_[next_ - window_start_], *action);
     if (!ready.ready(*action)) return std::nullopt;
     ++next_;
-    // A simulator revisits this rank only after every other rank moved: fetch the entries to
-    // come now, so they are in cache by then (thousands of ranks are thousands of streams).
-    if (next_ + kPrefetchAhead < order_.size()) __builtin_prefetch(&order_[next_ + kPrefetchAhead]);
     return action;
   }
 
@@ -47,6 +46,8 @@ class StaticOrderPolicy final : public SchedulePolicy {
   void reset() override {
     next_ = 0;
     completed_ = 0;
+    window_start_ = 0;
+    window_size_ = 0;
   }
 
   std::string describe_wait(const ReadySet& ready) const override {
@@ -63,6 +64,8 @@ class StaticOrderPolicy final : public SchedulePolicy {
   }
 
   std::size_t total_actions() const override { return order_.size(); }
+
+  bool is_static_order() const override { return true; }
 
  private:
   // Compact form of one action (this policy may hold millions): composites (OVERLAP_F_B) keep
@@ -83,8 +86,19 @@ class StaticOrderPolicy final : public SchedulePolicy {
     out.microbatch = entry.microbatch;
   }
 
-  static constexpr std::size_t kPrefetchAhead = 8;
+  // The next few entries, copied into the policy object itself. A simulator of thousands of
+  // ranks visits each rank only after all others moved; reading a rank's long order in place
+  // would then miss cache and TLB on nearly every action, the window misses once per refill.
+  static constexpr std::size_t kWindow = 64;
+  void refill_window() {
+    window_start_ = next_;
+    window_size_ = std::min(kWindow, order_.size() - next_);
+    std::copy_n(order_.begin() + static_cast<std::ptrdiff_t>(next_), window_size_, window_);
+  }
 
+  Entry window_[kWindow] = {};
+  std::size_t window_start_ = 0;
+  std::size_t window_size_ = 0;
   std::vector<Entry> order_;
   std::vector<Action> composites_;
   std::size_t next_ = 0;

@@ -87,3 +87,24 @@ TEST_CASE("a rank may touch many stages", "[ready_set]") {
   for (int stage = 1; stage < 16; ++stage) CHECK(ready.has_input(stage, 2));
   CHECK_FALSE(ready.has_input(5, 1));
 }
+
+TEST_CASE("finished microbatches are forgotten but still read as done", "[ready_set]") {
+  ReadySet ready(1, 100);
+  for (int mb = 0; mb < 100; ++mb) ready.completed(make_action(0, ActionKind::Forward, mb));
+  for (int mb = 0; mb < 100; ++mb) {
+    ready.completed(make_action(0, ActionKind::BackwardInput, mb));
+    ready.completed(make_action(0, ActionKind::BackwardWeight, mb));
+    CHECK(ready.is_completed(make_action(0, ActionKind::FullBackward, mb)));
+  }
+  CHECK(ready.is_completed(make_action(0, ActionKind::Forward, 0)));
+  CHECK(ready.has_grad(0, 50));
+  // Out of order: a late microbatch first, then the window catches up.
+  ReadySet sparse(3, 64);
+  sparse.input_arrived(1, 63);
+  sparse.input_arrived(1, 0);
+  CHECK(sparse.has_input(1, 63));
+  CHECK(sparse.has_input(1, 0));
+  CHECK_FALSE(sparse.has_input(1, 31));
+  sparse.reset();
+  CHECK_FALSE(sparse.has_input(1, 63));
+}

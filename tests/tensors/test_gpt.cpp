@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 
+#include "cuda_test_support.h"
 #include "gpt_task.h"
 #include "tensors/tensors.h"
 
@@ -119,4 +120,41 @@ TEST_CASE("a 2-layer GPT learns a repeating-pattern task in 200 AdamW steps", "[
   INFO("first loss " << first << ", last loss " << last << ", " << seconds << " s");
   CHECK(first == Approx(std::log(16.0)).epsilon(0.1));  // chance: ln(vocab) = 2.77
   CHECK(last < 0.3f);
+}
+
+TEST_CASE("cuda: a GPT trains on the GPU as on the CPU, and saves from it", "[gpt][cuda]") {
+  if (cuda_test::skip_without_gpu()) return;
+  const tp::Device gpu("cuda:0");
+  nn::GPTConfig config{
+      .vocab_size = 16, .context_length = 16, .n_layer = 2, .n_head = 2, .width = 32};
+  tp::manual_seed(7);
+  nn::GPT on_cpu(config);
+  nn::GPT on_gpu(config);
+  on_gpu->load_state_dict(on_cpu->state_dict());
+  on_gpu->to(gpu);
+  CHECK(on_gpu->lm_head->weight.is_same(on_gpu->wte->weight));
+  CHECK(on_gpu->wte->weight.is_cuda());
+  CHECK(on_gpu->pos.is_cuda());
+  tp::optim::AdamW cpu_opt(on_cpu->parameters(), {.lr = 3e-3f});
+  tp::optim::AdamW gpu_opt(on_gpu->parameters(), {.lr = 3e-3f});
+  tp::Generator data(1);
+  for (int step = 0; step < 5; ++step) {
+    auto [idx, targets] = gpt_task::batch(data, 4, 16, 16);
+    tp::Tensor cpu_loss = gpt_task::loss(on_cpu, idx, targets);
+    tp::Tensor gpu_loss = gpt_task::loss(on_gpu, idx.to(gpu), targets.to(gpu));
+    CHECK(gpu_loss.item() == Approx(cpu_loss.item()).epsilon(1e-3));
+    for (auto* pair : {&cpu_opt, &gpu_opt}) pair->zero_grad();
+    cpu_loss.backward();
+    gpu_loss.backward();
+    CHECK(tp::optim::clip_grad_norm(gpu_opt.parameters(), 1.0f) ==
+          Approx(tp::optim::clip_grad_norm(cpu_opt.parameters(), 1.0f)).epsilon(1e-3));
+    cpu_opt.step();
+    gpu_opt.step();
+  }
+  // A checkpoint written from the GPU loads on the host.
+  tp::StateDict from_gpu = on_gpu->state_dict();
+  nn::GPT reloaded(config);
+  reloaded->load_state_dict(from_gpu);
+  std::vector<float> a = reloaded->wte->weight.to_vector(), b = on_cpu->wte->weight.to_vector();
+  for (size_t i = 0; i < a.size(); ++i) CHECK(a[i] == Approx(b[i]).margin(1e-4));
 }

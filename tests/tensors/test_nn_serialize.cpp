@@ -1,6 +1,5 @@
 // Tests for nn/serialize.h: a module saved to a file loads into a fresh one; errors name keys.
 #include <catch2/catch.hpp>
-
 #include <filesystem>
 
 #include "tensors/tensors.h"
@@ -43,10 +42,10 @@ TEST_CASE("loading a checkpoint of another model names the offending keys", "[nn
   nn::GPT wider(wider_config);
   std::string path = temp_path("tp_test_gpt_small.bin");
   nn::save(small, path);
-  CHECK_THROWS_WITH(nn::load(deeper, path), Catch::Contains("missing keys") &&
-                                                Catch::Contains("'blocks.2.ln_1.weight'"));
-  CHECK_THROWS_WITH(nn::load(wider, path), Catch::Contains("shape mismatch") &&
-                                               Catch::Contains("'wte.weight'"));
+  CHECK_THROWS_WITH(nn::load(deeper, path),
+                    Catch::Contains("missing keys") && Catch::Contains("'blocks.2.ln_1.weight'"));
+  CHECK_THROWS_WITH(nn::load(wider, path),
+                    Catch::Contains("shape mismatch") && Catch::Contains("'wte.weight'"));
   auto relaxed = nn::load(deeper, path, /*strict=*/false);
   CHECK(relaxed.missing_keys.size() == 12);
   CHECK(deeper->blocks->at<nn::TransformerBlockImpl>(0)->ln_1->weight.to_vector() ==

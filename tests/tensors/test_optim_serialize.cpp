@@ -1,7 +1,6 @@
 // Tests for optim/serialize.h: saving model and optimizer mid-training, loading them into fresh
 // objects and continuing gives the same losses, bit for bit, as never stopping.
 #include <catch2/catch.hpp>
-
 #include <filesystem>
 
 #include "gpt_task.h"
@@ -37,7 +36,8 @@ void check_resume(MakeOptimizer make_optimizer) {
   tp::Generator data(5);
   Batches batches;
   for (int i = 0; i < 20; ++i) batches.push_back(gpt_task::batch(data, 4, 8, 16));
-  std::string model_path = (std::filesystem::temp_directory_path() / "tp_resume_model.bin").string();
+  std::string model_path =
+      (std::filesystem::temp_directory_path() / "tp_resume_model.bin").string();
   std::string opt_path = (std::filesystem::temp_directory_path() / "tp_resume_optim.bin").string();
 
   tp::manual_seed(3);
@@ -68,8 +68,7 @@ TEST_CASE("save, load and continue with AdamW gives the same losses", "[optim_se
   });
 }
 
-TEST_CASE("save, load and continue with SGD momentum gives the same losses",
-          "[optim_serialize]") {
+TEST_CASE("save, load and continue with SGD momentum gives the same losses", "[optim_serialize]") {
   check_resume([](std::vector<tp::Tensor> params) {
     return std::make_unique<optim::SGD>(std::move(params),
                                         optim::SGDOptions{.lr = 0.1f, .momentum = 0.9f});
