@@ -65,11 +65,11 @@ TEST_CASE("split backward on a stage equals its full backward", "[stage]") {
 
 TEST_CASE("a microbatch of the wrong shape gets a typed error naming the stage", "[stage]") {
   pp::PipelineStage s(block(8), 0, 2, tp::cpu(), {tp::zeros({4, 8})});
-  CHECK_THROWS_AS(s->forward(0, {tp::zeros({4, 7})}), pp::StageInputError);
-  CHECK_THROWS_WITH(s->forward(0, {tp::zeros({4, 7})}),
+  CHECK_THROWS_AS(s.forward(0, {tp::zeros({4, 7})}), pp::StageInputError);
+  CHECK_THROWS_WITH(s.forward(0, {tp::zeros({4, 7})}),
                     Catch::Contains("stage 0") && Catch::Contains("input 0") &&
                         Catch::Contains("[4, 8]") && Catch::Contains("[4, 7]"));
-  CHECK_THROWS_WITH(s->forward(0, {tp::zeros({4, 8}), tp::zeros({4, 8})}),
+  CHECK_THROWS_WITH(s.forward(0, {tp::zeros({4, 8}), tp::zeros({4, 8})}),
                     Catch::Contains("expected 1 inputs"));
 }
 

@@ -33,7 +33,7 @@ TEST_CASE("sync_tied_gradients writes the summed gradient into every copy", "[ti
     CHECK(p0.to_vector() == p1.to_vector());
   }
   SECTION("a group split across processes") {
-    std::vector<pp::PipelineStage*> only_first = {stages[0]->get()};
+    std::vector<pp::PipelineStage*> only_first = {stages[0].get()};
     CHECK_THROWS_WITH(pp::sync_tied_gradients(only_first, pipe),
                       Catch::Contains("'mm_param1'") && Catch::Contains("stage(s) 1") &&
                           Catch::Contains("all-reduce"));
