@@ -1,0 +1,155 @@
+// The correctness contract end to end: a model traced and split by pipeline(), built into stages,
+// trained by each schedule on the stage actors, gives the losses and gradients of the unsplit
+// model with the same microbatch accumulation (tied weights included), step after step.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <map>
+
+#include "actors/schedule.h"
+#include "stages/build_stage.h"
+#include "stages/pipe_split.h"
+#include "stages/pipeline.h"
+#include "stages/split_policy.h"
+#include "tensors/nn/gpt.h"
+#include "tensors/tensors.h"
+
+namespace tp = tensorplay;
+namespace pp = tensorplay::pipelining;
+namespace sc = tensorplay::schedules;
+
+namespace {
+
+constexpr int64_t kVocab = 16, kContext = 8;
+
+tp::nn::GPTConfig tiny_gpt() {
+  return {.vocab_size = kVocab, .context_length = kContext, .n_layer = 4, .n_head = 2, .width = 16};
+}
+
+tp::Tensor lm_loss(const tp::Tensor& logits, const tp::Tensor& targets) {
+  return tp::cross_entropy(logits.reshape({-1, kVocab}), targets.reshape({-1}));
+}
+
+bool close(const std::vector<float>& a, const std::vector<float>& b, double rel = 1e-5) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    double tol = rel * std::max(1.0, std::fabs(static_cast<double>(b[i])));
+    if (std::fabs(static_cast<double>(a[i]) - b[i]) > tol) return false;
+  }
+  return true;
+}
+
+// Trains `kind` on a 4-stage split of a GPT for 2 steps and compares with the unsplit twin.
+void check_gpt_schedule(sc::ScheduleKind kind, pp::PipelineOptions split) {
+  tp::manual_seed(7);
+  tp::nn::GPT model(tiny_gpt()), twin(tiny_gpt());
+  twin->load_state_dict(model->state_dict());
+  const int n = 4;
+  const int64_t batch = 8;
+  tp::Tensor example = tp::zeros({batch / n, kContext});
+  auto pipe = pp::pipeline(model, {example}, split);
+  REQUIRE(pipe.num_stages() == 4);
+  auto stages = pp::build_stages(pipe, {tp::cpu()});
+  pp::PipelineSchedule schedule(stages, n, lm_loss, kind);
+  tp::optim::SGD opt(pp::parameters(stages), {.lr = 0.1f});
+  tp::optim::SGD twin_opt(twin->parameters(), {.lr = 0.1f});
+
+  tp::Generator data(5);
+  for (int step = 0; step < 2; ++step) {
+    tp::Tensor idx = tp::randint(0, kVocab, {batch, kContext}, {}, &data);
+    tp::Tensor targets = tp::randint(0, kVocab, {batch, kContext}, {}, &data);
+    std::vector<tp::Tensor> losses;
+    schedule.step({idx}, {.target = targets, .losses = &losses});
+
+    for (int mb = 0; mb < n; ++mb) {
+      int64_t rows = batch / n;
+      tp::Tensor loss = lm_loss(twin(idx.slice0(mb * rows, (mb + 1) * rows)),
+                                targets.slice0(mb * rows, (mb + 1) * rows));
+      INFO("step " << step << " microbatch " << mb);
+      CHECK(losses.at(mb).item() == Approx(loss.item()).epsilon(1e-5));
+      (loss * (1.0f / n)).backward();
+    }
+    for (const auto& s : stages) {
+      for (const auto& [name, p] : s->module().named_parameters()) {
+        INFO("step " << step << " stage " << s->stage_index() << " parameter " << name);
+        tp::Tensor want = twin->find_tensor(name).grad();
+        REQUIRE(p.grad().defined());
+        CHECK(close(p.grad().to_vector(), want.to_vector()));
+      }
+    }
+    opt.step();
+    opt.zero_grad();
+    twin_opt.step();
+    twin_opt.zero_grad();
+  }
+}
+
+pp::PipelineOptions at_blocks() {
+  return {.split_spec = {{"blocks.1", pp::SplitPoint::Beginning},
+                         {"blocks.2", pp::SplitPoint::Beginning},
+                         {"blocks.3", pp::SplitPoint::Beginning}}};
+}
+
+}  // namespace
+
+TEST_CASE("every schedule trains a split GPT like the unsplit model", "[pipeline][gpt]") {
+  for (auto kind : sc::all_schedule_kinds()) {
+    DYNAMIC_SECTION(sc::schedule_name(kind)) { check_gpt_schedule(kind, at_blocks()); }
+  }
+}
+
+TEST_CASE("a GPT split by a cost policy trains like the unsplit model", "[pipeline][gpt]") {
+  check_gpt_schedule(sc::ScheduleKind::OneFOneB, {.split_policy = pp::split_by_cost(4)});
+  check_gpt_schedule(sc::ScheduleKind::ZBVZeroBubble,
+                     {.split_policy = pp::split_by_parameter_count(4)});
+}
+
+namespace {
+// A model cut by pipe_split() calls, with a skip connection across two stages.
+struct SkipNetImpl : tp::nn::Module {
+  SkipNetImpl() {
+    a = register_module("a", tp::nn::Linear(8, 8));
+    b = register_module("b", tp::nn::Linear(8, 8));
+    c = register_module("c", tp::nn::Linear(8, 8));
+    d = register_module("d", tp::nn::Linear(8, 8));
+  }
+  tp::Tensor forward(const tp::Tensor& x) override {
+    tp::Tensor h = tp::relu(a(x));
+    pp::pipe_split();
+    tp::Tensor g = tp::relu(b(h));
+    pp::pipe_split();
+    tp::Tensor k = tp::tanh(c(g));
+    pp::pipe_split();
+    return d(k + h);  // h was made in stage 0 and is read in stage 3
+  }
+  tp::nn::Linear a{nullptr}, b{nullptr}, c{nullptr}, d{nullptr};
+};
+TENSORPLAY_MODULE(SkipNet);
+}  // namespace
+
+TEST_CASE("a pipe_split model with a skip connection trains like the unsplit model",
+          "[pipeline]") {
+  for (auto kind : {sc::ScheduleKind::GPipe, sc::ScheduleKind::InterleavedZeroBubble,
+                    sc::ScheduleKind::DualPipeV}) {
+    DYNAMIC_SECTION(sc::schedule_name(kind)) {
+      tp::manual_seed(3);
+      SkipNet model, twin;
+      twin->load_state_dict(model->state_dict());
+      auto pipe = pp::pipeline(model, {tp::zeros({2, 8})});
+      REQUIRE(pipe.num_stages() == 4);
+      auto stages = pp::build_stages(pipe, {tp::cpu()});
+      pp::PipelineSchedule schedule(stages, 4, tp::nn::mse_loss, kind);
+      tp::Tensor x = tp::randn({8, 8}), y = tp::randn({8, 8});
+      schedule.step({x}, {.target = y});
+      for (int mb = 0; mb < 4; ++mb)
+        (tp::nn::mse_loss(twin(x.slice0(2 * mb, 2 * mb + 2)), y.slice0(2 * mb, 2 * mb + 2)) *
+         0.25f)
+            .backward();
+      for (const auto& s : stages)
+        for (const auto& [name, p] : s->module().named_parameters()) {
+          INFO(name);
+          CHECK(close(p.grad().to_vector(), twin->find_tensor(name).grad().to_vector()));
+        }
+    }
+  }
+}
