@@ -1,10 +1,14 @@
-// The seed example: a model of two Blocks (Linear(128,128) + ReLU) split into two stages, trained
-// with Schedule1F1B over 4 microbatches on a fixed synthetic regression task. Prints the loss.
+// The seed example: a model of two Blocks (Linear(128,128) + ReLU), traced and split into two
+// stages at `layer1`, trained with Schedule1F1B over 4 microbatches on a fixed synthetic
+// regression task, on the embedded single-process runtime. Prints the loss as it falls.
 #include <cstdio>
+#include <iostream>
 #include <cstdlib>
 #include <string>
 
 #include "actors/schedule.h"
+#include "stages/build_stage.h"
+#include "stages/pipeline.h"
 #include "tensors/tensors.h"
 
 namespace tp = tensorplay;
@@ -20,20 +24,29 @@ struct BlockImpl : tp::nn::Module {
 };
 TENSORPLAY_MODULE(Block);
 
+struct ModelImpl : tp::nn::Module {
+  explicit ModelImpl(int64_t dim) {
+    layer0 = register_module("layer0", Block(dim));
+    layer1 = register_module("layer1", Block(dim));
+  }
+  tp::Tensor forward(const tp::Tensor& x) override { return layer1(layer0(x)); }
+  std::string type_name() const override { return "Model"; }
+  Block layer0{nullptr}, layer1{nullptr};
+};
+TENSORPLAY_MODULE(Model);
+
 int main(int argc, char** argv) {
   const int steps = argc > 1 ? std::atoi(argv[1]) : 300;
   const int64_t dim = 128, batch = 32;
   tp::manual_seed(0);
 
-  // One stage per Block. Each stage is built from its submodule and one microbatch of input.
-  Block layer0(dim), layer1(dim);
-  tp::Tensor example = tp::zeros({batch / 4, dim});
-  std::vector<std::shared_ptr<pp::PipelineStage>> stages = {
-      std::make_shared<pp::PipelineStage>(layer0.ptr(), 0, 2, tp::cpu(),
-                                          std::vector<tp::Tensor>{example}),
-      std::make_shared<pp::PipelineStage>(layer1.ptr(), 1, 2, tp::cpu(),
-                                          std::vector<tp::Tensor>{example}),
-  };
+  // Trace one microbatch, cut before layer1, and build the stages this process hosts (all of
+  // them in the embedded default).
+  Model model(dim);
+  auto pipe = pp::pipeline(model, {tp::zeros({batch / 4, dim})},
+                           {.split_spec = {{"layer1", pp::SplitPoint::Beginning}}});
+  std::cout << pipe << "\n";
+  auto stages = pp::build_stages(pipe, {tp::cpu()});
   pp::Schedule1F1B schedule(stages, /*n_microbatches=*/4, tp::nn::mse_loss);
   tp::optim::SGD opt(pp::parameters(stages), {.lr = 0.05f, .momentum = 0.9f});
 
