@@ -51,7 +51,7 @@ int main(int argc, char** argv) {
   std::printf("{\"phase\":\"generate\",\"seconds\":%.3f}\n", seconds(t0, t1));
   std::printf("{\"phase\":\"policies\",\"seconds\":%.3f}\n", seconds(t1, t2));
   std::printf(
-      "{\"bench\":\"sim_scale\",\"schedule\":\"1F1B\",\"ranks\":%d,\"microbatches\":%d,"
+      "{\"bench\":\"bench_sim_scale\",\"schedule\":\"1F1B\",\"ranks\":%d,\"microbatches\":%d,"
       "\"actions\":%zu,\"makespan\":%.1f,\"makespan_ok\":%s,\"seconds\":%.3f,"
       "\"cpu_seconds\":%.3f,\"total_seconds\":%.3f}\n",
       ranks, microbatches, result.actions, result.makespan,
