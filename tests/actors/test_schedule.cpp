@@ -166,7 +166,7 @@ TEST_CASE("a failure inside a stage reaches the caller and the schedule recovers
   CHECK(losses.size() == 4);
 }
 
-TEST_CASE("training without a target is a clear error; eval needs none", "[schedule][errors]") {
+TEST_CASE("training without a target is a clear error, eval needs none", "[schedule][errors]") {
   Setup setup(2, 2);
   pp::ScheduleGPipe schedule(setup.stages, 2, tp::nn::mse_loss);
   CHECK_THROWS_WITH(schedule.step({tp::randn({4, kDim})}), Catch::Contains("target"));

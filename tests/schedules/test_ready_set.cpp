@@ -8,7 +8,7 @@ namespace {
 Action act(const char* text) { return parse_action(text); }
 }  // namespace
 
-TEST_CASE("forward needs its input; stage 0 always has it", "[ready_set]") {
+TEST_CASE("forward needs its input, stage 0 always has it", "[ready_set]") {
   ReadySet ready(4, 2);
   CHECK(ready.ready(act("0F0")));
   CHECK_FALSE(ready.ready(act("1F0")));
@@ -69,7 +69,7 @@ TEST_CASE("OVERLAP_F_B is ready when both halves are", "[ready_set]") {
   CHECK(ready.is_completed(act("3B0")));
 }
 
-TEST_CASE("reset forgets the step; bad indices throw", "[ready_set]") {
+TEST_CASE("reset forgets the step, bad indices throw", "[ready_set]") {
   ReadySet ready(2, 2);
   ready.input_arrived(1, 1);
   ready.completed(act("0F0"));

@@ -32,7 +32,7 @@ TEST_CASE("theory: GPipe and 1F1B, p=4 m=8: makespan 33, bubble 9/33", "[simulat
   }
 }
 
-TEST_CASE("theory: GPipe/1F1B makespan (m+p-1)(F+B); peak m vs min(p-r, m)", "[simulator]") {
+TEST_CASE("theory: GPipe/1F1B makespan (m+p-1)(F+B), peak m vs min(p-r, m)", "[simulator]") {
   for (int p = 1; p <= 6; ++p) {
     for (int m = p; m <= 3 * p; m += std::max(1, p / 2)) {
       INFO("p=" << p << " m=" << m);

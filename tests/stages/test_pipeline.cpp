@@ -53,7 +53,7 @@ TEST_CASE("an MLP stack cut by split_spec reproduces outputs, gradients and name
   check_grads(stage_grads(pipe, {x}, {}, target), reference);
 }
 
-TEST_CASE("pipe_split() cuts; a shared parameter, buffer, constant and skip connection work",
+TEST_CASE("pipe_split() cuts, a shared parameter, buffer, constant and skip connection work",
           "[pipeline]") {
   tp::manual_seed(11);
   ExampleCode model(8);

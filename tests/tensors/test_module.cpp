@@ -32,7 +32,7 @@ std::vector<std::string> names(const std::vector<std::pair<std::string, tp::Tens
 
 }  // namespace
 
-TEST_CASE("named_parameters lists a tied tensor once; state_dict keeps every name", "[module]") {
+TEST_CASE("named_parameters lists a tied tensor once, state_dict keeps every name", "[module]") {
   auto m = std::make_shared<Tied>();
   CHECK(names(m->named_parameters()) == std::vector<std::string>{"a.weight", "a.bias"});
   CHECK(m->parameters().size() == 2);
