@@ -23,15 +23,16 @@ Tensor CausalSelfAttentionImpl::forward(const Tensor& x) {
   if (x.dim() != 3 || x.size(2) != width)
     throw std::invalid_argument("CausalSelfAttention: expected input [B, T, " +
                                 std::to_string(width) + "], got " + to_string(x.shape()));
-  const int64_t batch = x.size(0), time = x.size(1), head_dim = width / heads;
+  const int64_t time = x.size(1), head_dim = width / heads;
   // One copy takes [B, T, 3, H, D] to [3, B, H, T, D]; q, k and v are then views along dim 0.
-  Tensor qkv = permute(c_attn(x).reshape({batch, time, 3, heads, head_dim}), {2, 0, 3, 1, 4});
+  // The batch size stays -1 so that a traced stage replays on microbatches of any size.
+  Tensor qkv = permute(c_attn(x).reshape({-1, time, 3, heads, head_dim}), {2, 0, 3, 1, 4});
   std::vector<Tensor> parts = split(qkv, 1, 0);
-  Shape head_shape = {batch, heads, time, head_dim};
+  Shape head_shape = {-1, heads, time, head_dim};
   Tensor y =
       scaled_dot_product_attention(parts[0].reshape(head_shape), parts[1].reshape(head_shape),
                                    parts[2].reshape(head_shape), /*causal=*/true);
-  y = permute(y, {0, 2, 1, 3}).reshape({batch, time, width});
+  y = permute(y, {0, 2, 1, 3}).reshape({-1, time, width});
   return resid_dropout(c_proj(y));
 }
 

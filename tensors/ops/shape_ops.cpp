@@ -108,6 +108,7 @@ struct CloneBackward : autograd::Node {
 }  // namespace
 
 Tensor reshape(const Tensor& x, Shape shape) {
+  const Shape requested = shape;  // replayed as asked: a -1 adapts to another batch size
   int64_t known = 1, infer = -1;
   for (size_t i = 0; i < shape.size(); ++i) {
     if (shape[i] == -1) {
@@ -125,8 +126,9 @@ Tensor reshape(const Tensor& x, Shape shape) {
   auto node = std::make_shared<ReshapeBackward>();
   node->input_shape = x.shape();
   out = autograd::attach(out, node, {x});
-  return trace::record("reshape", {x}, out,
-                       [shape](const std::vector<Tensor>& in) { return reshape(in[0], shape); });
+  return trace::record("reshape", {x}, out, [requested](const std::vector<Tensor>& in) {
+    return reshape(in[0], requested);
+  });
 }
 
 Tensor slice0(const Tensor& x, int64_t start, int64_t end) {

@@ -217,3 +217,17 @@ TEST_CASE("cost of tracing and splitting a GPT (timing, not run by default)", "[
   std::cout << "), Pipe::forward " << pipe_forward_ms << " ms\n";
   CHECK(pipe->num_stages() == 4);
 }
+
+TEST_CASE("GPT stages built from a trace run a smaller (uneven) microbatch", "[transformer][gpt]") {
+  tp::manual_seed(83);
+  tp::nn::GPT model(tp::nn::GPTConfig{
+      .vocab_size = 13, .context_length = 8, .n_layer = 2, .n_head = 2, .width = 16});
+  auto pipe = pp::pipeline(model, {token_ids(4, 8, 13)},
+                           {.split_spec = {{"blocks.1", pp::SplitPoint::Beginning}}});
+  auto stages = pp::build_stages(pipe, {tp::cpu()});
+  tp::Tensor small = token_ids(3, 8, 13);  // the last microbatch of an uneven split
+  std::vector<tp::Tensor> values = {small};
+  for (auto& s : stages) values = s->forward(0, values);
+  CHECK(values.at(0).to_vector() == model(small).to_vector());
+  for (auto& s : stages) s->clear();
+}
