@@ -86,8 +86,8 @@ void PipelineSchedule::Impl::check_stages() {
 }
 
 PipelineSchedule::PipelineSchedule(std::vector<std::shared_ptr<PipelineStage>> stages,
-                                   int n_microbatches, LossFn loss_fn,
-                                   schedules::ScheduleKind kind, ScheduleOptions options)
+                                   int n_microbatches, LossFn loss_fn, schedules::ScheduleKind kind,
+                                   ScheduleOptions options)
     : impl_(std::make_unique<Impl>()) {
   Impl& im = *impl_;
   im.stages = std::move(stages);
@@ -101,7 +101,7 @@ PipelineSchedule::PipelineSchedule(std::vector<std::shared_ptr<PipelineStage>> s
     im.stages_per_rank = 1;
   } else {
     im.stages_per_rank = im.options.stages_per_rank > 0 ? im.options.stages_per_rank
-                                                         : schedules::default_stages_per_rank(kind);
+                                                        : schedules::default_stages_per_rank(kind);
   }
   if (im.num_stages % im.stages_per_rank != 0)
     throw std::invalid_argument(name + ": " + std::to_string(im.num_stages) +
@@ -146,7 +146,8 @@ Tensor PipelineSchedule::Impl::run_step(const std::vector<Tensor>& inputs,
                                         const StepOptions& step_options, bool training) {
   std::string name(schedules::schedule_name(kind));
   if (training && !loss_fn)
-    throw std::invalid_argument(name + ".step: training needs a loss function; pass one to the "
+    throw std::invalid_argument(name +
+                                ".step: training needs a loss function; pass one to the "
                                 "schedule, or call eval() for forward only");
   if (training && !step_options.target.defined())
     throw std::invalid_argument(name + ".step: training needs a target (StepOptions::target)");
@@ -205,7 +206,8 @@ Tensor PipelineSchedule::Impl::run_step(const std::vector<Tensor>& inputs,
   if (training) finish_tied_step(local, std::move(tied));
   if (!failure.empty()) {
     abort_all(self);
-    throw PipelineError(failure + " (gradients of this step are partial: zero_grad before "
+    throw PipelineError(failure +
+                        " (gradients of this step are partial: zero_grad before "
                         "retrying)");
   }
   if (step_options.losses) {

@@ -77,14 +77,14 @@ class PipelineSchedule {
   std::unique_ptr<Impl> impl_;
 };
 
-#define TENSORPLAY_DECLARE_SCHEDULE(Name, Kind)                                                \
-  /** Runs the Kind order (see schedules/generators.h). */                                     \
-  class Name : public PipelineSchedule {                                                       \
-   public:                                                                                     \
-    Name(std::vector<std::shared_ptr<PipelineStage>> stages, int n_microbatches,               \
-         LossFn loss_fn = nullptr, ScheduleOptions options = {})                               \
-        : PipelineSchedule(std::move(stages), n_microbatches, std::move(loss_fn),              \
-                           schedules::ScheduleKind::Kind, std::move(options)) {}               \
+#define TENSORPLAY_DECLARE_SCHEDULE(Name, Kind)                                   \
+  /** Runs the Kind order (see schedules/generators.h). */                        \
+  class Name : public PipelineSchedule {                                          \
+   public:                                                                        \
+    Name(std::vector<std::shared_ptr<PipelineStage>> stages, int n_microbatches,  \
+         LossFn loss_fn = nullptr, ScheduleOptions options = {})                  \
+        : PipelineSchedule(std::move(stages), n_microbatches, std::move(loss_fn), \
+                           schedules::ScheduleKind::Kind, std::move(options)) {}  \
   };
 
 /// Runs every forward, then every backward.
@@ -103,6 +103,5 @@ TENSORPLAY_DECLARE_SCHEDULE(ScheduleZBVZeroBubble, ZBVZeroBubble)
 TENSORPLAY_DECLARE_SCHEDULE(ScheduleDualPipeV, DualPipeV)
 
 #undef TENSORPLAY_DECLARE_SCHEDULE
-
 
 }  // namespace tensorplay::pipelining

@@ -1,10 +1,11 @@
 // Stage actor behaviour. Pending work lives in the worker's ready set (not in the mailbox): every
 // message is accepted at once and the policy picks from what is ready.
+#include "actors/detail/stage_actor.h"
+
 #include <exception>
 #include <string>
 
 #include "actors/detail/caf_messages.h"
-#include "actors/detail/stage_actor.h"
 #include "actors/message_log.h"
 
 namespace tensorplay::pipelining::detail {

@@ -53,8 +53,10 @@ void StageWorker::begin_step(std::shared_ptr<StepData> step) {
   std::vector<Notification> early = std::move(early_);
   early_.clear();
   for (const Notification& n : early)
-    if (n.step == step_->step) on_notification(n);
-    else if (n.step > step_->step) early_.push_back(n);
+    if (n.step == step_->step)
+      on_notification(n);
+    else if (n.step > step_->step)
+      early_.push_back(n);
 }
 
 void StageWorker::on_notification(const Notification& n) {

@@ -17,7 +17,7 @@ struct StepData {
   uint64_t step = 0;
   bool training = true;
   std::vector<std::vector<Tensor>> microbatch_inputs;  ///< [mb][input] for stage 0
-  std::vector<Tensor> targets;                          ///< [mb] for the last stage (may be empty)
+  std::vector<Tensor> targets;                         ///< [mb] for the last stage (may be empty)
   LossFn loss_fn;
   float loss_scale = 1.0f;  ///< seed of each microbatch's loss gradient (1/n by default)
 

@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <set>
-
 #include <stdexcept>
 #include <string>
 

@@ -30,6 +30,7 @@ std::vector<std::shared_ptr<PipelineStage>> build_stages(const Pipe& pipe,
 std::vector<Tensor> parameters(const std::vector<std::shared_ptr<PipelineStage>>& stages);
 
 /// Raw pointers to `stages`, for sync_tied_gradients.
-std::vector<PipelineStage*> stage_pointers(const std::vector<std::shared_ptr<PipelineStage>>& stages);
+std::vector<PipelineStage*> stage_pointers(
+    const std::vector<std::shared_ptr<PipelineStage>>& stages);
 
 }  // namespace tensorplay::pipelining

@@ -62,7 +62,9 @@ class PipelineStage {
   /// Parameters this stage shares with other stages (tied weights): name -> every stage holding
   /// a copy. build_stage fills it from the Pipe; schedules sum the copies' gradients per step.
   const std::map<std::string, std::vector<int>>& tied_parameters() const { return tied_; }
-  void set_tied_parameters(std::map<std::string, std::vector<int>> tied) { tied_ = std::move(tied); }
+  void set_tied_parameters(std::map<std::string, std::vector<int>> tied) {
+    tied_ = std::move(tied);
+  }
   /// Microbatches whose activations are held (from forward until their backward is done).
   size_t stashed_microbatches() const { return stash_.size(); }
 

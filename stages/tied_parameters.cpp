@@ -2,7 +2,6 @@
 #include "stages/tied_parameters.h"
 
 #include <set>
-
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -89,8 +88,8 @@ std::map<std::string, std::vector<Tensor>> local_copies(const std::vector<Pipeli
     for (const auto& [name, group] : groups)
       for (int g : group)
         if (!local.count(g))
-          throw std::invalid_argument("tied gradients: parameter '" + name + "' also lives in stage " +
-                                      std::to_string(g) +
+          throw std::invalid_argument("tied gradients: parameter '" + name +
+                                      "' also lives in stage " + std::to_string(g) +
                                       ", which this process does not host; across processes the "
                                       "copies' gradients need an all-reduce");
   }

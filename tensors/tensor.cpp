@@ -91,9 +91,13 @@ Tensor Tensor::to(DType target) const {
   return tensorplay::to_dtype(*this, target);
 }
 
-Tensor Tensor::reshape(Shape new_shape) const { return tensorplay::reshape(*this, std::move(new_shape)); }
+Tensor Tensor::reshape(Shape new_shape) const {
+  return tensorplay::reshape(*this, std::move(new_shape));
+}
 
-Tensor Tensor::slice0(int64_t start, int64_t end) const { return tensorplay::slice0(*this, start, end); }
+Tensor Tensor::slice0(int64_t start, int64_t end) const {
+  return tensorplay::slice0(*this, start, end);
+}
 
 Tensor Tensor::clone() const { return tensorplay::clone(*this); }
 
@@ -145,8 +149,8 @@ Tensor empty(const Shape& shape, TensorOptions options) {
   for (int64_t s : shape)
     if (s < 0) throw std::invalid_argument("negative size in shape " + to_string(shape));
   auto impl = std::make_shared<TensorImpl>();
-  impl->storage = std::make_shared<Storage>(numel(shape) * element_size(options.dtype),
-                                            options.device);
+  impl->storage =
+      std::make_shared<Storage>(numel(shape) * element_size(options.dtype), options.device);
   impl->shape = shape;
   impl->dtype = options.dtype;
   impl->requires_grad = options.requires_grad;

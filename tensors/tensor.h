@@ -60,7 +60,8 @@ class Tensor {
 
   /// Pointer to the first element (device memory for CUDA tensors).
   void* raw_data() const;
-  /// Typed pointer to the first element; checks the dtype (float for Float32, uint16_t for BFloat16).
+  /// Typed pointer to the first element; checks the dtype (float for Float32, uint16_t for
+  /// BFloat16).
   template <typename T>
   T* data() const;
 
@@ -131,7 +132,8 @@ Tensor full(const Shape& shape, float value, TensorOptions options = {});
 Tensor zeros_like(const Tensor& like);
 Tensor empty_like(const Tensor& like);
 /// A tensor holding `values` (row-major) with `shape`.
-Tensor from_vector(const std::vector<float>& values, const Shape& shape, TensorOptions options = {});
+Tensor from_vector(const std::vector<float>& values, const Shape& shape,
+                   TensorOptions options = {});
 /// A scalar (shape []).
 Tensor scalar_tensor(float value, TensorOptions options = {});
 /// 0, 1, ..., n-1 as float32.

@@ -3,9 +3,9 @@
 #pragma once
 
 #include "tensors/autograd/engine.h"
+#include "tensors/autograd/grad_mode.h"
 #include "tensors/cuda_memory.h"
 #include "tensors/device_info.h"
-#include "tensors/autograd/grad_mode.h"
 #include "tensors/nn/activation.h"
 #include "tensors/nn/attention.h"
 #include "tensors/nn/dropout.h"
@@ -14,8 +14,8 @@
 #include "tensors/nn/gpt.h"
 #include "tensors/nn/layer_norm.h"
 #include "tensors/nn/linear.h"
-#include "tensors/nn/module.h"
 #include "tensors/nn/mlp.h"
+#include "tensors/nn/module.h"
 #include "tensors/nn/module_list.h"
 #include "tensors/nn/sequential.h"
 #include "tensors/nn/serialize.h"

@@ -3,7 +3,6 @@
 #pragma once
 
 #include <caf/all.hpp>
-
 #include <memory>
 #include <vector>
 

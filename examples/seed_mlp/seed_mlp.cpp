@@ -2,8 +2,8 @@
 // stages at `layer1`, trained with Schedule1F1B over 4 microbatches on a fixed synthetic
 // regression task, on the embedded single-process runtime. Prints the loss as it falls.
 #include <cstdio>
-#include <iostream>
 #include <cstdlib>
+#include <iostream>
 #include <string>
 
 #include "actors/schedule.h"

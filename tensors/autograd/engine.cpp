@@ -70,8 +70,8 @@ Tensor add_grads(const Tensor& a, const Tensor& b) {
   int64_t n = a.numel();
   int64_t stride = 1;
   backend_for(a.device())
-      .binary(BinaryOp::Add, a.data<float>(), &stride, b.data<float>(), &stride,
-              out.data<float>(), &n, 1);
+      .binary(BinaryOp::Add, a.data<float>(), &stride, b.data<float>(), &stride, out.data<float>(),
+              &n, 1);
   return out;
 }
 
@@ -180,8 +180,10 @@ std::vector<std::pair<Edge, Tensor>> root_seeds(const std::vector<Tensor>& roots
     Tensor g;
     if (grads.empty() || !grads[i].defined()) {
       if (r.numel() != 1)
-        throw std::invalid_argument("backward: gradient can be implicit only for scalar outputs; "
-                                    "got shape " + to_string(r.shape()) + ", pass its gradient");
+        throw std::invalid_argument(
+            "backward: gradient can be implicit only for scalar outputs; "
+            "got shape " +
+            to_string(r.shape()) + ", pass its gradient");
       g = ones(r.shape(), {.device = r.device()});
     } else {
       g = grads[i];
@@ -190,8 +192,10 @@ std::vector<std::pair<Edge, Tensor>> root_seeds(const std::vector<Tensor>& roots
                                     " does not match output shape " + to_string(r.shape()));
     }
     Edge e;
-    if (r.grad_fn()) e.node = r.grad_fn();
-    else e.leaf = r.impl_ptr();
+    if (r.grad_fn())
+      e.node = r.grad_fn();
+    else
+      e.leaf = r.impl_ptr();
     seeds.emplace_back(std::move(e), std::move(g));
   }
   return seeds;
@@ -201,8 +205,9 @@ std::vector<std::pair<Edge, Tensor>> root_seeds(const std::vector<Tensor>& roots
 
 void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads,
               bool retain_graph) {
-  execute(root_seeds(roots, grads), [](Node*, size_t) { return true; }, nullptr,
-          [retain_graph](Node*) { return !retain_graph; });
+  execute(
+      root_seeds(roots, grads), [](Node*, size_t) { return true; }, nullptr,
+      [retain_graph](Node*) { return !retain_graph; });
 }
 
 WeightGradStash backward_input(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads,
@@ -279,8 +284,8 @@ void backward_weight(WeightGradStash&& stash) {
     entry.node->release();
   }
   stash.entries().clear();
-  execute(std::move(seeds), [](Node*, size_t) { return true; }, nullptr,
-          [](Node*) { return true; });
+  execute(
+      std::move(seeds), [](Node*, size_t) { return true; }, nullptr, [](Node*) { return true; });
 }
 
 }  // namespace tensorplay::autograd

@@ -10,15 +10,24 @@ namespace {
 
 const char* unary_name(UnaryOp op) {
   switch (op) {
-    case UnaryOp::Relu: return "relu";
-    case UnaryOp::Gelu: return "gelu";
-    case UnaryOp::Tanh: return "tanh";
-    case UnaryOp::Exp: return "exp";
-    case UnaryOp::Log: return "log";
-    case UnaryOp::Neg: return "neg";
-    case UnaryOp::Sqrt: return "sqrt";
-    case UnaryOp::Square: return "square";
-    case UnaryOp::Sigmoid: return "sigmoid";
+    case UnaryOp::Relu:
+      return "relu";
+    case UnaryOp::Gelu:
+      return "gelu";
+    case UnaryOp::Tanh:
+      return "tanh";
+    case UnaryOp::Exp:
+      return "exp";
+    case UnaryOp::Log:
+      return "log";
+    case UnaryOp::Neg:
+      return "neg";
+    case UnaryOp::Sqrt:
+      return "sqrt";
+    case UnaryOp::Square:
+      return "square";
+    case UnaryOp::Sigmoid:
+      return "sigmoid";
   }
   return "unary";
 }

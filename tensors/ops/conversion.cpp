@@ -45,8 +45,9 @@ Tensor to_device(const Tensor& x, Device device) {
   if (x.device() == device) return x;
   Tensor out = copy_to_device(x, device);
   out = autograd::attach(out, std::make_shared<ToDeviceBackward>(x.device()), {x});
-  return trace::record("to_device", {x}, out,
-                       [device](const std::vector<Tensor>& in) { return to_device(in[0], device); });
+  return trace::record("to_device", {x}, out, [device](const std::vector<Tensor>& in) {
+    return to_device(in[0], device);
+  });
 }
 
 Tensor to_dtype(const Tensor& x, DType dtype) {

@@ -17,10 +17,14 @@ struct BinaryBackward : autograd::Node {
   Shape a_shape, b_shape;
   const char* name() const override {
     switch (op) {
-      case BinaryOp::Add: return "AddBackward";
-      case BinaryOp::Sub: return "SubBackward";
-      case BinaryOp::Mul: return "MulBackward";
-      case BinaryOp::Div: return "DivBackward";
+      case BinaryOp::Add:
+        return "AddBackward";
+      case BinaryOp::Sub:
+        return "SubBackward";
+      case BinaryOp::Mul:
+        return "MulBackward";
+      case BinaryOp::Div:
+        return "DivBackward";
     }
     return "BinaryBackward";
   }
@@ -43,11 +47,11 @@ struct BinaryBackward : autograd::Node {
         if (needed[0]) out[0] = sum_to(binary_kernel(BinaryOp::Div, g, b, "div"), a_shape);
         if (needed[1]) {
           // d(a/b)/db = -a / b^2
-          Tensor ab2 = binary_kernel(BinaryOp::Div, binary_kernel(BinaryOp::Div, a, b, "div"), b,
-                                     "div");
-          out[1] = sum_to(detail::affine_kernel(binary_kernel(BinaryOp::Mul, g, ab2, "mul"),
-                                                -1.0f, 0.0f),
-                          b_shape);
+          Tensor ab2 =
+              binary_kernel(BinaryOp::Div, binary_kernel(BinaryOp::Div, a, b, "div"), b, "div");
+          out[1] = sum_to(
+              detail::affine_kernel(binary_kernel(BinaryOp::Mul, g, ab2, "mul"), -1.0f, 0.0f),
+              b_shape);
         }
         break;
     }

@@ -25,8 +25,8 @@ MatmulPlan plan_matmul(const Tensor& a, const Tensor& b) {
   p.k = a.shape().back();
   p.n = b.shape().back();
   if (b.shape()[b.dim() - 2] != p.k)
-    throw std::invalid_argument("matmul: inner dimensions differ: " + to_string(a.shape()) +
-                                " x " + to_string(b.shape()));
+    throw std::invalid_argument("matmul: inner dimensions differ: " + to_string(a.shape()) + " x " +
+                                to_string(b.shape()));
   if (b.dim() == 2) {
     p.m = a.numel() / std::max<int64_t>(p.k, 1);
     if (p.k == 0) p.m = numel_range(a.shape(), 0, a.dim() - 1);
@@ -34,10 +34,9 @@ MatmulPlan plan_matmul(const Tensor& a, const Tensor& b) {
     p.out_shape.back() = p.n;
     return p;
   }
-  if (a.dim() != b.dim() ||
-      !std::equal(a.shape().begin(), a.shape().end() - 2, b.shape().begin()))
-    throw std::invalid_argument("matmul: batch dimensions differ: " + to_string(a.shape()) +
-                                " x " + to_string(b.shape()));
+  if (a.dim() != b.dim() || !std::equal(a.shape().begin(), a.shape().end() - 2, b.shape().begin()))
+    throw std::invalid_argument("matmul: batch dimensions differ: " + to_string(a.shape()) + " x " +
+                                to_string(b.shape()));
   p.b_batched = true;
   p.m = a.shape()[a.dim() - 2];
   p.batch = numel_range(a.shape(), 0, a.dim() - 2);
@@ -157,11 +156,10 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   detail::check_float32("linear", x);
   detail::check_float32("linear", weight);
   if (weight.dim() != 2 || x.dim() < 1 || x.shape().back() != weight.shape()[1])
-    throw std::invalid_argument("linear: input of shape " + to_string(x.shape()) +
-                                " does not match weight of shape " + to_string(weight.shape()) +
-                                " (expected input [..., " +
-                                (weight.dim() == 2 ? std::to_string(weight.shape()[1]) : "?") +
-                                "])");
+    throw std::invalid_argument(
+        "linear: input of shape " + to_string(x.shape()) + " does not match weight of shape " +
+        to_string(weight.shape()) + " (expected input [..., " +
+        (weight.dim() == 2 ? std::to_string(weight.shape()[1]) : "?") + "])");
   int64_t in = weight.shape()[1], out_features = weight.shape()[0];
   int64_t rows = in == 0 ? numel_range(x.shape(), 0, x.dim() - 1) : x.numel() / in;
   Shape out_shape = x.shape();

@@ -17,9 +17,12 @@ Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) 
                                 " differs from target shape " + to_string(target.shape()));
   Tensor sq = square(input - target.detach());
   switch (reduction) {
-    case Reduction::Mean: return mean(sq);
-    case Reduction::Sum: return sum(sq);
-    case Reduction::None: return sq;
+    case Reduction::Mean:
+      return mean(sq);
+    case Reduction::Sum:
+      return sum(sq);
+    case Reduction::None:
+      return sq;
   }
   return sq;
 }

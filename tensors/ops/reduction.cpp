@@ -62,7 +62,9 @@ Tensor reduce(const Tensor& x, int64_t dim, bool keepdim, bool all, bool is_mean
 }  // namespace
 
 Tensor sum(const Tensor& x) { return reduce(x, 0, false, true, false); }
-Tensor sum(const Tensor& x, int64_t dim, bool keepdim) { return reduce(x, dim, keepdim, false, false); }
+Tensor sum(const Tensor& x, int64_t dim, bool keepdim) {
+  return reduce(x, dim, keepdim, false, false);
+}
 Tensor mean(const Tensor& x) { return reduce(x, 0, false, true, true); }
 Tensor mean(const Tensor& x, int64_t dim, bool keepdim) {
   return reduce(x, dim, keepdim, false, true);

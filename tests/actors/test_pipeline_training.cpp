@@ -2,7 +2,6 @@
 // trained by each schedule on the stage actors, gives the losses and gradients of the unsplit
 // model with the same microbatch accumulation (tied weights included), step after step.
 #include <catch2/catch.hpp>
-
 #include <cmath>
 #include <map>
 
@@ -127,8 +126,7 @@ struct SkipNetImpl : tp::nn::Module {
 TENSORPLAY_MODULE(SkipNet);
 }  // namespace
 
-TEST_CASE("a pipe_split model with a skip connection trains like the unsplit model",
-          "[pipeline]") {
+TEST_CASE("a pipe_split model with a skip connection trains like the unsplit model", "[pipeline]") {
   for (auto kind : {sc::ScheduleKind::GPipe, sc::ScheduleKind::InterleavedZeroBubble,
                     sc::ScheduleKind::DualPipeV}) {
     DYNAMIC_SECTION(sc::schedule_name(kind)) {
@@ -142,8 +140,7 @@ TEST_CASE("a pipe_split model with a skip connection trains like the unsplit mod
       tp::Tensor x = tp::randn({8, 8}), y = tp::randn({8, 8});
       schedule.step({x}, {.target = y});
       for (int mb = 0; mb < 4; ++mb)
-        (tp::nn::mse_loss(twin(x.slice0(2 * mb, 2 * mb + 2)), y.slice0(2 * mb, 2 * mb + 2)) *
-         0.25f)
+        (tp::nn::mse_loss(twin(x.slice0(2 * mb, 2 * mb + 2)), y.slice0(2 * mb, 2 * mb + 2)) * 0.25f)
             .backward();
       for (const auto& s : stages)
         for (const auto& [name, p] : s->module().named_parameters()) {

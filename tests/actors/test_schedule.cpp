@@ -1,7 +1,6 @@
 // Tests for schedule.h: every schedule's losses and gradients equal those of the unpipelined model
 // with the same microbatch accumulation, over several optimizer steps; and bad input errors.
 #include <catch2/catch.hpp>
-
 #include <cmath>
 
 #include "actors/schedule.h"
@@ -30,9 +29,9 @@ struct Setup {
     for (int i = 0; i < num_stages; ++i) {
       auto copy = make_block();
       for (auto& [name, p] : reference[i]->named_parameters()) copy->find_tensor(name).copy_(p);
-      stages.push_back(std::make_shared<pp::PipelineStage>(copy, i, num_stages, tp::cpu(),
-                                                           std::vector<tp::Tensor>{
-                                                               tp::zeros({microbatch_size, kDim})}));
+      stages.push_back(std::make_shared<pp::PipelineStage>(
+          copy, i, num_stages, tp::cpu(),
+          std::vector<tp::Tensor>{tp::zeros({microbatch_size, kDim})}));
     }
   }
 
@@ -66,9 +65,8 @@ void check_close(const std::vector<float>& got, const std::vector<float>& want, 
   }
 }
 
-std::unique_ptr<pp::PipelineSchedule> make_schedule(sc::ScheduleKind kind,
-                                                    std::vector<std::shared_ptr<pp::PipelineStage>> stages,
-                                                    int n) {
+std::unique_ptr<pp::PipelineSchedule> make_schedule(
+    sc::ScheduleKind kind, std::vector<std::shared_ptr<pp::PipelineStage>> stages, int n) {
   return std::make_unique<pp::PipelineSchedule>(std::move(stages), n, tp::nn::mse_loss, kind);
 }
 

@@ -75,9 +75,8 @@ TEST_CASE("an SGD step over the stages' parameters equals one on the model", "[b
   CHECK(pp::parameters(stages).size() == model.parameters().size() + 1);
   auto values = pipe.flatten_inputs({x, y}, {});
   for (auto& s : stages) values = s->forward(0, values);
-  stages.back()->compute_loss(0, target, [](const tp::Tensor& o, const tp::Tensor& t) {
-    return tp::nn::mse_loss(o, t);
-  });
+  stages.back()->compute_loss(
+      0, target, [](const tp::Tensor& o, const tp::Tensor& t) { return tp::nn::mse_loss(o, t); });
   std::vector<tp::Tensor> grads;
   for (int s = 3; s >= 0; --s) grads = stages[s]->backward(0, grads);
   pp::sync_tied_gradients(pp::stage_pointers(stages), pipe);

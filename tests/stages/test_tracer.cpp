@@ -131,8 +131,7 @@ TEST_CASE("crossing counts measure each boundary's width", "[tracer]") {
   CHECK(g.parameter_numel() == 2 * 16 + 2 * (16 + 4));
 }
 
-TEST_CASE("a tensor with history from an op that did not report itself is an error",
-          "[tracer]") {
+TEST_CASE("a tensor with history from an op that did not report itself is an error", "[tracer]") {
   tp::manual_seed(26);
   // Hides one op from the recorder, as an op that forgot trace::record would.
   struct Hidden : tp::nn::Module {
@@ -146,7 +145,7 @@ TEST_CASE("a tensor with history from an op that did not report itself is an err
     }
     tp::nn::Linear lin{nullptr};
   } model;
-  CHECK_THROWS_WITH(pp::trace(model, {tp::randn({2, 4})}),
-                    Catch::Contains("'linear' in module 'lin'") &&
-                        Catch::Contains("did not report itself"));
+  CHECK_THROWS_WITH(
+      pp::trace(model, {tp::randn({2, 4})}),
+      Catch::Contains("'linear' in module 'lin'") && Catch::Contains("did not report itself"));
 }

@@ -1,6 +1,5 @@
 // Tests for local_channel.h: zero-copy hand-over, timeouts, double sends.
 #include <catch2/catch.hpp>
-
 #include <thread>
 
 #include "tensors/tensors.h"
