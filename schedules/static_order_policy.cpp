@@ -8,7 +8,8 @@
 namespace tensorplay::schedules {
 namespace {
 
-class StaticOrderPolicy final : public SchedulePolicy {
+// Aligned so that the vtable pointer and the cursor share one cache line.
+class alignas(64) StaticOrderPolicy final : public SchedulePolicy {
  public:
   explicit StaticOrderPolicy(RankOrder order) {
     order_.reserve(order.size());
@@ -27,6 +28,7 @@ class StaticOrderPolicy final : public SchedulePolicy {
         composites_.push_back(std::move(action));
       }
     }
+    total_ = order_.size();
   }
 
   std::optional<Action> next(const ReadySet& ready) override {
@@ -40,7 +42,7 @@ class StaticOrderPolicy final : public SchedulePolicy {
   }
 
   NextResult next_simple(const ReadySet& ready, SimpleAction& out, Action& composite) override {
-    if (next_ >= order_.size()) return NextResult::kWait;
+    if (next_ >= total_) return NextResult::kWait;
     if (next_ - window_start_ >= window_size_) refill_window();
     const Entry entry = window_[next_ - window_start_];
     if (entry.microbatch < 0) {
@@ -125,6 +127,7 @@ class StaticOrderPolicy final : public SchedulePolicy {
   std::size_t completed_ = 0;
   std::size_t window_start_ = 0;
   std::size_t window_size_ = 0;
+  std::size_t total_ = 0;  // order_.size()
   Entry window_[kWindow] = {};
   std::vector<Entry> order_;
   std::vector<Action> composites_;
