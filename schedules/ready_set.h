@@ -106,13 +106,14 @@ class ReadySet {
   [[gnu::cold, gnu::noinline]] void throw_out_of_range(int stage, int microbatch) const;
   void check(int stage, int microbatch) const;
 
+  // The stages touched so far: a few inline (the common case), the rest in more_slots_. The
+  // counts come first, so a rank with one stage uses only the first lines of the object.
+  static constexpr int kInlineSlots = 4;
   int num_stages_;
   int num_microbatches_;
-  // The stages touched so far: a few inline (the common case), the rest in more_slots_.
-  static constexpr int kInlineSlots = 4;
-  Slot inline_slots_[kInlineSlots];
   int num_inline_slots_ = 0;
   std::vector<Slot> more_slots_;
+  Slot inline_slots_[kInlineSlots];
 };
 
 // -- inline hot paths (the simulator calls these once per event) --------------------------------

@@ -63,10 +63,9 @@ class EventQueue {
 // Everything the event loop touches for one rank, kept together in a few adjacent cache lines.
 struct alignas(64) RankState {
   RankState(SchedulePolicy* p, int num_stages, int num_microbatches)
-      : policy(p), ready(num_stages, num_microbatches), eager(p->is_static_order()) {}
+      : policy(p), eager(p->is_static_order()), ready(num_stages, num_microbatches) {}
 
   SchedulePolicy* policy;
-  ReadySet ready;
   bool eager;  // the policy may be asked at once (static order): no need to wait for the instant
   bool busy = false;
   bool dirty = false;
@@ -78,6 +77,7 @@ struct alignas(64) RankState {
   double last_end = 0.0;
   SimpleAction running;    // the running action, unless `composite`
   bool composite = false;  // the running action has sub-actions: it is in composites_[rank]
+  ReadySet ready;          // last: a rank with few stages touches only its first lines
 };
 
 // The kind tests of action.h, inline: the event loop asks them for every action.
@@ -141,10 +141,13 @@ class Simulation {
       while (!events_.empty() && events_.next_time() == now) {
         events_.pop_bucket(bucket);
         for (std::size_t i = 0; i < bucket.size(); ++i) {
-          // Two-stage prefetch: a rank's state far ahead, then (once that is in cache) the peer
-          // its finishing action will hand its output to.
+          // Three-stage prefetch: a rank's state far ahead, then (once that is in cache) the
+          // state of the peer its finishing action will hand its output to, then the peer's flags.
+          if (i + 3 * kPrefetchDistance < bucket.size()) {
+            prefetch(bucket[i + 3 * kPrefetchDistance].rank);
+          }
           if (i + 2 * kPrefetchDistance < bucket.size()) {
-            prefetch(bucket[i + 2 * kPrefetchDistance].rank);
+            prefetch_peer_state(bucket[i + 2 * kPrefetchDistance]);
           }
           if (i + kPrefetchDistance < bucket.size()) {
             prefetch_peer(bucket[i + kPrefetchDistance]);
@@ -167,10 +170,29 @@ class Simulation {
   static constexpr int kComputeKinds = 4;
   void prefetch(int rank) const {
     const char* state = reinterpret_cast<const char*>(&states_[rank]);
-    for (std::size_t line = 0; line < sizeof(RankState); line += 64) {
+    // The leading lines only: the scalars and the first ReadySet slots (the rest is rarely used).
+    for (std::size_t line = 0; line < std::min<std::size_t>(sizeof(RankState), 192); line += 64) {
       __builtin_prefetch(state + line);
     }
     __builtin_prefetch(states_[rank].policy);
+  }
+
+  // The rank that `event`'s finishing action hands its output to, or -1.
+  int peer_of(const Event& event) const {
+    if (event.kind != EventKind::ComputeDone) return -1;
+    const RankState& state = states_[event.rank];
+    if (state.composite) return -1;
+    const SimpleAction& action = state.running;
+    if (action.kind == ActionKind::Forward && action.stage + 1 < num_stages_) {
+      return stage_to_rank_[action.stage + 1];
+    }
+    if (input_backward(action.kind) && action.stage > 0) return stage_to_rank_[action.stage - 1];
+    return -1;
+  }
+
+  void prefetch_peer_state(const Event& event) const {
+    const int peer = peer_of(event);
+    if (peer >= 0) prefetch(peer);
   }
 
   void prefetch_peer(const Event& event) const {
