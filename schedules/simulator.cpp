@@ -174,7 +174,8 @@ class Simulation {
     for (std::size_t line = 0; line < std::min<std::size_t>(sizeof(RankState), 192); line += 64) {
       __builtin_prefetch(state + line);
     }
-    __builtin_prefetch(states_[rank].policy);
+    // From the dense pointer array: reading it from the state would wait for that state's line.
+    __builtin_prefetch(policies_[rank]);
   }
 
   // The rank that `event`'s finishing action hands its output to, or -1.
