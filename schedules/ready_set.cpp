@@ -35,54 +35,19 @@ void ReadySet::Slot::grow(uint32_t needed) {
   capacity = bigger;
 }
 
-void ReadySet::Slot::set(int microbatch, uint8_t bits) {
-  if (microbatch < base) return;  // retired: every flag is already set
-  uint32_t distance = static_cast<uint32_t>(microbatch - base);
-  if (distance >= capacity) grow(distance + 1);
-  uint8_t* r = ring();
-  r[(head + distance) & (capacity - 1)] |= bits;
-  // Retire the oldest microbatches once their F, I and W are all done.
-  while ((r[head] & kComputeDone) == kComputeDone) {
-    r[head] = 0;
-    head = (head + 1) & (capacity - 1);
-    ++base;
-  }
-}
-
-void ReadySet::set_flags(int stage, int microbatch, uint8_t bits) {
-  check(stage, microbatch);
-  Slot* slot = const_cast<Slot*>(find(stage));
-  if (slot == nullptr) {
-    if (num_inline_slots_ < kInlineSlots) {
-      slot = &inline_slots_[num_inline_slots_++];
-    } else {
-      slot = &more_slots_.emplace_back();
-    }
-    slot->stage = stage;
-  }
-  slot->set(microbatch, bits);
+ReadySet::Slot* ReadySet::add_slot(int stage) {
+  Slot* slot = num_inline_slots_ < kInlineSlots ? &inline_slots_[num_inline_slots_++]
+                                                : &more_slots_.emplace_back();
+  slot->stage = stage;
+  return slot;
 }
 
 void ReadySet::completed(const Action& action) {
-  switch (action.kind) {
-    case ActionKind::OverlapFB:
-      for (const Action& sub : action.sub_actions) completed(sub);
-      return;
-    case ActionKind::Forward:
-      set_flags(action.stage, action.microbatch, kForwardDone);
-      return;
-    case ActionKind::BackwardInput:
-    case ActionKind::FullBackward:
-      set_flags(action.stage, action.microbatch,
-                action.kind == ActionKind::FullBackward ? kInputGradDone | kWeightGradDone
-                                                        : kInputGradDone);
-      return;
-    case ActionKind::BackwardWeight:
-      set_flags(action.stage, action.microbatch, kWeightGradDone);
-      return;
-    default:
-      return;  // communication changes nothing here: arrivals are reported explicitly
+  if (action.kind == ActionKind::OverlapFB) {
+    for (const Action& sub : action.sub_actions) completed(sub);
+    return;
   }
+  completed(action.stage, action.kind, action.microbatch);
 }
 
 bool ReadySet::is_completed(const Action& action) const {

@@ -35,6 +35,10 @@ class ReadySet {
   /// F: input present; I/B: F completed and gradient present; W: I completed;
   /// OverlapFB: both sub-actions ready. Communication actions are always ready.
   bool ready(const Action& action) const;
+  /// ready() for an action of `kind` without sub-actions (no Action needed).
+  bool ready(int stage, ActionKind kind, int microbatch) const;
+  /// completed() for an action of `kind` without sub-actions (no Action needed).
+  void completed(int stage, ActionKind kind, int microbatch);
   /// Why `action` is not ready, e.g. "1B3: gradient not arrived" (for wait and timeout errors).
   std::string why_not_ready(const Action& action) const;
   /// Performance hint: (stage, microbatch) will be touched soon (fetches its flags into cache).
@@ -91,22 +95,25 @@ class ReadySet {
     const uint8_t* ring() const { return heap_ring.empty() ? inline_ring : heap_ring.data(); }
     uint8_t get(int microbatch) const;
     void set(int microbatch, uint8_t bits);
-    void grow(uint32_t needed);
+    [[gnu::noinline]] void grow(uint32_t needed);
   };
 
   uint8_t flags(int stage, int microbatch) const;
+  uint8_t flags_unchecked(int stage, int microbatch) const;
   void set_flags(int stage, int microbatch, uint8_t bits);
+  [[gnu::noinline]] Slot* add_slot(int stage);
   const Slot* find(int stage) const;
   [[gnu::cold, gnu::noinline]] void throw_out_of_range(int stage, int microbatch) const;
   void check(int stage, int microbatch) const;
 
+  // The stages touched so far: a few inline (the common case), the rest in more_slots_. The
+  // counts come first, so a rank with one stage uses only the first lines of the object.
+  static constexpr int kInlineSlots = 4;
   int num_stages_;
   int num_microbatches_;
-  // The stages touched so far: a few inline (the common case), the rest in more_slots_.
-  static constexpr int kInlineSlots = 4;
-  Slot inline_slots_[kInlineSlots];
   int num_inline_slots_ = 0;
   std::vector<Slot> more_slots_;
+  Slot inline_slots_[kInlineSlots];
 };
 
 // -- inline hot paths (the simulator calls these once per event) --------------------------------
@@ -133,10 +140,56 @@ inline uint8_t ReadySet::Slot::get(int microbatch) const {
   return distance >= capacity ? 0 : ring()[(head + distance) & (capacity - 1)];
 }
 
-inline uint8_t ReadySet::flags(int stage, int microbatch) const {
-  check(stage, microbatch);
+inline uint8_t ReadySet::flags_unchecked(int stage, int microbatch) const {
   const Slot* slot = find(stage);
   return slot == nullptr ? 0 : slot->get(microbatch);
+}
+
+inline uint8_t ReadySet::flags(int stage, int microbatch) const {
+  check(stage, microbatch);
+  return flags_unchecked(stage, microbatch);
+}
+
+inline void ReadySet::Slot::set(int microbatch, uint8_t bits) {
+  if (microbatch < base) return;  // retired: every flag is already set
+  uint32_t distance = static_cast<uint32_t>(microbatch - base);
+  if (distance >= capacity) grow(distance + 1);
+  uint8_t* r = ring();
+  r[(head + distance) & (capacity - 1)] |= bits;
+  // Retire the oldest microbatches once their F, I and W are all done. The oldest is never
+  // complete between calls, so only a change to it can start a retirement.
+  if (distance != 0) return;
+  while ((r[head] & kComputeDone) == kComputeDone) {
+    r[head] = 0;
+    head = (head + 1) & (capacity - 1);
+    ++base;
+  }
+}
+
+inline void ReadySet::set_flags(int stage, int microbatch, uint8_t bits) {
+  check(stage, microbatch);
+  Slot* slot = const_cast<Slot*>(find(stage));
+  if (slot == nullptr) slot = add_slot(stage);
+  slot->set(microbatch, bits);
+}
+
+inline void ReadySet::completed(int stage, ActionKind kind, int microbatch) {
+  switch (kind) {
+    case ActionKind::Forward:
+      set_flags(stage, microbatch, kForwardDone);
+      return;
+    case ActionKind::BackwardInput:
+      set_flags(stage, microbatch, kInputGradDone);
+      return;
+    case ActionKind::FullBackward:
+      set_flags(stage, microbatch, kInputGradDone | kWeightGradDone);
+      return;
+    case ActionKind::BackwardWeight:
+      set_flags(stage, microbatch, kWeightGradDone);
+      return;
+    default:
+      return;  // communication changes nothing here: arrivals are reported explicitly
+  }
 }
 
 inline void ReadySet::input_arrived(int stage, int microbatch) {
@@ -160,23 +213,37 @@ inline bool ReadySet::has_grad(int stage, int microbatch) const {
   return (f & kGrad) || (flags(stage + 1, microbatch) & kInputGradDone);
 }
 
-inline bool ReadySet::ready(const Action& action) const {
-  switch (action.kind) {
-    case ActionKind::OverlapFB:
-      return !action.sub_actions.empty() &&
-             std::all_of(action.sub_actions.begin(), action.sub_actions.end(),
-                         [&](const Action& sub) { return ready(sub); });
+inline bool ReadySet::ready(int stage, ActionKind kind, int microbatch) const {
+  switch (kind) {
     case ActionKind::Forward:
-      return has_input(action.stage, action.microbatch);
+      check(stage, microbatch);
+      return stage == 0 || (flags_unchecked(stage, microbatch) & kInput) ||
+             (flags_unchecked(stage - 1, microbatch) & kForwardDone);
     case ActionKind::BackwardInput:
-    case ActionKind::FullBackward:
-      return (flags(action.stage, action.microbatch) & kForwardDone) &&
-             has_grad(action.stage, action.microbatch);
+    case ActionKind::FullBackward: {
+      check(stage, microbatch);
+      const uint8_t f = flags_unchecked(stage, microbatch);
+      if (!(f & kForwardDone)) return false;
+      // has_grad(): the last stage's gradient comes from its own loss (its F is done here).
+      if ((f & kGrad) || stage == num_stages_ - 1) return true;
+      return flags_unchecked(stage + 1, microbatch) & kInputGradDone;
+    }
     case ActionKind::BackwardWeight:
-      return flags(action.stage, action.microbatch) & kInputGradDone;
+      return flags(stage, microbatch) & kInputGradDone;
+    case ActionKind::OverlapFB:
+      return false;  // no sub-actions
     default:
       return true;
   }
+}
+
+inline bool ReadySet::ready(const Action& action) const {
+  if (action.kind == ActionKind::OverlapFB) {
+    return !action.sub_actions.empty() &&
+           std::all_of(action.sub_actions.begin(), action.sub_actions.end(),
+                       [&](const Action& sub) { return ready(sub); });
+  }
+  return ready(action.stage, action.kind, action.microbatch);
 }
 
 }  // namespace tensorplay::schedules

@@ -63,10 +63,9 @@ class EventQueue {
 // Everything the event loop touches for one rank, kept together in a few adjacent cache lines.
 struct alignas(64) RankState {
   RankState(SchedulePolicy* p, int num_stages, int num_microbatches)
-      : policy(p), ready(num_stages, num_microbatches), eager(p->is_static_order()) {}
+      : policy(p), eager(p->is_static_order()), ready(num_stages, num_microbatches) {}
 
   SchedulePolicy* policy;
-  ReadySet ready;
   bool eager;  // the policy may be asked at once (static order): no need to wait for the instant
   bool busy = false;
   bool dirty = false;
@@ -76,8 +75,18 @@ struct alignas(64) RankState {
   double busy_time = 0.0;
   double first_start = -1.0;
   double last_end = 0.0;
-  Action running;
+  SimpleAction running;    // the running action, unless `composite`
+  bool composite = false;  // the running action has sub-actions: it is in composites_[rank]
+  ReadySet ready;          // last: a rank with few stages touches only its first lines
 };
+
+// The kind tests of action.h, inline: the event loop asks them for every action.
+constexpr bool input_backward(ActionKind kind) {
+  return kind == ActionKind::BackwardInput || kind == ActionKind::FullBackward;
+}
+constexpr bool frees(ActionKind kind) {
+  return kind == ActionKind::BackwardWeight || kind == ActionKind::FullBackward;
+}
 
 class Simulation {
  public:
@@ -101,6 +110,17 @@ class Simulation {
       }
     }
     costs_.check(num_stages_);
+    durations_.resize(static_cast<std::size_t>(num_stages_) * kComputeKinds);
+    transfer_.resize(static_cast<std::size_t>(num_stages_));
+    for (int stage = 0; stage < num_stages_; ++stage) {
+      for (int kind = 0; kind < kComputeKinds; ++kind) {
+        durations_[stage * kComputeKinds + kind] =
+            costs_.duration(Action{stage, static_cast<ActionKind>(kind), 0, {}});
+      }
+      // The last stage sends nothing forward; its entry is never read.
+      transfer_[stage] = stage + 1 < num_stages_ ? costs_.transfer_time(stage) : 0.0;
+    }
+    composites_.resize(policies.size());
     states_.reserve(ranks);
     for (int rank = 0; rank < ranks; ++rank) {
       if (policies[rank] == nullptr) throw std::invalid_argument("null policy for a rank");
@@ -121,12 +141,18 @@ class Simulation {
       while (!events_.empty() && events_.next_time() == now) {
         events_.pop_bucket(bucket);
         for (std::size_t i = 0; i < bucket.size(); ++i) {
-          // Two-stage prefetch: a rank's state far ahead, then (once that is in cache) the peer
-          // its finishing action will hand its output to.
-          if (i + 2 * kPrefetchDistance < bucket.size()) {
-            prefetch(bucket[i + 2 * kPrefetchDistance].rank);
+          // Three-stage prefetch: a rank's state far ahead, then (once that is in cache) the
+          // state of the peer its finishing action will hand its output to, then the peer's flags.
+          if (i + 3 * kPrefetchDistance < bucket.size()) {
+            prefetch(bucket[i + 3 * kPrefetchDistance].rank);
           }
-          if (i + kPrefetchDistance < bucket.size()) prefetch_peer(bucket[i + kPrefetchDistance]);
+          if (i + 2 * kPrefetchDistance < bucket.size()) {
+            prefetch_peer_state(bucket[i + 2 * kPrefetchDistance]);
+          }
+          if (i + kPrefetchDistance < bucket.size()) {
+            prefetch_peer(bucket[i + kPrefetchDistance]);
+            states_[bucket[i + kPrefetchDistance].rank].policy->prefetch_next();
+          }
           handle(bucket[i], now);
         }
       }
@@ -140,22 +166,46 @@ class Simulation {
   // Thousands of ranks touched in turn do not fit the caches: fetch a rank's state a few events
   // ahead of its use.
   static constexpr std::size_t kPrefetchDistance = 8;
+  // F, I, W and B: the kinds with a duration table.
+  static constexpr int kComputeKinds = 4;
   void prefetch(int rank) const {
     const char* state = reinterpret_cast<const char*>(&states_[rank]);
-    for (std::size_t line = 0; line < sizeof(RankState); line += 64) {
+    // The leading lines only: the scalars and the first ReadySet slots (the rest is rarely used).
+    for (std::size_t line = 0; line < std::min<std::size_t>(sizeof(RankState), 192); line += 64) {
       __builtin_prefetch(state + line);
     }
-    __builtin_prefetch(states_[rank].policy);
+    // From the dense pointer array: reading it from the state would wait for that state's line.
+    __builtin_prefetch(policies_[rank]);
+  }
+
+  // The rank that `event`'s finishing action hands its output to, or -1.
+  int peer_of(const Event& event) const {
+    if (event.kind != EventKind::ComputeDone) return -1;
+    const RankState& state = states_[event.rank];
+    if (state.composite) return -1;
+    const SimpleAction& action = state.running;
+    if (action.kind == ActionKind::Forward && action.stage + 1 < num_stages_) {
+      return stage_to_rank_[action.stage + 1];
+    }
+    if (input_backward(action.kind) && action.stage > 0) return stage_to_rank_[action.stage - 1];
+    return -1;
+  }
+
+  void prefetch_peer_state(const Event& event) const {
+    const int peer = peer_of(event);
+    if (peer >= 0) prefetch(peer);
   }
 
   void prefetch_peer(const Event& event) const {
     if (event.kind != EventKind::ComputeDone) return;
-    const Action& action = states_[event.rank].running;
+    const RankState& state = states_[event.rank];
+    if (state.composite) return;
+    const SimpleAction& action = state.running;
     if (action.kind == ActionKind::Forward && action.stage + 1 < num_stages_) {
       const RankState& peer = states_[stage_to_rank_[action.stage + 1]];
       __builtin_prefetch(&peer);
       peer.ready.prefetch(action.stage + 1, action.microbatch);
-    } else if (is_input_backward(action.kind) && action.stage > 0) {
+    } else if (input_backward(action.kind) && action.stage > 0) {
       const RankState& peer = states_[stage_to_rank_[action.stage - 1]];
       __builtin_prefetch(&peer);
       peer.ready.prefetch(action.stage - 1, action.microbatch);
@@ -196,18 +246,38 @@ class Simulation {
   void try_start(int rank, double now) {
     RankState& state = states_[rank];
     if (state.busy) return;
-    std::optional<Action> action = state.policy->next(state.ready);
-    if (!action) return;
+    const NextResult next =
+        state.policy->next_simple(state.ready, state.running, composites_[rank]);
+    if (next == NextResult::kWait) return;
     state.busy = true;
-    state.running = std::move(*action);
+    state.composite = next == NextResult::kComposite;
     state.running_start = now;
-    auto hold = [&](const Action& a) {
-      if (a.kind == ActionKind::Forward) ++state.stashed;
-    };
-    for_each_part(state.running, hold);
+    double duration;
+    if (state.composite) {
+      const Action& action = composites_[rank];
+      if (action.kind == ActionKind::OverlapFB) {
+        for (const Action& sub : action.sub_actions) {
+          if (sub.kind == ActionKind::Forward) ++state.stashed;
+        }
+      } else if (action.kind == ActionKind::Forward) {
+        ++state.stashed;
+      }
+      duration = costs_.duration(action);
+    } else {
+      if (state.running.kind == ActionKind::Forward) ++state.stashed;
+      duration = duration_of(state.running);
+    }
     state.peak = std::max(state.peak, state.stashed);
     if (state.first_start < 0) state.first_start = now;
-    push(now + costs_.duration(state.running), rank, EventKind::ComputeDone, 0, 0);
+    push(now + duration, rank, EventKind::ComputeDone, 0, 0);
+  }
+
+  double duration_of(const SimpleAction& action) const {
+    const int kind = static_cast<int>(action.kind);
+    if (kind < kComputeKinds && action.stage >= 0 && action.stage < num_stages_) {
+      return durations_[action.stage * kComputeKinds + kind];
+    }
+    return costs_.duration(Action{action.stage, action.kind, action.microbatch, {}});
   }
 
   template <typename F>
@@ -246,7 +316,29 @@ class Simulation {
 
   void complete(int rank, double now) {
     RankState& state = states_[rank];
-    const Action& action = state.running;
+    if (state.composite) {
+      complete_composite(rank, now);
+      return;
+    }
+    const SimpleAction action = state.running;
+    state.ready.completed(action.stage, action.kind, action.microbatch);
+    state.policy->completed_simple(action);
+    state.busy_time += now - state.running_start;
+    state.last_end = now;
+    ++result_.actions;
+    if (options_.record_timeline) {
+      result_.timeline.push_back(
+          TimelineEvent{rank, Action{action.stage, action.kind, action.microbatch, {}},
+                        state.running_start, now});
+    }
+    if (frees(action.kind)) --state.stashed;
+    hand_over(rank, now, action.stage, action.kind, action.microbatch);
+    state.busy = false;
+  }
+
+  void complete_composite(int rank, double now) {
+    RankState& state = states_[rank];
+    const Action& action = composites_[rank];
     state.ready.completed(action);
     state.policy->completed(action);
     state.busy_time += now - state.running_start;
@@ -256,23 +348,26 @@ class Simulation {
       result_.timeline.push_back(TimelineEvent{rank, action, state.running_start, now});
     }
     for_each_part(action, [&](const Action& a) {
-      if (frees_activation(a.kind)) --state.stashed;
-      // Outputs for a stage on another rank travel over the link.
-      if (a.kind == ActionKind::Forward && a.stage + 1 < num_stages_) {
-        int peer = stage_to_rank_[a.stage + 1];
-        if (peer != rank) {
-          deliver(now, now + costs_.transfer_time(a.stage), peer, EventKind::InputArrived,
-                  a.stage + 1, a.microbatch);
-        }
-      } else if (is_input_backward(a.kind) && a.stage > 0) {
-        int peer = stage_to_rank_[a.stage - 1];
-        if (peer != rank) {
-          deliver(now, now + costs_.transfer_time(a.stage - 1), peer, EventKind::GradArrived,
-                  a.stage - 1, a.microbatch);
-        }
-      }
+      if (frees(a.kind)) --state.stashed;
+      hand_over(rank, now, a.stage, a.kind, a.microbatch);
     });
     state.busy = false;
+  }
+
+  // Outputs for a stage on another rank travel over the link.
+  void hand_over(int rank, double now, int stage, ActionKind kind, int microbatch) {
+    if (kind == ActionKind::Forward && stage + 1 < num_stages_) {
+      int peer = stage_to_rank_[stage + 1];
+      if (peer != rank) {
+        deliver(now, now + transfer_[stage], peer, EventKind::InputArrived, stage + 1, microbatch);
+      }
+    } else if (input_backward(kind) && stage > 0) {
+      int peer = stage_to_rank_[stage - 1];
+      if (peer != rank) {
+        deliver(now, now + transfer_[stage - 1], peer, EventKind::GradArrived, stage - 1,
+                microbatch);
+      }
+    }
   }
 
   void check_finished() const {
@@ -331,6 +426,9 @@ class Simulation {
   const CostModel& costs_;
   SimulationOptions options_;
   std::vector<RankState> states_;
+  std::vector<Action> composites_;  // per rank: its running action when that has sub-actions
+  std::vector<double> durations_;   // [stage * kComputeKinds + kind]: CostModel::duration
+  std::vector<double> transfer_;    // [stage]: CostModel::transfer_time
   EventQueue events_;
   std::vector<int> dirty_;
   SimulationResult result_;

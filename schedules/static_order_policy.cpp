@@ -8,7 +8,8 @@
 namespace tensorplay::schedules {
 namespace {
 
-class StaticOrderPolicy final : public SchedulePolicy {
+// Aligned so that the vtable pointer and the cursor share one cache line.
+class alignas(64) StaticOrderPolicy final : public SchedulePolicy {
  public:
   explicit StaticOrderPolicy(RankOrder order) {
     order_.reserve(order.size());
@@ -27,6 +28,7 @@ class StaticOrderPolicy final : public SchedulePolicy {
         composites_.push_back(std::move(action));
       }
     }
+    total_ = order_.size();
   }
 
   std::optional<Action> next(const ReadySet& ready) override {
@@ -39,7 +41,31 @@ class StaticOrderPolicy final : public SchedulePolicy {
     return action;
   }
 
+  NextResult next_simple(const ReadySet& ready, SimpleAction& out, Action& composite) override {
+    if (next_ >= total_) return NextResult::kWait;
+    if (next_ - window_start_ >= window_size_) refill_window();
+    const Entry entry = window_[next_ - window_start_];
+    if (entry.microbatch < 0) {
+      const Action& action = composites_[entry.stage];
+      if (!ready.ready(action)) return NextResult::kWait;
+      composite = action;
+      ++next_;
+      return NextResult::kComposite;
+    }
+    if (!ready.ready(entry.stage, entry.kind, entry.microbatch)) return NextResult::kWait;
+    out = SimpleAction{entry.stage, entry.kind, entry.microbatch};
+    ++next_;
+    return NextResult::kSimple;
+  }
+
+  void prefetch_next() const override {
+    const std::size_t index = next_ - window_start_;
+    if (index < window_size_) __builtin_prefetch(&window_[index]);
+  }
+
   void completed(const Action&) override { ++completed_; }
+
+  void completed_simple(const SimpleAction&) override { ++completed_; }
 
   bool finished() const override { return completed_ == order_.size(); }
 
@@ -96,13 +122,15 @@ class StaticOrderPolicy final : public SchedulePolicy {
     std::copy_n(order_.begin() + static_cast<std::ptrdiff_t>(next_), window_size_, window_);
   }
 
-  Entry window_[kWindow] = {};
-  std::size_t window_start_ = 0;
-  std::size_t window_size_ = 0;
-  std::vector<Entry> order_;
-  std::vector<Action> composites_;
+  // The cursor first: it shares a cache line with the vtable pointer.
   std::size_t next_ = 0;
   std::size_t completed_ = 0;
+  std::size_t window_start_ = 0;
+  std::size_t window_size_ = 0;
+  std::size_t total_ = 0;  // order_.size()
+  Entry window_[kWindow] = {};
+  std::vector<Entry> order_;
+  std::vector<Action> composites_;
 };
 
 }  // namespace
