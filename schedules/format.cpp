@@ -51,4 +51,15 @@ std::string format_pipeline_order(const PipelineOrder& order, int error_step) {
   return format_pipeline_order(stepped, error_step);
 }
 
+std::string describe_blocked_ranks(const PipelineOrder& order, const std::vector<int>& next) {
+  std::string stuck;
+  for (std::size_t rank = 0; rank < order.size(); ++rank) {
+    if (next[rank] < static_cast<int>(order[rank].size())) {
+      stuck += "\n  rank " + std::to_string(rank) + " waits to run " +
+               to_string(order[rank][next[rank]]);
+    }
+  }
+  return stuck;
+}
+
 }  // namespace tensorplay::schedules

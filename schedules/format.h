@@ -20,4 +20,8 @@ std::string format_pipeline_order(const SteppedOrder& order, int error_step = -1
 /// The same for an order without bubbles (step i = each rank's i-th action).
 std::string format_pipeline_order(const PipelineOrder& order, int error_step = -1);
 
+/// "\n  rank R waits to run A" for every rank whose next action (next[rank], an index into its
+/// order) is still to run: what a stuck walk over `order` reports.
+std::string describe_blocked_ranks(const PipelineOrder& order, const std::vector<int>& next);
+
 }  // namespace tensorplay::schedules

@@ -47,13 +47,13 @@ PipelineOrder lower_to_communication(const PipelineOrder& compute_order,
     return true;
   };
 
-  std::vector<std::size_t> next(ranks, 0);
+  std::vector<int> next(ranks, 0);
   std::size_t remaining = 0;
   for (const auto& r : compute_order) remaining += r.size();
   while (remaining > 0) {
     bool progress = false;
     for (int rank = 0; rank < ranks; ++rank) {
-      if (next[rank] >= compute_order[rank].size()) continue;
+      if (next[rank] >= static_cast<int>(compute_order[rank].size())) continue;
       const Action& action = compute_order[rank][next[rank]];
       const bool composite = !action.sub_actions.empty();
       std::vector<Action> parts = composite ? action.sub_actions : std::vector<Action>{action};
@@ -81,13 +81,7 @@ PipelineOrder lower_to_communication(const PipelineOrder& compute_order,
       progress = true;
     }
     if (!progress) {
-      std::string stuck;
-      for (int rank = 0; rank < ranks; ++rank) {
-        if (next[rank] < compute_order[rank].size()) {
-          stuck += "\n  rank " + std::to_string(rank) + " waits to run " +
-                   to_string(compute_order[rank][next[rank]]);
-        }
-      }
+      std::string stuck = describe_blocked_ranks(compute_order, next);
       throw ScheduleError(
           "Malformed compute schedule, can't schedule sends/recvs: no rank's next action has its "
           "input" +

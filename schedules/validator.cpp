@@ -218,13 +218,7 @@ SteppedOrder step_order(const PipelineOrder& order, int num_stages, int num_micr
       progress = true;
     }
     if (!progress) {
-      std::string stuck;
-      for (int rank = 0; rank < ranks; ++rank) {
-        if (next[rank] < static_cast<int>(order[rank].size())) {
-          stuck += "\n  rank " + std::to_string(rank) + " waits to run " +
-                   to_string(order[rank][next[rank]]);
-        }
-      }
+      std::string stuck = describe_blocked_ranks(order, next);
       throw ScheduleError("Deadlock at step " + std::to_string(step) +
                           ": no rank can run its next action, each needs the output of an action "
                           "queued behind another rank's blocked action:" +
@@ -235,26 +229,24 @@ SteppedOrder step_order(const PipelineOrder& order, int num_stages, int num_micr
   return stepped;
 }
 
-int count_stages(const PipelineOrder& order) {
-  int stages = 0;
+namespace {
+// One more than the largest value of `field` over every action and sub-action.
+int count_beyond(const PipelineOrder& order, int Action::*field) {
+  int count = 0;
   for (const auto& rank : order) {
     for (const Action& a : rank) {
-      stages = std::max(stages, a.stage + 1);
-      for (const Action& s : a.sub_actions) stages = std::max(stages, s.stage + 1);
+      count = std::max(count, a.*field + 1);
+      for (const Action& s : a.sub_actions) count = std::max(count, s.*field + 1);
     }
   }
-  return stages;
+  return count;
 }
+}  // namespace
+
+int count_stages(const PipelineOrder& order) { return count_beyond(order, &Action::stage); }
 
 int count_microbatches(const PipelineOrder& order) {
-  int microbatches = 0;
-  for (const auto& rank : order) {
-    for (const Action& a : rank) {
-      microbatches = std::max(microbatches, a.microbatch + 1);
-      for (const Action& s : a.sub_actions) microbatches = std::max(microbatches, s.microbatch + 1);
-    }
-  }
-  return microbatches;
+  return count_beyond(order, &Action::microbatch);
 }
 
 }  // namespace tensorplay::schedules
