@@ -109,11 +109,9 @@ void execute(std::vector<std::pair<Edge, Tensor>> seeds, const EdgeFilter& follo
       const Edge& e = n->next_edges[i];
       if (!e.node || !follow(n, i)) continue;
       NodeState& s = states[e.node.get()];
-      if (s.dependencies++ == 0 && !owners.count(e.node.get())) {
-        owners[e.node.get()] = e.node;
+      // First time this node is reached (seeds are owned and queued already): walk it.
+      if (s.dependencies++ == 0 && owners.emplace(e.node.get(), e.node).second) {
         stack.push_back(e.node.get());
-      } else if (!owners.count(e.node.get())) {
-        owners[e.node.get()] = e.node;
       }
     }
   }

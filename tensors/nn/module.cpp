@@ -147,7 +147,6 @@ std::vector<std::shared_ptr<Module>> Module::children() const {
 
 std::vector<std::pair<std::string, std::shared_ptr<Module>>> Module::named_modules() {
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> out;
-  std::vector<std::pair<std::string, Module*>> stack;
   out.emplace_back("", shared_from_this());
   std::function<void(const std::string&, Module&)> walk = [&](const std::string& prefix,
                                                               Module& m) {
