@@ -70,6 +70,19 @@ class Backend {
 
   // Kernels below have a default that throws, so a device table may add them one at a time.
 
+  // -- bfloat16 products --------------------------------------------------------------------------
+
+  /// gemm_batched on bfloat16 operands and result (uint16_t bit patterns), accumulating in
+  /// float32 and rounding once per result element. With k = 0, beta must be 0 or 1.
+  virtual void gemm_batched_bf16(bool /*trans_a*/, bool /*trans_b*/, int64_t /*batch*/,
+                                 int64_t /*m*/, int64_t /*n*/, int64_t /*k*/, float /*alpha*/,
+                                 const uint16_t* /*a*/, int64_t /*lda*/, int64_t /*stride_a*/,
+                                 const uint16_t* /*b*/, int64_t /*ldb*/, int64_t /*stride_b*/,
+                                 float /*beta*/, uint16_t* /*c*/, int64_t /*ldc*/,
+                                 int64_t /*stride_c*/) const {
+    missing("gemm_batched_bf16");
+  }
+
   // -- layout ------------------------------------------------------------------------------------
 
   /// y (contiguous, `shape`, rank <= 8) takes x at element strides `x_strides` (permute,

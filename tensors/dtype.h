@@ -1,5 +1,5 @@
-// Element types a Tensor can hold: float32 everywhere, bfloat16 for storage and conversion on the
-// CPU and for compute on CUDA.
+// Element types a Tensor can hold: float32 and bfloat16 on every device. bfloat16 ops compute in
+// float32 and round each result once; products accumulate in float32.
 #pragma once
 
 #include <bit>

@@ -31,6 +31,22 @@ std::vector<WeightGradStash::Entry>& WeightGradStash::entries() { return *entrie
 
 namespace {
 
+// out = a + b for tensors of one shape and dtype (out may be a). bfloat16 adds in float32 and
+// rounds once, as the bfloat16 ops do.
+void add_into(Tensor out, const Tensor& a, const Tensor& b) {
+  if (out.dtype() != DType::Float32) {
+    Tensor wide = empty(out.shape(), {.device = out.device()});
+    add_into(wide, a.detach().to(DType::Float32), b.detach().to(DType::Float32));
+    out.copy_(wide);
+    return;
+  }
+  int64_t n = out.numel();
+  int64_t stride = 1;
+  backend_for(out.device())
+      .binary(BinaryOp::Add, a.data<float>(), &stride, b.data<float>(), &stride, out.data<float>(),
+              &n, 1);
+}
+
 // The first gradient of a leaf becomes its .grad as it is: taken over when nothing else can see
 // it (`owned`: the engine holds the only reference to a tensor that is the only user of its
 // storage), copied otherwise. Later gradients are added. Either way the first .grad equals g
@@ -56,22 +72,14 @@ void accumulate_into_leaf(TensorImpl& leaf, const Tensor& g, bool owned = false)
     return;
   }
   Tensor acc(leaf.grad);
-  int64_t n = acc.numel();
-  int64_t stride = 1;
-  backend_for(acc.device())
-      .binary(BinaryOp::Add, acc.data<float>(), &stride, src.data<float>(), &stride,
-              acc.data<float>(), &n, 1);
+  add_into(acc, acc, src);
 }
 
 Tensor add_grads(const Tensor& a, const Tensor& b) {
   if (!a.defined()) return b;
   if (!b.defined()) return a;
   Tensor out = empty_like(a);
-  int64_t n = a.numel();
-  int64_t stride = 1;
-  backend_for(a.device())
-      .binary(BinaryOp::Add, a.data<float>(), &stride, b.data<float>(), &stride, out.data<float>(),
-              &n, 1);
+  add_into(out, a, b.dtype() == a.dtype() ? b : b.detach().to(a.dtype()));
   return out;
 }
 
@@ -182,12 +190,13 @@ std::vector<std::pair<Edge, Tensor>> root_seeds(const std::vector<Tensor>& roots
             "backward: gradient can be implicit only for scalar outputs; "
             "got shape " +
             to_string(r.shape()) + ", pass its gradient");
-      g = ones(r.shape(), {.device = r.device()});
+      g = ones(r.shape(), {.dtype = r.dtype(), .device = r.device()});
     } else {
       g = grads[i];
       if (g.shape() != r.shape())
         throw std::invalid_argument("backward: gradient shape " + to_string(g.shape()) +
                                     " does not match output shape " + to_string(r.shape()));
+      if (g.dtype() != r.dtype()) g = g.detach().to(r.dtype());
     }
     Edge e;
     if (r.grad_fn())

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
+#include <vector>
 
 #include "tensors/backend.h"
 #include "tensors/cpu/nn_kernels.h"
@@ -146,6 +147,40 @@ class CpuBackend final : public Backend {
       gemm(trans_a, trans_b, m, n, k, alpha, a + i * stride_a, lda, b + i * stride_b, ldb, beta,
            c + i * stride_c, ldc);
     }
+  }
+
+  // bfloat16 products: the operands widen exactly to float32 scratch, sgemm accumulates, and each
+  // result rounds once, which is what a GPU's bfloat16 gemm with float32 accumulation computes.
+  void gemm_batched_bf16(bool trans_a, bool trans_b, int64_t batch, int64_t m, int64_t n,
+                         int64_t k, float alpha, const uint16_t* a, int64_t lda, int64_t stride_a,
+                         const uint16_t* b, int64_t ldb, int64_t stride_b, float beta, uint16_t* c,
+                         int64_t ldc, int64_t stride_c) const override {
+    if (batch == 0 || m == 0 || n == 0) return;
+    thread_local std::vector<float> fa, fb, fc;
+    auto widen = [](std::vector<float>& dst, const uint16_t* src, int64_t count) {
+      dst.resize(static_cast<size_t>(count));
+      for (int64_t i = 0; i < count; ++i) dst[i] = bfloat16_to_float(src[i]);
+    };
+    // Elements a strided batch of row-major matrices spans (rows x cols with leading dim ld).
+    auto span = [batch](int64_t rows, int64_t cols, int64_t ld, int64_t stride) {
+      if (rows == 0 || cols == 0) return int64_t{0};
+      return (batch - 1) * stride + (rows - 1) * ld + cols;
+    };
+    widen(fa, a, span(trans_a ? k : m, trans_a ? m : k, lda, stride_a));
+    widen(fb, b, span(trans_b ? n : k, trans_b ? k : n, ldb, stride_b));
+    int64_t c_span = span(m, n, ldc, stride_c);
+    if (beta != 0.0f) {
+      widen(fc, c, c_span);
+    } else {
+      fc.assign(static_cast<size_t>(c_span), 0.0f);
+    }
+    gemm_batched(trans_a, trans_b, batch, m, n, k, alpha, fa.data(), lda, stride_a, fb.data(), ldb,
+                 stride_b, beta, fc.data(), ldc, stride_c);
+    for (int64_t i = 0; i < batch; ++i)
+      for (int64_t r = 0; r < m; ++r) {
+        int64_t row = i * stride_c + r * ldc;
+        for (int64_t j = 0; j < n; ++j) c[row + j] = float_to_bfloat16(fc[row + j]);
+      }
   }
 
   void binary(BinaryOp op, const float* a, const int64_t* as, const float* b, const int64_t* bs,

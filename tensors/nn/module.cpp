@@ -275,6 +275,21 @@ void Module::to(Device device) {
   for (auto& c : children_) c.second->to(device);
 }
 
+void Module::to(DType dtype) {
+  for (auto& t : tensors_) {
+    if (!t.is_parameter || !t.tensor.defined() || t.tensor.dtype() == dtype) continue;
+    // Convert under the same TensorImpl so every holder of the parameter (an optimizer, a tied
+    // module) sees the new dtype.
+    Tensor converted = t.tensor.detach().to(dtype);
+    t.tensor.impl().storage = converted.impl().storage;
+    t.tensor.impl().offset = converted.impl().offset;
+    t.tensor.impl().dtype = dtype;
+    if (t.tensor.impl().grad)
+      t.tensor.impl().grad = Tensor(t.tensor.impl().grad).to(dtype).impl_ptr();
+  }
+  for (auto& c : children_) c.second->to(dtype);
+}
+
 void Module::pretty_print(std::ostream& os, int indent) const {
   os << type_name() << "(";
   std::string extra = extra_repr();

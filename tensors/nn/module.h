@@ -100,6 +100,10 @@ class Module : public std::enable_shared_from_this<Module> {
   void zero_grad();
   /// Moves parameters and buffers to `device` in place (the tensors keep their identity).
   void to(Device device);
+  /// Converts the parameters (and their gradients) to `dtype` in place, as `model->to(kBFloat16)`
+  /// does in libtorch. Buffers keep their dtype: here they often hold indices (GPT's positions),
+  /// which bfloat16 cannot count past 256.
+  void to(DType dtype);
   /// Replaces a registered parameter or buffer's tensor (same name), used when loading or moving.
   void replace_tensor(const std::string& name, Tensor tensor);
 

@@ -74,9 +74,6 @@ AttentionDims check_attention(const Tensor& q, const Tensor& k, const Tensor& v)
   detail::check_defined(op, v, "v");
   detail::check_same_device(op, q, k);
   detail::check_same_device(op, q, v);
-  detail::check_float32(op, q);
-  detail::check_float32(op, k);
-  detail::check_float32(op, v);
   auto shapes = [&] {
     return "q " + to_string(q.shape()) + ", k " + to_string(k.shape()) + ", v " +
            to_string(v.shape());
@@ -108,6 +105,11 @@ AttentionDims check_attention(const Tensor& q, const Tensor& k, const Tensor& v)
 
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                     bool causal) {
+  if (detail::any_bfloat16({q, k, v}))
+    return detail::in_float32({q, k, v}, detail::promoted_dtype({q, k, v}),
+                              [causal](const std::vector<Tensor>& in) {
+                                return scaled_dot_product_attention(in[0], in[1], in[2], causal);
+                              });
   AttentionDims s = check_attention(q, k, v);
   const Backend& be = detail::backend_of(q);
   const int64_t pq = s.t_q * s.t_k;

@@ -62,8 +62,11 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
   detail::check_defined("cross_entropy", logits, "logits");
   detail::check_defined("cross_entropy", targets, "targets");
   detail::check_same_device("cross_entropy", logits, targets);
-  detail::check_float32("cross_entropy", logits);
-  detail::check_float32("cross_entropy", targets);
+  if (detail::any_bfloat16({logits, targets}))
+    return detail::in_float32({logits, targets}, logits.dtype(),
+                              [ignore_index, reduction](const std::vector<Tensor>& in) {
+                                return cross_entropy(in[0], in[1], ignore_index, reduction);
+                              });
   if (logits.dim() != 2 || targets.dim() != 1 || targets.shape()[0] != logits.shape()[0])
     throw std::invalid_argument("cross_entropy: expected logits [N, C] and targets [N], got " +
                                 to_string(logits.shape()) + " and " + to_string(targets.shape()));

@@ -28,7 +28,10 @@ Tensor dropout(const Tensor& x, float p, bool training, Generator* generator) {
   if (!(p >= 0.0f && p <= 1.0f))
     throw std::invalid_argument("dropout: probability " + std::to_string(p) + " is outside [0, 1]");
   if (!training || p == 0.0f) return x;
-  detail::check_float32("dropout", x);
+  if (x.dtype() == DType::BFloat16)
+    return detail::in_float32({x}, x.dtype(), [p, generator](const std::vector<Tensor>& in) {
+      return dropout(in[0], p, true, generator);
+    });
   Generator& gen = generator ? *generator : default_generator();
   std::vector<float> keep(x.numel());
   float scale = p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;

@@ -66,6 +66,11 @@ struct BinaryBackward : autograd::Node {
 Tensor binary_op(BinaryOp op, const Tensor& a, const Tensor& b, const char* name) {
   detail::check_defined(name, a, "first operand");
   detail::check_defined(name, b, "second operand");
+  if (detail::any_bfloat16({a, b}))
+    return detail::in_float32({a, b}, detail::promoted_dtype({a, b}),
+                              [op, name](const std::vector<Tensor>& in) {
+                                return binary_op(op, in[0], in[1], name);
+                              });
   Tensor out = binary_kernel(op, a, b, name);
   if (autograd::any_needs_grad({a, b})) {
     auto node = std::make_shared<BinaryBackward>();
@@ -100,6 +105,10 @@ Tensor div(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::Div, a
 
 Tensor affine(const Tensor& x, float alpha, float beta) {
   detail::check_defined("affine", x, "input");
+  if (x.dtype() == DType::BFloat16)
+    return detail::in_float32({x}, x.dtype(), [alpha, beta](const std::vector<Tensor>& in) {
+      return affine(in[0], alpha, beta);
+    });
   Tensor out = detail::affine_kernel(x, alpha, beta);
   auto node = std::make_shared<AffineBackward>();
   node->alpha = alpha;

@@ -1,5 +1,6 @@
-// matmul and linear with their gradients. Each input's gradient is one gemm of its own, so the
-// weight gradient is the same computation in a full and in a split (I then W) backward.
+// matmul and linear with their gradients, in float32 or in bfloat16 (accumulated in float32). Each
+// input's gradient is one gemm of its own, so the weight gradient is the same computation in a full
+// and in a split (I then W) backward.
 #include "tensors/ops/linear_algebra.h"
 
 #include <stdexcept>
@@ -45,13 +46,36 @@ MatmulPlan plan_matmul(const Tensor& a, const Tensor& b) {
   return p;
 }
 
+// C = alpha op(A) op(B) + beta C for `batch` matrices at the given element strides, in the
+// operands' dtype: float32, or bfloat16 accumulated in float32.
+void gemm_typed(bool ta, bool tb, int64_t batch, int64_t m, int64_t n, int64_t k, float alpha,
+                const Tensor& a, int64_t lda, int64_t stride_a, const Tensor& b, int64_t ldb,
+                int64_t stride_b, float beta, Tensor& c, int64_t ldc, int64_t stride_c) {
+  const Backend& be = detail::backend_of(c);
+  if (c.dtype() == DType::BFloat16) {
+    be.gemm_batched_bf16(ta, tb, batch, m, n, k, alpha, a.data<uint16_t>(), lda, stride_a,
+                         b.data<uint16_t>(), ldb, stride_b, beta, c.data<uint16_t>(), ldc,
+                         stride_c);
+  } else if (batch == 1) {
+    be.gemm(ta, tb, m, n, k, alpha, a.data<float>(), lda, b.data<float>(), ldb, beta,
+            c.data<float>(), ldc);
+  } else {
+    be.gemm_batched(ta, tb, batch, m, n, k, alpha, a.data<float>(), lda, stride_a, b.data<float>(),
+                    ldb, stride_b, beta, c.data<float>(), ldc, stride_c);
+  }
+}
+
 // C = op(A) op(B) over the plan's batch; shapes given per matrix.
 void batched_gemm(const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor& c, int64_t batch,
                   int64_t m, int64_t n, int64_t k, bool a_batched, bool b_batched, float beta) {
-  const Backend& be = detail::backend_of(a);
   int64_t lda = ta ? m : k, ldb = tb ? k : n;
-  be.gemm_batched(ta, tb, batch, m, n, k, 1.0f, a.data<float>(), lda, a_batched ? m * k : 0,
-                  b.data<float>(), ldb, b_batched ? k * n : 0, beta, c.data<float>(), n, m * n);
+  gemm_typed(ta, tb, batch, m, n, k, 1.0f, a, lda, a_batched ? m * k : 0, b, ldb,
+             b_batched ? k * n : 0, beta, c, n, m * n);
+}
+
+// A vector of `n` ones in `like`'s dtype and device: bias rows and bias gradients as products.
+Tensor ones_for(const Tensor& like, int64_t n) {
+  return ones({n}, {.dtype = like.dtype(), .device = like.device()});
 }
 
 struct MatmulBackward : autograd::Node {
@@ -62,7 +86,7 @@ struct MatmulBackward : autograd::Node {
     std::vector<Tensor> out(2);
     const MatmulPlan& p = plan;
     if (needed[0]) {  // dA = dC B^T
-      Tensor ga = empty(a.shape(), {.device = g.device()});
+      Tensor ga = empty_like(a);
       if (p.b_batched)
         batched_gemm(g, false, b, true, ga, p.batch, p.m, p.k, p.n, true, true, 0.0f);
       else
@@ -70,7 +94,7 @@ struct MatmulBackward : autograd::Node {
       out[0] = ga;
     }
     if (needed[1]) {  // dB = A^T dC
-      Tensor gb = empty(b.shape(), {.device = g.device()});
+      Tensor gb = empty_like(b);
       if (p.b_batched)
         batched_gemm(a, true, g, false, gb, p.batch, p.k, p.n, p.m, true, true, 0.0f);
       else
@@ -92,22 +116,26 @@ struct LinearBackward : autograd::Node {
   const char* name() const override { return "LinearBackward"; }
   std::vector<Tensor> apply(const Tensor& g, const std::vector<bool>& needed) override {
     std::vector<Tensor> out(3);
-    const Backend& be = detail::backend_of(g);
     if (needed[0]) {  // dX[rows, in] = dY[rows, out] W[out, in]
-      Tensor gx = empty(x.shape(), {.device = g.device()});
-      be.gemm(false, false, rows, in, out_features, 1.0f, g.data<float>(), out_features,
-              weight.data<float>(), in, 0.0f, gx.data<float>(), in);
+      Tensor gx = empty_like(x);
+      gemm_typed(false, false, 1, rows, in, out_features, 1.0f, g, out_features, 0, weight, in, 0,
+                 0.0f, gx, in, 0);
       out[0] = gx;
     }
     if (needed[1]) {  // dW[out, in] = dY^T[out, rows] X[rows, in]
-      Tensor gw = empty(weight.shape(), {.device = g.device()});
-      be.gemm(true, false, out_features, in, rows, 1.0f, g.data<float>(), out_features,
-              x.data<float>(), in, 0.0f, gw.data<float>(), in);
+      Tensor gw = empty_like(weight);
+      gemm_typed(true, false, 1, out_features, in, rows, 1.0f, g, out_features, 0, x, in, 0, 0.0f,
+                 gw, in, 0);
       out[1] = gw;
     }
     if (has_bias && needed.size() > 2 && needed[2]) {
-      Tensor gb = empty({out_features}, {.device = g.device()});
-      be.sum_dim(g.data<float>(), gb.data<float>(), 1, rows, out_features);
+      Tensor gb = empty({out_features}, {.dtype = g.dtype(), .device = g.device()});
+      if (g.dtype() == DType::Float32) {
+        detail::backend_of(g).sum_dim(g.data<float>(), gb.data<float>(), 1, rows, out_features);
+      } else {  // db[1, out] = ones[1, rows] dY[rows, out], accumulated in float32
+        gemm_typed(false, false, 1, 1, out_features, rows, 1.0f, ones_for(g, rows), rows, 0, g,
+                   out_features, 0, 0.0f, gb, out_features, 0);
+      }
       out[2] = gb;
     }
     return out;
@@ -124,10 +152,9 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   detail::check_defined("matmul", a, "a");
   detail::check_defined("matmul", b, "b");
   detail::check_same_device("matmul", a, b);
-  detail::check_float32("matmul", a);
-  detail::check_float32("matmul", b);
+  detail::check_same_dtype("matmul", a, b);
   MatmulPlan p = plan_matmul(a, b);
-  Tensor out = empty(p.out_shape, {.device = a.device()});
+  Tensor out = empty(p.out_shape, {.dtype = a.dtype(), .device = a.device()});
   batched_gemm(a, false, b, false, out, p.batch, p.m, p.n, p.k, p.b_batched, p.b_batched, 0.0f);
   if (autograd::any_needs_grad({a, b})) {
     auto node = std::make_shared<MatmulBackward>();
@@ -153,8 +180,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   detail::check_defined("linear", x, "input");
   detail::check_defined("linear", weight, "weight");
   detail::check_same_device("linear", x, weight);
-  detail::check_float32("linear", x);
-  detail::check_float32("linear", weight);
+  detail::check_same_dtype("linear", x, weight);
   if (weight.dim() != 2 || x.dim() < 1 || x.shape().back() != weight.shape()[1])
     throw std::invalid_argument(
         "linear: input of shape " + to_string(x.shape()) + " does not match weight of shape " +
@@ -164,27 +190,32 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   int64_t rows = in == 0 ? numel_range(x.shape(), 0, x.dim() - 1) : x.numel() / in;
   Shape out_shape = x.shape();
   out_shape.back() = out_features;
-  Tensor out = empty(out_shape, {.device = x.device()});
-  const Backend& be = detail::backend_of(x);
+  Tensor out = empty(out_shape, {.dtype = x.dtype(), .device = x.device()});
   float beta = 0.0f;
   if (bias.defined()) {
     detail::check_same_device("linear", x, bias);
+    detail::check_same_dtype("linear", x, bias);
     if (bias.dim() != 1 || bias.shape()[0] != out_features)
       throw std::invalid_argument("linear: bias of shape " + to_string(bias.shape()) +
                                   " does not match " + std::to_string(out_features) +
                                   " output features");
     // Start the output as the bias broadcast over the rows and let the gemm accumulate onto it
     // (beta = 1): one write pass instead of the gemm's zeroing pass plus a read-modify-write add.
-    Tensor zero = zeros({1}, {.device = x.device()});
-    int64_t bias_strides[2] = {0, 1};
-    int64_t zero_strides[2] = {0, 0};
-    int64_t shape2[2] = {rows, out_features};
-    be.binary(BinaryOp::Add, bias.data<float>(), bias_strides, zero.data<float>(), zero_strides,
-              out.data<float>(), shape2, 2);
+    if (x.dtype() == DType::Float32) {
+      Tensor zero = zeros({1}, {.device = x.device()});
+      int64_t bias_strides[2] = {0, 1};
+      int64_t zero_strides[2] = {0, 0};
+      int64_t shape2[2] = {rows, out_features};
+      detail::backend_of(x).binary(BinaryOp::Add, bias.data<float>(), bias_strides,
+                                   zero.data<float>(), zero_strides, out.data<float>(), shape2, 2);
+    } else {  // out[rows, out] = ones[rows, 1] bias[1, out]: exact copies of the bias
+      gemm_typed(false, false, 1, rows, out_features, 1, 1.0f, ones_for(x, rows), 1, 0, bias,
+                 out_features, 0, 0.0f, out, out_features, 0);
+    }
     beta = 1.0f;
   }
-  be.gemm(false, true, rows, out_features, in, 1.0f, x.data<float>(), in, weight.data<float>(), in,
-          beta, out.data<float>(), out_features);
+  gemm_typed(false, true, 1, rows, out_features, in, 1.0f, x, in, 0, weight, in, 0, beta, out,
+             out_features, 0);
   std::vector<Tensor> inputs = {x, weight};
   if (bias.defined()) inputs.push_back(bias);
   if (autograd::any_needs_grad(inputs)) {

@@ -52,7 +52,6 @@ struct LayerNormBackward : autograd::Node {
 void check_param(const Tensor& x, const Tensor& p, int64_t size, const char* what) {
   if (!p.defined()) return;
   detail::check_same_device("layer_norm", x, p);
-  detail::check_float32("layer_norm", p);
   if (p.dim() != 1 || p.shape()[0] != size)
     throw std::invalid_argument(std::string("layer_norm: ") + what + " of shape " +
                                 to_string(p.shape()) + " does not match normalized size " +
@@ -65,7 +64,12 @@ void check_param(const Tensor& x, const Tensor& p, int64_t size, const char* wha
 Tensor layer_norm(const Tensor& x, int64_t normalized_size, const Tensor& weight,
                   const Tensor& bias, float eps) {
   detail::check_defined("layer_norm", x, "input");
-  detail::check_float32("layer_norm", x);
+  if (detail::any_bfloat16({x, weight, bias}))
+    return detail::in_float32(
+        {x, weight, bias}, x.dtype(),
+        [normalized_size, eps](const std::vector<Tensor>& in) {
+          return layer_norm(in[0], normalized_size, in[1], in[2], eps);
+        });
   if (x.dim() < 1 || x.shape().back() != normalized_size || normalized_size <= 0)
     throw std::invalid_argument("layer_norm: input of shape " + to_string(x.shape()) +
                                 " does not end in the normalized size " +

@@ -31,7 +31,10 @@ struct SumBackward : autograd::Node {
 Tensor reduce(const Tensor& x, int64_t dim, bool keepdim, bool all, bool is_mean) {
   const char* name = is_mean ? "mean" : "sum";
   detail::check_defined(name, x, "input");
-  detail::check_float32(name, x);
+  if (x.dtype() == DType::BFloat16)
+    return detail::in_float32({x}, x.dtype(), [=](const std::vector<Tensor>& in) {
+      return reduce(in[0], dim, keepdim, all, is_mean);
+    });
   Shape out_shape, kept_shape;
   int64_t outer = 1, reduce_n = x.numel(), inner = 1;
   if (all) {

@@ -221,7 +221,9 @@ Tensor clone(const Tensor& x) {
 
 Tensor permute(const Tensor& x, const std::vector<int64_t>& dims) {
   detail::check_defined("permute", x, "input");
-  detail::check_float32("permute", x);
+  if (x.dtype() == DType::BFloat16)
+    return detail::in_float32(
+        {x}, x.dtype(), [dims](const std::vector<Tensor>& in) { return permute(in[0], dims); });
   if (static_cast<int64_t>(dims.size()) != x.dim() || x.dim() > 8)
     throw std::invalid_argument("permute: " + std::to_string(dims.size()) +
                                 " dimensions given for a tensor of shape " + to_string(x.shape()) +

@@ -26,7 +26,9 @@ struct SoftmaxBackward : autograd::Node {
 Tensor softmax_op(const Tensor& x, int64_t dim, bool log) {
   const char* name = log ? "log_softmax" : "softmax";
   detail::check_defined(name, x, "input");
-  detail::check_float32(name, x);
+  if (x.dtype() == DType::BFloat16)
+    return detail::in_float32(
+        {x}, x.dtype(), [dim, log](const std::vector<Tensor>& in) { return softmax_op(in[0], dim, log); });
   int64_t d = wrap_dim(dim, x.dim(), name);
   int64_t outer = 1, n = 1, inner = 1;
   if (x.dim() > 0) {

@@ -1,4 +1,5 @@
-// AdamW update: one fused loop per parameter on the host, tensor ops on other devices.
+// AdamW update: one fused loop per float32 parameter on the host, tensor ops on other devices and
+// dtypes.
 #include "tensors/optim/adamw.h"
 
 #include <cmath>
@@ -22,9 +23,6 @@ AdamW::AdamW(std::vector<Tensor> parameters, AdamWOptions options)
     throw std::invalid_argument(
         "AdamW: betas must be in [0, 1), got beta1=" + std::to_string(options.beta1) +
         ", beta2=" + std::to_string(options.beta2));
-  for (const Tensor& p : parameters_)
-    if (p.dtype() != DType::Float32)
-      throw std::invalid_argument("AdamW: parameters must be float32, got " + to_string(p.dtype()));
 }
 
 void AdamW::step() {
@@ -37,7 +35,8 @@ void AdamW::step() {
       exp_avg_sq_[i] = zeros_like(parameters_[i]);
     }
     ++steps_[i];
-    if (parameters_[i].device().is_cpu() && g.device().is_cpu())
+    if (parameters_[i].device().is_cpu() && parameters_[i].dtype() == DType::Float32 &&
+        g.device().is_cpu())
       step_host(i, g.to(DType::Float32));
     else
       step_device(i, g);

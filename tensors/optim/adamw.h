@@ -22,7 +22,9 @@ struct AdamWOptions {
 ///   m  = m + (1 - beta1) * (g - m)                  (PyTorch's lerp form of beta1 m + (1-beta1) g)
 ///   v  = beta2 * v + (1 - beta2) * g * g
 ///   p  = p - (lr / (1 - beta1^t)) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
-/// m and v start at zero; bias corrections are computed in double, as PyTorch does.
+/// m and v start at zero; bias corrections are computed in double, as PyTorch does. m and v have
+/// the parameter's dtype; for bfloat16 parameters each operation computes in float32 and rounds,
+/// as PyTorch's bfloat16 AdamW does.
 class AdamW : public Optimizer {
  public:
   /// Throws std::invalid_argument on lr < 0, eps < 0, betas outside [0, 1), weight_decay < 0.

@@ -4,6 +4,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "tensors/ops/conversion.h"
+
 namespace tensorplay::detail {
 
 void check_defined(const char* op, const Tensor& t, const char* what) {
@@ -22,6 +24,36 @@ void check_float32(const char* op, const Tensor& t) {
   if (t.dtype() != DType::Float32)
     throw std::invalid_argument(std::string(op) + ": expected a float32 tensor, got " +
                                 to_string(t.dtype()) + "; convert with .to(DType::Float32)");
+}
+
+bool any_bfloat16(const std::vector<Tensor>& tensors) {
+  for (const Tensor& t : tensors)
+    if (t.defined() && t.dtype() == DType::BFloat16) return true;
+  return false;
+}
+
+DType promoted_dtype(const std::vector<Tensor>& tensors) {
+  for (const Tensor& t : tensors)
+    if (t.defined() && t.dtype() == DType::Float32) return DType::Float32;
+  return any_bfloat16(tensors) ? DType::BFloat16 : DType::Float32;
+}
+
+void check_same_dtype(const char* op, const Tensor& a, const Tensor& b) {
+  if (a.dtype() != b.dtype())
+    throw std::invalid_argument(std::string(op) + ": operands differ in dtype (" +
+                                to_string(a.dtype()) + " and " + to_string(b.dtype()) +
+                                "); convert one with .to(DType::...) or the module with "
+                                "module->to(DType::...)");
+}
+
+Tensor in_float32(const std::vector<Tensor>& inputs, DType out_dtype,
+                  const std::function<Tensor(const std::vector<Tensor>&)>& op) {
+  std::vector<Tensor> wide;
+  wide.reserve(inputs.size());
+  for (const Tensor& t : inputs)
+    wide.push_back(t.defined() && t.dtype() != DType::Float32 ? to_dtype(t, DType::Float32) : t);
+  Tensor out = op(wide);
+  return out.dtype() == out_dtype ? out : to_dtype(out, out_dtype);
 }
 
 std::vector<int64_t> broadcast_strides(const Shape& in, const Shape& out) {
