@@ -92,7 +92,7 @@ std::vector<Tensor> PipelineStage::forward(int mb, const std::vector<Tensor>& in
     Tensor leaf = t.detach().to(device_);
     // The first stage's inputs are data; later stages' inputs are activations whose gradients
     // are sent back.
-    if (!is_first() && leaf.dtype() == DType::Float32) leaf.set_requires_grad(true);
+    if (!is_first()) leaf.set_requires_grad(true);
     s.inputs.push_back(leaf);
   }
   s.outputs = module_->forward_outputs(s.inputs, {});

@@ -63,6 +63,22 @@ TEST_CASE("split backward on a stage equals its full backward", "[stage]") {
         b->find_tensor("0.weight").grad().to_vector());
 }
 
+TEST_CASE("a later stage sends back the gradient of a bfloat16 activation", "[stage]") {
+  tp::manual_seed(3);
+  auto m = block(4);
+  m->to(tp::DType::BFloat16);
+  tp::Tensor x = tp::randn({2, 4}).to(tp::DType::BFloat16);
+  pp::PipelineStage s(m, 1, 3, tp::cpu(), {x});
+  CHECK(s.input_meta()[0].dtype == tp::DType::BFloat16);
+  s.forward(0, {x});
+  auto g = s.backward(0, {tp::ones({2, 4}).to(tp::DType::BFloat16)});
+  REQUIRE(g.size() == 1);
+  REQUIRE(g[0].defined());
+  CHECK(g[0].dtype() == tp::DType::BFloat16);
+  CHECK(m->find_tensor("0.weight").grad().dtype() == tp::DType::BFloat16);
+  CHECK_THROWS_WITH(s.forward(1, {x.to(tp::DType::Float32)}), Catch::Contains("bfloat16"));
+}
+
 TEST_CASE("a microbatch of the wrong shape gets a typed error naming the stage", "[stage]") {
   pp::PipelineStage s(block(8), 0, 2, tp::cpu(), {tp::zeros({4, 8})});
   CHECK_THROWS_AS(s.forward(0, {tp::zeros({4, 7})}), pp::StageInputError);

@@ -1,6 +1,7 @@
 // Harness of the op table (test_op_table.cpp), in the style of ggml's test-backend-ops: each case
 // names an op, its inputs and a float64 reference; the runner checks forward, gradients (against
-// central differences of the reference), split backward (I then W) and CUDA against CPU.
+// central differences of the reference), split backward (I then W) and CUDA against CPU, in
+// float32 and in bfloat16.
 #pragma once
 
 #include <algorithm>
@@ -369,6 +370,89 @@ inline void check_cuda(const OpCase& c, uint64_t seed) {
     check_close("cuda output " + std::to_string(k), gpu.outputs[k], cpu.outputs[k], 1e-4);
   for (size_t i = 0; i < cpu.grads.size(); ++i)
     check_close("cuda gradient " + std::to_string(i), gpu.grads[i], cpu.grads[i], 1e-4);
+}
+
+// -- bfloat16 -------------------------------------------------------------------------------------
+
+/// Whether input i of the case holds values (converted to bfloat16) rather than indices.
+inline bool holds_values(const OpCase& c, size_t i) {
+  return c.inputs[i].fill == Fill::Normal || c.inputs[i].fill == Fill::Positive;
+}
+
+/// The case's inputs with every value input rounded to bfloat16 (indices stay float32).
+inline std::vector<tp::Tensor> make_bfloat16_inputs(const OpCase& c, uint64_t seed) {
+  std::vector<tp::Tensor> base = make_inputs(c, seed);
+  for (size_t i = 0; i < base.size(); ++i)
+    if (holds_values(c, i)) base[i] = base[i].to(tp::DType::BFloat16);
+  return base;
+}
+
+/// Output gradients for a bfloat16 run: random, rounded to bfloat16.
+inline std::vector<tp::Tensor> bfloat16_seeds(const OpCase& c, uint64_t seed) {
+  tp::Generator gen(seed + 1);
+  std::vector<tp::Tensor> seeds;
+  for (const auto& s : c.out_shapes)
+    seeds.push_back(tp::randn(s, {}, &gen).to(tp::DType::BFloat16));
+  return seeds;
+}
+
+/// Tolerances of a bfloat16 run (relative to the largest reference value): each op rounds its
+/// result to 8 significant bits (2^-9 relative), composite cases a few times over.
+constexpr double kBfloat16ForwardTol = 2e-2;
+constexpr double kBfloat16GradTol = 4e-2;
+
+/// Checks one case in bfloat16 on the CPU: outputs and gradients are bfloat16, both match the
+/// float64 reference evaluated at the same (bfloat16) inputs, and I then W equals full exactly.
+inline void check_cpu_bfloat16(const OpCase& c, uint64_t seed) {
+  std::vector<tp::Tensor> base = make_bfloat16_inputs(c, seed);
+  std::vector<Values> xs;
+  for (const auto& t : base) xs.push_back(to_double(values_of(t)));
+  std::vector<Values> want = c.reference(xs);
+  std::vector<tp::Tensor> seeds = bfloat16_seeds(c, seed);
+  std::vector<Values> seed_values;
+  for (const auto& s : seeds) seed_values.push_back(to_double(values_of(s)));
+
+  std::vector<tp::Tensor> in = leaves(c, base, tp::cpu());
+  std::vector<tp::Tensor> outs = c.run(in);
+  for (size_t k = 0; k < outs.size(); ++k) {
+    INFO("output " << k << " of an op on bfloat16 values is bfloat16");
+    CHECK(outs[k].dtype() == tp::DType::BFloat16);
+  }
+  tp::autograd::backward(outs, seeds);
+  RunResult full = collect(outs, in);
+  REQUIRE(full.outputs.size() == want.size());
+  for (size_t k = 0; k < want.size(); ++k)
+    check_close("bfloat16 output " + std::to_string(k), full.outputs[k], want[k],
+                std::max(c.fwd_tol, kBfloat16ForwardTol));
+  for (size_t i = 0; i < c.inputs.size(); ++i) {
+    if (!c.inputs[i].grad) continue;
+    if (in[i].grad().defined()) {
+      INFO("gradient of bfloat16 input " << i << " is bfloat16");
+      CHECK(in[i].grad().dtype() == in[i].dtype());
+    }
+    Values fd = finite_difference(c, xs, i, seed_values);
+    check_close("bfloat16 gradient of input " + std::to_string(i), full.grads[i], fd,
+                std::max(c.grad_tol, kBfloat16GradTol));
+  }
+  RunResult split = run_split(c, base, seeds);
+  for (size_t i = 0; i < c.inputs.size(); ++i) {
+    INFO("bfloat16 split backward (I then W) of input " << i << " equals full bit for bit");
+    CHECK(split.grads[i] == full.grads[i]);
+  }
+}
+
+/// Runs one case in bfloat16 on CUDA and on the CPU and compares outputs and gradients. The two
+/// may round differently where the float32 sums differ in order: one bfloat16 step at most.
+inline void check_cuda_bfloat16(const OpCase& c, uint64_t seed) {
+  std::vector<tp::Tensor> base = make_bfloat16_inputs(c, seed);
+  std::vector<tp::Tensor> seeds = bfloat16_seeds(c, seed);
+  RunResult cpu = run_full(c, base, seeds, tp::cpu());
+  RunResult gpu = run_full(c, base, seeds, tp::Device("cuda:0"));
+  REQUIRE(gpu.shapes == cpu.shapes);
+  for (size_t k = 0; k < cpu.outputs.size(); ++k)
+    check_close("cuda bfloat16 output " + std::to_string(k), gpu.outputs[k], cpu.outputs[k], 1e-2);
+  for (size_t i = 0; i < cpu.grads.size(); ++i)
+    check_close("cuda bfloat16 gradient " + std::to_string(i), gpu.grads[i], cpu.grads[i], 2e-2);
 }
 
 }  // namespace optest

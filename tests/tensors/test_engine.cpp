@@ -92,3 +92,31 @@ TEST_CASE("no-grad guard records no history", "[engine]") {
   }
   CHECK((a * 2.0f).requires_grad());
 }
+
+TEST_CASE("bfloat16 leaves get bfloat16 gradients that accumulate across backwards", "[engine]") {
+  tp::Generator g(5);
+  tp::Tensor w = tp::randn({3, 4}, {}, &g).to(tp::DType::BFloat16).requires_grad_();
+  tp::Tensor x = tp::randn({2, 4}, {}, &g).to(tp::DType::BFloat16);
+  tp::Tensor loss = tp::sum(tp::linear(x, w));
+  CHECK(loss.dtype() == tp::DType::BFloat16);
+  loss.backward();  // the implicit seed takes the root's dtype
+  REQUIRE(w.grad().defined());
+  CHECK(w.grad().dtype() == tp::DType::BFloat16);
+  std::vector<float> once = w.grad().to_vector();
+  // d sum(x w^T) / dw[o, i] = sum_r x[r, i], the same for every output row o.
+  std::vector<float> xs = x.to_vector();
+  for (int64_t o = 0; o < 3; ++o)
+    for (int64_t i = 0; i < 4; ++i)
+      CHECK(once[o * 4 + i] == Approx(xs[i] + xs[4 + i]).epsilon(1e-2).margin(1e-2));
+  tp::sum(tp::linear(x, w)).backward();
+  std::vector<float> twice = w.grad().to_vector();
+  for (size_t i = 0; i < once.size(); ++i) CHECK(twice[i] == 2 * once[i]);  // doubling is exact
+}
+
+TEST_CASE("a float32 output gradient seeds a bfloat16 root", "[engine]") {
+  tp::Tensor w = tp::ones({2, 2}).to(tp::DType::BFloat16).requires_grad_();
+  tp::Tensor y = tp::matmul(tp::ones({1, 2}).to(tp::DType::BFloat16), w);
+  tp::autograd::backward({y}, {tp::from_vector({1.0f, 2.0f}, {1, 2})});
+  CHECK(w.grad().dtype() == tp::DType::BFloat16);
+  CHECK(w.grad().to_vector() == std::vector<float>{1, 2, 1, 2});
+}

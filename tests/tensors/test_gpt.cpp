@@ -122,6 +122,34 @@ TEST_CASE("a 2-layer GPT learns a repeating-pattern task in 200 AdamW steps", "[
   CHECK(last < 0.3f);
 }
 
+TEST_CASE("a 2-layer GPT in bfloat16 learns the task too", "[gpt]") {
+  constexpr int64_t vocab = 16, context = 16, batch = 8;
+  tp::manual_seed(1234);
+  nn::GPT model(nn::GPTConfig{
+      .vocab_size = vocab, .context_length = context, .n_layer = 2, .n_head = 2, .width = 64});
+  model->to(tp::DType::BFloat16);
+  tp::optim::AdamW opt(model->parameters(), {.lr = 3e-3f, .weight_decay = 0.0f});
+  tp::Generator data(99);
+  float first = 0, last = 0;
+  for (int step = 0; step < 200; ++step) {
+    auto [idx, targets] = gpt_task::batch(data, batch, context, vocab);
+    tp::Tensor loss = gpt_task::loss(model, idx, targets);
+    REQUIRE(loss.dtype() == tp::DType::BFloat16);
+    if (step == 0) first = loss.item();
+    last = loss.item();
+    opt.zero_grad();
+    loss.backward();
+    opt.step();
+  }
+  for (const tp::Tensor& p : model->parameters()) {
+    CHECK(p.dtype() == tp::DType::BFloat16);
+    CHECK(p.grad().dtype() == tp::DType::BFloat16);
+  }
+  INFO("first loss " << first << ", last loss " << last);
+  CHECK(first == Approx(std::log(16.0)).epsilon(0.1));
+  CHECK(last < 0.3f);
+}
+
 TEST_CASE("cuda: a GPT trains on the GPU as on the CPU, and saves from it", "[gpt][cuda]") {
   if (cuda_test::skip_without_gpu()) return;
   const tp::Device gpu("cuda:0");
@@ -157,4 +185,40 @@ TEST_CASE("cuda: a GPT trains on the GPU as on the CPU, and saves from it", "[gp
   reloaded->load_state_dict(from_gpu);
   std::vector<float> a = reloaded->wte->weight.to_vector(), b = on_cpu->wte->weight.to_vector();
   for (size_t i = 0; i < a.size(); ++i) CHECK(a[i] == Approx(b[i]).margin(1e-4));
+}
+
+TEST_CASE("cuda: a bfloat16 GPT on the GPU follows the bfloat16 GPT on the CPU", "[gpt][cuda]") {
+  if (cuda_test::skip_without_gpu()) return;
+  const tp::Device gpu("cuda:0");
+  nn::GPTConfig config{
+      .vocab_size = 16, .context_length = 16, .n_layer = 2, .n_head = 2, .width = 32};
+  tp::manual_seed(7);
+  nn::GPT on_cpu(config);
+  nn::GPT on_gpu(config);
+  on_gpu->load_state_dict(on_cpu->state_dict());
+  on_cpu->to(tp::DType::BFloat16);
+  on_gpu->to(tp::DType::BFloat16);
+  on_gpu->to(gpu);
+  CHECK(on_gpu->wte->weight.dtype() == tp::DType::BFloat16);
+  tp::optim::AdamW cpu_opt(on_cpu->parameters(), {.lr = 3e-3f});
+  tp::optim::AdamW gpu_opt(on_gpu->parameters(), {.lr = 3e-3f});
+  tp::Generator data(1);
+  float first_gpu = 0, last_gpu = 0;
+  for (int step = 0; step < 20; ++step) {
+    auto [idx, targets] = gpt_task::batch(data, 4, 16, 16);
+    tp::Tensor cpu_loss = gpt_task::loss(on_cpu, idx, targets);
+    tp::Tensor gpu_loss = gpt_task::loss(on_gpu, idx.to(gpu), targets.to(gpu));
+    CHECK(gpu_loss.dtype() == tp::DType::BFloat16);
+    if (step < 3) CHECK(gpu_loss.item() == Approx(cpu_loss.item()).epsilon(2e-2));
+    if (step == 0) first_gpu = gpu_loss.item();
+    last_gpu = gpu_loss.item();
+    cpu_opt.zero_grad();
+    gpu_opt.zero_grad();
+    cpu_loss.backward();
+    gpu_loss.backward();
+    cpu_opt.step();
+    gpu_opt.step();
+  }
+  INFO("bfloat16 on the GPU: first loss " << first_gpu << ", last " << last_gpu);
+  CHECK(last_gpu < first_gpu - 0.3f);
 }

@@ -16,3 +16,27 @@ TEST_CASE("matmul, bmm and linear shape errors show both shapes", "[linear_algeb
   CHECK_THROWS_WITH(tp::linear(tp::ones({2, 5}), tp::ones({4, 5}), tp::ones({3})),
                     Catch::Contains("bias of shape [3]"));
 }
+
+TEST_CASE("products of mixed dtypes are an error naming both", "[linear_algebra]") {
+  tp::Tensor bf = tp::ones({2, 3}).to(tp::DType::BFloat16);
+  CHECK_THROWS_WITH(tp::matmul(bf, tp::ones({3, 4})),
+                    Catch::Contains("matmul: operands differ in dtype (bfloat16 and float32)"));
+  CHECK_THROWS_WITH(tp::linear(tp::ones({2, 3}), bf.reshape({3, 2}).reshape({2, 3})),
+                    Catch::Contains("linear: operands differ in dtype"));
+  CHECK_THROWS_WITH(tp::linear(bf, bf, tp::ones({2})), Catch::Contains("module->to(DType::"));
+}
+
+TEST_CASE("bfloat16 linear and matmul accumulate in float32 and round once", "[linear_algebra]") {
+  // 256 products of 1 x 1/256... summed: a bfloat16 accumulator would stall at 1 + 2^-8 steps;
+  // float32 accumulation gives the exact sum, which bfloat16 represents.
+  constexpr int64_t k = 512;
+  tp::Tensor a = tp::full({1, k}, 1.0f).to(tp::DType::BFloat16);
+  tp::Tensor b = tp::full({k, 1}, 1.0f / 64).to(tp::DType::BFloat16);
+  tp::Tensor c = tp::matmul(a, b);
+  CHECK(c.dtype() == tp::DType::BFloat16);
+  CHECK(c.item() == 8.0f);
+  tp::Tensor bias = tp::full({1}, 0.5f).to(tp::DType::BFloat16);
+  tp::Tensor y = tp::linear(a, b.reshape({1, k}), bias);
+  CHECK(y.dtype() == tp::DType::BFloat16);
+  CHECK(y.item() == 8.5f);
+}

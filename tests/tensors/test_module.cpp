@@ -114,3 +114,21 @@ TEST_CASE("to(cpu) keeps parameter identity", "[module]") {
   CHECK(m->a->weight.is_same(w));
   CHECK(m->named_parameters()[0].second.is_same(w));
 }
+
+TEST_CASE("to(dtype) converts parameters in place and keeps ties and buffers", "[module]") {
+  auto m = std::make_shared<Tied>();
+  tp::Tensor w = m->a->weight;
+  std::vector<float> before = w.to_vector();
+  m->to(tp::DType::BFloat16);
+  CHECK(m->a->weight.is_same(w));
+  CHECK(w.dtype() == tp::DType::BFloat16);
+  CHECK(m->b->weight.is_same(w));
+  CHECK(m->a->bias.dtype() == tp::DType::BFloat16);
+  CHECK(m->running.dtype() == tp::DType::Float32);
+  std::vector<float> after = w.to_vector();
+  for (size_t i = 0; i < before.size(); ++i) CHECK(after[i] == Approx(before[i]).epsilon(4e-3));
+  tp::Tensor y = (*m->a)(tp::ones({1, 3}).to(tp::DType::BFloat16));
+  CHECK(y.dtype() == tp::DType::BFloat16);
+  m->to(tp::DType::Float32);
+  CHECK(w.to_vector() == after);  // widening back is exact
+}
