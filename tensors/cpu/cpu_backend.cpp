@@ -151,8 +151,8 @@ class CpuBackend final : public Backend {
 
   // bfloat16 products: the operands widen exactly to float32 scratch, sgemm accumulates, and each
   // result rounds once, which is what a GPU's bfloat16 gemm with float32 accumulation computes.
-  void gemm_batched_bf16(bool trans_a, bool trans_b, int64_t batch, int64_t m, int64_t n,
-                         int64_t k, float alpha, const uint16_t* a, int64_t lda, int64_t stride_a,
+  void gemm_batched_bf16(bool trans_a, bool trans_b, int64_t batch, int64_t m, int64_t n, int64_t k,
+                         float alpha, const uint16_t* a, int64_t lda, int64_t stride_a,
                          const uint16_t* b, int64_t ldb, int64_t stride_b, float beta, uint16_t* c,
                          int64_t ldc, int64_t stride_c) const override {
     if (batch == 0 || m == 0 || n == 0) return;

@@ -32,8 +32,8 @@ class CudaBackend final : public Backend {
                     int64_t ldb, int64_t stride_b, float beta, float* c, int64_t ldc,
                     int64_t stride_c) const override;
 
-  void gemm_batched_bf16(bool trans_a, bool trans_b, int64_t batch, int64_t m, int64_t n,
-                         int64_t k, float alpha, const uint16_t* a, int64_t lda, int64_t stride_a,
+  void gemm_batched_bf16(bool trans_a, bool trans_b, int64_t batch, int64_t m, int64_t n, int64_t k,
+                         float alpha, const uint16_t* a, int64_t lda, int64_t stride_a,
                          const uint16_t* b, int64_t ldb, int64_t stride_b, float beta, uint16_t* c,
                          int64_t ldc, int64_t stride_c) const override;
 

@@ -1,5 +1,6 @@
-// Float32 and bfloat16 products on CUDA through cuBLAS. cuBLAS is column-major: a row-major C = op(A) op(B) is
-// the column-major C^T = op(B)^T op(A)^T, so the operands are swapped and m and n exchanged.
+// Float32 and bfloat16 products on CUDA through cuBLAS. cuBLAS is column-major: a row-major C =
+// op(A) op(B) is the column-major C^T = op(B)^T op(A)^T, so the operands are swapped and m and n
+// exchanged.
 #include <climits>
 #include <stdexcept>
 #include <string>
@@ -58,9 +59,9 @@ void CudaBackend::gemm_batched(bool trans_a, bool trans_b, int64_t batch, int64_
       stride_a, &beta, c, checked_int(ldc, "ldc"), stride_c, checked_int(batch, "batch")));
 }
 
-void CudaBackend::gemm_batched_bf16(bool trans_a, bool trans_b, int64_t batch, int64_t m,
-                                    int64_t n, int64_t k, float alpha, const uint16_t* a,
-                                    int64_t lda, int64_t stride_a, const uint16_t* b, int64_t ldb,
+void CudaBackend::gemm_batched_bf16(bool trans_a, bool trans_b, int64_t batch, int64_t m, int64_t n,
+                                    int64_t k, float alpha, const uint16_t* a, int64_t lda,
+                                    int64_t stride_a, const uint16_t* b, int64_t ldb,
                                     int64_t stride_b, float beta, uint16_t* c, int64_t ldc,
                                     int64_t stride_c) const {
   if (batch == 0 || m == 0 || n == 0) return;
@@ -72,8 +73,8 @@ void CudaBackend::gemm_batched_bf16(bool trans_a, bool trans_b, int64_t batch, i
       throw std::invalid_argument("bfloat16 gemm with k = 0 supports beta 0 or 1 only");
     for (int64_t i = 0; i < batch; ++i)
       for (int64_t r = 0; r < m; ++r)
-        TP_CUDA_CHECK(cudaMemsetAsync(c + i * stride_c + r * ldc, 0, n * sizeof(uint16_t),
-                                      stream(d)));
+        TP_CUDA_CHECK(
+            cudaMemsetAsync(c + i * stride_c + r * ldc, 0, n * sizeof(uint16_t), stream(d)));
     return;
   }
   // bfloat16 operands and result, float32 accumulation (tensor cores where the GPU has them).

@@ -52,8 +52,8 @@ Tensor unary_op(UnaryOp op, const Tensor& x) {
   const char* name = unary_name(op);
   detail::check_defined(name, x, "input");
   if (x.dtype() == DType::BFloat16)
-    return detail::in_float32(
-        {x}, x.dtype(), [op](const std::vector<Tensor>& in) { return unary_op(op, in[0]); });
+    return detail::in_float32({x}, x.dtype(),
+                              [op](const std::vector<Tensor>& in) { return unary_op(op, in[0]); });
   Tensor y = empty(x.shape(), {.device = x.device()});
   detail::backend_of(x).unary(op, x.data<float>(), y.data<float>(), x.numel());
   if (autograd::any_needs_grad({x})) {

@@ -67,10 +67,9 @@ Tensor binary_op(BinaryOp op, const Tensor& a, const Tensor& b, const char* name
   detail::check_defined(name, a, "first operand");
   detail::check_defined(name, b, "second operand");
   if (detail::any_bfloat16({a, b}))
-    return detail::in_float32({a, b}, detail::promoted_dtype({a, b}),
-                              [op, name](const std::vector<Tensor>& in) {
-                                return binary_op(op, in[0], in[1], name);
-                              });
+    return detail::in_float32(
+        {a, b}, detail::promoted_dtype({a, b}),
+        [op, name](const std::vector<Tensor>& in) { return binary_op(op, in[0], in[1], name); });
   Tensor out = binary_kernel(op, a, b, name);
   if (autograd::any_needs_grad({a, b})) {
     auto node = std::make_shared<BinaryBackward>();

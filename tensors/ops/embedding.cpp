@@ -51,8 +51,9 @@ Tensor embedding(const Tensor& indices, const Tensor& weight) {
   detail::check_defined("embedding", weight, "weight");
   detail::check_same_device("embedding", indices, weight);
   if (detail::any_bfloat16({indices, weight}))
-    return detail::in_float32({indices, weight}, weight.dtype(),
-                              [](const std::vector<Tensor>& in) { return embedding(in[0], in[1]); });
+    return detail::in_float32({indices, weight}, weight.dtype(), [](const std::vector<Tensor>& in) {
+      return embedding(in[0], in[1]);
+    });
   if (weight.dim() != 2)
     throw std::invalid_argument("embedding: weight must be [vocab, dim], got shape " +
                                 to_string(weight.shape()));

@@ -65,11 +65,10 @@ Tensor layer_norm(const Tensor& x, int64_t normalized_size, const Tensor& weight
                   const Tensor& bias, float eps) {
   detail::check_defined("layer_norm", x, "input");
   if (detail::any_bfloat16({x, weight, bias}))
-    return detail::in_float32(
-        {x, weight, bias}, x.dtype(),
-        [normalized_size, eps](const std::vector<Tensor>& in) {
-          return layer_norm(in[0], normalized_size, in[1], in[2], eps);
-        });
+    return detail::in_float32({x, weight, bias}, x.dtype(),
+                              [normalized_size, eps](const std::vector<Tensor>& in) {
+                                return layer_norm(in[0], normalized_size, in[1], in[2], eps);
+                              });
   if (x.dim() < 1 || x.shape().back() != normalized_size || normalized_size <= 0)
     throw std::invalid_argument("layer_norm: input of shape " + to_string(x.shape()) +
                                 " does not end in the normalized size " +

@@ -27,8 +27,9 @@ Tensor softmax_op(const Tensor& x, int64_t dim, bool log) {
   const char* name = log ? "log_softmax" : "softmax";
   detail::check_defined(name, x, "input");
   if (x.dtype() == DType::BFloat16)
-    return detail::in_float32(
-        {x}, x.dtype(), [dim, log](const std::vector<Tensor>& in) { return softmax_op(in[0], dim, log); });
+    return detail::in_float32({x}, x.dtype(), [dim, log](const std::vector<Tensor>& in) {
+      return softmax_op(in[0], dim, log);
+    });
   int64_t d = wrap_dim(dim, x.dim(), name);
   int64_t outer = 1, n = 1, inner = 1;
   if (x.dim() > 0) {
