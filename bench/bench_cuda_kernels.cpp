@@ -1,5 +1,6 @@
-// CUDA kernel benchmark: cuBLAS sgemm throughput, host<->device copy bandwidth, elementwise and
-// softmax bandwidth, and one MLP training step (with the cudaMalloc count in steady state).
+// CUDA kernel benchmark: cuBLAS float32 and bfloat16 gemm throughput, host<->device copy bandwidth,
+// elementwise and softmax bandwidth, and one MLP training step in float32 and in bfloat16 (with
+// the cudaMalloc count in steady state).
 // Prints one JSON line per figure and a last line {"bench": "cuda_kernels", ...} with all of them;
 // without a GPU it prints a "skipped" line and exits 0.
 #include <chrono>
@@ -63,6 +64,21 @@ int main() {
     fig.add("sgemm_4096_tflops", 2.0 * n * n * n / s / 1e12);
   }
 
+  // cuBLAS bfloat16 gemm with float32 accumulation, 4096^3 (tensor cores).
+  {
+    const int64_t n = 4096;
+    tp::Tensor a = tp::randn({n, n}).to(dev).to(tp::DType::BFloat16);
+    tp::Tensor b = tp::randn({n, n}).to(dev).to(tp::DType::BFloat16);
+    tp::Tensor c = tp::empty({n, n}, {.dtype = tp::DType::BFloat16, .device = dev});
+    double s = time_it(
+        [&] {
+          cuda.gemm_batched_bf16(false, false, 1, n, n, n, 1.0f, a.data<uint16_t>(), n, 0,
+                                 b.data<uint16_t>(), n, 0, 0.0f, c.data<uint16_t>(), n, 0);
+        },
+        2, 10);
+    fig.add("bf16_gemm_4096_tflops", 2.0 * n * n * n / s / 1e12);
+  }
+
   // Host <-> device copies of 256 MiB of pageable host memory.
   {
     const int64_t n = 64 << 20;
@@ -92,15 +108,18 @@ int main() {
     fig.add("softmax_rows1024_gbps", n * 8.0 / softmax / 1e9);
   }
 
-  // One training step of a 4-layer MLP (width 2048, batch 1024): forward, backward, SGD.
-  {
+  // One training step of a 4-layer MLP (width 2048, batch 1024): forward, backward, SGD; in float32
+  // and with bfloat16 weights and activations.
+  for (tp::DType dtype : {tp::DType::Float32, tp::DType::BFloat16}) {
     const int64_t width = 2048, batch = 1024;
+    const std::string prefix = dtype == tp::DType::Float32 ? "mlp_step" : "mlp_step_bf16";
     tp::manual_seed(0);
     std::vector<tp::Tensor> weights;
     for (int i = 0; i < 4; ++i)
       weights.push_back(
-          (tp::randn({width, width}) * 0.02f).to(dev).detach().set_requires_grad(true));
-    tp::Tensor x = tp::randn({batch, width}).to(dev), y = tp::randn({batch, width}).to(dev);
+          (tp::randn({width, width}) * 0.02f).to(dev).to(dtype).detach().set_requires_grad(true));
+    tp::Tensor x = tp::randn({batch, width}).to(dev).to(dtype);
+    tp::Tensor y = tp::randn({batch, width}).to(dev).to(dtype);
     tp::optim::SGD opt(weights, {.lr = 1e-3f});
     auto step = [&] {
       tp::Tensor h = x;
@@ -112,12 +131,12 @@ int main() {
     step();
     int64_t mallocs_before = tp::cuda_memory_stats(0).malloc_calls;
     double s = time_it(step, 1, 10);
-    fig.add("mlp_step_ms", s * 1e3);
-    fig.add("mlp_step_tflops", 3.0 * 2.0 * batch * width * width * 4 / s / 1e12);
-    fig.add("mlp_steady_state_mallocs",
+    fig.add(prefix + "_ms", s * 1e3);
+    fig.add(prefix + "_tflops", 3.0 * 2.0 * batch * width * width * 4 / s / 1e12);
+    fig.add(prefix + "_steady_state_mallocs",
             static_cast<double>(tp::cuda_memory_stats(0).malloc_calls - mallocs_before));
-    fig.add("peak_allocated_mib", tp::cuda_memory_stats(0).peak_allocated_bytes / 1048576.0);
   }
+  fig.add("peak_allocated_mib", tp::cuda_memory_stats(0).peak_allocated_bytes / 1048576.0);
 
   std::printf("{\"bench\": \"cuda_kernels\", %s}\n", fig.json.c_str());
   return 0;

@@ -357,19 +357,26 @@ inline void check_cpu(const OpCase& c, uint64_t seed) {
   }
 }
 
-/// Runs one case on CUDA and on the CPU and compares outputs and gradients (1e-4 relative).
-inline void check_cuda(const OpCase& c, uint64_t seed) {
-  std::vector<tp::Tensor> base = make_inputs(c, seed);
-  tp::Generator gen(seed + 1);
-  std::vector<tp::Tensor> seeds;
-  for (const auto& s : c.out_shapes) seeds.push_back(tp::randn(s, {}, &gen));
+/// Runs one case on CUDA and on the CPU from the same inputs and output gradients, and compares
+/// outputs and gradients to the given relative tolerances.
+inline void compare_cuda_with_cpu(const OpCase& c, const std::vector<tp::Tensor>& base,
+                                  const std::vector<tp::Tensor>& seeds, double out_tol,
+                                  double grad_tol, const std::string& label) {
   RunResult cpu = run_full(c, base, seeds, tp::cpu());
   RunResult gpu = run_full(c, base, seeds, tp::Device("cuda:0"));
   REQUIRE(gpu.shapes == cpu.shapes);
   for (size_t k = 0; k < cpu.outputs.size(); ++k)
-    check_close("cuda output " + std::to_string(k), gpu.outputs[k], cpu.outputs[k], 1e-4);
+    check_close(label + " output " + std::to_string(k), gpu.outputs[k], cpu.outputs[k], out_tol);
   for (size_t i = 0; i < cpu.grads.size(); ++i)
-    check_close("cuda gradient " + std::to_string(i), gpu.grads[i], cpu.grads[i], 1e-4);
+    check_close(label + " gradient " + std::to_string(i), gpu.grads[i], cpu.grads[i], grad_tol);
+}
+
+/// Runs one case on CUDA and on the CPU and compares outputs and gradients (1e-4 relative).
+inline void check_cuda(const OpCase& c, uint64_t seed) {
+  tp::Generator gen(seed + 1);
+  std::vector<tp::Tensor> seeds;
+  for (const auto& s : c.out_shapes) seeds.push_back(tp::randn(s, {}, &gen));
+  compare_cuda_with_cpu(c, make_inputs(c, seed), seeds, 1e-4, 1e-4, "cuda");
 }
 
 // -- bfloat16 -------------------------------------------------------------------------------------
@@ -444,15 +451,8 @@ inline void check_cpu_bfloat16(const OpCase& c, uint64_t seed) {
 /// Runs one case in bfloat16 on CUDA and on the CPU and compares outputs and gradients. The two
 /// may round differently where the float32 sums differ in order: one bfloat16 step at most.
 inline void check_cuda_bfloat16(const OpCase& c, uint64_t seed) {
-  std::vector<tp::Tensor> base = make_bfloat16_inputs(c, seed);
-  std::vector<tp::Tensor> seeds = bfloat16_seeds(c, seed);
-  RunResult cpu = run_full(c, base, seeds, tp::cpu());
-  RunResult gpu = run_full(c, base, seeds, tp::Device("cuda:0"));
-  REQUIRE(gpu.shapes == cpu.shapes);
-  for (size_t k = 0; k < cpu.outputs.size(); ++k)
-    check_close("cuda bfloat16 output " + std::to_string(k), gpu.outputs[k], cpu.outputs[k], 1e-2);
-  for (size_t i = 0; i < cpu.grads.size(); ++i)
-    check_close("cuda bfloat16 gradient " + std::to_string(i), gpu.grads[i], cpu.grads[i], 2e-2);
+  compare_cuda_with_cpu(c, make_bfloat16_inputs(c, seed), bfloat16_seeds(c, seed), 1e-2, 2e-2,
+                        "cuda bfloat16");
 }
 
 }  // namespace optest
