@@ -2,15 +2,14 @@
 #include <catch2/catch.hpp>
 #include <filesystem>
 
+#include "temp_path.h"
 #include "tensors/tensors.h"
 
 namespace tp = tensorplay;
 namespace nn = tensorplay::nn;
 
 namespace {
-std::string temp_path(const char* name) {
-  return (std::filesystem::temp_directory_path() / name).string();
-}
+using test_files::temp_path;
 nn::GPTConfig config() {
   return {.vocab_size = 12, .context_length = 6, .n_layer = 2, .n_head = 2, .width = 8};
 }

@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "gpt_task.h"
+#include "temp_path.h"
 #include "tensors/tensors.h"
 
 namespace tp = tensorplay;
@@ -36,9 +37,8 @@ void check_resume(MakeOptimizer make_optimizer) {
   tp::Generator data(5);
   Batches batches;
   for (int i = 0; i < 20; ++i) batches.push_back(gpt_task::batch(data, 4, 8, 16));
-  std::string model_path =
-      (std::filesystem::temp_directory_path() / "tp_resume_model.bin").string();
-  std::string opt_path = (std::filesystem::temp_directory_path() / "tp_resume_optim.bin").string();
+  std::string model_path = test_files::temp_path("resume_model.bin");
+  std::string opt_path = test_files::temp_path("resume_optim.bin");
 
   tp::manual_seed(3);
   nn::GPT model(config());
@@ -80,7 +80,7 @@ TEST_CASE("an optimizer checkpoint is refused by a mismatched optimizer", "[opti
   optim::AdamW adam({w});
   w.set_grad(tp::ones({3}));
   adam.step();
-  std::string path = (std::filesystem::temp_directory_path() / "tp_adam_state.bin").string();
+  std::string path = test_files::temp_path("adam_state.bin");
   optim::save(adam, path);
   optim::SGD sgd({w}, {.lr = 0.1f, .momentum = 0.9f});
   CHECK_THROWS_WITH(optim::load(sgd, path), Catch::Contains("unexpected key"));

@@ -5,6 +5,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "temp_path.h"
 #include "tensors/tensors.h"
 
 namespace tp = tensorplay;
@@ -45,7 +46,7 @@ TEST_CASE("tensors round-trip through a file, scalars and bfloat16 included", "[
   d.insert("scalar", tp::scalar_tensor(2.25f));
   d.insert("half", tp::from_vector({1.0f, 0.5f, -3.0f}, {3}).to(tp::DType::BFloat16));
   d.insert("empty", tp::zeros({0, 5}));
-  auto path = (std::filesystem::temp_directory_path() / "tp_test_serialize.bin").string();
+  auto path = test_files::temp_path("serialize.bin");
   tp::save_tensors(d, path);
   tp::StateDict back = tp::load_tensors(path);
   std::filesystem::remove(path);
