@@ -40,3 +40,21 @@ TEST_CASE("bfloat16 linear and matmul accumulate in float32 and round once", "[l
   CHECK(y.dtype() == tp::DType::BFloat16);
   CHECK(y.item() == 8.5f);
 }
+
+TEST_CASE("bfloat16 products with an empty dimension", "[linear_algebra]") {
+  const auto bf = tp::DType::BFloat16;
+  // No rows: an empty output, and gradients of the right shapes.
+  tp::Tensor w = tp::ones({4, 3}).to(bf).requires_grad_();
+  tp::Tensor b = tp::ones({4}).to(bf).requires_grad_();
+  tp::Tensor y = tp::linear(tp::zeros({0, 3}).to(bf), w, b);
+  CHECK(y.shape() == tp::Shape{0, 4});
+  tp::sum(y).backward();
+  CHECK(w.grad().to_vector() == std::vector<float>(12, 0.0f));
+  CHECK(b.grad().to_vector() == std::vector<float>(4, 0.0f));
+  // No inner dimension: the product is zero and the output is the bias.
+  tp::Tensor bias = tp::from_vector({1, 2}, {2}).to(bf);
+  tp::Tensor out = tp::linear(tp::zeros({3, 0}).to(bf), tp::zeros({2, 0}).to(bf), bias);
+  CHECK(out.to_vector() == std::vector<float>{1, 2, 1, 2, 1, 2});
+  CHECK(tp::matmul(tp::zeros({2, 0}).to(bf), tp::zeros({0, 3}).to(bf)).to_vector() ==
+        std::vector<float>(6, 0.0f));
+}
