@@ -1,38 +1,25 @@
-// Storage and the per-device allocator registry; the host allocator hands out 64-byte aligned
-// memory.
+// Storage and the per-device allocator registry (the host's caching allocator is in
+// host_allocator.cpp, CUDA's in cuda/cuda_allocator.cu).
 #include "tensors/storage.h"
 
 #include <array>
-#include <cstdlib>
-#include <new>
 #include <stdexcept>
 #include <string>
 
 namespace tensorplay {
 
+Allocator& host_allocator();  // host_allocator.cpp
 #ifdef TENSORPLAY_WITH_CUDA
 Allocator& cuda_allocator();  // cuda/cuda_allocator.cu
 #endif
 
 namespace {
 
-class HostAllocator final : public Allocator {
- public:
-  void* allocate(size_t bytes, Device) override {
-    size_t rounded = (bytes + 63) / 64 * 64;
-    void* p = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
-    if (!p) throw std::bad_alloc();
-    return p;
-  }
-  void deallocate(void* ptr, size_t, Device) override { std::free(ptr); }
-};
-
 std::array<Allocator*, 2>& allocators() {
-  static HostAllocator host;
 #ifdef TENSORPLAY_WITH_CUDA
-  static std::array<Allocator*, 2> table = {&host, &cuda_allocator()};
+  static std::array<Allocator*, 2> table = {&host_allocator(), &cuda_allocator()};
 #else
-  static std::array<Allocator*, 2> table = {&host, nullptr};
+  static std::array<Allocator*, 2> table = {&host_allocator(), nullptr};
 #endif
   return table;
 }

@@ -5,6 +5,7 @@
 #include "tensors/autograd/engine.h"
 #include "tensors/autograd/grad_mode.h"
 #include "tensors/cuda_memory.h"
+#include "tensors/host_memory.h"
 #include "tensors/device_info.h"
 #include "tensors/nn/activation.h"
 #include "tensors/nn/attention.h"

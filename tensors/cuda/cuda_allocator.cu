@@ -5,25 +5,14 @@
 #include "tensors/cuda/cuda_allocator.h"
 #include "tensors/cuda/cuda_check.h"
 #include "tensors/cuda/cuda_device.h"
+#include "tensors/size_class.h"
 
 namespace tensorplay {
 namespace cuda {
 
 namespace {
-constexpr size_t kSmallGranule = 512;
-constexpr size_t kLargeThreshold = size_t{1} << 20;
-
 std::string mib(size_t bytes) { return std::to_string(bytes >> 20) + " MiB"; }
 }  // namespace
-
-size_t round_size(size_t bytes) {
-  if (bytes == 0) return kSmallGranule;
-  if (bytes <= kLargeThreshold) return (bytes + kSmallGranule - 1) / kSmallGranule * kSmallGranule;
-  size_t power = kLargeThreshold;
-  while (power * 2 <= bytes) power *= 2;  // largest power of two <= bytes
-  size_t step = power / 4;
-  return (bytes + step - 1) / step * step;
-}
 
 CachingAllocator::DevicePool& CachingAllocator::pool(int device) {
   if (pools_.empty()) pools_.resize(device_count());
@@ -32,7 +21,7 @@ CachingAllocator::DevicePool& CachingAllocator::pool(int device) {
 
 void* CachingAllocator::allocate(size_t bytes, Device device) {
   check_device(device.index);
-  size_t size = round_size(bytes);
+  size_t size = size_class(bytes);
   std::lock_guard<std::mutex> lock(mutex_);
   DevicePool& p = pool(device.index);
   void* ptr = nullptr;
@@ -69,7 +58,7 @@ void* CachingAllocator::allocate(size_t bytes, Device device) {
 
 void CachingAllocator::deallocate(void* ptr, size_t bytes, Device device) {
   if (!ptr) return;
-  size_t size = round_size(bytes);
+  size_t size = size_class(bytes);
   std::lock_guard<std::mutex> lock(mutex_);
   DevicePool& p = pool(device.index);
   p.free_blocks[size].push_back(ptr);

@@ -12,10 +12,6 @@
 
 namespace tensorplay::cuda {
 
-/// Size class of a request: multiples of 512 B below 1 MiB; above, four classes per power of two
-/// (1, 1.25, 1.5, 1.75 MiB, 2, 2.5, ... MiB), so rounding wastes at most a quarter.
-size_t round_size(size_t bytes);
-
 /// Caching allocator for all CUDA devices. Blocks are reused in stream order: all tensor work on
 /// a device runs on its one stream, so a block freed on the host and handed out again is only
 /// touched by later work on that stream. Memory used by other streams (NCCL) must be synchronized

@@ -1,0 +1,128 @@
+// The host allocator: 64-byte aligned memory, with freed blocks of 64 KiB and more kept in
+// size-class free lists (up to a byte limit) and handed out again. Large blocks come from mmap
+// in glibc; without the cache each training step would fault in and zero its pages again.
+#include <cstdlib>
+#include <mutex>
+#include <new>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "tensors/host_memory.h"
+#include "tensors/size_class.h"
+#include "tensors/storage.h"
+
+namespace tensorplay {
+namespace {
+
+constexpr size_t kMinCachedBytes = size_t{64} << 10;
+
+size_t default_limit() {
+#ifdef TENSORPLAY_SANITIZE
+  size_t limit = 0;
+#else
+  size_t limit = size_t{1} << 30;
+#endif
+  if (const char* mb = std::getenv("TENSORPLAY_HOST_CACHE_MB")) {
+    char* end = nullptr;
+    unsigned long long value = std::strtoull(mb, &end, 10);
+    if (end != mb && *end == '\0') limit = static_cast<size_t>(value) << 20;
+  }
+  return limit;
+}
+
+void* aligned(size_t bytes) {
+  size_t rounded = (bytes + 63) / 64 * 64;
+  void* p = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
+  if (!p) throw std::bad_alloc();
+  return p;
+}
+
+class HostCachingAllocator final : public Allocator {
+ public:
+  HostCachingAllocator() { stats_.cache_limit = default_limit(); }
+
+  void* allocate(size_t bytes, Device) override {
+    if (bytes < kMinCachedBytes) return aligned(bytes);
+    size_t size = size_class(bytes);
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto it = free_blocks_.find(size);
+      if (it != free_blocks_.end() && !it->second.empty()) {
+        void* p = it->second.back();
+        it->second.pop_back();
+        stats_.cached_bytes -= size;
+        ++stats_.cache_hits;
+        return p;
+      }
+      ++stats_.cache_misses;
+    }
+    return aligned(size);
+  }
+
+  void deallocate(void* ptr, size_t bytes, Device) override {
+    if (!ptr) return;
+    if (bytes >= kMinCachedBytes) {
+      size_t size = size_class(bytes);
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (stats_.cached_bytes + size <= stats_.cache_limit) {
+        free_blocks_[size].push_back(ptr);
+        stats_.cached_bytes += size;
+        return;
+      }
+      ++stats_.released_calls;
+    }
+    std::free(ptr);
+  }
+
+  HostMemoryStats stats() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return stats_;
+  }
+
+  void set_limit(size_t bytes) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stats_.cache_limit = bytes;
+    release_until(bytes);
+  }
+
+  void empty() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    release_until(0);
+  }
+
+ private:
+  // Frees cached blocks until at most `bytes` remain cached. Requires mutex_.
+  void release_until(size_t bytes) {
+    for (auto& [size, blocks] : free_blocks_) {
+      while (!blocks.empty() && stats_.cached_bytes > bytes) {
+        std::free(blocks.back());
+        blocks.pop_back();
+        stats_.cached_bytes -= size;
+        ++stats_.released_calls;
+      }
+    }
+  }
+
+  std::mutex mutex_;
+  std::unordered_map<size_t, std::vector<void*>> free_blocks_;  // size class -> blocks
+  HostMemoryStats stats_;
+};
+
+HostCachingAllocator& host_caching_allocator() {
+  // Never destroyed: storages released during static destruction still come back here.
+  static HostCachingAllocator* allocator = new HostCachingAllocator();
+  return *allocator;
+}
+
+}  // namespace
+
+Allocator& host_allocator() { return host_caching_allocator(); }
+
+HostMemoryStats host_memory_stats() { return host_caching_allocator().stats(); }
+
+void host_empty_cache() { host_caching_allocator().empty(); }
+
+void set_host_cache_limit(size_t bytes) { host_caching_allocator().set_limit(bytes); }
+
+}  // namespace tensorplay

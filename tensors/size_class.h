@@ -1,0 +1,22 @@
+// Size classes shared by the caching allocators (host and CUDA): a freed block is kept under its
+// class and handed out again for any request of the same class. Internal to tensors/.
+#pragma once
+
+#include <cstddef>
+
+namespace tensorplay {
+
+/// Size class of a request: multiples of 512 B up to 1 MiB; above, four classes per power of two
+/// (1, 1.25, 1.5, 1.75 MiB, 2, 2.5, ... MiB), so rounding wastes at most a quarter.
+inline size_t size_class(size_t bytes) {
+  constexpr size_t kGranule = 512;
+  constexpr size_t kLargeThreshold = size_t{1} << 20;
+  if (bytes == 0) return kGranule;
+  if (bytes <= kLargeThreshold) return (bytes + kGranule - 1) / kGranule * kGranule;
+  size_t power = kLargeThreshold;
+  while (power * 2 <= bytes) power *= 2;  // largest power of two <= bytes
+  size_t step = power / 4;
+  return (bytes + step - 1) / step * step;
+}
+
+}  // namespace tensorplay

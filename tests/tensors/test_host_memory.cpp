@@ -1,0 +1,56 @@
+// Tests for host_memory.h: freed host blocks of cached sizes are reused, up to the limit.
+#include <catch2/catch.hpp>
+
+#include "tensors/tensors.h"
+
+namespace tp = tensorplay;
+
+namespace {
+// Restores the default limit when a test ends.
+struct LimitGuard {
+  size_t saved = tp::host_memory_stats().cache_limit;
+  ~LimitGuard() { tp::set_host_cache_limit(saved); }
+};
+}  // namespace
+
+TEST_CASE("a freed large host block is handed out again", "[host_memory]") {
+  LimitGuard guard;
+  tp::set_host_cache_limit(size_t{64} << 20);
+  tp::host_empty_cache();
+  const void* first = nullptr;
+  {
+    tp::Tensor t = tp::empty({1 << 18});  // 1 MiB
+    first = t.raw_data();
+  }
+  tp::HostMemoryStats freed = tp::host_memory_stats();
+  CHECK(freed.cached_bytes == size_t{1} << 20);
+  tp::Tensor again = tp::empty({(1 << 18) - 100});  // same size class
+  CHECK(again.raw_data() == first);
+  CHECK(tp::host_memory_stats().cache_hits == freed.cache_hits + 1);
+  CHECK(tp::host_memory_stats().cached_bytes == 0);
+}
+
+TEST_CASE("the host cache keeps no more than its limit, and none at 0", "[host_memory]") {
+  LimitGuard guard;
+  tp::set_host_cache_limit(size_t{1} << 20);
+  tp::host_empty_cache();
+  {
+    tp::Tensor a = tp::empty({1 << 18}), b = tp::empty({1 << 18});  // 1 MiB each
+  }
+  CHECK(tp::host_memory_stats().cached_bytes == size_t{1} << 20);
+  tp::set_host_cache_limit(0);
+  CHECK(tp::host_memory_stats().cached_bytes == 0);
+  { tp::Tensor c = tp::empty({1 << 18}); }
+  CHECK(tp::host_memory_stats().cached_bytes == 0);
+}
+
+TEST_CASE("small host tensors bypass the cache", "[host_memory]") {
+  LimitGuard guard;
+  tp::set_host_cache_limit(size_t{64} << 20);
+  tp::host_empty_cache();
+  tp::HostMemoryStats before = tp::host_memory_stats();
+  { tp::Tensor small = tp::ones({100}); }
+  tp::HostMemoryStats after = tp::host_memory_stats();
+  CHECK(after.cached_bytes == 0);
+  CHECK(after.cache_misses == before.cache_misses);
+}
