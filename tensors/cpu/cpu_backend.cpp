@@ -1,13 +1,14 @@
 // The host kernel table: products through OpenBLAS, elementwise and reduction loops in plain C++.
 #include <cblas.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
-#include <vector>
 
 #include "tensors/backend.h"
 #include "tensors/cpu/nn_kernels.h"
+#include "tensors/storage.h"
 
 namespace tensorplay {
 namespace {
@@ -156,26 +157,33 @@ class CpuBackend final : public Backend {
                          const uint16_t* b, int64_t ldb, int64_t stride_b, float beta, uint16_t* c,
                          int64_t ldc, int64_t stride_c) const override {
     if (batch == 0 || m == 0 || n == 0) return;
-    thread_local std::vector<float> fa, fb, fc;
-    auto widen = [](std::vector<float>& dst, const uint16_t* src, int64_t count) {
-      dst.resize(static_cast<size_t>(count));
-      for (int64_t i = 0; i < count; ++i) dst[i] = bfloat16_to_float(src[i]);
-    };
     // Elements a strided batch of row-major matrices spans (rows x cols with leading dim ld).
     auto span = [batch](int64_t rows, int64_t cols, int64_t ld, int64_t stride) {
       if (rows == 0 || cols == 0) return int64_t{0};
       return (batch - 1) * stride + (rows - 1) * ld + cols;
     };
-    widen(fa, a, span(trans_a ? k : m, trans_a ? m : k, lda, stride_a));
-    widen(fb, b, span(trans_b ? n : k, trans_b ? k : n, ldb, stride_b));
-    int64_t c_span = span(m, n, ldc, stride_c);
+    const int64_t a_span = span(trans_a ? k : m, trans_a ? m : k, lda, stride_a);
+    const int64_t b_span = span(trans_b ? n : k, trans_b ? k : n, ldb, stride_b);
+    const int64_t c_span = span(m, n, ldc, stride_c);
+    // Scratch from the host allocator (cached, bounded), released when the product is done.
+    Storage sa(a_span * sizeof(float), cpu()), sb(b_span * sizeof(float), cpu());
+    Storage sc(c_span * sizeof(float), cpu());
+    auto widen = [](const uint16_t* src, const Storage& dst, int64_t count) {
+      auto* d = static_cast<float*>(dst.data());
+      for (int64_t i = 0; i < count; ++i) d[i] = bfloat16_to_float(src[i]);
+    };
+    widen(a, sa, a_span);
+    widen(b, sb, b_span);
+    auto* fc = static_cast<float*>(sc.data());
     if (beta != 0.0f) {
-      widen(fc, c, c_span);
+      widen(c, sc, c_span);
     } else {
-      fc.assign(static_cast<size_t>(c_span), 0.0f);
+      std::fill(fc, fc + c_span, 0.0f);
     }
-    gemm_batched(trans_a, trans_b, batch, m, n, k, alpha, fa.data(), lda, stride_a, fb.data(), ldb,
-                 stride_b, beta, fc.data(), ldc, stride_c);
+    const auto* fa = static_cast<const float*>(sa.data());
+    const auto* fb = static_cast<const float*>(sb.data());
+    gemm_batched(trans_a, trans_b, batch, m, n, k, alpha, fa, lda, stride_a, fb, ldb, stride_b,
+                 beta, fc, ldc, stride_c);
     for (int64_t i = 0; i < batch; ++i)
       for (int64_t r = 0; r < m; ++r) {
         int64_t row = i * stride_c + r * ldc;
