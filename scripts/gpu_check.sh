@@ -6,7 +6,7 @@
 #
 #   scripts/gpu_check.sh                     # from the repository root or anywhere
 #   CUDA_ARCH=80 BUILD_DIR=/tmp/b JOBS=8 scripts/gpu_check.sh
-#   BUILD_ALL=0 ...   # build only test_tensors (and whatever is already built), not every target
+#   BUILD_ALL=1 ...   # also build every other target (by default: test_tensors and bench/ only)
 #
 # Logs go to $GPU_CHECK_LOG_DIR (default: $OUT when set, else <build dir>/gpu-check).
 set -uo pipefail
@@ -32,6 +32,13 @@ row() {
   return 0
 }
 over_budget() { [ $((SECONDS - start)) -ge "$budget" ]; }
+# A timeout of at most $1 seconds that ends by the budget plus a minute, so the whole run (and the
+# summary table) fits in the time it was given.
+left() {
+  local l=$((budget + 60 - (SECONDS - start)))
+  [ "$l" -lt 1 ] && l=1
+  [ "$l" -lt "$1" ] && echo "$l" || echo "$1"
+}
 
 print_table() {
   echo
@@ -95,7 +102,15 @@ row build test_tensors ok "$((SECONDS - build_start)) s"
 build_start=$SECONDS
 keep_going=(-k)
 [ ${#generator[@]} -gt 0 ] && keep_going=(-k 0)
-if [ "${BUILD_ALL:-1}" = 1 ]; then
+bench_targets=()
+for source in "$root"/bench/bench_*.cpp; do bench_targets+=("$(basename "$source" .cpp)"); done
+if cmake --build "$build" -j "$jobs" --target "${bench_targets[@]}" >"$logs/build_bench.log" 2>&1; then
+  row build "bench/" ok "$((SECONDS - build_start)) s"
+else
+  row build "bench/" FAIL "see build_bench.log"
+fi
+build_start=$SECONDS
+if [ "${BUILD_ALL:-0}" = 1 ]; then
   if cmake --build "$build" -j "$jobs" -- "${keep_going[@]}" >"$logs/build_all.log" 2>&1; then
     row build "all targets" ok "$((SECONDS - build_start)) s"
   else
@@ -119,7 +134,7 @@ for binary in "$build"/tests/*/test_*; do
     log="$logs/test_${suite}_$(echo "$name" | tr -c 'A-Za-z0-9' '_' | cut -c1-60).log"
     spec=$(printf '%s' "$name" | escape_name)
     t0=$SECONDS
-    timeout "$test_timeout" "$binary" "$spec" >"$log" 2>&1
+    timeout "$(left "$test_timeout")" "$binary" "$spec" >"$log" 2>&1
     rc=$?
     if [ $rc -eq 124 ]; then
       row test "$suite: $name" FAIL "timeout ${test_timeout}s"
@@ -135,7 +150,7 @@ done
 
 # The whole tensors suite (CPU cases included) on the CUDA build.
 if [ -x "$build/tests/tensors/test_tensors" ] && ! over_budget; then
-  timeout 300 "$build/tests/tensors/test_tensors" >"$logs/test_tensors_all.log" 2>&1
+  timeout "$(left 300)" "$build/tests/tensors/test_tensors" >"$logs/test_tensors_all.log" 2>&1
   rc=$?
   summary=$(grep -E "test cases|All tests passed" "$logs/test_tensors_all.log" | tail -1 | cut -c1-70)
   if [ $rc -eq 0 ]; then
@@ -153,7 +168,7 @@ for bench in "$build"/bench/bench_*; do
     row bench "$name" SKIP "time budget spent"
     continue
   fi
-  timeout "$bench_timeout" "$bench" >"$logs/$name.log" 2>&1
+  timeout "$(left "$bench_timeout")" "$bench" >"$logs/$name.log" 2>&1
   rc=$?
   last=$(grep '"bench"' "$logs/$name.log" | tail -1 | sed 's/^{"bench": "[^"]*", //; s/}$//' | cut -c1-400)
   if [ $rc -eq 0 ]; then

@@ -109,10 +109,14 @@ cublasHandle_t cublas_handle(int device) {
     TP_CUBLAS_CHECK(cublasCreate(&s.cublas));
     TP_CUBLAS_CHECK(cublasSetStream(s.cublas, stream(device)));
     // Float32 products stay exact float32 (they are checked against the CPU) unless the user
-    // opts into TF32 tensor cores.
+    // opts into TF32 tensor cores. bfloat16 products must not reduce split-K partial sums in
+    // bfloat16: the kernel table promises float32 accumulation and one rounding per element.
+    int mode = CUBLAS_DEFAULT_MATH;
     const char* tf32 = std::getenv("TENSORPLAY_CUDA_TF32");
-    if (tf32 && std::string(tf32) == "1")
-      TP_CUBLAS_CHECK(cublasSetMathMode(s.cublas, CUBLAS_TF32_TENSOR_OP_MATH));
+    if (tf32 && std::string(tf32) == "1") mode = CUBLAS_TF32_TENSOR_OP_MATH;
+    TP_CUBLAS_CHECK(cublasSetMathMode(
+        s.cublas,
+        static_cast<cublasMath_t>(mode | CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)));
   });
   return s.cublas;
 }

@@ -28,7 +28,10 @@ TEST_CASE("cuda: unary kernels and derivatives match the CPU", "[cuda]") {
     check_close(y.device, y.host, 1e-5f, 1e-6f, name);
     cpu_kernels().unary_backward(op, x.h(), y.h(), gy.h(), gx.h(), n);
     gpu_kernels().unary_backward(op, x.d(), y.d(), gy.d(), gx.d(), n);
-    check_close(gx.device, gx.host, 1e-5f, 1e-6f, name + " backward");
+    // GELU': the CPU's fast tanh and the GPU's tanhf differ by a few ulp, and the derivative
+    // multiplies an error in tanh by about 10 where gx itself is tiny (|x| near 4).
+    check_close(gx.device, gx.host, 1e-5f, op == tp::UnaryOp::Gelu ? 1e-5f : 1e-6f,
+                name + " backward");
   }
 }
 
@@ -37,13 +40,14 @@ TEST_CASE("cuda: binary kernels broadcast like the CPU", "[cuda]") {
   struct Case {
     tp::Shape a, b;
   };
-  std::vector<Case> cases = {{{64, 33}, {64, 33}},
-                             {{64, 33}, {33}},
-                             {{64, 33}, {64, 1}},
-                             {{5, 1, 7}, {1, 6, 1}},
-                             {{3, 4, 5, 6}, {}},
-                             {{}, {3, 4, 5, 6}},
-                             {{2, 1, 3, 1, 2, 1, 2, 2}, {2, 3, 2, 1, 2, 2}}};
+  std::vector<Case> cases = {
+      {{64, 33}, {64, 33}},
+      {{64, 33}, {33}},
+      {{64, 33}, {64, 1}},
+      {{5, 1, 7}, {1, 6, 1}},
+      {{3, 4, 5, 6}, {}},
+      {{}, {3, 4, 5, 6}},
+      {{2, 1, 3, 1, 2, 1, 2, 2}, {3, 2, 2, 3, 1, 2}}};  // rank 8, both sides broadcast
   for (const Case& c : cases) {
     tp::Tensor a = tp::randn(c.a), b = tp::rand_uniform(c.b, 0.5f, 2.0f);
     for (auto [op, f] :

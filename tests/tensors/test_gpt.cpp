@@ -204,7 +204,8 @@ TEST_CASE("cuda: a bfloat16 GPT on the GPU follows the bfloat16 GPT on the CPU",
   tp::optim::AdamW gpu_opt(on_gpu->parameters(), {.lr = 3e-3f});
   tp::Generator data(1);
   float first_gpu = 0, last_gpu = 0;
-  for (int step = 0; step < 20; ++step) {
+  // The loss falls clearly from about step 50: on the CPU, 2.77 to 1.91 by step 100.
+  for (int step = 0; step < 100; ++step) {
     auto [idx, targets] = gpt_task::batch(data, 4, 16, 16);
     tp::Tensor cpu_loss = gpt_task::loss(on_cpu, idx, targets);
     tp::Tensor gpu_loss = gpt_task::loss(on_gpu, idx.to(gpu), targets.to(gpu));
