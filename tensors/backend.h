@@ -18,6 +18,12 @@ enum class BinaryOp : uint8_t { Add, Sub, Mul, Div };
 /// Elementwise unary operations with their derivative kernels.
 enum class UnaryOp : uint8_t { Relu, Gelu, Tanh, Exp, Log, Neg, Sqrt, Square, Sigmoid };
 
+/// Whether the derivative of `op` is computed from its output y (else from its input x; Neg
+/// reads neither). unary_backward reads only that operand and takes null for the other.
+constexpr bool unary_grad_reads_output(UnaryOp op) {
+  return op == UnaryOp::Tanh || op == UnaryOp::Exp || op == UnaryOp::Sqrt || op == UnaryOp::Sigmoid;
+}
+
 /// Kernels for one device type. Pointers are to memory of that device; float32 unless stated.
 class Backend {
  public:
@@ -58,7 +64,8 @@ class Backend {
   virtual void affine(const float* x, float* out, int64_t n, float alpha, float beta) const = 0;
   /// y = f(x).
   virtual void unary(UnaryOp op, const float* x, float* y, int64_t n) const = 0;
-  /// gx = gy * f'(x) (y = f(x) is passed for ops whose derivative reads the output).
+  /// gx = gy * f'(x), reading y = f(x) instead of x where unary_grad_reads_output(op); the
+  /// operand not read may be null.
   virtual void unary_backward(UnaryOp op, const float* x, const float* y, const float* gy,
                               float* gx, int64_t n) const = 0;
 

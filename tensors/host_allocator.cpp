@@ -43,10 +43,16 @@ class HostCachingAllocator final : public Allocator {
   HostCachingAllocator() { stats_.cache_limit = default_limit(); }
 
   void* allocate(size_t bytes, Device) override {
-    if (bytes < kMinCachedBytes) return aligned(bytes);
+    if (bytes < kMinCachedBytes) {
+      void* p = aligned(bytes);
+      std::lock_guard<std::mutex> lock(mutex_);
+      count_allocated(bytes);
+      return p;
+    }
     size_t size = size_class(bytes);
     {
       std::lock_guard<std::mutex> lock(mutex_);
+      count_allocated(size);
       auto it = free_blocks_.find(size);
       if (it != free_blocks_.end() && !it->second.empty()) {
         void* p = it->second.back();
@@ -57,14 +63,29 @@ class HostCachingAllocator final : public Allocator {
       }
       ++stats_.cache_misses;
     }
-    return aligned(size);
+    try {
+      return aligned(size);
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stats_.allocated_bytes -= size;
+      throw;
+    }
   }
 
   void deallocate(void* ptr, size_t bytes, Device) override {
     if (!ptr) return;
-    if (bytes >= kMinCachedBytes) {
+    if (bytes < kMinCachedBytes) {
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        stats_.allocated_bytes -= bytes;
+      }
+      std::free(ptr);
+      return;
+    }
+    {
       size_t size = size_class(bytes);
       std::lock_guard<std::mutex> lock(mutex_);
+      stats_.allocated_bytes -= size;
       if (stats_.cached_bytes + size <= stats_.cache_limit) {
         free_blocks_[size].push_back(ptr);
         stats_.cached_bytes += size;
@@ -91,7 +112,19 @@ class HostCachingAllocator final : public Allocator {
     release_until(0);
   }
 
+  void reset_peak() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stats_.peak_allocated_bytes = stats_.allocated_bytes;
+  }
+
  private:
+  // Requires mutex_.
+  void count_allocated(size_t bytes) {
+    stats_.allocated_bytes += bytes;
+    if (stats_.allocated_bytes > stats_.peak_allocated_bytes)
+      stats_.peak_allocated_bytes = stats_.allocated_bytes;
+  }
+
   // Frees cached blocks until at most `bytes` remain cached. Requires mutex_.
   void release_until(size_t bytes) {
     for (auto& [size, blocks] : free_blocks_) {
@@ -122,6 +155,8 @@ Allocator& host_allocator() { return host_caching_allocator(); }
 HostMemoryStats host_memory_stats() { return host_caching_allocator().stats(); }
 
 void host_empty_cache() { host_caching_allocator().empty(); }
+
+void host_reset_peak_memory_stats() { host_caching_allocator().reset_peak(); }
 
 void set_host_cache_limit(size_t bytes) { host_caching_allocator().set_limit(bytes); }
 

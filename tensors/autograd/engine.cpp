@@ -152,7 +152,7 @@ void execute(std::vector<std::pair<Edge, Tensor>> seeds, const EdgeFilter& follo
       any = any || needed[i];
     }
     std::vector<Tensor> input_grads;
-    if (grad.defined() && any) input_grads = n->apply(grad, needed);
+    if (grad.defined() && any) input_grads = n->run(grad, needed);
     if (on_node && grad.defined()) on_node(owner, grad);
     for (size_t i = 0; i < needed.size(); ++i) {
       if (!needed[i]) continue;
@@ -283,7 +283,7 @@ WeightGradStash backward_input(const std::vector<Tensor>& roots, const std::vect
 void backward_weight(WeightGradStash&& stash) {
   std::vector<std::pair<Edge, Tensor>> seeds;
   for (auto& entry : stash.entries()) {
-    std::vector<Tensor> grads = entry.node->apply(entry.grad_output, entry.needed);
+    std::vector<Tensor> grads = entry.node->run(entry.grad_output, entry.needed);
     for (size_t i = 0; i < entry.needed.size(); ++i) {
       if (!entry.needed[i] || i >= grads.size() || !grads[i].defined()) continue;
       seeds.emplace_back(entry.node->next_edges[i], grads[i]);

@@ -12,6 +12,41 @@ std::atomic<uint64_t> next_sequence_nr{0};
 
 Node::Node() : sequence_nr(next_sequence_nr.fetch_add(1, std::memory_order_relaxed)) {}
 
+std::vector<Tensor> Node::run(const Tensor& grad_output, const std::vector<bool>& needed) {
+  if (narrowed_.empty()) return apply(grad_output, needed);
+  std::vector<Tensor> narrow;
+  narrow.reserve(narrowed_.size());
+  for (Tensor* slot : narrowed_) {
+    narrow.push_back(*slot);
+    if (slot->defined()) *slot = slot->to(DType::Float32);
+  }
+  auto restore = [&] {
+    for (size_t i = 0; i < narrowed_.size(); ++i)
+      if (narrowed_[i]->defined()) *narrowed_[i] = narrow[i];  // release() may have cleared it
+  };
+  try {
+    std::vector<Tensor> grads = apply(grad_output, needed);
+    restore();
+    return grads;
+  } catch (...) {
+    restore();
+    throw;
+  }
+}
+
+void Node::narrow_saved(const std::vector<std::pair<Tensor, Tensor>>& wide_to_narrow) {
+  for (Tensor* slot : saved_tensors()) {
+    if (!slot->defined()) continue;
+    for (const auto& [wide, narrow] : wide_to_narrow) {
+      if (slot->shares_storage(wide) && slot->shape() == wide.shape()) {
+        *slot = narrow.detach();
+        narrowed_.push_back(slot);
+        break;
+      }
+    }
+  }
+}
+
 bool needs_grad(const Tensor& t) { return t.defined() && t.requires_grad() && grad_enabled(); }
 
 bool any_needs_grad(const std::vector<Tensor>& inputs) {

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "tensors/tensor.h"
@@ -35,11 +36,25 @@ class Node {
   virtual std::vector<Tensor> apply(const Tensor& grad_output, const std::vector<bool>& needed) = 0;
   /// Drops saved tensors once the graph is no longer needed.
   virtual void release() {}
+  /// The saved tensors apply reads (pointers to members), so that they can be stored narrower
+  /// between forward and backward. Nodes that save no inputs keep the default: none.
+  virtual std::vector<Tensor*> saved_tensors() { return {}; }
+
+  /// What the engine calls: apply, with the saved tensors that narrow_saved replaced widened back
+  /// to float32 for the call (exactly: bfloat16 widens without rounding).
+  std::vector<Tensor> run(const Tensor& grad_output, const std::vector<bool>& needed);
+  /// For each (wide, narrow) pair, a saved tensor viewing `wide`'s memory with its shape is
+  /// replaced by `narrow`, the bfloat16 tensor that `wide` was widened from; run widens it again.
+  /// bfloat16 ops computed in float32 use this so they keep bfloat16 copies for the backward.
+  void narrow_saved(const std::vector<std::pair<Tensor, Tensor>>& wide_to_narrow);
 
   /// One edge per input, in input order (invalid for inputs that need no gradient).
   std::vector<Edge> next_edges;
   /// Creation order; the engine runs later nodes first.
   uint64_t sequence_nr;
+
+ private:
+  std::vector<Tensor*> narrowed_;  // saved tensors held as bfloat16 until run
 };
 
 /// Whether `t` takes part in autograd (requires grad and grad mode is on).

@@ -72,8 +72,7 @@ __global__ void unary_kernel(const float* x, float* y, int64_t n) {
 template <UnaryOp Op>
 __global__ void unary_backward_kernel(const float* x, const float* y, const float* gy, float* gx,
                                       int64_t n) {
-  constexpr bool kReadsY =
-      Op == UnaryOp::Tanh || Op == UnaryOp::Exp || Op == UnaryOp::Sqrt || Op == UnaryOp::Sigmoid;
+  constexpr bool kReadsY = unary_grad_reads_output(Op);
   constexpr bool kReadsX = !kReadsY && Op != UnaryOp::Neg;
   TP_GRID_STRIDE_LOOP(i, n) {
     float xv = kReadsX ? x[i] : 0.0f;

@@ -38,7 +38,8 @@ struct UnaryBackward : autograd::Node {
   const char* name() const override { return "UnaryBackward"; }
   std::vector<Tensor> apply(const Tensor& g, const std::vector<bool>&) override {
     Tensor gx = empty(g.shape(), {.device = g.device()});
-    detail::backend_of(g).unary_backward(op, x.data<float>(), y.data<float>(), g.data<float>(),
+    detail::backend_of(g).unary_backward(op, x.defined() ? x.data<float>() : nullptr,
+                                         y.defined() ? y.data<float>() : nullptr, g.data<float>(),
                                          gx.data<float>(), g.numel());
     return {gx};
   }
@@ -46,6 +47,7 @@ struct UnaryBackward : autograd::Node {
     x = Tensor();
     y = Tensor();
   }
+  std::vector<Tensor*> saved_tensors() override { return {&x, &y}; }
 };
 
 Tensor unary_op(UnaryOp op, const Tensor& x) {
@@ -59,8 +61,11 @@ Tensor unary_op(UnaryOp op, const Tensor& x) {
   if (autograd::any_needs_grad({x})) {
     auto node = std::make_shared<UnaryBackward>();
     node->op = op;
-    node->x = x.detach();
-    node->y = y.detach();
+    // Keep only the operand the derivative reads.
+    if (unary_grad_reads_output(op))
+      node->y = y.detach();
+    else if (op != UnaryOp::Neg)
+      node->x = x.detach();
     y = autograd::attach(y, node, {x});
   }
   return trace::record(name, {x}, y,

@@ -65,6 +65,7 @@ struct AttentionBackward : autograd::Node {
     v = Tensor();
     probs = Tensor();
   }
+  std::vector<Tensor*> saved_tensors() override { return {&q, &k, &v}; }
 };
 
 AttentionDims check_attention(const Tensor& q, const Tensor& k, const Tensor& v) {

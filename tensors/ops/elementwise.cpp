@@ -61,6 +61,7 @@ struct BinaryBackward : autograd::Node {
     a = Tensor();
     b = Tensor();
   }
+  std::vector<Tensor*> saved_tensors() override { return {&a, &b}; }
 };
 
 Tensor binary_op(BinaryOp op, const Tensor& a, const Tensor& b, const char* name) {

@@ -47,6 +47,7 @@ struct LayerNormBackward : autograd::Node {
     mean = Tensor();
     rstd = Tensor();
   }
+  std::vector<Tensor*> saved_tensors() override { return {&x, &weight}; }
 };
 
 void check_param(const Tensor& x, const Tensor& p, int64_t size, const char* what) {

@@ -44,6 +44,19 @@ TEST_CASE("the host cache keeps no more than its limit, and none at 0", "[host_m
   CHECK(tp::host_memory_stats().cached_bytes == 0);
 }
 
+TEST_CASE("allocated and peak bytes follow live host storages", "[host_memory]") {
+  tp::host_reset_peak_memory_stats();
+  tp::HostMemoryStats before = tp::host_memory_stats();
+  {
+    tp::Tensor big = tp::empty({1 << 18});  // 1 MiB: a cached size class
+    tp::Tensor small = tp::empty({100});    // 400 bytes, counted as asked
+    CHECK(tp::host_memory_stats().allocated_bytes == before.allocated_bytes + (1 << 20) + 400);
+  }
+  tp::HostMemoryStats after = tp::host_memory_stats();
+  CHECK(after.allocated_bytes == before.allocated_bytes);
+  CHECK(after.peak_allocated_bytes == before.allocated_bytes + (1 << 20) + 400);
+}
+
 TEST_CASE("small host tensors bypass the cache", "[host_memory]") {
   LimitGuard guard;
   tp::set_host_cache_limit(size_t{64} << 20);

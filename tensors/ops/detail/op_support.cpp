@@ -4,6 +4,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "tensors/autograd/node.h"
 #include "tensors/ops/conversion.h"
 
 namespace tensorplay::detail {
@@ -49,10 +50,19 @@ void check_same_dtype(const char* op, const Tensor& a, const Tensor& b) {
 Tensor in_float32(const std::vector<Tensor>& inputs, DType out_dtype,
                   const std::function<Tensor(const std::vector<Tensor>&)>& op) {
   std::vector<Tensor> wide;
+  std::vector<std::pair<Tensor, Tensor>> widened;  // (float32 copy, bfloat16 original)
   wide.reserve(inputs.size());
-  for (const Tensor& t : inputs)
-    wide.push_back(t.defined() && t.dtype() != DType::Float32 ? to_dtype(t, DType::Float32) : t);
+  for (const Tensor& t : inputs) {
+    if (t.defined() && t.dtype() != DType::Float32) {
+      wide.push_back(to_dtype(t, DType::Float32));
+      widened.emplace_back(wide.back(), t);
+    } else {
+      wide.push_back(t);
+    }
+  }
   Tensor out = op(wide);
+  // The op's node keeps the bfloat16 originals of the inputs it saved, not their float32 copies.
+  if (out.grad_fn() && !widened.empty()) out.grad_fn()->narrow_saved(widened);
   return out.dtype() == out_dtype ? out : to_dtype(out, out_dtype);
 }
 
