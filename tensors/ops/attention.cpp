@@ -1,7 +1,9 @@
-// Attention through batched gemms and a (causal) row softmax; the backward keeps the attention
-// probabilities P and recomputes nothing: dV = P^T dO, dS = softmax'(P, dO V^T), dQ = dS K /
-// sqrt(D), dK = dS^T Q / sqrt(D). Each input's gradient is computed the same way whichever are
-// requested.
+// Attention through batched gemms and a (causal) row softmax. The backward needs the attention
+// probabilities P: dV = P^T dO, dS = softmax'(P, dO V^T), dQ = dS K / sqrt(D), dK = dS^T Q /
+// sqrt(D). P is kept when it is smaller than q, k and v together, and recomputed from them (the
+// same kernels on the same inputs, so the same bits) when it is larger: for long sequences P
+// would dominate the memory a stage holds per microbatch. Each input's gradient is computed the
+// same way whichever are requested.
 #include "tensors/ops/attention.h"
 
 #include <cmath>
@@ -19,14 +21,35 @@ struct AttentionDims {
   float scale = 1.0f;
 };
 
+// P = softmax(scale q k^T) (causal: row i sees keys j <= i), [batch, t_q, t_k].
+Tensor attention_probs(const Tensor& q, const Tensor& k, const AttentionDims& s, bool causal) {
+  const Backend& be = detail::backend_of(q);
+  Tensor probs = empty({s.batch, s.t_q, s.t_k}, {.device = q.device()});
+  be.gemm_batched(false, true, s.batch, s.t_q, s.t_k, s.d, s.scale, q.data<float>(), s.d,
+                  s.t_q * s.d, k.data<float>(), s.d, s.t_k * s.d, 0.0f, probs.data<float>(), s.t_k,
+                  s.t_q * s.t_k);
+  if (causal)
+    be.causal_softmax(probs.data<float>(), probs.data<float>(), s.batch, s.t_q, s.t_k);
+  else
+    be.softmax(probs.data<float>(), probs.data<float>(), s.batch * s.t_q, s.t_k, 1, false);
+  return probs;
+}
+
+// Whether the backward recomputes P rather than keeping it: P is larger than q, k and v.
+bool recompute_probs(const AttentionDims& s) {
+  return s.t_q * s.t_k > s.t_q * s.d + s.t_k * (s.d + s.d_v);
+}
+
 struct AttentionBackward : autograd::Node {
-  Tensor q, k, v, probs;
+  Tensor q, k, v, probs;  // probs undefined when recomputed
   AttentionDims s;
+  bool causal = false;
   const char* name() const override { return "ScaledDotProductAttentionBackward"; }
   std::vector<Tensor> apply(const Tensor& g, const std::vector<bool>& needed) override {
     std::vector<Tensor> out(3);
     const Backend& be = detail::backend_of(g);
-    const float* p = probs.data<float>();
+    Tensor kept_or_recomputed = probs.defined() ? probs : attention_probs(q, k, s, causal);
+    const float* p = kept_or_recomputed.data<float>();
     const int64_t pq = s.t_q * s.t_k;
     if (needed[2]) {  // dV = P^T dO
       Tensor gv = empty(v.shape(), {.device = g.device()});
@@ -114,14 +137,7 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   AttentionDims s = check_attention(q, k, v);
   const Backend& be = detail::backend_of(q);
   const int64_t pq = s.t_q * s.t_k;
-  Tensor probs = empty({s.batch, s.t_q, s.t_k}, {.device = q.device()});
-  be.gemm_batched(false, true, s.batch, s.t_q, s.t_k, s.d, s.scale, q.data<float>(), s.d,
-                  s.t_q * s.d, k.data<float>(), s.d, s.t_k * s.d, 0.0f, probs.data<float>(), s.t_k,
-                  pq);
-  if (causal)
-    be.causal_softmax(probs.data<float>(), probs.data<float>(), s.batch, s.t_q, s.t_k);
-  else
-    be.softmax(probs.data<float>(), probs.data<float>(), s.batch * s.t_q, s.t_k, 1, false);
+  Tensor probs = attention_probs(q, k, s, causal);
   Shape out_shape = q.shape();
   out_shape.back() = s.d_v;
   Tensor out = empty(out_shape, {.device = q.device()});
@@ -133,8 +149,9 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
     node->q = q.detach();
     node->k = k.detach();
     node->v = v.detach();
-    node->probs = probs;
+    if (!recompute_probs(s)) node->probs = probs;
     node->s = s;
+    node->causal = causal;
     out = autograd::attach(out, node, {q, k, v});
   }
   return trace::record("scaled_dot_product_attention", {q, k, v}, out,

@@ -1,5 +1,5 @@
 // Tests for ops/attention.h beyond the op table: agreement with the composed form, causality,
-// shape errors.
+// shape errors, and the memory kept for the backward.
 #include <catch2/catch.hpp>
 #include <cmath>
 
@@ -40,4 +40,21 @@ TEST_CASE("attention shape errors name the shapes", "[attention]") {
                     Catch::Contains("batch dimensions differ"));
   CHECK_THROWS_WITH(tp::scaled_dot_product_attention(q, tp::ones({2, 4, 8}), q, true),
                     Catch::Contains("same rank"));
+}
+
+TEST_CASE("long sequences keep no attention probabilities for the backward", "[attention]") {
+  // [B*H, T, T] probabilities would be 4 MiB; q, k and v are 3 x 128 KiB.
+  const int64_t heads = 4, t = 512, d = 16;
+  tp::Generator g(4);
+  tp::Tensor q = tp::randn({1, heads, t, d}, {}, &g).requires_grad_();
+  tp::Tensor k = tp::randn({1, heads, t, d}, {}, &g).requires_grad_();
+  tp::Tensor v = tp::randn({1, heads, t, d}, {}, &g).requires_grad_();
+  size_t before = tp::host_memory_stats().allocated_bytes;
+  tp::Tensor out = tp::scaled_dot_product_attention(q, k, v, /*causal=*/true);
+  size_t held = tp::host_memory_stats().allocated_bytes - before;
+  CHECK(held == static_cast<size_t>(out.nbytes()));  // the output alone
+  tp::sum(out).backward();
+  CHECK(q.grad().defined());
+  CHECK(k.grad().defined());
+  CHECK(v.grad().defined());
 }

@@ -453,6 +453,9 @@ std::vector<OpCase> op_table() {
   t.push_back(attention_case({1, 3, 4, 4}, {1, 3, 6, 4}, {1, 3, 6, 3}, false));
   t.push_back(attention_case({2, 4, 3}, {2, 4, 3}, {2, 4, 3}, true));
   t.push_back(attention_case({1, 1, 1, 2}, {1, 1, 3, 2}, {1, 1, 3, 2}, false));
+  // Probabilities larger than q, k and v together: the backward recomputes them.
+  t.push_back(attention_case({1, 2, 12, 2}, {1, 2, 12, 2}, {1, 2, 12, 2}, true));
+  t.push_back(attention_case({2, 7, 2}, {2, 9, 2}, {2, 9, 1}, false));
   // -- layout and pieces
   t.push_back(permute_case({2, 3, 4}, {2, 0, 1}));
   t.push_back(permute_case({2, 3, 4, 5}, {0, 2, 1, 3}));
