@@ -164,7 +164,8 @@ class Backend {
                         int64_t /*rows*/, int64_t /*classes*/, int64_t /*ignore_index*/) const {
     missing("nll_rows");
   }
-  /// gx[r, c] = grad_rows[r] * (exp(logp[r, c]) - [c == targets[r]]), 0 on ignored rows.
+  /// gx[r, c] = grad_rows[r] * (exp(logp[r, c]) - [c == targets[r]]), 0 on ignored rows. gx may
+  /// be logp (in place).
   virtual void cross_entropy_backward(const float* /*logp*/, const float* /*targets*/,
                                       const float* /*grad_rows*/, float* /*gx*/, int64_t /*rows*/,
                                       int64_t /*classes*/, int64_t /*ignore_index*/) const {

@@ -1,5 +1,8 @@
 // cross_entropy: log_softmax of each row, the negative log-probability of its target, reduced;
 // one node whose backward is (softmax - onehot) times each row's share of the output gradient.
+// The backward keeps the logits, not the log-probabilities, and recomputes the latter (the same
+// kernel on the same input, so the same bits): a bfloat16 model then keeps its [N, vocab] logits
+// at two bytes an element, where float32 log-probabilities would take four.
 #include <cmath>
 #include <stdexcept>
 #include <string>
@@ -13,7 +16,7 @@ namespace tensorplay {
 namespace {
 
 struct CrossEntropyBackward : autograd::Node {
-  Tensor logp, targets;
+  Tensor logits, targets;
   int64_t rows = 0, classes = 0, ignore_index = -100;
   Reduction reduction = Reduction::Mean;
   float scale = 1.0f;  // 1 / (number of counted rows) for Mean
@@ -25,17 +28,21 @@ struct CrossEntropyBackward : autograd::Node {
     if (reduction != Reduction::None)
       grad_rows = detail::binary_kernel(BinaryOp::Mul, full({rows}, scale, {.device = g.device()}),
                                         g, "cross_entropy_backward");
-    Tensor gx = empty(logp.shape(), {.device = g.device()});
-    detail::backend_of(g).cross_entropy_backward(logp.data<float>(), targets.data<float>(),
-                                                 grad_rows.data<float>(), gx.data<float>(), rows,
-                                                 classes, ignore_index);
+    const Backend& be = detail::backend_of(g);
+    Tensor gx = empty(logits.shape(), {.device = g.device()});
+    if (rows > 0) {
+      be.softmax(logits.data<float>(), gx.data<float>(), rows, classes, 1, true);  // log p
+      be.cross_entropy_backward(gx.data<float>(), targets.data<float>(), grad_rows.data<float>(),
+                                gx.data<float>(), rows, classes, ignore_index);
+    }
     out[0] = gx;
     return out;
   }
   void release() override {
-    logp = Tensor();
+    logits = Tensor();
     targets = Tensor();
   }
+  std::vector<Tensor*> saved_tensors() override { return {&logits, &targets}; }
 };
 
 // Checks every target on the host; returns how many rows are not ignored.
@@ -93,7 +100,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
   }
   if (autograd::any_needs_grad({logits})) {
     auto node = std::make_shared<CrossEntropyBackward>();
-    node->logp = logp;
+    node->logits = logits.detach();
     node->targets = targets.detach();
     node->rows = rows;
     node->classes = classes;
