@@ -81,6 +81,16 @@ void binary_loop(F f, const float* a, const int64_t* as, const float* b, const i
       const float* br = b + boff;
       float* orow = out + o;
       for (int64_t i = 0; i < inner; ++i) orow[i] = f(ar[i], br[i]);
+    } else if (ais == 1 && bis == 0) {  // a row with one value of b (a bias broadcast over rows)
+      const float* ar = a + aoff;
+      const float bv = b[boff];
+      float* orow = out + o;
+      for (int64_t i = 0; i < inner; ++i) orow[i] = f(ar[i], bv);
+    } else if (ais == 0 && bis == 1) {
+      const float av = a[aoff];
+      const float* br = b + boff;
+      float* orow = out + o;
+      for (int64_t i = 0; i < inner; ++i) orow[i] = f(av, br[i]);
     } else {
       for (int64_t i = 0; i < inner; ++i) out[o + i] = f(a[aoff + i * ais], b[boff + i * bis]);
     }
