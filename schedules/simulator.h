@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "schedules/action.h"
@@ -35,6 +36,10 @@ struct SimulationResult {
   /// idle[rank] / makespan.
   double rank_bubble_fraction(int rank) const;
 };
+
+/// "  rank R: busy B, idle I, peak activations P" lines for the first 64 ranks (then a count of the
+/// rest), each time followed by `unit` ("" for cost-model units, " us" for microseconds).
+std::string format_rank_figures(const SimulationResult& result, const std::string& unit = "");
 
 /// Simulation switches.
 struct SimulationOptions {

@@ -212,3 +212,17 @@ TEST_CASE("the simulator is fast enough for big pipelines", "[simulator]") {
                      stage_to_rank(ScheduleKind::OneFOneB, 128, 1), 512, kUnit, options);
   CHECK(r.makespan == 3.0 * (512 + 127));
 }
+
+TEST_CASE("format_rank_figures prints a line per rank with the unit", "[simulator]") {
+  SimulationResult r;
+  r.busy = {3, 2};
+  r.idle = {1, 2};
+  r.peak_activations = {2, 1};
+  CHECK(format_rank_figures(r, " us") ==
+        "  rank 0: busy 3 us, idle 1 us, peak activations 2\n"
+        "  rank 1: busy 2 us, idle 2 us, peak activations 1\n");
+  r.busy.assign(70, 1);
+  r.idle.assign(70, 0);
+  r.peak_activations.assign(70, 1);
+  CHECK_THAT(format_rank_figures(r), Catch::EndsWith("  ... 6 more ranks\n"));
+}

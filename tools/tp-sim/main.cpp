@@ -174,12 +174,7 @@ int run(const Options& opt) {
             << opt.microbatches << " microbatches\n"
             << "  makespan " << result.makespan << ", span " << result.span << ", bubble "
             << result.bubble_fraction * 100 << "%\n";
-  for (int rank = 0; rank < opt.ranks && rank < 64; ++rank) {
-    std::cout << "  rank " << rank << ": busy " << result.busy[rank] << ", idle "
-              << result.idle[rank] << ", peak activations " << result.peak_activations[rank]
-              << "\n";
-  }
-  if (opt.ranks > 64) std::cout << "  ... " << opt.ranks - 64 << " more ranks\n";
+  std::cout << ts::format_rank_figures(result);
   return 0;
 }
 

@@ -1,0 +1,104 @@
+// tp-trace: reads message logs (SPDLOG_LEVEL=debug output of processes on one host: their
+// timestamps share the host's monotonic clock), rebuilds one step's compute actions per rank,
+// and prints makespan, bubble and peak activations; optionally writes the step as a Chrome trace
+// JSON (Perfetto) or an SVG timeline.
+//
+//   SPDLOG_LEVEL=debug ./train 2> run.log
+//   tp-trace run.log                       # the last logged step
+//   tp-trace run.log --step 3 --json --trace step3.json --svg step3.svg
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "actors/trace_log.h"
+#include "schedules/timeline_export.h"
+
+namespace pp = tensorplay::pipelining;
+namespace ts = tensorplay::schedules;
+
+namespace {
+
+struct Options {
+  std::vector<std::string> logs;
+  long long step = -1;  // -1: the last logged step
+  std::string trace;
+  std::string svg;
+  bool json = false;
+};
+
+void write_file(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+  if (!out) throw std::runtime_error("cannot write '" + path + "'");
+}
+
+int run(const Options& opt) {
+  std::vector<pp::LogEvent> events;
+  for (const std::string& path : opt.logs) {
+    std::ifstream in(path);
+    if (!in) throw std::runtime_error("cannot read log '" + path + "'");
+    std::vector<pp::LogEvent> more = pp::parse_message_log(in);
+    events.insert(events.end(), more.begin(), more.end());
+  }
+  std::vector<uint64_t> steps = pp::logged_steps(events);
+  if (steps.empty())
+    throw std::runtime_error(
+        "no message-log lines found; run the program with SPDLOG_LEVEL=debug and pass its "
+        "standard error");
+  uint64_t step = opt.step < 0 ? steps.back() : static_cast<uint64_t>(opt.step);
+  if (std::find(steps.begin(), steps.end(), step) == steps.end())
+    throw std::runtime_error("step " + std::to_string(step) + " is not in the log; it has steps " +
+                             std::to_string(steps.front()) + " to " + std::to_string(steps.back()));
+  ts::SimulationResult result = pp::step_timeline(events, step);
+  // Times are microseconds: one cost-model unit per microsecond in the trace.
+  if (!opt.trace.empty()) write_file(opt.trace, ts::chrome_trace_json(result, 1.0));
+  if (!opt.svg.empty())
+    write_file(opt.svg, ts::timeline_svg(result, "step " + std::to_string(step) + " (us)"));
+  const size_t ranks = result.busy.size();
+  if (opt.json) {
+    nlohmann::ordered_json j;
+    j["step"] = step;
+    j["steps_logged"] = steps.size();
+    j["ranks"] = ranks;
+    j["actions"] = result.actions;
+    j["makespan_us"] = result.makespan;
+    j["span_us"] = result.span;
+    j["bubble_fraction"] = result.bubble_fraction;
+    j["busy_us"] = result.busy;
+    j["idle_us"] = result.idle;
+    j["peak_activations"] = result.peak_activations;
+    std::cout << j.dump() << "\n";
+    return 0;
+  }
+  std::cout << "step " << step << " (" << steps.size() << " logged): " << ranks << " ranks, "
+            << result.actions << " actions\n"
+            << "  makespan " << result.makespan << " us, bubble " << result.bubble_fraction * 100
+            << "%\n";
+  std::cout << ts::format_rank_figures(result, " us");
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"tp-trace: a training step's timeline and figures from message logs"};
+  Options opt;
+  app.add_option("logs", opt.logs, "log files (standard error of SPDLOG_LEVEL=debug runs)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  app.add_option("--step", opt.step, "the step to show (default: the last one logged)");
+  app.add_option("--trace", opt.trace, "write a Chrome trace JSON (Perfetto)");
+  app.add_option("--svg", opt.svg, "write an SVG timeline");
+  app.add_flag("--json", opt.json, "print the figures as one JSON object");
+  CLI11_PARSE(app, argc, argv);
+  try {
+    return run(opt);
+  } catch (const std::exception& e) {
+    std::cerr << "tp-trace: " << e.what() << "\n";
+    return 1;
+  }
+}
