@@ -13,6 +13,8 @@
 namespace tensorplay::pipelining {
 namespace {
 
+constexpr int64_t kMaxRanks = int64_t{1} << 20;
+
 // The value after `key=` up to the next space (or the end), or false when the key is absent.
 bool field(const std::string& line, const std::string& key, std::string& value) {
   size_t at = line.find(" " + key + "=");
@@ -59,7 +61,11 @@ std::vector<LogEvent> parse_message_log(std::istream& in) {
     size_t t_at = line.find(" t_us=");
     if (what_at == std::string::npos || t_at == std::string::npos || t_at < what_at) continue;
     LogEvent e;
-    e.rank = static_cast<int>(to_integer(rank, "rank", number));
+    int64_t r = to_integer(rank, "rank", number);
+    if (r < 0 || r >= kMaxRanks)
+      throw std::invalid_argument("message log line " + std::to_string(number) + ": rank=" + rank +
+                                  " is outside [0, " + std::to_string(kMaxRanks) + ")");
+    e.rank = static_cast<int>(r);
     e.step = static_cast<uint64_t>(to_integer(step, "step", number));
     e.event = event;
     e.what = line.substr(what_at + 6, t_at - what_at - 6);

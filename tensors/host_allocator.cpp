@@ -1,6 +1,8 @@
 // The host allocator: 64-byte aligned memory, with freed blocks of 64 KiB and more kept in
 // size-class free lists (up to a byte limit) and handed out again. Large blocks come from mmap
 // in glibc; without the cache each training step would fault in and zero its pages again.
+#include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <mutex>
 #include <new>
@@ -26,7 +28,8 @@ size_t default_limit() {
   if (const char* mb = std::getenv("TENSORPLAY_HOST_CACHE_MB")) {
     char* end = nullptr;
     unsigned long long value = std::strtoull(mb, &end, 10);
-    if (end != mb && *end == '\0') limit = static_cast<size_t>(value) << 20;
+    constexpr unsigned long long kMaxMb = SIZE_MAX >> 20;
+    if (end != mb && *end == '\0') limit = static_cast<size_t>(std::min(value, kMaxMb)) << 20;
   }
   return limit;
 }
@@ -52,24 +55,21 @@ class HostCachingAllocator final : public Allocator {
     size_t size = size_class(bytes);
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      count_allocated(size);
       auto it = free_blocks_.find(size);
       if (it != free_blocks_.end() && !it->second.empty()) {
         void* p = it->second.back();
         it->second.pop_back();
         stats_.cached_bytes -= size;
         ++stats_.cache_hits;
+        count_allocated(size);
         return p;
       }
       ++stats_.cache_misses;
     }
-    try {
-      return aligned(size);
-    } catch (...) {
-      std::lock_guard<std::mutex> lock(mutex_);
-      stats_.allocated_bytes -= size;
-      throw;
-    }
+    void* p = aligned(size);  // counted only once it succeeded
+    std::lock_guard<std::mutex> lock(mutex_);
+    count_allocated(size);
+    return p;
   }
 
   void deallocate(void* ptr, size_t bytes, Device) override {

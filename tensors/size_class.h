@@ -3,6 +3,8 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <new>
 
 namespace tensorplay {
 
@@ -13,8 +15,9 @@ inline size_t size_class(size_t bytes) {
   constexpr size_t kLargeThreshold = size_t{1} << 20;
   if (bytes == 0) return kGranule;
   if (bytes <= kLargeThreshold) return (bytes + kGranule - 1) / kGranule * kGranule;
+  if (bytes > (SIZE_MAX >> 2)) throw std::bad_alloc();  // no memory has a quarter of size_t
   size_t power = kLargeThreshold;
-  while (power * 2 <= bytes) power *= 2;  // largest power of two <= bytes
+  while (power <= bytes / 2) power *= 2;  // largest power of two <= bytes
   size_t step = power / 4;
   return (bytes + step - 1) / step * step;
 }

@@ -16,15 +16,13 @@ std::vector<Tensor> Node::run(const Tensor& grad_output, const std::vector<bool>
   if (narrowed_.empty()) return apply(grad_output, needed);
   std::vector<Tensor> narrow;
   narrow.reserve(narrowed_.size());
-  for (Tensor* slot : narrowed_) {
-    narrow.push_back(*slot);
-    if (slot->defined()) *slot = slot->to(DType::Float32);
-  }
+  for (Tensor* slot : narrowed_) narrow.push_back(*slot);
   auto restore = [&] {
-    for (size_t i = 0; i < narrowed_.size(); ++i)
-      if (narrowed_[i]->defined()) *narrowed_[i] = narrow[i];  // release() may have cleared it
+    for (size_t i = 0; i < narrowed_.size(); ++i) *narrowed_[i] = narrow[i];
   };
   try {
+    for (Tensor* slot : narrowed_)
+      if (slot->defined()) *slot = slot->to(DType::Float32);
     std::vector<Tensor> grads = apply(grad_output, needed);
     restore();
     return grads;

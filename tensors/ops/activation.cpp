@@ -1,6 +1,9 @@
 // Unary elementwise ops through the kernel table's unary/unary_backward pair.
 #include "tensors/ops/activation.h"
 
+#include <stdexcept>
+#include <string>
+
 #include "tensors/autograd/node.h"
 #include "tensors/ops/detail/op_support.h"
 #include "tensors/trace_hook.h"
@@ -37,6 +40,11 @@ struct UnaryBackward : autograd::Node {
   Tensor x, y;
   const char* name() const override { return "UnaryBackward"; }
   std::vector<Tensor> apply(const Tensor& g, const std::vector<bool>&) override {
+    const Tensor& read = unary_grad_reads_output(op) ? y : x;
+    if (op != UnaryOp::Neg && !read.defined())
+      throw std::logic_error(std::string(name()) +
+                             ": its saved tensors were released by an earlier backward; pass "
+                             "retain_graph=true to run backward through this graph twice");
     Tensor gx = empty(g.shape(), {.device = g.device()});
     detail::backend_of(g).unary_backward(op, x.defined() ? x.data<float>() : nullptr,
                                          y.defined() ? y.data<float>() : nullptr, g.data<float>(),

@@ -69,7 +69,8 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
   detail::check_defined("cross_entropy", logits, "logits");
   detail::check_defined("cross_entropy", targets, "targets");
   detail::check_same_device("cross_entropy", logits, targets);
-  if (detail::any_bfloat16({logits, targets}))
+  detail::check_float32("cross_entropy (targets)", targets);  // bfloat16 cannot count past 256
+  if (logits.dtype() == DType::BFloat16)
     return detail::in_float32({logits, targets}, logits.dtype(),
                               [ignore_index, reduction](const std::vector<Tensor>& in) {
                                 return cross_entropy(in[0], in[1], ignore_index, reduction);

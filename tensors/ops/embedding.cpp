@@ -50,7 +50,8 @@ Tensor embedding(const Tensor& indices, const Tensor& weight) {
   detail::check_defined("embedding", indices, "indices");
   detail::check_defined("embedding", weight, "weight");
   detail::check_same_device("embedding", indices, weight);
-  if (detail::any_bfloat16({indices, weight}))
+  detail::check_float32("embedding (indices)", indices);  // bfloat16 cannot count past 256
+  if (weight.dtype() == DType::BFloat16)
     return detail::in_float32({indices, weight}, weight.dtype(), [](const std::vector<Tensor>& in) {
       return embedding(in[0], in[1]);
     });

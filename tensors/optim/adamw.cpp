@@ -33,6 +33,9 @@ void AdamW::step() {
     if (!exp_avg_[i].defined()) {
       exp_avg_[i] = zeros_like(parameters_[i]);
       exp_avg_sq_[i] = zeros_like(parameters_[i]);
+    } else if (exp_avg_[i].dtype() != parameters_[i].dtype()) {  // the module changed dtype
+      exp_avg_[i] = exp_avg_[i].to(parameters_[i].dtype());
+      exp_avg_sq_[i] = exp_avg_sq_[i].to(parameters_[i].dtype());
     }
     ++steps_[i];
     if (parameters_[i].device().is_cpu() && parameters_[i].dtype() == DType::Float32 &&

@@ -25,6 +25,7 @@ void SGD::step() {
     if (options_.weight_decay != 0.0f) g = g + p.detach() * options_.weight_decay;
     if (options_.momentum != 0.0f) {
       Tensor& buf = momentum_buffers_[i];
+      if (buf.defined() && buf.dtype() != p.dtype()) buf = buf.to(p.dtype());  // module converted
       if (!buf.defined()) {
         buf = g.clone();
       } else {

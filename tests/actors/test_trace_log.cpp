@@ -38,6 +38,10 @@ TEST_CASE("message-log lines parse, other lines are skipped", "[trace_log]") {
   CHECK(pp::logged_steps(events) == std::vector<uint64_t>{3});
   CHECK_THROWS_WITH(parse("a\nrank=x step=1 event=start what=0F0 t_us=1\n"),
                     Catch::Contains("line 2") && Catch::Contains("rank='x'"));
+  CHECK_THROWS_WITH(parse("rank=-1 step=0 event=start what=0F0 t_us=1\n"),
+                    Catch::Contains("line 1: rank=-1 is outside"));
+  CHECK_THROWS_WITH(parse("rank=4294967296 step=0 event=start what=0F0 t_us=1\n"),
+                    Catch::Contains("is outside"));
 }
 
 TEST_CASE("a step's timeline has the simulator's figures", "[trace_log]") {

@@ -94,3 +94,18 @@ TEST_CASE("AdamW state_dict round trip continues identically", "[adamw]") {
   sgd_state.insert("state.0.momentum_buffer", tp::zeros({4}));
   CHECK_THROWS_WITH(b.load_state_dict(sgd_state), Catch::Contains("momentum_buffer"));
 }
+
+TEST_CASE("AdamW follows its parameters from bfloat16 back to float32", "[adamw]") {
+  tp::nn::Linear layer(3, 2);
+  optim::AdamW opt(layer->parameters(), {.lr = 0.01f});
+  layer->to(tp::DType::BFloat16);
+  tp::sum(layer(tp::ones({1, 3}).to(tp::DType::BFloat16))).backward();
+  opt.step();
+  CHECK(opt.state_dict().at("state.0.exp_avg").dtype() == tp::DType::BFloat16);
+  opt.zero_grad();
+  layer->to(tp::DType::Float32);
+  tp::sum(layer(tp::ones({1, 3}))).backward();
+  opt.step();
+  CHECK(opt.state_dict().at("state.0.exp_avg").dtype() == tp::DType::Float32);
+  CHECK(opt.step_count(0) == 2);
+}

@@ -24,3 +24,11 @@ TEST_CASE("embedding rejects ids outside the vocabulary, naming the id and size"
   CHECK_THROWS_WITH(tp::embedding(tp::from_vector({0}, {1}), tp::zeros({5})),
                     Catch::Contains("[vocab, dim]"));
 }
+
+TEST_CASE("embedding ids must be float32: bfloat16 cannot count past 256", "[embedding]") {
+  tp::Tensor weight = tp::ones({300, 2}).to(tp::DType::BFloat16);
+  tp::Tensor ids = tp::from_vector({257}, {1}).to(tp::DType::BFloat16);  // rounds to 256
+  CHECK_THROWS_WITH(tp::embedding(ids, weight),
+                    Catch::Contains("embedding (indices)") && Catch::Contains("float32"));
+  CHECK(tp::embedding(tp::from_vector({257}, {1}), weight).dtype() == tp::DType::BFloat16);
+}

@@ -120,3 +120,10 @@ TEST_CASE("a float32 output gradient seeds a bfloat16 root", "[engine]") {
   CHECK(w.grad().dtype() == tp::DType::BFloat16);
   CHECK(w.grad().to_vector() == std::vector<float>{1, 2, 1, 2});
 }
+
+TEST_CASE("a second backward through a released graph is an error, not a crash", "[engine]") {
+  tp::Tensor x = tp::from_vector({1, -2, 3}, {3}).requires_grad_();
+  tp::Tensor loss = tp::sum(tp::relu(x));
+  loss.backward();
+  CHECK_THROWS_WITH(loss.backward(), Catch::Contains("retain_graph=true"));
+}

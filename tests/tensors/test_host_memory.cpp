@@ -67,3 +67,13 @@ TEST_CASE("small host tensors bypass the cache", "[host_memory]") {
   CHECK(after.cached_bytes == 0);
   CHECK(after.cache_misses == before.cache_misses);
 }
+
+TEST_CASE("an impossible host allocation throws bad_alloc and leaves the figures alone",
+          "[host_memory]") {
+  tp::host_reset_peak_memory_stats();
+  tp::HostMemoryStats before = tp::host_memory_stats();
+  CHECK_THROWS_AS(tp::empty({int64_t{1} << 61}), std::bad_alloc);  // 2^63 bytes
+  tp::HostMemoryStats after = tp::host_memory_stats();
+  CHECK(after.allocated_bytes == before.allocated_bytes);
+  CHECK(after.peak_allocated_bytes == before.peak_allocated_bytes);
+}

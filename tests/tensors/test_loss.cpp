@@ -33,3 +33,13 @@ TEST_CASE("loss errors name the bad target or shape", "[loss]") {
   CHECK_THROWS_WITH(tp::mse_loss(tp::zeros({2}), tp::zeros({3})),
                     Catch::Contains("differs from target shape"));
 }
+
+TEST_CASE("cross_entropy targets must be float32, logits may be bfloat16", "[loss]") {
+  tp::Tensor logits = tp::zeros({2, 300}).to(tp::DType::BFloat16);
+  CHECK_THROWS_WITH(
+      tp::cross_entropy(logits, tp::from_vector({257, 1}, {2}).to(tp::DType::BFloat16)),
+      Catch::Contains("cross_entropy (targets)"));
+  tp::Tensor loss = tp::cross_entropy(logits, tp::from_vector({257, 1}, {2}));
+  CHECK(loss.dtype() == tp::DType::BFloat16);
+  CHECK(loss.item() == Approx(std::log(300.0)).epsilon(4e-3));
+}
