@@ -92,7 +92,11 @@ schedules::SimulationResult step_timeline(const std::vector<LogEvent>& events, u
     if (e.step != step) continue;
     ranks = std::max(ranks, e.rank + 1);
     if (e.event == "start") {
-      open[{e.rank, e.what}] = e.t_us;
+      if (!open.emplace(std::make_pair(e.rank, e.what), e.t_us).second)
+        throw std::invalid_argument("message log: step " + std::to_string(step) + ": rank " +
+                                    std::to_string(e.rank) + " started " + e.what +
+                                    " twice without finishing it (logs of two schedules that "
+                                    "both number this step? pass one schedule's log)");
     } else if (e.event == "finish") {
       auto it = open.find({e.rank, e.what});
       if (it == open.end()) continue;  // its start was cut off the log

@@ -28,11 +28,12 @@ std::vector<LogEvent> parse_message_log(std::istream& in);
 /// The steps that have events, in increasing order.
 std::vector<uint64_t> logged_steps(const std::vector<LogEvent>& events);
 
-/// Step `step`'s compute actions as they ran: each start paired with its finish on the same
-/// rank, times in microseconds from the step's first start. The figures follow the simulator's
-/// definitions: makespan, per-rank busy and idle time, bubble fraction, and peak activations
-/// held (a forward's start to the end of its B or W). Throws std::invalid_argument when the step
-/// has no compute events, or names the rank and action of a start without a finish.
+/// Step `step`'s compute actions as they ran (from one schedule's log: each schedule numbers its
+/// own steps): each start paired with its finish on the same rank, times in microseconds from the
+/// step's first start. The figures follow the simulator's definitions: makespan, per-rank busy and
+/// idle time, bubble fraction, and peak activations held (a forward's start to the end of its B or
+/// W). Throws std::invalid_argument when the step has no compute events, or names the rank and
+/// action of a start without a finish.
 schedules::SimulationResult step_timeline(const std::vector<LogEvent>& events, uint64_t step);
 
 }  // namespace tensorplay::pipelining

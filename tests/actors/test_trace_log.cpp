@@ -72,6 +72,9 @@ TEST_CASE("a step's timeline has the simulator's figures", "[trace_log]") {
   CHECK_THROWS_WITH(pp::step_timeline(events, 8),
                     Catch::Contains("rank 0 started 0F0 and never finished"));
   CHECK_THROWS_WITH(pp::step_timeline(events, 9), Catch::Contains("no start/finish events"));
+  auto twice = parse(
+      "rank=0 step=1 event=start what=0F0 t_us=1\nrank=0 step=1 event=start what=0F0 t_us=2\n");
+  CHECK_THROWS_WITH(pp::step_timeline(twice, 1), Catch::Contains("started 0F0 twice"));
 }
 
 TEST_CASE("the log of a real 1F1B step reads back as its timeline", "[trace_log]") {
