@@ -3,6 +3,7 @@
 #include "actors/schedule.h"
 
 #include <algorithm>
+#include <map>
 #include <set>
 #include <string>
 
@@ -110,6 +111,23 @@ PipelineSchedule::PipelineSchedule(std::vector<std::shared_ptr<PipelineStage>> s
   im.ranks = im.num_stages / im.stages_per_rank;
   im.order = schedules::generate_order(kind, im.ranks, im.stages_per_rank, n_microbatches);
   im.stage_to_rank = schedules::stage_to_rank(kind, im.ranks, im.stages_per_rank);
+  // Ranks run concurrently: a parameter tensor shared by stages on two ranks would have its
+  // gradient accumulated by two threads at once.
+  std::map<const TensorImpl*, std::pair<int, std::string>> owners;  // tensor -> (stage, name)
+  for (const auto& s : im.stages) {
+    for (const auto& [param_name, p] : s->module().named_parameters()) {
+      auto [it, fresh] =
+          owners.emplace(p.impl_ptr().get(), std::make_pair(s->stage_index(), param_name));
+      const auto& [other_stage, other_name] = it->second;
+      if (!fresh && im.stage_to_rank[other_stage] != im.stage_to_rank[s->stage_index()])
+        throw std::invalid_argument(
+            name + ": parameter '" + param_name + "' of stage " + std::to_string(s->stage_index()) +
+            " is the same tensor as '" + other_name + "' of stage " + std::to_string(other_stage) +
+            ", and the two run on different ranks at once; give each stage its own copy and "
+            "tie the copies (build_stages does this for tied weights), or place both stages on "
+            "one rank");
+    }
+  }
 
   caf::actor_system& system = detail::process_actor_system();
   for (int r = 0; r < im.ranks; ++r) {
@@ -197,15 +215,19 @@ Tensor PipelineSchedule::Impl::run_step(const std::vector<Tensor>& inputs,
   if (timed_out) {
     failure = name + ": step " + std::to_string(data->step) + " did not finish within " +
               std::to_string(options.step_timeout.count()) + " ms;";
-    for (const caf::actor& a : actors) {
-      self->request(a, std::chrono::seconds(5), detail::status_atom::value)
+    for (size_t r = 0; r < actors.size(); ++r) {
+      self->request(actors[r], std::chrono::seconds(5), detail::status_atom::value)
           .receive([&](const std::string& s) { failure += " [" + s + "]"; },
-                   [&](const caf::error&) { failure += " [a rank did not answer]"; });
+                   [&](const caf::error&) {
+                     failure += " [rank " + std::to_string(r) + " did not answer within 5 s]";
+                   });
     }
   }
+  // Quiesce the ranks before summing tied gradients: on a failure or timeout, others may still
+  // be in a backward that writes those gradients.
+  if (!failure.empty()) abort_all(self);
   if (training) finish_tied_step(local, std::move(tied));
   if (!failure.empty()) {
-    abort_all(self);
     throw PipelineError(failure +
                         " (gradients of this step are partial: zero_grad before "
                         "retrying)");
@@ -215,6 +237,11 @@ Tensor PipelineSchedule::Impl::run_step(const std::vector<Tensor>& inputs,
     for (const Tensor& l : data->losses) step_options.losses->push_back(l);
   }
   if (data->outputs.empty() || !data->outputs[0].defined()) return Tensor();
+  if (data->outputs[0].dim() == 0) {  // one scalar per microbatch (a model returning its loss)
+    std::vector<Tensor> rows;
+    for (const Tensor& t : data->outputs) rows.push_back(t.reshape({1}));
+    return merge_chunks(rows);
+  }
   return merge_chunks(data->outputs);
 }
 

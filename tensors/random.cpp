@@ -26,29 +26,32 @@ void manual_seed(uint64_t seed) { default_generator().manual_seed(seed); }
 
 namespace {
 template <typename F>
-Tensor generate(const Shape& shape, TensorOptions options, F draw) {
+Tensor generate(Generator& g, const Shape& shape, TensorOptions options, F draw) {
   std::vector<float> v(numel(shape));
-  for (float& x : v) x = draw();
+  {
+    auto lock = g.lock();
+    for (float& x : v) x = draw();
+  }
   return from_vector(v, shape, options);
 }
 }  // namespace
 
 Tensor randn(const Shape& shape, TensorOptions options, Generator* generator) {
   Generator& g = generator ? *generator : default_generator();
-  return generate(shape, options, [&] { return static_cast<float>(g.normal()); });
+  return generate(g, shape, options, [&] { return static_cast<float>(g.normal()); });
 }
 
 Tensor rand_uniform(const Shape& shape, float low, float high, TensorOptions options,
                     Generator* generator) {
   Generator& g = generator ? *generator : default_generator();
-  return generate(shape, options,
+  return generate(g, shape, options,
                   [&] { return low + static_cast<float>(g.uniform()) * (high - low); });
 }
 
 Tensor randint(int64_t low, int64_t high, const Shape& shape, TensorOptions options,
                Generator* generator) {
   Generator& g = generator ? *generator : default_generator();
-  return generate(shape, options, [&] {
+  return generate(g, shape, options, [&] {
     return static_cast<float>(low + static_cast<int64_t>(g.uniform() * (high - low)));
   });
 }

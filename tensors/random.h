@@ -3,25 +3,34 @@
 #pragma once
 
 #include <cstdint>
+#include <mutex>
 #include <random>
 
 #include "tensors/tensor.h"
 
 namespace tensorplay {
 
-/// A seeded random stream (64-bit Mersenne Twister).
+/// A seeded random stream (64-bit Mersenne Twister). The tensor factories and dropout hold
+/// lock() while they draw, so stage actors on several threads may share one generator (the
+/// default one); code drawing with uniform()/normal() from a shared generator holds it too.
 class Generator {
  public:
   explicit Generator(uint64_t seed = 0) : engine_(seed) {}
-  void manual_seed(uint64_t seed) { engine_.seed(seed); }
+  void manual_seed(uint64_t seed) {
+    std::lock_guard<std::mutex> guard(mutex_);
+    engine_.seed(seed);
+  }
   /// Uniform in [0, 1).
   double uniform();
   /// Standard normal.
   double normal();
   std::mt19937_64& engine() { return engine_; }
+  /// Exclusive use of the stream while the returned lock lives.
+  std::unique_lock<std::mutex> lock() { return std::unique_lock<std::mutex>(mutex_); }
 
  private:
   std::mt19937_64 engine_;
+  std::mutex mutex_;
 };
 
 /// The process-wide default generator.

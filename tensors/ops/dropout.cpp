@@ -35,7 +35,10 @@ Tensor dropout(const Tensor& x, float p, bool training, Generator* generator) {
   Generator& gen = generator ? *generator : default_generator();
   std::vector<float> keep(x.numel());
   float scale = p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;
-  for (float& m : keep) m = gen.uniform() >= p ? scale : 0.0f;
+  {
+    auto lock = gen.lock();  // stages on other threads may draw from the same generator
+    for (float& m : keep) m = gen.uniform() >= p ? scale : 0.0f;
+  }
   Tensor mask = from_vector(keep, x.shape(), {.device = x.device()});
   Tensor out = detail::binary_kernel(BinaryOp::Mul, x, mask, "dropout");
   if (autograd::any_needs_grad({x})) {

@@ -176,6 +176,9 @@ Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length) {
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
   if (tensors.empty()) throw std::invalid_argument("cat: needs at least one tensor");
   const Tensor& first = tensors[0];
+  if (first.dim() == 0)
+    throw std::invalid_argument(
+        "cat: tensor 0 is zero-dimensional and cannot be concatenated; reshape it to [1] first");
   dim = wrap_dim(dim, first.dim(), "cat");
   Shape shape = first.shape();
   int64_t total = 0;

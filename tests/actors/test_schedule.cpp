@@ -183,3 +183,37 @@ TEST_CASE("gradients accumulate across steps without zero_grad", "[schedule]") {
   auto twice = p.grad().to_vector();
   for (size_t i = 0; i < once.size(); ++i) CHECK(twice[i] == Approx(2 * once[i]).epsilon(1e-5));
 }
+
+TEST_CASE("a last stage that returns its loss gives one value per microbatch", "[schedule]") {
+  tp::manual_seed(5);
+  auto first = make_block();
+  auto last = tp::nn::Sequential(tp::nn::Linear(kDim, 1)).ptr();
+  struct MeanOf : tp::nn::Module {
+    explicit MeanOf(std::shared_ptr<tp::nn::Module> m) : inner(register_module("inner", m)) {}
+    tp::Tensor forward(const tp::Tensor& x) override { return tp::mean((*inner)(x)); }
+    std::shared_ptr<tp::nn::Module> inner;
+  };
+  std::vector<std::shared_ptr<pp::PipelineStage>> stages = {
+      std::make_shared<pp::PipelineStage>(first, 0, 2, tp::cpu(),
+                                          std::vector<tp::Tensor>{tp::zeros({2, kDim})}),
+      std::make_shared<pp::PipelineStage>(std::make_shared<MeanOf>(last), 1, 2, tp::cpu(),
+                                          std::vector<tp::Tensor>{tp::zeros({2, kDim})})};
+  pp::ScheduleGPipe schedule(stages, 4,
+                             [](const tp::Tensor& out, const tp::Tensor&) { return out; });
+  std::vector<tp::Tensor> losses;
+  tp::Tensor out =
+      schedule.step({tp::randn({8, kDim})}, {.target = tp::zeros({8, 1}), .losses = &losses});
+  REQUIRE(out.shape() == tp::Shape{4});
+  for (int mb = 0; mb < 4; ++mb) CHECK(out.to_vector()[mb] == losses.at(mb).item());
+  CHECK(schedule.eval({tp::randn({8, kDim})}).shape() == tp::Shape{4});
+}
+
+TEST_CASE("a parameter shared by stages on two ranks is a clear error", "[schedule][errors]") {
+  auto shared = make_block();
+  std::vector<std::shared_ptr<pp::PipelineStage>> stages;
+  for (int i = 0; i < 2; ++i)
+    stages.push_back(std::make_shared<pp::PipelineStage>(
+        shared, i, 2, tp::cpu(), std::vector<tp::Tensor>{tp::zeros({2, kDim})}));
+  CHECK_THROWS_WITH(pp::Schedule1F1B(stages, 2, tp::nn::mse_loss),
+                    Catch::Contains("same tensor") && Catch::Contains("different ranks"));
+}

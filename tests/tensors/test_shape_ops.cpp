@@ -22,3 +22,8 @@ TEST_CASE("shape op errors name the problem", "[shape_ops]") {
   CHECK_THROWS_WITH(tp::narrow(x, 1, 2, 2), Catch::Contains("out of range"));
   CHECK_THROWS_WITH(tp::cat({x, tp::ones({2, 2, 5})}, 1), Catch::Contains("incompatible"));
 }
+
+TEST_CASE("cat of zero-dimensional tensors is an error, not a crash", "[shape_ops]") {
+  CHECK_THROWS_WITH(tp::cat({tp::scalar_tensor(1), tp::scalar_tensor(2)}, 0),
+                    Catch::Contains("zero-dimensional") && Catch::Contains("reshape"));
+}
