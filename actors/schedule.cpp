@@ -179,7 +179,15 @@ Tensor PipelineSchedule::Impl::run_step(const std::vector<Tensor>& inputs,
   for (int mb = 0; mb < n_microbatches; ++mb)
     stages[0]->validate_inputs(mb, data->microbatch_inputs[mb]);
   if (step_options.target.defined()) {
-    for (auto& chunk : split_into_microbatches({step_options.target}, n_microbatches))
+    const Tensor& target = step_options.target;
+    if (options.args_chunk_spec.empty() && !inputs.empty() && inputs[0].defined() &&
+        inputs[0].dim() > 0 && (target.dim() == 0 || target.size(0) != inputs[0].size(0)))
+      throw std::invalid_argument(
+          name + ".step: the target's batch (" +
+          (target.dim() == 0 ? std::string("a scalar") : std::to_string(target.size(0))) +
+          " rows) differs from the input's (" + std::to_string(inputs[0].size(0)) +
+          " rows); both are split into microbatches along dim 0");
+    for (auto& chunk : split_into_microbatches({target}, n_microbatches))
       data->targets.push_back(chunk[0]);
   }
 

@@ -217,3 +217,13 @@ TEST_CASE("a parameter shared by stages on two ranks is a clear error", "[schedu
   CHECK_THROWS_WITH(pp::Schedule1F1B(stages, 2, tp::nn::mse_loss),
                     Catch::Contains("same tensor") && Catch::Contains("different ranks"));
 }
+
+TEST_CASE("a target whose batch differs from the input's is a clear error", "[schedule][errors]") {
+  Setup setup(2, 2);
+  pp::ScheduleGPipe schedule(setup.stages, 4, tp::nn::mse_loss);
+  CHECK_THROWS_WITH(schedule.step({tp::randn({8, kDim})}, {.target = tp::randn({12, kDim})}),
+                    Catch::Contains("target's batch (12 rows)") && Catch::Contains("(8 rows)"));
+  std::vector<tp::Tensor> losses;
+  schedule.step({tp::randn({8, kDim})}, {.target = tp::randn({8, kDim}), .losses = &losses});
+  CHECK(losses.size() == 4);
+}
