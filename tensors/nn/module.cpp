@@ -262,31 +262,30 @@ LoadStateDictResult Module::load_state_dict(const StateDict& dict, bool strict) 
   return result;
 }
 
+namespace {
+// Moves or converts `t` (and its gradient) to `target`, a Device or a DType, under the same
+// TensorImpl, so every holder of the tensor (an optimizer, a tied module) sees the change.
+template <typename Target>
+void convert_in_place(const Tensor& t, Target target) {
+  Tensor converted = t.detach().to(target);
+  TensorImpl& impl = t.impl();
+  impl.storage = converted.impl().storage;
+  impl.offset = converted.impl().offset;
+  impl.dtype = converted.dtype();
+  if (impl.grad) impl.grad = Tensor(impl.grad).to(target).impl_ptr();
+}
+}  // namespace
+
 void Module::to(Device device) {
-  for (auto& t : tensors_) {
-    if (!t.tensor.defined() || t.tensor.device() == device) continue;
-    // Move the storage under the same TensorImpl so every holder of the tensor sees the move.
-    Tensor moved = t.tensor.detach().to(device);
-    t.tensor.impl().storage = moved.impl().storage;
-    t.tensor.impl().offset = moved.impl().offset;
-    if (t.tensor.impl().grad)
-      t.tensor.impl().grad = Tensor(t.tensor.impl().grad).to(device).impl_ptr();
-  }
+  for (auto& t : tensors_)
+    if (t.tensor.defined() && t.tensor.device() != device) convert_in_place(t.tensor, device);
   for (auto& c : children_) c.second->to(device);
 }
 
 void Module::to(DType dtype) {
-  for (auto& t : tensors_) {
-    if (!t.is_parameter || !t.tensor.defined() || t.tensor.dtype() == dtype) continue;
-    // Convert under the same TensorImpl so every holder of the parameter (an optimizer, a tied
-    // module) sees the new dtype.
-    Tensor converted = t.tensor.detach().to(dtype);
-    t.tensor.impl().storage = converted.impl().storage;
-    t.tensor.impl().offset = converted.impl().offset;
-    t.tensor.impl().dtype = dtype;
-    if (t.tensor.impl().grad)
-      t.tensor.impl().grad = Tensor(t.tensor.impl().grad).to(dtype).impl_ptr();
-  }
+  for (auto& t : tensors_)
+    if (t.is_parameter && t.tensor.defined() && t.tensor.dtype() != dtype)
+      convert_in_place(t.tensor, dtype);
   for (auto& c : children_) c.second->to(dtype);
 }
 

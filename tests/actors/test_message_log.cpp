@@ -1,35 +1,29 @@
 // Tests for message_log.h: off by default; at debug level every stage actor logs what it
 // receives, starts, finishes and sends.
-#include <spdlog/sinks/ostream_sink.h>
-#include <spdlog/spdlog.h>
-
 #include <catch2/catch.hpp>
 #include <sstream>
 
-#include "actors/message_log.h"
 #include "actors/schedule.h"
+#include "log_capture.h"
 #include "tensors/tensors.h"
 
 namespace tp = tensorplay;
 namespace pp = tensorplay::pipelining;
 
 namespace {
-std::string run_one_step() {
-  std::ostringstream out;
-  auto logger = pp::message_log();
-  auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(out);
-  logger->sinks().push_back(sink);
-  std::vector<std::shared_ptr<pp::PipelineStage>> stages;
-  for (int i = 0; i < 2; ++i)
-    stages.push_back(std::make_shared<pp::PipelineStage>(
-        tp::nn::Linear(4, 4).ptr(), i, 2, tp::cpu(), std::vector<tp::Tensor>{tp::zeros({2, 4})}));
-  {
-    pp::ScheduleGPipe schedule(stages, 2, tp::nn::mse_loss);
-    schedule.step({tp::randn({4, 4})}, {.target = tp::randn({4, 4})});
-  }
-  logger->flush();
-  logger->sinks().pop_back();
-  return out.str();
+// The log of one GPipe step on two stages, at debug level or at the logger's own level.
+std::string run_one_step(bool debug) {
+  return log_capture::capture_message_log(
+      [] {
+        std::vector<std::shared_ptr<pp::PipelineStage>> stages;
+        for (int i = 0; i < 2; ++i)
+          stages.push_back(
+              std::make_shared<pp::PipelineStage>(tp::nn::Linear(4, 4).ptr(), i, 2, tp::cpu(),
+                                                  std::vector<tp::Tensor>{tp::zeros({2, 4})}));
+        pp::ScheduleGPipe schedule(stages, 2, tp::nn::mse_loss);
+        schedule.step({tp::randn({4, 4})}, {.target = tp::randn({4, 4})});
+      },
+      debug);
 }
 }  // namespace
 
@@ -38,15 +32,11 @@ TEST_CASE("the message log is off by default", "[message_log]") {
     WARN("SPDLOG_LEVEL is set: the default cannot be checked");
     return;
   }
-  CHECK(run_one_step().empty());
+  CHECK(run_one_step(/*debug=*/false).empty());
 }
 
 TEST_CASE("at debug level the log has every receive, start, finish and send", "[message_log]") {
-  auto logger = pp::message_log();
-  auto previous = logger->level();
-  logger->set_level(spdlog::level::debug);
-  std::string log = run_one_step();
-  logger->set_level(previous);
+  std::string log = run_one_step(/*debug=*/true);
   CHECK_THAT(log, Catch::Contains("rank=0 step=") && Catch::Contains("event=recv what=step"));
   CHECK_THAT(log,
              Catch::Contains("event=start what=0F0") && Catch::Contains("event=finish what=0F0"));

@@ -1,14 +1,11 @@
 // Tests for trace_log.h: parsing message-log lines, rebuilding a step's timeline and its figures,
 // and reading back the log of a real 1F1B step.
-#include <spdlog/sinks/ostream_sink.h>
-#include <spdlog/spdlog.h>
-
 #include <catch2/catch.hpp>
 #include <sstream>
 
-#include "actors/message_log.h"
 #include "actors/schedule.h"
 #include "actors/trace_log.h"
+#include "log_capture.h"
 #include "tensors/tensors.h"
 
 namespace tp = tensorplay;
@@ -78,25 +75,18 @@ TEST_CASE("a step's timeline has the simulator's figures", "[trace_log]") {
 }
 
 TEST_CASE("the log of a real 1F1B step reads back as its timeline", "[trace_log]") {
-  auto logger = pp::message_log();
-  auto previous = logger->level();
-  std::ostringstream out;
-  auto sinks = logger->sinks();  // only ours while the step runs: no log lines on stderr
-  logger->sinks() = {std::make_shared<spdlog::sinks::ostream_sink_mt>(out)};
-  logger->set_level(spdlog::level::debug);
-  std::vector<std::shared_ptr<pp::PipelineStage>> stages;
-  for (int i = 0; i < 2; ++i)
-    stages.push_back(std::make_shared<pp::PipelineStage>(
-        tp::nn::Linear(8, 8).ptr(), i, 2, tp::cpu(), std::vector<tp::Tensor>{tp::zeros({2, 8})}));
-  {
-    pp::Schedule1F1B schedule(stages, 4, tp::nn::mse_loss);
-    schedule.step({tp::randn({8, 8})}, {.target = tp::randn({8, 8})});
-  }
-  logger->flush();
-  logger->sinks() = sinks;
-  logger->set_level(previous);
-
-  std::istringstream in(out.str());
+  std::string log = log_capture::capture_message_log(
+      [] {
+        std::vector<std::shared_ptr<pp::PipelineStage>> stages;
+        for (int i = 0; i < 2; ++i)
+          stages.push_back(
+              std::make_shared<pp::PipelineStage>(tp::nn::Linear(8, 8).ptr(), i, 2, tp::cpu(),
+                                                  std::vector<tp::Tensor>{tp::zeros({2, 8})}));
+        pp::Schedule1F1B schedule(stages, 4, tp::nn::mse_loss);
+        schedule.step({tp::randn({8, 8})}, {.target = tp::randn({8, 8})});
+      },
+      /*debug=*/true);
+  std::istringstream in(log);
   auto events = pp::parse_message_log(in);
   REQUIRE(pp::logged_steps(events).size() == 1);
   auto r = pp::step_timeline(events, pp::logged_steps(events).front());

@@ -173,21 +173,42 @@ TEST_CASE("a bfloat16 GPT holds little more than half the activation memory of f
   CHECK(bf16 < 0.6 * f32);
 }
 
+namespace {
+// The same GPT on the CPU and on cuda:0 (same weights) in `dtype`, each with its own AdamW.
+struct GptOnBothDevices {
+  static constexpr nn::GPTConfig config{
+      .vocab_size = 16, .context_length = 16, .n_layer = 2, .n_head = 2, .width = 32};
+  const tp::Device gpu{"cuda:0"};
+  nn::GPT on_cpu{nullptr}, on_gpu{nullptr};
+  std::unique_ptr<tp::optim::AdamW> cpu_opt, gpu_opt;
+
+  explicit GptOnBothDevices(tp::DType dtype) {
+    tp::manual_seed(7);
+    on_cpu = nn::GPT(config);
+    on_gpu = nn::GPT(config);
+    on_gpu->load_state_dict(on_cpu->state_dict());
+    on_cpu->to(dtype);
+    on_gpu->to(dtype);
+    on_gpu->to(gpu);
+    cpu_opt = std::make_unique<tp::optim::AdamW>(on_cpu->parameters(),
+                                                 tp::optim::AdamWOptions{.lr = 3e-3f});
+    gpu_opt = std::make_unique<tp::optim::AdamW>(on_gpu->parameters(),
+                                                 tp::optim::AdamWOptions{.lr = 3e-3f});
+  }
+};
+}  // namespace
+
 TEST_CASE("cuda: a GPT trains on the GPU as on the CPU, and saves from it", "[gpt][cuda]") {
   if (cuda_test::skip_without_gpu()) return;
-  const tp::Device gpu("cuda:0");
-  nn::GPTConfig config{
-      .vocab_size = 16, .context_length = 16, .n_layer = 2, .n_head = 2, .width = 32};
-  tp::manual_seed(7);
-  nn::GPT on_cpu(config);
-  nn::GPT on_gpu(config);
-  on_gpu->load_state_dict(on_cpu->state_dict());
-  on_gpu->to(gpu);
+  GptOnBothDevices twins(tp::DType::Float32);
+  const tp::Device gpu = twins.gpu;
+  nn::GPT& on_cpu = twins.on_cpu;
+  nn::GPT& on_gpu = twins.on_gpu;
+  tp::optim::AdamW& cpu_opt = *twins.cpu_opt;
+  tp::optim::AdamW& gpu_opt = *twins.gpu_opt;
   CHECK(on_gpu->lm_head->weight.is_same(on_gpu->wte->weight));
   CHECK(on_gpu->wte->weight.is_cuda());
   CHECK(on_gpu->pos.is_cuda());
-  tp::optim::AdamW cpu_opt(on_cpu->parameters(), {.lr = 3e-3f});
-  tp::optim::AdamW gpu_opt(on_gpu->parameters(), {.lr = 3e-3f});
   tp::Generator data(1);
   for (int step = 0; step < 5; ++step) {
     auto [idx, targets] = gpt_task::batch(data, 4, 16, 16);
@@ -204,7 +225,7 @@ TEST_CASE("cuda: a GPT trains on the GPU as on the CPU, and saves from it", "[gp
   }
   // A checkpoint written from the GPU loads on the host.
   tp::StateDict from_gpu = on_gpu->state_dict();
-  nn::GPT reloaded(config);
+  nn::GPT reloaded(GptOnBothDevices::config);
   reloaded->load_state_dict(from_gpu);
   std::vector<float> a = reloaded->wte->weight.to_vector(), b = on_cpu->wte->weight.to_vector();
   for (size_t i = 0; i < a.size(); ++i) CHECK(a[i] == Approx(b[i]).margin(1e-4));
@@ -212,19 +233,13 @@ TEST_CASE("cuda: a GPT trains on the GPU as on the CPU, and saves from it", "[gp
 
 TEST_CASE("cuda: a bfloat16 GPT on the GPU follows the bfloat16 GPT on the CPU", "[gpt][cuda]") {
   if (cuda_test::skip_without_gpu()) return;
-  const tp::Device gpu("cuda:0");
-  nn::GPTConfig config{
-      .vocab_size = 16, .context_length = 16, .n_layer = 2, .n_head = 2, .width = 32};
-  tp::manual_seed(7);
-  nn::GPT on_cpu(config);
-  nn::GPT on_gpu(config);
-  on_gpu->load_state_dict(on_cpu->state_dict());
-  on_cpu->to(tp::DType::BFloat16);
-  on_gpu->to(tp::DType::BFloat16);
-  on_gpu->to(gpu);
+  GptOnBothDevices twins(tp::DType::BFloat16);
+  const tp::Device gpu = twins.gpu;
+  nn::GPT& on_cpu = twins.on_cpu;
+  nn::GPT& on_gpu = twins.on_gpu;
+  tp::optim::AdamW& cpu_opt = *twins.cpu_opt;
+  tp::optim::AdamW& gpu_opt = *twins.gpu_opt;
   CHECK(on_gpu->wte->weight.dtype() == tp::DType::BFloat16);
-  tp::optim::AdamW cpu_opt(on_cpu->parameters(), {.lr = 3e-3f});
-  tp::optim::AdamW gpu_opt(on_gpu->parameters(), {.lr = 3e-3f});
   tp::Generator data(1);
   float first_gpu = 0, last_gpu = 0;
   // The loss falls clearly from about step 50: on the CPU, 2.77 to 1.91 by step 100.

@@ -7,7 +7,6 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cctype>
-#include <fstream>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -23,6 +22,7 @@
 #include "schedules/simulator.h"
 #include "schedules/timeline_export.h"
 #include "schedules/validator.h"
+#include "tools/timeline_output.h"
 
 namespace ts = tensorplay::schedules;
 
@@ -44,9 +44,7 @@ struct Options {
   std::string order_csv;
   bool print_order = false;
   std::string csv;
-  std::string trace;
-  std::string svg;
-  bool json = false;
+  tensorplay::tools::TimelineOutput out;
 };
 
 // "F=1,I=1,W=1" (B=x sets I and W to x/2 each when they are not given).
@@ -82,12 +80,6 @@ ts::CostModel parse_costs(const std::string& text) {
       w = b - i;
   }
   return ts::CostModel::uniform(f, i < 0 ? 1 : i, w < 0 ? 1 : w);
-}
-
-void write_file(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary);
-  out << text;
-  if (!out) throw std::runtime_error("cannot write '" + path + "'");
 }
 
 int run(const Options& opt) {
@@ -147,17 +139,14 @@ int run(const Options& opt) {
     policies.push_back(owned.back().get());
   }
   ts::SimulationOptions sim_options;
-  sim_options.record_timeline = !opt.trace.empty() || !opt.svg.empty();
+  sim_options.record_timeline = opt.out.wants_timeline();
   ts::SimulationResult result =
       ts::simulate(policies, placement, opt.microbatches, costs, sim_options);
 
-  if (!opt.trace.empty()) write_file(opt.trace, ts::chrome_trace_json(result));
-  if (!opt.svg.empty()) {
-    write_file(opt.svg,
-               ts::timeline_svg(result, name + ", " + std::to_string(opt.ranks) + " ranks, " +
-                                            std::to_string(opt.microbatches) + " microbatches"));
-  }
-  if (opt.json) {
+  tensorplay::tools::write_timeline(opt.out, result, 1000.0,
+                                    name + ", " + std::to_string(opt.ranks) + " ranks, " +
+                                        std::to_string(opt.microbatches) + " microbatches");
+  if (opt.out.json) {
     nlohmann::ordered_json j;  // keys in the documented order
     j["schedule"] = name;
     j["ranks"] = opt.ranks;
@@ -208,14 +197,7 @@ int main(int argc, char** argv) {
   app.add_option("--order-csv", opt.order_csv, "simulate this compute-only CSV order instead");
   app.add_flag("--print-order", opt.print_order, "print the step-by-rank table");
   app.add_option("--csv", opt.csv, "write the compute-only order as CSV");
-  app.add_option("--trace", opt.trace, "write a Chrome trace JSON (Perfetto)");
-  app.add_option("--svg", opt.svg, "write an SVG timeline");
-  app.add_flag("--json", opt.json, "print the figures as one JSON object");
+  tensorplay::tools::add_timeline_options(app, opt.out);
   CLI11_PARSE(app, argc, argv);
-  try {
-    return run(opt);
-  } catch (const std::exception& e) {
-    std::cerr << "tp-sim: " << e.what() << "\n";
-    return 1;
-  }
+  return tensorplay::tools::run_reporting_errors("tp-sim", [&] { return run(opt); });
 }

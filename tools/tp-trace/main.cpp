@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "actors/trace_log.h"
-#include "schedules/timeline_export.h"
+#include "tools/timeline_output.h"
 
 namespace pp = tensorplay::pipelining;
 namespace ts = tensorplay::schedules;
@@ -25,16 +25,8 @@ namespace {
 struct Options {
   std::vector<std::string> logs;
   long long step = -1;  // -1: the last logged step
-  std::string trace;
-  std::string svg;
-  bool json = false;
+  tensorplay::tools::TimelineOutput out;
 };
-
-void write_file(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary);
-  out << text;
-  if (!out) throw std::runtime_error("cannot write '" + path + "'");
-}
 
 int run(const Options& opt) {
   std::vector<pp::LogEvent> events;
@@ -55,11 +47,9 @@ int run(const Options& opt) {
                              std::to_string(steps.front()) + " to " + std::to_string(steps.back()));
   ts::SimulationResult result = pp::step_timeline(events, step);
   // Times are microseconds: one cost-model unit per microsecond in the trace.
-  if (!opt.trace.empty()) write_file(opt.trace, ts::chrome_trace_json(result, 1.0));
-  if (!opt.svg.empty())
-    write_file(opt.svg, ts::timeline_svg(result, "step " + std::to_string(step) + " (us)"));
+  tensorplay::tools::write_timeline(opt.out, result, 1.0, "step " + std::to_string(step) + " (us)");
   const size_t ranks = result.busy.size();
-  if (opt.json) {
+  if (opt.out.json) {
     nlohmann::ordered_json j;
     j["step"] = step;
     j["steps_logged"] = steps.size();
@@ -91,14 +81,7 @@ int main(int argc, char** argv) {
       ->required()
       ->check(CLI::ExistingFile);
   app.add_option("--step", opt.step, "the step to show (default: the last one logged)");
-  app.add_option("--trace", opt.trace, "write a Chrome trace JSON (Perfetto)");
-  app.add_option("--svg", opt.svg, "write an SVG timeline");
-  app.add_flag("--json", opt.json, "print the figures as one JSON object");
+  tensorplay::tools::add_timeline_options(app, opt.out);
   CLI11_PARSE(app, argc, argv);
-  try {
-    return run(opt);
-  } catch (const std::exception& e) {
-    std::cerr << "tp-trace: " << e.what() << "\n";
-    return 1;
-  }
+  return tensorplay::tools::run_reporting_errors("tp-trace", [&] { return run(opt); });
 }
