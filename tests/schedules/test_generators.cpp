@@ -3,20 +3,16 @@
 #include <sstream>
 #include <string>
 
+#include "order_rows.h"
 #include "schedules/csv.h"
 #include "schedules/generators.h"
 #include "schedules/schedule_kind.h"
 #include "schedules/validator.h"
 
 using namespace tensorplay::schedules;
+using schedules_test::rows;
 
 namespace {
-
-std::vector<std::string> rows(const PipelineOrder& order) {
-  std::vector<std::string> out;
-  for (const RankOrder& rank : order) out.push_back(to_string(rank));
-  return out;
-}
 
 std::string read_text(const std::string& path) {
   std::ifstream in(path);

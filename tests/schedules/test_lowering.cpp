@@ -1,20 +1,13 @@
 #include <catch2/catch.hpp>
 
+#include "order_rows.h"
 #include "schedules/errors.h"
 #include "schedules/lowering.h"
 #include "schedules/schedule_kind.h"
 
 using namespace tensorplay::schedules;
 
-namespace {
-
-std::vector<std::string> rows(const PipelineOrder& order) {
-  std::vector<std::string> out;
-  for (const RankOrder& rank : order) out.push_back(to_string(rank));
-  return out;
-}
-
-}  // namespace
+using schedules_test::rows;
 
 // Expected orders are PyTorch's pipeline_order_with_comms with its FSDP and gradient-reduction
 // bookkeeping actions removed.

@@ -94,6 +94,19 @@ struct KwargsModel : tp::nn::Module {
 /// Gradients by parameter name (cloned values).
 using NamedGrads = std::map<std::string, std::vector<float>>;
 
+/// Microbatch 0 through every stage, forward then backward, with an MSE loss on the last
+/// stage's output (no tied-gradient sync).
+inline void run_microbatch(const pp::Pipe& pipe,
+                           const std::vector<std::shared_ptr<pp::PipelineStage>>& stages,
+                           const std::vector<tp::Tensor>& inputs, const tp::Tensor& target) {
+  auto values = pipe.flatten_inputs(inputs, {});
+  for (auto& s : stages) values = s->forward(0, values);
+  stages.back()->compute_loss(
+      0, target, [](const tp::Tensor& o, const tp::Tensor& t) { return tp::nn::mse_loss(o, t); });
+  std::vector<tp::Tensor> grads;
+  for (auto s = stages.rbegin(); s != stages.rend(); ++s) grads = (*s)->backward(0, grads);
+}
+
 inline void collect_grads(const tp::nn::Module& m, NamedGrads& out) {
   for (const auto& [name, p] : m.named_parameters())
     if (p.grad().defined()) out[name] = p.grad().to_vector();

@@ -73,12 +73,7 @@ TEST_CASE("an SGD step over the stages' parameters equals one on the model", "[b
   auto stages = pp::build_stages(pipe, {tp::cpu()});
   // mm_param1 is listed twice (stage 0 and its copy in stage 1).
   CHECK(pp::parameters(stages).size() == model.parameters().size() + 1);
-  auto values = pipe.flatten_inputs({x, y}, {});
-  for (auto& s : stages) values = s->forward(0, values);
-  stages.back()->compute_loss(
-      0, target, [](const tp::Tensor& o, const tp::Tensor& t) { return tp::nn::mse_loss(o, t); });
-  std::vector<tp::Tensor> grads;
-  for (int s = 3; s >= 0; --s) grads = stages[s]->backward(0, grads);
+  run_microbatch(pipe, stages, {x, y}, target);
   pp::sync_tied_gradients(pp::stage_pointers(stages), pipe);
   tp::optim::SGD(pp::parameters(stages), {.lr = 0.1f}).step();
 

@@ -10,12 +10,7 @@ TEST_CASE("sync_tied_gradients writes the summed gradient into every copy", "[ti
   auto pipe = pp::pipeline(model, {x, y});
   auto reference = reference_grads(model, {x, y}, {}, target);
   auto stages = pp::build_stages(pipe, {tp::cpu()});
-  auto values = pipe.flatten_inputs({x, y}, {});
-  for (auto& s : stages) values = s->forward(0, values);
-  stages.back()->compute_loss(
-      0, target, [](const tp::Tensor& o, const tp::Tensor& t) { return tp::nn::mse_loss(o, t); });
-  std::vector<tp::Tensor> grads;
-  for (int s = 3; s >= 0; --s) grads = stages[s]->backward(0, grads);
+  run_microbatch(pipe, stages, {x, y}, target);
   tp::Tensor p0 = stages[0]->module().find_tensor("mm_param1");
   tp::Tensor p1 = stages[1]->module().find_tensor("mm_param1");
   // Before syncing, each copy holds only its own stage's part.
