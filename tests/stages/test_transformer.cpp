@@ -105,16 +105,22 @@ TEST_CASE("a transformer-like stack splits in two with every layer kept", "[tran
   CHECK(pipe.forward({x})[0].to_vector() == model(x).to_vector());
 }
 
+namespace {
+// Four stages: blocks.1, blocks.2 and blocks.3 each begin one.
+pp::PipelineOptions split_at_blocks_1_2_3() {
+  return {.split_spec = {{"blocks.1", pp::SplitPoint::Beginning},
+                         {"blocks.2", pp::SplitPoint::Beginning},
+                         {"blocks.3", pp::SplitPoint::Beginning}}};
+}
+}  // namespace
+
 TEST_CASE("a small GPT cut at its blocks matches outputs and gradients, tied lm_head included",
           "[transformer]") {
   tp::manual_seed(81);
   const int64_t vocab = 11, t = 5, c = 8;
   MiniGpt model(vocab, t, c, 2, 4);
   tp::Tensor idx = token_ids(2, t, vocab), target = tp::randn({2, t, vocab});
-  auto pipe = pp::pipeline(model, {idx},
-                           {.split_spec = {{"blocks.1", pp::SplitPoint::Beginning},
-                                           {"blocks.2", pp::SplitPoint::Beginning},
-                                           {"blocks.3", pp::SplitPoint::Beginning}}});
+  auto pipe = pp::pipeline(model, {idx}, split_at_blocks_1_2_3());
   REQUIRE(pipe.num_stages() == 4);
   for (int s = 0; s < 3; ++s)
     CHECK(pipe.boundary(s) == std::vector<pp::TensorMeta>{{{2, t, c}, tp::DType::Float32}});
@@ -143,10 +149,7 @@ TEST_CASE("the GPT cut into 4 stages at its blocks matches the model", "[transfo
       .vocab_size = 13, .context_length = 8, .n_layer = 4, .n_head = 2, .width = 16});
   const int64_t batch = 2, time = 8;
   tp::Tensor idx = token_ids(batch, time, 13), target = tp::randn({batch, time, 13});
-  auto pipe = pp::pipeline(model, {idx},
-                           {.split_spec = {{"blocks.1", pp::SplitPoint::Beginning},
-                                           {"blocks.2", pp::SplitPoint::Beginning},
-                                           {"blocks.3", pp::SplitPoint::Beginning}}});
+  auto pipe = pp::pipeline(model, {idx}, split_at_blocks_1_2_3());
   REQUIRE(pipe.num_stages() == 4);
   for (int s = 0; s < 3; ++s)
     CHECK(pipe.boundary(s) == std::vector<pp::TensorMeta>{{{batch, time, 16}, tp::DType::Float32}});
