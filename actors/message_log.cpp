@@ -2,10 +2,12 @@
 #include "actors/message_log.h"
 
 #include <spdlog/cfg/env.h>
+#include <spdlog/sinks/basic_file_sink.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include <chrono>
+#include <cstdlib>
 
 namespace tensorplay::pipelining {
 
@@ -19,6 +21,19 @@ std::shared_ptr<spdlog::logger> message_log() {
     return l;
   }();
   return logger;
+}
+
+void log_to_file(const std::string& path) {
+  auto logger = message_log();
+  auto sink = std::make_shared<spdlog::sinks::basic_file_sink_mt>(path, /*truncate=*/true);
+  sink->set_pattern("[%H:%M:%S.%f] [%n] %v");
+  logger->sinks().push_back(sink);
+  if (!std::getenv("SPDLOG_LEVEL")) {
+    // The file gets every event; the terminal keeps its quiet default.
+    logger->sinks().front()->set_level(spdlog::level::off);
+    logger->set_level(spdlog::level::debug);
+  }
+  logger->flush_on(spdlog::level::debug);
 }
 
 void log_event(int rank, unsigned long long step, const char* event, const std::string& what) {

@@ -16,6 +16,10 @@ namespace tensorplay::pipelining {
 /// clock shared by all actors of the process.
 std::shared_ptr<spdlog::logger> message_log();
 
+/// Also writes the message log to `path` (one file per rank under a launcher's log directory),
+/// and turns it on at debug level unless SPDLOG_LEVEL chose a level.
+void log_to_file(const std::string& path);
+
 /// Writes one log line when the logger is at debug level.
 void log_event(int rank, unsigned long long step, const char* event, const std::string& what);
 

@@ -1,14 +1,18 @@
-// Schedule driver: builds one StageWorker and stage actor per rank, then runs steps by sending
-// each rank the step and waiting (with a deadline) until every rank reports it done.
+// Schedule driver: builds one StageWorker and stage actor per rank hosted here (every rank in the
+// embedded default, this process's rank under a launcher), then runs steps by sending each local
+// rank the step and waiting (with a deadline) until it reports done.
 #include "actors/schedule.h"
 
 #include <algorithm>
 #include <map>
 #include <set>
+#include <sstream>
 #include <string>
 
 #include "actors/detail/caf_messages.h"
 #include "actors/detail/caf_system.h"
+#include "actors/detail/cluster.h"
+#include "actors/process_group.h"
 #include "actors/detail/stage_actor.h"
 #include "actors/stage_worker.h"
 #include "schedules/policy.h"
@@ -47,11 +51,23 @@ struct PipelineSchedule::Impl {
   int stages_per_rank = 1;
   schedules::PipelineOrder order;
   std::vector<int> stage_to_rank;
-  std::shared_ptr<transport::LocalChannel> channel = std::make_shared<transport::LocalChannel>();
-  std::vector<caf::actor> actors;
+  std::shared_ptr<transport::Channel> channel;
+  std::vector<caf::actor> actors;  ///< by rank (proxies of other processes' actors when distributed)
+  std::vector<caf::actor> local_actors;  ///< the actors of this process
   uint64_t next_step = 1;
+  // Across processes: the group (global ranks, by schedule rank) and this process's rank in it.
+  bool distributed = false;
+  std::vector<int> group_ranks;
+  int my_rank = 0;
+  std::map<std::string, distributed::ProcessGroup> tie_groups;  // ties spanning processes
 
   void check_stages();
+  void setup_embedded();
+  void setup_distributed();
+  void check_agreement(const std::vector<std::string>& infos);
+  std::string describe_rank(int rank) const;
+  /// Tells the other ranks this process's step `step` failed before it started.
+  void fail_step_everywhere(uint64_t step, const std::string& what);
   Tensor run_step(const std::vector<Tensor>& inputs, const StepOptions& step_options,
                   bool training);
   void abort_all(caf::scoped_actor& self);
@@ -75,12 +91,23 @@ void PipelineSchedule::Impl::check_stages() {
       throw std::invalid_argument(name + ": stage " + std::to_string(s->stage_index()) +
                                   " given twice");
   }
-  if (static_cast<int>(stages.size()) != num_stages)
+  distributed = static_cast<int>(stages.size()) != num_stages;
+  if (distributed && distributed::get_world_size() == 1)
     throw std::invalid_argument(
         name + ": this process hosts " + std::to_string(stages.size()) + " of " +
         std::to_string(num_stages) +
-        " stages; the embedded single-process runtime needs every stage (multi-process runs "
-        "start one process per rank under a launcher)");
+        " stages and is not part of a multi-process job; the embedded single-process runtime "
+        "needs every stage, and multi-process runs start one process per rank under a launcher "
+        "(tp-launch) and call tensorplay::distributed::init_process_group() first");
+  if (distributed) {
+    group_ranks = stages[0]->group_ranks();
+    for (const auto& s : stages)
+      if (s->group_ranks() != group_ranks)
+        throw std::invalid_argument(name + ": stages " + std::to_string(stages[0]->stage_index()) +
+                                    " and " + std::to_string(s->stage_index()) +
+                                    " were built for different process groups");
+    if (group_ranks.empty()) group_ranks = distributed::world_group().ranks();
+  }
   if (n_microbatches < 1)
     throw std::invalid_argument(name + ": n_microbatches must be at least 1, got " +
                                 std::to_string(n_microbatches));
@@ -129,66 +156,255 @@ PipelineSchedule::PipelineSchedule(std::vector<std::shared_ptr<PipelineStage>> s
     }
   }
 
+  if (im.distributed)
+    im.setup_distributed();
+  else
+    im.setup_embedded();
+}
+
+void PipelineSchedule::Impl::setup_embedded() {
+  channel = std::make_shared<transport::LocalChannel>();
   caf::actor_system& system = detail::process_actor_system();
-  for (int r = 0; r < im.ranks; ++r) {
+  for (int r = 0; r < ranks; ++r) {
     std::vector<PipelineStage*> local;
-    for (const auto& s : im.stages)
-      if (im.stage_to_rank[s->stage_index()] == r) local.push_back(s.get());
+    for (const auto& s : stages)
+      if (stage_to_rank[s->stage_index()] == r) local.push_back(s.get());
     auto worker = std::make_shared<StageWorker>(
-        r, local, im.num_stages, n_microbatches, schedules::make_static_order_policy(im.order[r]),
-        schedules::make_static_order_policy(forward_only(im.order[r])), im.channel,
-        im.options.transfer_timeout);
-    im.actors.push_back(detail::spawn_stage_actor(system, worker, im.stage_to_rank));
+        r, local, num_stages, n_microbatches, schedules::make_static_order_policy(order[r]),
+        schedules::make_static_order_policy(forward_only(order[r])), channel,
+        options.transfer_timeout);
+    actors.push_back(detail::spawn_stage_actor(system, worker, stage_to_rank));
   }
+  local_actors = actors;
   caf::scoped_actor self{system};
-  for (const caf::actor& a : im.actors) self->send(a, detail::peers_atom::value, im.actors);
+  for (const caf::actor& a : actors) self->send(a, detail::peers_atom::value, actors);
+}
+
+std::string PipelineSchedule::Impl::describe_rank(int rank) const {
+  if (!distributed) return "rank " + std::to_string(rank);
+  auto* cluster = distributed::detail::Cluster::current();
+  int global = rank >= 0 && rank < static_cast<int>(group_ranks.size()) ? group_ranks[rank] : rank;
+  return cluster ? cluster->describe(global) : "rank " + std::to_string(global);
+}
+
+void PipelineSchedule::Impl::check_agreement(const std::vector<std::string>& infos) {
+  // Every rank runs these checks on the same gathered facts, so all fail alike, none hangs.
+  std::string name(schedules::schedule_name(kind));
+  std::map<int, int> built_on;  // stage -> rank
+  for (size_t r = 0; r < infos.size(); ++r) {
+    std::istringstream in(infos[r]);
+    std::string other_kind;
+    int other_n = 0, other_stages = 0, other_spr = 0, count = 0;
+    in >> other_kind >> other_n >> other_stages >> other_spr >> count;
+    std::string who = describe_rank(static_cast<int>(r));
+    if (other_kind != name)
+      throw std::invalid_argument(name + ": " + who + " runs " + other_kind + ", " +
+                                  describe_rank(my_rank) + " runs " + name +
+                                  "; every rank must construct the same schedule");
+    if (other_n != n_microbatches)
+      throw std::invalid_argument(name + ": ranks disagree on n_microbatches: " + who + " has " +
+                                  std::to_string(other_n) + ", " + describe_rank(my_rank) +
+                                  " has " + std::to_string(n_microbatches));
+    if (other_stages != num_stages)
+      throw std::invalid_argument(name + ": ranks disagree on the stage count: " + who + " has " +
+                                  std::to_string(other_stages) + ", " + describe_rank(my_rank) +
+                                  " has " + std::to_string(num_stages));
+    if (other_spr != stages_per_rank)
+      throw std::invalid_argument(name + ": ranks disagree on stages_per_rank: " + who + " has " +
+                                  std::to_string(other_spr) + ", " + describe_rank(my_rank) +
+                                  " has " + std::to_string(stages_per_rank));
+    for (int i = 0; i < count; ++i) {
+      int stage = -1;
+      in >> stage;
+      auto [it, fresh] = built_on.emplace(stage, static_cast<int>(r));
+      if (!fresh)
+        throw std::invalid_argument(name + ": stage " + std::to_string(stage) +
+                                    " is built on " + describe_rank(it->second) + " and on " +
+                                    who + "; each stage belongs to exactly one rank");
+    }
+  }
+  if (static_cast<int>(group_ranks.size()) != ranks)
+    throw std::invalid_argument(
+        name + ": " + std::to_string(num_stages) + " stages at " +
+        std::to_string(stages_per_rank) + " per rank need " + std::to_string(ranks) +
+        " ranks, but the process group has " + std::to_string(group_ranks.size()) +
+        " (WORLD_SIZE or the group passed to build_stage)");
+  for (int s = 0; s < num_stages; ++s) {
+    auto it = built_on.find(s);
+    if (it == built_on.end())
+      throw std::invalid_argument(name + ": stage " + std::to_string(s) +
+                                  " is built on no rank (it belongs on " +
+                                  describe_rank(stage_to_rank[s]) + ")");
+    if (it->second != stage_to_rank[s])
+      throw std::invalid_argument(name + ": " + describe_rank(it->second) + " built stage " +
+                                  std::to_string(s) + ", which " + name + " places on " +
+                                  describe_rank(stage_to_rank[s]) + " (see stages_of_rank)");
+  }
+}
+
+void PipelineSchedule::Impl::setup_distributed() {
+  auto* cluster = distributed::detail::Cluster::current();
+  std::string name(schedules::schedule_name(kind));
+  auto me = std::find(group_ranks.begin(), group_ranks.end(), cluster->env.rank);
+  if (me == group_ranks.end())
+    throw std::invalid_argument(name + ": rank " + std::to_string(cluster->env.rank) +
+                                " built stages for a process group it is not a member of");
+  my_rank = static_cast<int>(me - group_ranks.begin());
+
+  std::ostringstream info;
+  info << name << ' ' << n_microbatches << ' ' << num_stages << ' ' << stages_per_rank << ' '
+       << stages.size();
+  for (const auto& s : stages) info << ' ' << s->stage_index();
+  auto got = cluster->exchange(group_ranks, info.str(), {}, name + " construction");
+  std::vector<std::string> infos;
+  for (auto& c : got) infos.push_back(std::move(c.bytes));
+  check_agreement(infos);
+
+  channel = cluster->ucx;
+  std::vector<int> stage_to_peer(num_stages);
+  for (int s = 0; s < num_stages; ++s) stage_to_peer[s] = group_ranks[stage_to_rank[s]];
+  std::vector<PipelineStage*> local = stage_pointers(stages);
+  auto worker = std::make_shared<StageWorker>(
+      my_rank, local, num_stages, n_microbatches,
+      schedules::make_static_order_policy(order[my_rank]),
+      schedules::make_static_order_policy(forward_only(order[my_rank])), channel,
+      options.transfer_timeout, stage_to_peer, cluster->env.rank);
+  caf::actor_system& system = detail::process_actor_system();
+  caf::actor mine = detail::spawn_stage_actor(system, worker, stage_to_rank, true);
+  local_actors = {mine};
+  try {
+    auto handles = cluster->exchange(group_ranks, {}, {mine}, name + " actor exchange");
+    for (auto& c : handles) actors.push_back(c.actors.at(0));
+  } catch (...) {
+    caf::anon_send_exit(mine, caf::exit_reason::user_shutdown);
+    throw;
+  }
+  caf::anon_send(mine, detail::peers_atom::value, actors);
+
+  // Tied parameters whose copies live in several processes: one group per tie, of exactly the
+  // ranks holding a copy.
+  for (const auto& s : stages)
+    for (const auto& [tie, tie_stages] : s->tied_parameters()) {
+      std::set<int> holders;
+      for (int t : tie_stages) holders.insert(group_ranks.at(stage_to_rank.at(t)));
+      if (holders.size() > 1)
+        tie_groups.emplace(tie, distributed::new_group({holders.begin(), holders.end()}));
+    }
+}
+
+void PipelineSchedule::Impl::fail_step_everywhere(uint64_t step, const std::string& what) {
+  if (!distributed) return;
+  for (int r = 0; r < static_cast<int>(actors.size()); ++r)
+    if (r != my_rank)
+      caf::anon_send(actors[r], detail::peer_failed_atom::value, step,
+                     static_cast<int32_t>(my_rank), what);
+}
+
+PipelineScheduleSingle::PipelineScheduleSingle(std::vector<std::shared_ptr<PipelineStage>> stages,
+                                               int n_microbatches, LossFn loss_fn,
+                                               schedules::ScheduleKind kind,
+                                               ScheduleOptions options)
+    : PipelineSchedule(std::move(stages), n_microbatches, std::move(loss_fn), kind,
+                       std::move(options)) {}
+
+PipelineScheduleSingle::PipelineScheduleSingle(PipelineStage& stage, int n_microbatches,
+                                               LossFn loss_fn, schedules::ScheduleKind kind,
+                                               ScheduleOptions options)
+    : PipelineSchedule({std::shared_ptr<PipelineStage>(std::shared_ptr<PipelineStage>(), &stage)},
+                       n_microbatches, std::move(loss_fn), kind, std::move(options)) {}
+
+PipelineScheduleMulti::PipelineScheduleMulti(std::vector<std::shared_ptr<PipelineStage>> stages,
+                                             int n_microbatches, LossFn loss_fn,
+                                             schedules::ScheduleKind kind, ScheduleOptions options)
+    : PipelineSchedule(std::move(stages), n_microbatches, std::move(loss_fn), kind,
+                       std::move(options)) {}
+
+std::vector<int> stages_of_rank(schedules::ScheduleKind kind, int rank, int num_stages,
+                                int stages_per_rank) {
+  int spr = schedules::is_single_stage_per_rank(kind) ? 1
+            : stages_per_rank > 0                     ? stages_per_rank
+                                  : schedules::default_stages_per_rank(kind);
+  if (num_stages < 1 || num_stages % spr != 0)
+    throw std::invalid_argument("stages_of_rank: " + std::to_string(num_stages) +
+                                " stages cannot be placed " + std::to_string(spr) + " per rank");
+  int ranks = num_stages / spr;
+  if (rank < 0 || rank >= ranks)
+    throw std::invalid_argument("stages_of_rank: rank " + std::to_string(rank) +
+                                " is out of range for " + std::to_string(ranks) + " ranks");
+  std::vector<int> placement = schedules::stage_to_rank(kind, ranks, spr);
+  std::vector<int> out;
+  for (int s = 0; s < num_stages; ++s)
+    if (placement[s] == rank) out.push_back(s);
+  return out;
 }
 
 PipelineSchedule::~PipelineSchedule() {
-  if (impl_->actors.empty()) return;
-  // Stop the stage actors and wait for them: their workers point at the stages.
+  if (impl_->local_actors.empty()) return;
+  // Stop this process's stage actors and wait for them: their workers point at the stages.
   caf::scoped_actor self{detail::process_actor_system()};
-  for (const caf::actor& a : impl_->actors) self->send_exit(a, caf::exit_reason::user_shutdown);
-  self->wait_for(impl_->actors);
+  for (const caf::actor& a : impl_->local_actors)
+    self->send_exit(a, caf::exit_reason::user_shutdown);
+  self->wait_for(impl_->local_actors);
 }
 
 void PipelineSchedule::Impl::abort_all(caf::scoped_actor& self) {
-  for (const caf::actor& a : actors) {
+  for (const caf::actor& a : local_actors) {
     self->request(a, std::chrono::seconds(30), detail::abort_atom::value)
         .receive([](bool) {}, [](const caf::error&) {});
   }
-  channel->clear();
+  if (!distributed) channel->cancel_all();
 }
 
 Tensor PipelineSchedule::Impl::run_step(const std::vector<Tensor>& inputs,
                                         const StepOptions& step_options, bool training) {
   std::string name(schedules::schedule_name(kind));
-  if (training && !loss_fn)
-    throw std::invalid_argument(name +
-                                ".step: training needs a loss function; pass one to the "
-                                "schedule, or call eval() for forward only");
-  if (training && !step_options.target.defined())
-    throw std::invalid_argument(name + ".step: training needs a target (StepOptions::target)");
+  const uint64_t step = next_step++;  // consumed even when the step fails: ranks stay in step
+  PipelineStage* first = stages.front()->is_first() ? stages.front().get() : nullptr;
+  bool hosts_last = stages.back()->is_last();
   auto data = std::make_shared<StepData>();
-  data->step = next_step++;
-  data->training = training;
-  data->loss_fn = loss_fn;
-  data->loss_scale = options.scale_grads ? 1.0f / static_cast<float>(n_microbatches) : 1.0f;
-  data->microbatch_inputs =
-      split_into_microbatches(inputs, n_microbatches, options.args_chunk_spec);
-  for (int mb = 0; mb < n_microbatches; ++mb)
-    stages[0]->validate_inputs(mb, data->microbatch_inputs[mb]);
-  if (step_options.target.defined()) {
-    const Tensor& target = step_options.target;
-    if (options.args_chunk_spec.empty() && !inputs.empty() && inputs[0].defined() &&
-        inputs[0].dim() > 0 && (target.dim() == 0 || target.size(0) != inputs[0].size(0)))
+  try {
+    std::string where = distributed ? " on " + describe_rank(my_rank) : "";
+    if (training && hosts_last && !loss_fn)
+      throw std::invalid_argument(name + ".step" + where +
+                                  ": training needs a loss function; pass one to the "
+                                  "schedule, or call eval() for forward only");
+    if (training && hosts_last && !step_options.target.defined())
+      throw std::invalid_argument(name + ".step" + where +
+                                  ": training needs a target (StepOptions::target)" +
+                                  (distributed ? " on the rank hosting the last stage" : ""));
+    if (distributed && !first && !inputs.empty())
       throw std::invalid_argument(
-          name + ".step: the target's batch (" +
-          (target.dim() == 0 ? std::string("a scalar") : std::to_string(target.size(0))) +
-          " rows) differs from the input's (" + std::to_string(inputs[0].size(0)) +
-          " rows); both are split into microbatches along dim 0");
-    for (auto& chunk : split_into_microbatches({target}, n_microbatches))
-      data->targets.push_back(chunk[0]);
+          name + ".step" + where + ": got " + std::to_string(inputs.size()) +
+          " input(s), but this rank does not host stage 0; only the rank hosting stage 0 feeds "
+          "inputs (call step({}) here, as in PyTorch)");
+    if (distributed && first && inputs.empty())
+      throw std::invalid_argument(name + ".step" + where +
+                                  ": this rank hosts stage 0 and must pass the batch's inputs");
+    data->step = step;
+    data->training = training;
+    data->loss_fn = loss_fn;
+    data->loss_scale = options.scale_grads ? 1.0f / static_cast<float>(n_microbatches) : 1.0f;
+    if (first) {
+      data->microbatch_inputs =
+          split_into_microbatches(inputs, n_microbatches, options.args_chunk_spec);
+      for (int mb = 0; mb < n_microbatches; ++mb)
+        first->validate_inputs(mb, data->microbatch_inputs[mb]);
+    }
+    if (step_options.target.defined() && hosts_last) {
+      const Tensor& target = step_options.target;
+      if (options.args_chunk_spec.empty() && !inputs.empty() && inputs[0].defined() &&
+          inputs[0].dim() > 0 && (target.dim() == 0 || target.size(0) != inputs[0].size(0)))
+        throw std::invalid_argument(
+            name + ".step: the target's batch (" +
+            (target.dim() == 0 ? std::string("a scalar") : std::to_string(target.size(0))) +
+            " rows) differs from the input's (" + std::to_string(inputs[0].size(0)) +
+            " rows); both are split into microbatches along dim 0");
+      for (auto& chunk : split_into_microbatches({target}, n_microbatches))
+        data->targets.push_back(chunk[0]);
+    }
+  } catch (const std::exception& e) {
+    fail_step_everywhere(step, e.what());
+    throw;
   }
 
   std::vector<PipelineStage*> local = stage_pointers(stages);
@@ -197,14 +413,15 @@ Tensor PipelineSchedule::Impl::run_step(const std::vector<Tensor>& inputs,
 
   caf::scoped_actor self{detail::process_actor_system()};
   // Last rank first: every rank has its step before any neighbour can notify it.
-  for (auto it = actors.rbegin(); it != actors.rend(); ++it)
+  for (auto it = local_actors.rbegin(); it != local_actors.rend(); ++it)
     self->send(*it, detail::step_atom::value, data->step, detail::StepHandle(data));
 
   int done = 0;
   std::string failure;
   bool timed_out = false;
   auto deadline = std::chrono::steady_clock::now() + options.step_timeout;
-  while (done < ranks && failure.empty() && !timed_out) {
+  const int expected = static_cast<int>(local_actors.size());
+  while (done < expected && failure.empty() && !timed_out) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) {
@@ -216,29 +433,39 @@ Tensor PipelineSchedule::Impl::run_step(const std::vector<Tensor>& inputs,
           if (step == data->step) ++done;
         },
         [&](detail::failed_atom, uint64_t step, int rank, const std::string& what) {
-          if (step == data->step) failure = "rank " + std::to_string(rank) + " failed: " + what;
+          if (step == data->step) failure = describe_rank(rank) + " failed: " + what;
         },
         caf::after(left) >> [&] { timed_out = true; });
   }
   if (timed_out) {
     failure = name + ": step " + std::to_string(data->step) + " did not finish within " +
               std::to_string(options.step_timeout.count()) + " ms;";
+    // Ask every rank (in other processes too) what it waits for, each with a short deadline.
+    const auto status_deadline = distributed ? std::chrono::seconds(2) : std::chrono::seconds(5);
     for (size_t r = 0; r < actors.size(); ++r) {
-      self->request(actors[r], std::chrono::seconds(5), detail::status_atom::value)
+      self->request(actors[r], status_deadline, detail::status_atom::value)
           .receive([&](const std::string& s) { failure += " [" + s + "]"; },
                    [&](const caf::error&) {
-                     failure += " [rank " + std::to_string(r) + " did not answer within 5 s]";
+                     failure += " [" + describe_rank(static_cast<int>(r)) +
+                                " did not answer within " +
+                                std::to_string(status_deadline.count()) + " s]";
                    });
     }
   }
   // Quiesce the ranks before summing tied gradients: on a failure or timeout, others may still
   // be in a backward that writes those gradients.
   if (!failure.empty()) abort_all(self);
-  if (training) finish_tied_step(local, std::move(tied));
+  if (training && !distributed) finish_tied_step(local, std::move(tied));
   if (!failure.empty()) {
     throw PipelineError(failure +
                         " (gradients of this step are partial: zero_grad before "
                         "retrying)");
+  }
+  if (training && distributed) {
+    // Copies in other processes: all-reduce each tie's local sum over the ranks holding one.
+    finish_tied_step(local, std::move(tied), true, [&](const std::string& tie, Tensor& sum) {
+      if (auto it = tie_groups.find(tie); it != tie_groups.end()) it->second.all_reduce(sum);
+    });
   }
   if (step_options.losses) {
     step_options.losses->clear();
@@ -261,6 +488,7 @@ Tensor PipelineSchedule::eval(const std::vector<Tensor>& inputs, const StepOptio
   return impl_->run_step(inputs, options, false);
 }
 
+bool PipelineSchedule::is_distributed() const { return impl_->distributed; }
 const schedules::PipelineOrder& PipelineSchedule::order() const { return impl_->order; }
 schedules::ScheduleKind PipelineSchedule::kind() const { return impl_->kind; }
 int PipelineSchedule::num_microbatches() const { return impl_->n_microbatches; }

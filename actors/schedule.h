@@ -47,7 +47,11 @@ struct StepOptions {
 };
 
 /// A schedule driving stages hosted in this process through stage actors. In the embedded
-/// single-process default the process hosts every stage; each rank of the schedule is one actor.
+/// single-process default the process hosts every stage and each rank of the schedule is one
+/// actor. Under a launcher (init_process_group) each process passes its own rank's stages: the
+/// constructor meets the other ranks of the stages' process group (every rank constructs its
+/// schedule), checks that they agree (schedule, microbatches, which rank built which stage), and
+/// the stage actors then exchange descriptors over CAF and tensors over UCX or NCCL.
 class PipelineSchedule {
  public:
   PipelineSchedule(std::vector<std::shared_ptr<PipelineStage>> stages, int n_microbatches,
@@ -58,8 +62,11 @@ class PipelineSchedule {
 
   /// One training step: forward and backward of every microbatch. Gradients accumulate into the
   /// stages' parameters; the copies of a tied parameter (build_stage) end the step holding the
-  /// sum of their gradients, as the unsplit model's parameter would. Returns the last stage's
-  /// output for the whole batch.
+  /// sum of their gradients, as the unsplit model's parameter would (across processes, through
+  /// an all-reduce among the ranks holding a copy). Returns the last stage's output for the
+  /// whole batch. Across processes (PyTorch's rule) the rank hosting stage 0 passes the inputs,
+  /// the rank hosting the last stage the target and gets the output and losses, and every other
+  /// rank calls `step({})` and gets an undefined tensor.
   Tensor step(const std::vector<Tensor>& inputs, const StepOptions& options = {});
   /// Forward only (no gradients); losses are computed when a target is given.
   Tensor eval(const std::vector<Tensor>& inputs, const StepOptions& options = {});
@@ -69,7 +76,9 @@ class PipelineSchedule {
   schedules::ScheduleKind kind() const;
   int num_microbatches() const;
   int num_ranks() const;
-  /// The stages, by stage index.
+  /// True when the stages' other ranks run in other processes.
+  bool is_distributed() const;
+  /// The stages this process hosts, by stage index.
   const std::vector<std::shared_ptr<PipelineStage>>& stages() const;
 
  private:
@@ -77,31 +86,72 @@ class PipelineSchedule {
   std::unique_ptr<Impl> impl_;
 };
 
-#define TENSORPLAY_DECLARE_SCHEDULE(Name, Kind)                                   \
-  /** Runs the Kind order (see schedules/generators.h). */                        \
-  class Name : public PipelineSchedule {                                          \
-   public:                                                                        \
-    Name(std::vector<std::shared_ptr<PipelineStage>> stages, int n_microbatches,  \
-         LossFn loss_fn = nullptr, ScheduleOptions options = {})                  \
-        : PipelineSchedule(std::move(stages), n_microbatches, std::move(loss_fn), \
-                           schedules::ScheduleKind::Kind, std::move(options)) {}  \
+/// The base of schedules that run one stage per rank (GPipe, 1F1B). Under a launcher each
+/// process passes its own stage (`build_stage(pipe, rank, device, group)`); in the embedded
+/// single-process default it passes every stage.
+class PipelineScheduleSingle : public PipelineSchedule {
+ public:
+  PipelineScheduleSingle(std::vector<std::shared_ptr<PipelineStage>> stages, int n_microbatches,
+                         LossFn loss_fn, schedules::ScheduleKind kind, ScheduleOptions options = {});
+  /// This process's one stage; the caller keeps it alive while the schedule lives.
+  PipelineScheduleSingle(PipelineStage& stage, int n_microbatches, LossFn loss_fn,
+                         schedules::ScheduleKind kind, ScheduleOptions options = {});
+};
+
+/// The base of schedules that run several stages per rank (interleaved, looped, V). Under a
+/// launcher each process passes its rank's stages (stages_of_rank); in the embedded default,
+/// every stage.
+class PipelineScheduleMulti : public PipelineSchedule {
+ public:
+  PipelineScheduleMulti(std::vector<std::shared_ptr<PipelineStage>> stages, int n_microbatches,
+                        LossFn loss_fn, schedules::ScheduleKind kind, ScheduleOptions options = {});
+};
+
+/// The stage indices rank `rank` hosts when `num_stages` stages run under `kind` with
+/// `stages_per_rank` stages per rank (0: the schedule's default), e.g. {r, 2p-1-r} for ZBV.
+std::vector<int> stages_of_rank(schedules::ScheduleKind kind, int rank, int num_stages,
+                                int stages_per_rank = 0);
+
+#define TENSORPLAY_DECLARE_SCHEDULE_SINGLE(Name, Kind)                                  \
+  /** Runs the Kind order (see schedules/generators.h). */                              \
+  class Name : public PipelineScheduleSingle {                                          \
+   public:                                                                              \
+    Name(std::vector<std::shared_ptr<PipelineStage>> stages, int n_microbatches,        \
+         LossFn loss_fn = nullptr, ScheduleOptions options = {})                        \
+        : PipelineScheduleSingle(std::move(stages), n_microbatches, std::move(loss_fn), \
+                                 schedules::ScheduleKind::Kind, std::move(options)) {}  \
+    Name(PipelineStage& stage, int n_microbatches, LossFn loss_fn = nullptr,            \
+         ScheduleOptions options = {})                                                  \
+        : PipelineScheduleSingle(stage, n_microbatches, std::move(loss_fn),             \
+                                 schedules::ScheduleKind::Kind, std::move(options)) {}  \
+  };
+
+#define TENSORPLAY_DECLARE_SCHEDULE_MULTI(Name, Kind)                                  \
+  /** Runs the Kind order (see schedules/generators.h). */                             \
+  class Name : public PipelineScheduleMulti {                                          \
+   public:                                                                             \
+    Name(std::vector<std::shared_ptr<PipelineStage>> stages, int n_microbatches,       \
+         LossFn loss_fn = nullptr, ScheduleOptions options = {})                       \
+        : PipelineScheduleMulti(std::move(stages), n_microbatches, std::move(loss_fn), \
+                                schedules::ScheduleKind::Kind, std::move(options)) {}  \
   };
 
 /// Runs every forward, then every backward.
-TENSORPLAY_DECLARE_SCHEDULE(ScheduleGPipe, GPipe)
+TENSORPLAY_DECLARE_SCHEDULE_SINGLE(ScheduleGPipe, GPipe)
 /// One forward, one backward after a warm-up of p - rank forwards.
-TENSORPLAY_DECLARE_SCHEDULE(Schedule1F1B, OneFOneB)
+TENSORPLAY_DECLARE_SCHEDULE_SINGLE(Schedule1F1B, OneFOneB)
 /// 1F1B over several stages per rank (loop placement).
-TENSORPLAY_DECLARE_SCHEDULE(ScheduleInterleaved1F1B, Interleaved1F1B)
+TENSORPLAY_DECLARE_SCHEDULE_MULTI(ScheduleInterleaved1F1B, Interleaved1F1B)
 /// Breadth-first over the local stages (loop placement).
-TENSORPLAY_DECLARE_SCHEDULE(ScheduleLoopedBFS, LoopedBFS)
+TENSORPLAY_DECLARE_SCHEDULE_MULTI(ScheduleLoopedBFS, LoopedBFS)
 /// Zero bubble with split backward (I and W), loop placement.
-TENSORPLAY_DECLARE_SCHEDULE(ScheduleInterleavedZeroBubble, InterleavedZeroBubble)
+TENSORPLAY_DECLARE_SCHEDULE_MULTI(ScheduleInterleavedZeroBubble, InterleavedZeroBubble)
 /// Zero bubble in V placement (rank r holds stages r and 2p-1-r).
-TENSORPLAY_DECLARE_SCHEDULE(ScheduleZBVZeroBubble, ZBVZeroBubble)
+TENSORPLAY_DECLARE_SCHEDULE_MULTI(ScheduleZBVZeroBubble, ZBVZeroBubble)
 /// DualPipe's V variant, with overlapped forward/backward pairs.
-TENSORPLAY_DECLARE_SCHEDULE(ScheduleDualPipeV, DualPipeV)
+TENSORPLAY_DECLARE_SCHEDULE_MULTI(ScheduleDualPipeV, DualPipeV)
 
-#undef TENSORPLAY_DECLARE_SCHEDULE
+#undef TENSORPLAY_DECLARE_SCHEDULE_SINGLE
+#undef TENSORPLAY_DECLARE_SCHEDULE_MULTI
 
 }  // namespace tensorplay::pipelining

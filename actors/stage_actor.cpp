@@ -1,8 +1,10 @@
 // Stage actor behaviour. Pending work lives in the worker's ready set (not in the mailbox): every
-// message is accepted at once and the policy picks from what is ready.
+// message is accepted at once and the policy picks from what is ready. Receives are posted when a
+// notification arrives and complete as messages, so no handler waits on the network.
 #include "actors/detail/stage_actor.h"
 
 #include <exception>
+#include <map>
 #include <string>
 
 #include "actors/detail/caf_messages.h"
@@ -15,12 +17,34 @@ struct StageActorState {
   std::shared_ptr<StageWorker> worker;
   std::vector<int> stage_to_rank;
   std::vector<caf::actor> peers;
+  bool distributed = false;
   caf::actor driver;
   uint64_t step = 0;
   bool failed = false;
+  std::map<uint64_t, std::pair<int, std::string>> failed_elsewhere;  // step -> (rank, what)
 };
 
 using StageActor = caf::stateful_actor<StageActorState>;
+
+using transport::Direction;
+
+std::string describe_note(const Notification& n) {
+  return std::string(n.direction == Direction::Forward ? "input " : "grad ") +
+         std::to_string(n.stage) + ":" + std::to_string(n.microbatch);
+}
+
+/// Ends this rank's step with `what`: tells the driver, and (across processes) every other rank.
+void fail(StageActor* self, const std::string& what, bool tell_peers) {
+  auto& st = self->state;
+  if (st.failed) return;
+  st.failed = true;
+  if (st.driver) self->send(st.driver, failed_atom::value, st.step, st.worker->rank(), what);
+  if (tell_peers && st.distributed)
+    for (size_t r = 0; r < st.peers.size(); ++r)
+      if (static_cast<int>(r) != st.worker->rank() && st.peers[r])
+        self->send(st.peers[r], peer_failed_atom::value, st.step,
+                   static_cast<int32_t>(st.worker->rank()), what);
+}
 
 void pump(StageActor* self) {
   auto& st = self->state;
@@ -30,14 +54,12 @@ void pump(StageActor* self) {
         [self](const Notification& n) {
           auto& s = self->state;
           const caf::actor& dest = s.peers.at(s.stage_to_rank.at(n.stage));
-          bool fwd = n.direction == transport::Direction::Forward;
-          log_event(s.worker->rank(), n.step, "send",
-                    std::string(fwd ? "input " : "grad ") + std::to_string(n.stage) + ":" +
-                        std::to_string(n.microbatch));
-          if (fwd)
-            self->send(dest, forward_atom::value, n.step, n.stage, n.microbatch);
+          log_event(s.worker->rank(), n.step, "send", describe_note(n));
+          WireNote note{n.step, n.stage, n.microbatch, n.source, n.tensors};
+          if (n.direction == Direction::Forward)
+            self->send(dest, forward_atom::value, std::move(note));
           else
-            self->send(dest, backward_atom::value, n.step, n.stage, n.microbatch);
+            self->send(dest, backward_atom::value, std::move(note));
         },
         [self](const char* event, const schedules::Action& action) {
           log_event(self->state.worker->rank(), self->state.step, event, to_string(action));
@@ -47,24 +69,43 @@ void pump(StageActor* self) {
       st.driver = nullptr;
     }
   } catch (const std::exception& e) {
-    st.failed = true;
-    self->send(st.driver, failed_atom::value, st.step, st.worker->rank(), std::string(e.what()));
+    fail(self, e.what(), true);
   }
 }
 
-void notify(StageActor* self, uint64_t step, int stage, int mb, transport::Direction dir) {
-  auto& st = self->state;
-  log_event(st.worker->rank(), step, "recv",
-            std::string(dir == transport::Direction::Forward ? "input " : "grad ") +
-                std::to_string(stage) + ":" + std::to_string(mb));
-  st.worker->on_notification({step, stage, dir, mb});
+void arrived(StageActor* self, const Notification& n) {
+  try {
+    self->state.worker->on_arrival(n);
+  } catch (const std::exception& e) {
+    if (n.step == self->state.step) fail(self, e.what(), true);
+    return;
+  }
   pump(self);
 }
 
+void notify(StageActor* self, WireNote& wire, Direction dir) {
+  auto& st = self->state;
+  Notification n{wire.step, wire.stage, dir, wire.microbatch, wire.source, std::move(wire.tensors)};
+  log_event(st.worker->rank(), n.step, "recv", describe_note(n));
+  bool now = false;
+  try {
+    caf::actor me = caf::actor_cast<caf::actor>(self);
+    now = st.worker->post_receive(n, [me](const Notification& done) {
+      caf::anon_send(me, received_atom::value, done.step, static_cast<int32_t>(done.stage),
+                     static_cast<int32_t>(done.direction), static_cast<int32_t>(done.microbatch));
+    });
+  } catch (const std::exception& e) {
+    if (n.step == st.step) fail(self, e.what(), true);
+    return;
+  }
+  if (now) arrived(self, n);
+}
+
 caf::behavior stage_actor(StageActor* self, std::shared_ptr<StageWorker> worker,
-                          std::vector<int> stage_to_rank) {
+                          std::vector<int> stage_to_rank, bool distributed) {
   self->state.worker = std::move(worker);
   self->state.stage_to_rank = std::move(stage_to_rank);
+  self->state.distributed = distributed;
   return {
       [self](peers_atom, std::vector<caf::actor> peers) { self->state.peers = std::move(peers); },
       [self](step_atom, uint64_t step, StepHandle data) {
@@ -74,13 +115,31 @@ caf::behavior stage_actor(StageActor* self, std::shared_ptr<StageWorker> worker,
         st.failed = false;
         log_event(st.worker->rank(), step, "recv", "step");
         st.worker->begin_step(std::move(data));
+        if (auto it = st.failed_elsewhere.find(step); it != st.failed_elsewhere.end()) {
+          auto [rank, what] = it->second;
+          st.failed_elsewhere.erase(st.failed_elsewhere.begin(), std::next(it));
+          st.failed = true;
+          self->send(st.driver, failed_atom::value, step, rank, what);
+          return;
+        }
         pump(self);
       },
-      [self](forward_atom, uint64_t step, int stage, int mb) {
-        notify(self, step, stage, mb, transport::Direction::Forward);
+      [self](forward_atom, WireNote& note) { notify(self, note, Direction::Forward); },
+      [self](backward_atom, WireNote& note) { notify(self, note, Direction::Backward); },
+      [self](received_atom, uint64_t step, int32_t stage, int32_t dir, int32_t mb) {
+        Notification n{step, stage, static_cast<Direction>(dir), mb, 0, {}};
+        arrived(self, n);
       },
-      [self](backward_atom, uint64_t step, int stage, int mb) {
-        notify(self, step, stage, mb, transport::Direction::Backward);
+      [self](peer_failed_atom, uint64_t step, int32_t rank, const std::string& what) {
+        auto& st = self->state;
+        if (step == st.step && st.driver) {
+          if (!st.failed) {
+            st.failed = true;
+            self->send(st.driver, failed_atom::value, st.step, static_cast<int>(rank), what);
+          }
+        } else if (step > st.step) {  // this rank has not begun that step yet
+          st.failed_elsewhere.emplace(step, std::make_pair(static_cast<int>(rank), what));
+        }
       },
       [self](abort_atom) -> bool {
         self->state.worker->abort_step();
@@ -94,8 +153,9 @@ caf::behavior stage_actor(StageActor* self, std::shared_ptr<StageWorker> worker,
 }  // namespace
 
 caf::actor spawn_stage_actor(caf::actor_system& system, std::shared_ptr<StageWorker> worker,
-                             std::vector<int> stage_to_rank) {
-  return system.spawn<caf::detached>(stage_actor, std::move(worker), std::move(stage_to_rank));
+                             std::vector<int> stage_to_rank, bool distributed) {
+  return system.spawn<caf::detached>(stage_actor, std::move(worker), std::move(stage_to_rank),
+                                     distributed);
 }
 
 }  // namespace tensorplay::pipelining::detail

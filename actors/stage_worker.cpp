@@ -1,6 +1,7 @@
 // StageWorker: runs the policy's actions on the local stages and posts results on the channel.
 #include "actors/stage_worker.h"
 
+#include <atomic>
 #include <stdexcept>
 
 #include "tensors/autograd/grad_mode.h"
@@ -17,7 +18,8 @@ StageWorker::StageWorker(int rank, std::vector<PipelineStage*> stages, int num_s
                          std::unique_ptr<schedules::SchedulePolicy> training_policy,
                          std::unique_ptr<schedules::SchedulePolicy> eval_policy,
                          std::shared_ptr<transport::Channel> channel,
-                         std::chrono::milliseconds transfer_timeout)
+                         std::chrono::milliseconds transfer_timeout,
+                         std::vector<int> stage_to_peer, int self_peer)
     : rank_(rank),
       stages_(std::move(stages)),
       by_index_(num_stages, nullptr),
@@ -27,8 +29,11 @@ StageWorker::StageWorker(int rank, std::vector<PipelineStage*> stages, int num_s
       eval_policy_(std::move(eval_policy)),
       channel_(std::move(channel)),
       transfer_timeout_(transfer_timeout),
-      ready_(num_stages, num_microbatches) {
+      ready_(num_stages, num_microbatches),
+      stage_to_peer_(std::move(stage_to_peer)),
+      self_peer_(self_peer) {
   for (PipelineStage* s : stages_) by_index_.at(s->stage_index()) = s;
+  if (stage_to_peer_.empty()) stage_to_peer_.assign(num_stages, self_peer_);
 }
 
 bool StageWorker::hosts(int stage) const {
@@ -54,12 +59,43 @@ void StageWorker::begin_step(std::shared_ptr<StepData> step) {
   early_.clear();
   for (const Notification& n : early)
     if (n.step == step_->step)
-      on_notification(n);
+      on_arrival(n);
     else if (n.step > step_->step)
       early_.push_back(n);
 }
 
-void StageWorker::on_notification(const Notification& n) {
+bool StageWorker::post_receive(const Notification& n,
+                               std::function<void(const Notification&)> arrived) {
+  PipelineStage& s = stage(n.stage);
+  // Exactly one of the poster and the callback sees the other's mark: the later one acts.
+  auto mark = std::make_shared<std::atomic<bool>>(false);
+  uint64_t key = n.tag().key();
+  channel_->post_receive(
+      n.source, n.tag(), n.tensors, s.device(), transfer_timeout_,
+      [inbox = inbox_, key, mark, arrived = std::move(arrived), note = Notification{n.step, n.stage,
+                                                                          n.direction,
+                                                                          n.microbatch, n.source,
+                                                                          {}}](
+          std::vector<Tensor> tensors, std::string error) {
+        {
+          std::lock_guard lock(inbox->mutex);
+          inbox->entries[key] = Received{std::move(tensors), std::move(error)};
+        }
+        if (mark->exchange(true)) arrived(note);
+      });
+  return mark->exchange(true);
+}
+
+void StageWorker::on_arrival(const Notification& n) {
+  {
+    std::lock_guard lock(inbox_->mutex);
+    auto it = inbox_->entries.find(n.tag().key());
+    if (it != inbox_->entries.end() && !it->second.error.empty()) {
+      std::string error = std::move(it->second.error);
+      inbox_->entries.erase(it);
+      throw transport::TransferError(error);
+    }
+  }
   // A neighbour may start a step before this worker has seen it begin: keep its notifications.
   if (!step_ || n.step > step_->step) {
     early_.push_back(n);
@@ -72,6 +108,31 @@ void StageWorker::on_notification(const Notification& n) {
     ready_.grad_arrived(n.stage, n.microbatch);
 }
 
+std::vector<Tensor> StageWorker::take(const TransferTag& tag) {
+  std::lock_guard lock(inbox_->mutex);
+  auto it = inbox_->entries.find(tag.key());
+  if (it == inbox_->entries.end())
+    throw std::logic_error("rank " + std::to_string(rank_) + ": " + to_string(tag) +
+                           " was marked present but never arrived");
+  if (!it->second.error.empty()) throw transport::TransferError(it->second.error);
+  std::vector<Tensor> out = std::move(it->second.tensors);
+  inbox_->entries.erase(it);
+  return out;
+}
+
+void StageWorker::deliver(const TransferTag& tag, std::vector<Tensor> tensors,
+                          const std::function<void(const Notification&)>& send) {
+  if (hosts(tag.stage)) {  // the V schedules' turn: hand over inside the rank
+    std::lock_guard lock(inbox_->mutex);
+    inbox_->entries[tag.key()] = Received{std::move(tensors), {}};
+    return;
+  }
+  int peer = stage_to_peer_.at(tag.stage);
+  std::vector<transport::TensorDescriptor> descriptors =
+      channel_->send(peer, tag, std::move(tensors));
+  send({tag.step, tag.stage, tag.direction, tag.microbatch, self_peer_, std::move(descriptors)});
+}
+
 bool StageWorker::finished() const { return step_ && policy().finished(); }
 
 std::string StageWorker::describe_wait() const {
@@ -81,7 +142,16 @@ std::string StageWorker::describe_wait() const {
 
 void StageWorker::abort_step() {
   for (PipelineStage* s : stages_) s->clear();
-  if (step_) policy().reset();
+  if (step_) {
+    policy().reset();
+    // Keep what later steps already sent; drop this step's.
+    uint64_t step = step_->step;
+    std::erase_if(early_, [step](const Notification& n) { return n.step <= step; });
+    std::lock_guard lock(inbox_->mutex);
+    std::erase_if(inbox_->entries, [step](const auto& entry) {
+      return (entry.first >> 40) == (step & 0xffffffULL);
+    });
+  }
   ready_.reset();
   step_.reset();
 }
@@ -133,8 +203,7 @@ void StageWorker::forward(int stage_index, int mb,
   if (s.is_first()) {
     inputs = step_->microbatch_inputs.at(mb);
   } else {
-    inputs = channel_->receive(TransferTag{step_->step, stage_index, Direction::Forward, mb}, {},
-                               s.device(), transfer_timeout_);
+    inputs = take(TransferTag{step_->step, stage_index, Direction::Forward, mb});
   }
   std::vector<Tensor> outputs;
   if (step_->training) {
@@ -162,9 +231,8 @@ void StageWorker::forward(int stage_index, int mb,
     }
     return;
   }
-  channel_->send(TransferTag{step_->step, stage_index + 1, Direction::Forward, mb},
-                 std::move(outputs));
-  if (!hosts(stage_index + 1)) send({step_->step, stage_index + 1, Direction::Forward, mb});
+  deliver(TransferTag{step_->step, stage_index + 1, Direction::Forward, mb}, std::move(outputs),
+          send);
 }
 
 void StageWorker::backward(int stage_index, int mb, bool input_only,
@@ -172,8 +240,7 @@ void StageWorker::backward(int stage_index, int mb, bool input_only,
   PipelineStage& s = stage(stage_index);
   std::vector<Tensor> output_grads;
   if (!s.is_last()) {
-    output_grads = channel_->receive(TransferTag{step_->step, stage_index, Direction::Backward, mb},
-                                     {}, s.device(), transfer_timeout_);
+    output_grads = take(TransferTag{step_->step, stage_index, Direction::Backward, mb});
   } else if (!step_->loss_fn || step_->targets.empty()) {
     throw std::invalid_argument(
         "training step without a loss: pass a loss function to the schedule and a target to "
@@ -183,9 +250,8 @@ void StageWorker::backward(int stage_index, int mb, bool input_only,
                                         ? s.backward_input(mb, output_grads, step_->loss_scale)
                                         : s.backward(mb, output_grads, step_->loss_scale);
   if (s.is_first()) return;
-  channel_->send(TransferTag{step_->step, stage_index - 1, Direction::Backward, mb},
-                 std::move(input_grads));
-  if (!hosts(stage_index - 1)) send({step_->step, stage_index - 1, Direction::Backward, mb});
+  deliver(TransferTag{step_->step, stage_index - 1, Direction::Backward, mb},
+          std::move(input_grads), send);
 }
 
 }  // namespace tensorplay::pipelining

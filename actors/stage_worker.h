@@ -6,7 +6,9 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "actors/step_data.h"
@@ -18,12 +20,17 @@
 namespace tensorplay::pipelining {
 
 /// A notification for the rank hosting `stage`: its input (Forward) or output gradient
-/// (Backward) for `microbatch` has been posted on the channel.
+/// (Backward) for `microbatch` has been posted on the channel by the process of global rank
+/// `source`, described by `tensors`.
 struct Notification {
   uint64_t step = 0;
   int stage = 0;
   transport::Direction direction = transport::Direction::Forward;
   int microbatch = 0;
+  int source = 0;
+  std::vector<transport::TensorDescriptor> tensors;
+
+  transport::TransferTag tag() const { return {step, stage, direction, microbatch}; }
 };
 
 /// Observes the actions a worker runs (for the message log and timelines).
@@ -33,12 +40,14 @@ using ActionObserver = std::function<void(const char* event, const schedules::Ac
 class StageWorker {
  public:
   /// `stages` are this rank's stages (not owned); `training_policy` and `eval_policy` follow the
-  /// schedule's order for this rank with and without backward actions.
+  /// schedule's order for this rank with and without backward actions. `stage_to_peer` maps
+  /// every stage to the channel peer (global rank) hosting it; `self_peer` is this process's.
   StageWorker(int rank, std::vector<PipelineStage*> stages, int num_stages, int num_microbatches,
               std::unique_ptr<schedules::SchedulePolicy> training_policy,
               std::unique_ptr<schedules::SchedulePolicy> eval_policy,
               std::shared_ptr<transport::Channel> channel,
-              std::chrono::milliseconds transfer_timeout);
+              std::chrono::milliseconds transfer_timeout, std::vector<int> stage_to_peer = {},
+              int self_peer = 0);
 
   int rank() const { return rank_; }
   /// True when this rank hosts `stage`.
@@ -46,8 +55,14 @@ class StageWorker {
 
   /// Starts a step.
   void begin_step(std::shared_ptr<StepData> step);
-  /// A neighbour posted the input (or output gradient) of one of this rank's stages.
-  void on_notification(const Notification& n);
+  /// A neighbour posted the input (or output gradient) of one of this rank's stages: posts the
+  /// receive on the channel. Returns true when the tensors arrived at once (call on_arrival
+  /// now); otherwise `arrived` is called later, from the channel's thread, and the caller's
+  /// actor calls on_arrival when it hears of it.
+  bool post_receive(const Notification& n, std::function<void(const Notification&)> arrived);
+  /// The tensors of `n` are here: marks the input (or gradient) present for the policy. Throws
+  /// TransferError when the receive failed.
+  void on_arrival(const Notification& n);
   /// Runs actions until the policy waits or the step is done; `send` is called for every
   /// notification that goes to another rank. Exceptions from the stages propagate.
   void run_ready(const std::function<void(const Notification&)>& send,
@@ -66,6 +81,11 @@ class StageWorker {
   void backward(int stage_index, int mb, bool input_only,
                 const std::function<void(const Notification&)>& send);
   schedules::SchedulePolicy& policy() const;
+  /// Hands `tensors` to `stage` (this rank's or another's) and notifies.
+  void deliver(const transport::TransferTag& tag, std::vector<Tensor> tensors,
+               const std::function<void(const Notification&)>& send);
+  /// Takes the received tensors of `tag` out of the inbox.
+  std::vector<Tensor> take(const transport::TransferTag& tag);
 
   int rank_;
   std::vector<PipelineStage*> stages_;
@@ -79,6 +99,19 @@ class StageWorker {
   schedules::ReadySet ready_;
   std::shared_ptr<StepData> step_;
   std::vector<Notification> early_;  // notifications of a step this worker has not begun yet
+  std::vector<int> stage_to_peer_;
+  int self_peer_;
+  struct Received {
+    std::vector<Tensor> tensors;
+    std::string error;
+  };
+  /// Tensors received, by transfer tag key. Shared with the channel's callbacks (which run on
+  /// its threads and may outlive the worker).
+  struct Inbox {
+    std::mutex mutex;
+    std::unordered_map<uint64_t, Received> entries;
+  };
+  std::shared_ptr<Inbox> inbox_ = std::make_shared<Inbox>();
 };
 
 }  // namespace tensorplay::pipelining

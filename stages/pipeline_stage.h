@@ -62,6 +62,9 @@ class PipelineStage {
   /// Parameters this stage shares with other stages (tied weights): name -> every stage holding
   /// a copy. build_stage fills it from the Pipe; schedules sum the copies' gradients per step.
   const std::map<std::string, std::vector<int>>& tied_parameters() const { return tied_; }
+  /// Global ranks of the process group this stage's traffic goes over (empty: the world group).
+  const std::vector<int>& group_ranks() const { return group_ranks_; }
+  void set_group_ranks(std::vector<int> ranks) { group_ranks_ = std::move(ranks); }
   void set_tied_parameters(std::map<std::string, std::vector<int>> tied) {
     tied_ = std::move(tied);
   }
@@ -111,6 +114,7 @@ class PipelineStage {
   std::vector<TensorMeta> output_meta_;
   std::vector<std::string> input_names_;
   std::map<std::string, std::vector<int>> tied_;
+  std::vector<int> group_ranks_;
   std::map<int, Stash> stash_;
 };
 

@@ -15,7 +15,8 @@ namespace {
 
 using LocalStage = std::pair<int, nn::Module*>;
 
-void write_sum(std::vector<Tensor>& copies, const Tensor& base);
+void write_sum(std::vector<Tensor>& copies, const Tensor& base, const std::string& name = {},
+               const TiedReduce& reduce = nullptr);
 
 void sync(const std::vector<LocalStage>& local, const Pipe& pipe, bool allow_partial) {
   NoGradGuard no_grad;
@@ -45,13 +46,23 @@ void sync(const std::vector<LocalStage>& local, const Pipe& pipe, bool allow_par
   }
 }
 
-// Writes base + the sum of the copies' gradients into every copy (nothing when all are absent).
-void write_sum(std::vector<Tensor>& copies, const Tensor& base) {
-  Tensor sum = base.defined() ? base.clone() : Tensor();
+// Writes base + reduce(the sum of the copies' gradients) into every copy. Without `reduce`,
+// nothing is written when no copy has a gradient; with it, an absent sum is zeros, so every rank
+// of the reduction takes part.
+void write_sum(std::vector<Tensor>& copies, const Tensor& base, const std::string& name,
+               const TiedReduce& reduce) {
+  // In one process the base comes first, as the unsplit model's accumulation adds it.
+  Tensor sum = base.defined() && !reduce ? base.clone() : Tensor();
   for (const Tensor& p : copies) {
     Tensor g = p.grad();
     if (!g.defined()) continue;
     sum = sum.defined() ? add(sum, g.to(sum.device())) : g.clone();
+  }
+  if (reduce) {
+    if (!sum.defined())
+      sum = zeros(copies.at(0).shape(), {.dtype = copies[0].dtype(), .device = copies[0].device()});
+    reduce(name, sum);
+    if (base.defined()) sum = add(base, sum.to(base.device()));
   }
   if (!sum.defined()) return;  // no copy took part
   for (Tensor& p : copies) {
@@ -118,11 +129,11 @@ TiedGradients begin_tied_step(const std::vector<PipelineStage*>& stages) {
 }
 
 void finish_tied_step(const std::vector<PipelineStage*>& stages, TiedGradients&& state,
-                      bool allow_partial) {
+                      bool allow_partial, const TiedReduce& reduce) {
   NoGradGuard no_grad;
-  for (auto& [name, copies] : local_copies(stages, allow_partial)) {
+  for (auto& [name, copies] : local_copies(stages, allow_partial || reduce != nullptr)) {
     auto it = state.before.find(name);
-    write_sum(copies, it == state.before.end() ? Tensor() : it->second);
+    write_sum(copies, it == state.before.end() ? Tensor() : it->second, name, reduce);
   }
 }
 

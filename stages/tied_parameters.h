@@ -2,6 +2,7 @@
 // parameter read by several stages (a GPT's token embedding and lm_head).
 #pragma once
 
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -30,6 +31,10 @@ void sync_tied_gradients(const std::vector<PipelineStage*>& stages, const Pipe& 
 /// The same over the Pipe's own stage modules (after a backward through Pipe::forward).
 void sync_tied_gradients(const Pipe& pipe);
 
+/// Sums a tie group's gradient across processes in place (an all-reduce among the ranks holding
+/// a copy); gets the group's name and the sum of this process's copies.
+using TiedReduce = std::function<void(const std::string& name, Tensor& local_sum)>;
+
 /// Tied-parameter gradients set aside at the start of a step (see begin_tied_step).
 struct TiedGradients {
   std::map<std::string, Tensor> before;  ///< accumulated gradient per tied name, if any
@@ -43,7 +48,9 @@ struct TiedGradients {
 TiedGradients begin_tied_step(const std::vector<PipelineStage*>& stages);
 /// After the step's backward passes: writes `before` plus the sum of the copies' gradients into
 /// every copy. With `allow_partial` false, a group with a copy outside `stages` is an error.
+/// With `reduce`, the local sum of each group (zeros when no local copy has a gradient) goes
+/// through it before `before` is added; groups are visited in name order on every process.
 void finish_tied_step(const std::vector<PipelineStage*>& stages, TiedGradients&& state,
-                      bool allow_partial = false);
+                      bool allow_partial = false, const TiedReduce& reduce = nullptr);
 
 }  // namespace tensorplay::pipelining

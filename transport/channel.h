@@ -1,9 +1,11 @@
-// Channel: the data plane between two stages. A sender posts tensors under a tag and gets
-// descriptors to put in its control message; the receiver turns descriptors back into tensors.
+// Channel: the data plane between stages. A sender posts tensors for a peer rank under a tag and
+// gets descriptors to put in its control message; the receiver posts a receive for them.
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -17,22 +19,39 @@ class TransferError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-/// One implementation per transport (local, UCX, NCCL), all behind the same interface.
+/// Completion of a posted receive: the tensors, or (when `error` is not empty) why none came.
+using ReceiveDone = std::function<void(std::vector<Tensor> tensors, std::string error)>;
+
+/// One implementation per transport (local, UCX, NCCL), all behind the same interface. Peers are
+/// ranks of the process group the channel was made for (ignored by the in-process channel).
 class Channel {
  public:
   virtual ~Channel() = default;
   /// Transport name for messages and logs ("local", "ucx", "nccl").
   virtual std::string name() const = 0;
-  /// Posts `tensors` under `tag`; returns their descriptors. Does not wait for the receiver.
-  virtual std::vector<TensorDescriptor> send(const TransferTag& tag,
+  /// Posts `tensors` for rank `peer` under `tag`; returns their descriptors. Never waits for the
+  /// receiver: the channel keeps the tensors alive until their bytes have left.
+  virtual std::vector<TensorDescriptor> send(int peer, const TransferTag& tag,
                                              std::vector<Tensor> tensors) = 0;
-  /// The tensors posted under `tag`, placed on `device`. Waits at most `timeout`, then throws
-  /// TransferError naming the tag.
-  virtual std::vector<Tensor> receive(const TransferTag& tag,
-                                      const std::vector<TensorDescriptor>& descriptors,
-                                      Device device, std::chrono::milliseconds timeout) = 0;
-  /// Tensors posted and not yet received (for leak checks and error messages).
+  /// Posts a receive of what rank `peer` sent under `tag` (described by `descriptors`), placed on
+  /// `device`. `done` is called exactly once, on any thread (possibly before this returns): with
+  /// the tensors, or with an error naming the tag when the transfer fails, is cancelled, or has
+  /// not completed within `timeout`.
+  virtual void post_receive(int peer, const TransferTag& tag,
+                            std::vector<TensorDescriptor> descriptors, Device device,
+                            std::chrono::milliseconds timeout, ReceiveDone done) = 0;
+  /// Tensors posted and not yet received or sent (for leak checks and error messages).
   virtual size_t pending() const = 0;
+  /// Ends the receive posted for (`peer`, `tag`) if it has not completed: its callback gets an
+  /// error saying it timed out. Does nothing when it already completed.
+  virtual void cancel_receive(int peer, const TransferTag& tag) = 0;
+  /// Drops everything posted; pending receives complete with an error (after a failed step).
+  virtual void cancel_all() = 0;
+
+  /// Posts a receive and waits for it: the tensors, or TransferError naming the tag.
+  std::vector<Tensor> receive(int peer, const TransferTag& tag,
+                              std::vector<TensorDescriptor> descriptors, Device device,
+                              std::chrono::milliseconds timeout);
 };
 
 }  // namespace tensorplay::transport

@@ -1,43 +1,62 @@
-// In-process channel: a tag-keyed table of posted tensors.
+// In-process channel: a tag-keyed table of posted tensors and of receives waiting for them.
 #include "transport/local_channel.h"
 
 namespace tensorplay::transport {
 
-std::vector<TensorDescriptor> LocalChannel::send(const TransferTag& tag,
+std::vector<TensorDescriptor> LocalChannel::send(int /*peer*/, const TransferTag& tag,
                                                  std::vector<Tensor> tensors) {
   std::vector<TensorDescriptor> descriptors;
   for (const Tensor& t : tensors) descriptors.push_back(describe(t));
-  {
-    std::lock_guard lock(mutex_);
-    auto [it, inserted] = slots_.emplace(tag.key(), std::move(tensors));
-    if (!inserted)
-      throw TransferError("local channel: " + to_string(tag) +
-                          " was sent twice without being received");
+  std::unique_lock lock(mutex_);
+  if (auto w = waiters_.find(tag.key()); w != waiters_.end()) {
+    Waiter waiter = std::move(w->second);
+    waiters_.erase(w);
+    lock.unlock();
+    deliver(tag, std::move(tensors), std::move(waiter));
+    return descriptors;
   }
-  posted_.notify_all();
+  auto [it, inserted] = slots_.emplace(tag.key(), std::move(tensors));
+  if (!inserted)
+    throw TransferError("local channel: " + to_string(tag) +
+                        " was sent twice without being received");
   return descriptors;
 }
 
-std::vector<Tensor> LocalChannel::receive(const TransferTag& tag,
-                                          const std::vector<TensorDescriptor>& descriptors,
-                                          Device device, std::chrono::milliseconds timeout) {
-  std::vector<Tensor> tensors;
-  {
-    std::unique_lock lock(mutex_);
-    if (!posted_.wait_for(lock, timeout, [&] { return slots_.count(tag.key()) > 0; }))
-      throw TransferError("local channel: nothing arrived for " + to_string(tag) + " within " +
-                          std::to_string(timeout.count()) + " ms");
-    auto it = slots_.find(tag.key());
-    tensors = std::move(it->second);
-    slots_.erase(it);
+void LocalChannel::post_receive(int /*peer*/, const TransferTag& tag,
+                                std::vector<TensorDescriptor> descriptors, Device device,
+                                std::chrono::milliseconds /*timeout*/, ReceiveDone done) {
+  Waiter waiter{std::move(descriptors), device, std::move(done)};
+  std::unique_lock lock(mutex_);
+  auto it = slots_.find(tag.key());
+  if (it == slots_.end()) {
+    // Inside one process a sender posts before it notifies, so a waiting receive is rare (tests,
+    // or a caller that polls): it completes on send, or with an error on cancel.
+    if (!waiters_.emplace(tag.key(), std::move(waiter)).second)
+      throw TransferError("local channel: a receive for " + to_string(tag) +
+                          " was posted twice");
+    return;
   }
-  if (!descriptors.empty() && descriptors.size() != tensors.size())
-    throw TransferError("local channel: " + to_string(tag) + " carries " +
+  std::vector<Tensor> tensors = std::move(it->second);
+  slots_.erase(it);
+  lock.unlock();
+  deliver(tag, std::move(tensors), std::move(waiter));
+}
+
+void LocalChannel::deliver(const TransferTag& tag, std::vector<Tensor> tensors, Waiter waiter) {
+  if (!waiter.descriptors.empty() && waiter.descriptors.size() != tensors.size()) {
+    waiter.done({}, "local channel: " + to_string(tag) + " carries " +
                         std::to_string(tensors.size()) + " tensors, the descriptor names " +
-                        std::to_string(descriptors.size()));
-  for (Tensor& t : tensors)
-    if (t.defined() && t.device() != device) t = t.to(device);  // peer copy between devices
-  return tensors;
+                        std::to_string(waiter.descriptors.size()));
+    return;
+  }
+  try {
+    for (Tensor& t : tensors)
+      if (t.defined() && t.device() != waiter.device) t = t.to(waiter.device);  // peer copy
+  } catch (const std::exception& e) {
+    waiter.done({}, "local channel: copying " + to_string(tag) + " failed: " + e.what());
+    return;
+  }
+  waiter.done(std::move(tensors), {});
 }
 
 size_t LocalChannel::pending() const {
@@ -45,9 +64,24 @@ size_t LocalChannel::pending() const {
   return slots_.size();
 }
 
-void LocalChannel::clear() {
-  std::lock_guard lock(mutex_);
-  slots_.clear();
+void LocalChannel::cancel_receive(int /*peer*/, const TransferTag& tag) {
+  std::unique_lock lock(mutex_);
+  auto it = waiters_.find(tag.key());
+  if (it == waiters_.end()) return;
+  Waiter waiter = std::move(it->second);
+  waiters_.erase(it);
+  lock.unlock();
+  waiter.done({}, "local channel: nothing arrived for " + to_string(tag) + " in time");
+}
+
+void LocalChannel::cancel_all() {
+  std::unordered_map<uint64_t, Waiter> waiters;
+  {
+    std::lock_guard lock(mutex_);
+    slots_.clear();
+    waiters.swap(waiters_);
+  }
+  for (auto& [key, waiter] : waiters) waiter.done({}, "local channel: receive cancelled");
 }
 
 }  // namespace tensorplay::transport

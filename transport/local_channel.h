@@ -2,7 +2,6 @@
 // device-to-device copy when the two stages sit on different devices of one process.
 #pragma once
 
-#include <condition_variable>
 #include <mutex>
 #include <unordered_map>
 
@@ -10,22 +9,30 @@
 
 namespace tensorplay::transport {
 
-/// Hands tensor storage from sender to receiver inside one process.
+/// Hands tensor storage from sender to receiver inside one process. A receive posted after its
+/// send completes at once, on the caller's thread; one posted before waits for the send.
 class LocalChannel final : public Channel {
  public:
   std::string name() const override { return "local"; }
-  std::vector<TensorDescriptor> send(const TransferTag& tag, std::vector<Tensor> tensors) override;
-  std::vector<Tensor> receive(const TransferTag& tag,
-                              const std::vector<TensorDescriptor>& descriptors, Device device,
-                              std::chrono::milliseconds timeout) override;
+  std::vector<TensorDescriptor> send(int peer, const TransferTag& tag,
+                                     std::vector<Tensor> tensors) override;
+  void post_receive(int peer, const TransferTag& tag, std::vector<TensorDescriptor> descriptors,
+                    Device device, std::chrono::milliseconds timeout, ReceiveDone done) override;
   size_t pending() const override;
-  /// Drops everything posted (after a failed step).
-  void clear();
+  void cancel_receive(int peer, const TransferTag& tag) override;
+  void cancel_all() override;
 
  private:
+  struct Waiter {
+    std::vector<TensorDescriptor> descriptors;
+    Device device;
+    ReceiveDone done;
+  };
+  void deliver(const TransferTag& tag, std::vector<Tensor> tensors, Waiter waiter);
+
   mutable std::mutex mutex_;
-  std::condition_variable posted_;
-  std::unordered_map<uint64_t, std::vector<Tensor>> slots_;
+  std::unordered_map<uint64_t, std::vector<Tensor>> slots_;  // sent, not yet received
+  std::unordered_map<uint64_t, Waiter> waiters_;             // posted, not yet sent
 };
 
 }  // namespace tensorplay::transport

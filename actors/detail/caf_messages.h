@@ -1,24 +1,94 @@
-// CAF atoms and message types of the stage actors' protocol. Private to actors/: nothing outside
-// this folder sees CAF.
+// CAF atoms and message types of the runtime's protocol. Private to actors/: nothing outside this
+// folder sees CAF. Messages that cross processes hold values only (no pointers); every type in
+// them is registered with the actor system (caf_system.cpp).
 #pragma once
 
 #include <caf/all.hpp>
+#include <cstdint>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "actors/step_data.h"
+#include "transport/tensor_descriptor.h"
+
+namespace tensorplay::transport {
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, TensorDescriptor& x) {
+  return f(caf::meta::type_name("TensorDescriptor"), x.shape, x.dtype, x.bytes, x.defined);
+}
+
+}  // namespace tensorplay::transport
 
 namespace tensorplay::pipelining::detail {
 
-using step_atom = caf::atom_constant<caf::atom("step")>;      // driver -> actor: begin a step
-using forward_atom = caf::atom_constant<caf::atom("fwd")>;    // actor -> actor: input posted
-using backward_atom = caf::atom_constant<caf::atom("bwd")>;   // actor -> actor: gradient posted
-using done_atom = caf::atom_constant<caf::atom("done")>;      // actor -> driver: step finished
-using failed_atom = caf::atom_constant<caf::atom("failed")>;  // actor -> driver: step failed
-using abort_atom = caf::atom_constant<caf::atom("abort")>;    // driver -> actor: drop the step
-using status_atom = caf::atom_constant<caf::atom("status")>;  // driver -> actor: what it waits for
-using peers_atom = caf::atom_constant<caf::atom("peers")>;    // driver -> actor: rank handles
+// Between stage actors (may cross processes).
+using forward_atom = caf::atom_constant<caf::atom("fwd")>;    // a stage's input was posted
+using backward_atom = caf::atom_constant<caf::atom("bwd")>;   // a stage's output gradient was posted
+using peer_failed_atom = caf::atom_constant<caf::atom("pfailed")>;  // a rank's step failed
+using status_atom = caf::atom_constant<caf::atom("status")>;  // what a rank waits for
 
-/// The step's data travels by pointer between actors of one process.
+// Driver <-> its local stage actor (never leave the process).
+using step_atom = caf::atom_constant<caf::atom("step")>;      // begin a step
+using done_atom = caf::atom_constant<caf::atom("done")>;      // step finished
+using failed_atom = caf::atom_constant<caf::atom("failed")>;  // step failed
+using abort_atom = caf::atom_constant<caf::atom("abort")>;    // drop the step
+using peers_atom = caf::atom_constant<caf::atom("peers")>;    // stage actors by rank
+using received_atom = caf::atom_constant<caf::atom("recvd")>;  // a posted receive completed
+
+// Process actors (cluster.cpp).
+using hello_atom = caf::atom_constant<caf::atom("hello")>;    // rank -> rank 0: joining
+using ping_atom = caf::atom_constant<caf::atom("ping")>;      // rank 0 -> rank: clock sample
+using collective_atom = caf::atom_constant<caf::atom("coll")>;  // one member's contribution
+
+/// A forward or backward notification: the tensors for `stage`'s `microbatch` of `step` were
+/// posted by rank `source` (a global rank, for the channel) and are described by `tensors`.
+struct WireNote {
+  uint64_t step = 0;
+  int32_t stage = 0;
+  int32_t microbatch = 0;
+  int32_t source = 0;
+  std::vector<transport::TensorDescriptor> tensors;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, WireNote& x) {
+  return f(caf::meta::type_name("WireNote"), x.step, x.stage, x.microbatch, x.source, x.tensors);
+}
+
+/// What a rank says when it joins (to rank 0) and what rank 0 answers (every rank's entry).
+struct PeerEntry {
+  int32_t rank = 0;
+  int32_t world_size = 0;
+  std::string host;       ///< where its process actor is published
+  uint16_t port = 0;      ///< its port (rank 0: MASTER_PORT)
+  std::string ucx;        ///< UCX worker address bytes
+  std::string token;      ///< the cluster token it presented (TP_CLUSTER_TOKEN)
+  int64_t clock_offset_us = 0;  ///< add to its steady clock to read rank 0's (set by rank 0)
+  caf::actor actor;       ///< its process actor
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, PeerEntry& x) {
+  return f(caf::meta::type_name("PeerEntry"), x.rank, x.world_size, x.host, x.port, x.ucx,
+           x.token, x.clock_offset_us, x.actor);
+}
+
+/// One member's part of a collective on a group: `key` names the group and the call.
+struct Contribution {
+  uint64_t key = 0;
+  int32_t source = 0;  ///< global rank
+  std::string bytes;
+  std::vector<caf::actor> actors;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, Contribution& x) {
+  return f(caf::meta::type_name("Contribution"), x.key, x.source, x.bytes, x.actors);
+}
+
+/// The step's data travels by pointer from a driver to its own process's stage actor only.
 using StepHandle = std::shared_ptr<StepData>;
 
 }  // namespace tensorplay::pipelining::detail

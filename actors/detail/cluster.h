@@ -1,0 +1,72 @@
+// The process group's runtime (private to actors/): this process's place in the job, the process
+// actors of every rank, the collectives' inbox, and the transports made at init.
+#pragma once
+
+#include <caf/all.hpp>
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "actors/detail/caf_messages.h"
+#include "actors/launch_env.h"
+#include "transport/channel.h"
+
+namespace tensorplay::distributed::detail {
+
+using pipelining::detail::Contribution;
+using pipelining::detail::PeerEntry;
+
+/// Contributions to collectives, filled by the process actor, read by the callers.
+class Inbox {
+ public:
+  void put(Contribution c);
+  /// A peer's process is gone: waits that need it fail at once.
+  void peer_down(int rank, const std::string& why);
+  /// The contributions under `key` from every rank in `from`, by rank; waits until `deadline`.
+  /// Throws DistributedError naming the missing ranks (and why, when one is known gone).
+  std::map<int, Contribution> take(uint64_t key, const std::vector<int>& from,
+                                   std::chrono::steady_clock::time_point deadline,
+                                   const std::string& what);
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::map<uint64_t, std::map<int, Contribution>> got_;
+  std::map<int, std::string> down_;
+};
+
+/// One process's membership in the job.
+class Cluster {
+ public:
+  /// The cluster of this process, or null when init_process_group has not run.
+  static Cluster* current();
+
+  LaunchEnv env;
+  std::string backend = "ucx";
+  std::chrono::milliseconds timeout{0};
+  int64_t clock_offset_us = 0;
+  std::vector<PeerEntry> peers;  ///< by global rank (process actors, hosts, UCX addresses)
+  caf::actor self_actor;         ///< this process's actor (published)
+  uint16_t port = 0;             ///< where self_actor is published
+  std::shared_ptr<Inbox> inbox = std::make_shared<Inbox>();
+  /// Host-memory transport between the ranks (null in a group of one).
+  std::shared_ptr<transport::Channel> ucx;
+
+  /// Every member's contribution to one collective on the group of global `ranks` (this process
+  /// among them), by group rank. `what` names the collective in errors.
+  std::vector<Contribution> exchange(const std::vector<int>& ranks, std::string bytes,
+                                     std::vector<caf::actor> actors, const std::string& what);
+  /// "rank R (host H)" for messages.
+  std::string describe(int rank) const;
+
+ private:
+  std::mutex seq_mutex_;
+  std::map<uint64_t, uint32_t> seq_;  // calls made per group
+};
+
+}  // namespace tensorplay::distributed::detail

@@ -1,0 +1,111 @@
+// Process groups, spelled as torch.distributed: init_process_group, ranks, new_group, barrier,
+// all_reduce. One CAF actor system per process; rank 0's is the rendezvous.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "actors/launch_env.h"
+#include "stages/build_stage.h"
+#include "tensors/tensor.h"
+
+namespace tensorplay::distributed {
+
+/// A rendezvous, a collective or a peer failed or timed out (the message names who and what).
+class DistributedError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// How to join the job.
+struct InitOptions {
+  /// "ucx" (host memory), "nccl" (device memory; falls back to UCX through host memory where
+  /// NCCL or a device is missing) or "auto" (NCCL for CUDA stages when available, else UCX).
+  std::string backend = "auto";
+  /// Longest the rendezvous and each collective may wait before failing, naming who is missing.
+  std::chrono::milliseconds timeout = std::chrono::minutes(5);
+  /// Where this process sits; by default read from the launcher's environment (launch_env.h).
+  /// Without launcher variables the group is this process alone (the embedded default).
+  std::optional<LaunchEnv> env;
+};
+
+/// A set of ranks that run collectives together. The default group holds every rank.
+class ProcessGroup {
+ public:
+  /// The world group.
+  ProcessGroup();
+  /// Global ranks of the members, ascending.
+  const std::vector<int>& ranks() const { return ranks_; }
+  int size() const { return static_cast<int>(ranks_.size()); }
+  /// This process's index in the group, or -1 when it is not a member.
+  int rank() const;
+  bool contains(int global_rank) const;
+  /// Blocks until every member has called barrier (or throws after the group's timeout).
+  void barrier() const;
+  /// Sums `tensor` over the members in place (host or device tensor, float32 or bfloat16). Every
+  /// member gets the same bits: the sum runs in rank order.
+  void all_reduce(Tensor& tensor) const;
+  /// Every member's `bytes`, by group rank.
+  std::vector<std::string> all_gather_bytes(const std::string& bytes) const;
+  bool operator==(const ProcessGroup& other) const { return ranks_ == other.ranks_; }
+
+ private:
+  friend ProcessGroup new_group(std::vector<int> ranks);
+  explicit ProcessGroup(std::vector<int> ranks);
+  std::vector<int> ranks_;
+};
+
+/// Joins the job: reads the launcher's environment, meets the other ranks at rank 0
+/// (MASTER_ADDR:MASTER_PORT), exchanges UCX worker addresses, measures clock offsets to rank 0,
+/// and opens this rank's message log (`TP_LOG_DIR/messages_rank_R.log` when TP_LOG_DIR is set).
+/// Calling it twice is an error; without launcher variables it sets up a group of one.
+void init_process_group(const InitOptions& options = {});
+bool is_initialized();
+/// This process's global rank (0 when not initialized).
+int get_rank();
+/// Number of processes in the job (1 when not initialized).
+int get_world_size();
+/// This process's rank on its host.
+int get_local_rank();
+/// The backend chosen at init ("ucx" or "nccl"; "none" when not initialized).
+std::string get_backend();
+/// Microseconds to add to this process's steady clock to read rank 0's (measured at init).
+int64_t clock_offset_us();
+/// The group of every rank.
+ProcessGroup world_group();
+/// A group of the given global ranks (sorted, no duplicates, each in [0, world size)). As in
+/// torch.distributed, members call collectives on it; non-members may create it too.
+ProcessGroup new_group(std::vector<int> ranks);
+/// barrier() / all_reduce() on the world group.
+void barrier();
+void all_reduce(Tensor& tensor);
+/// Leaves the job: closes connections and transports. Stages and schedules built on the group
+/// must be gone first.
+void destroy_process_group();
+
+/// The devices this process drives: `cuda:LOCAL_RANK` (modulo the device count) when CUDA
+/// devices are present, else the CPU.
+std::vector<Device> local_devices();
+
+}  // namespace tensorplay::distributed
+
+namespace tensorplay::pipelining {
+
+/// The stage `stage_index` of `pipe` for this rank of `group` (the seed's
+/// `build_stage(pipe, rank, device, group)`): as build_stage(pipe, stage_index, device), and the
+/// schedule exchanges its traffic over `group`.
+PipelineStage build_stage(const Pipe& pipe, int stage_index, Device device,
+                          const distributed::ProcessGroup& group);
+
+/// The stages `stage_indices` of `pipe` on `device`, for a multi-stage schedule on this rank (a
+/// rank of ScheduleZBVZeroBubble holds stages r and 2p-1-r: see stages_of_rank).
+std::vector<std::shared_ptr<PipelineStage>> build_stages(const Pipe& pipe,
+                                                         const std::vector<int>& stage_indices,
+                                                         Device device,
+                                                         const distributed::ProcessGroup& group);
+
+}  // namespace tensorplay::pipelining

@@ -1,0 +1,96 @@
+// Building each rank's environment: a free port for a standalone rendezvous, the cluster token,
+// and the per-rank variables torchrun defines, so programs written for torchrun run unchanged.
+#include "rank_environment.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <stdexcept>
+
+#include "unique_fd.h"
+
+extern char** environ;
+
+namespace tensorplay::launch {
+namespace {
+
+// Binds port 0 on loopback to let the kernel choose, then releases it for rank 0 to take. Another
+// process could take it in between; the window is short and torchrun accepts the same race.
+int pick_free_port() {
+  UniqueFd socket_fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!socket_fd) throw std::runtime_error(std::string("socket: ") + std::strerror(errno));
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  address.sin_port = 0;
+  socklen_t length = sizeof(address);
+  if (::bind(socket_fd.get(), reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0 ||
+      ::getsockname(socket_fd.get(), reinterpret_cast<sockaddr*>(&address), &length) != 0) {
+    throw std::runtime_error(std::string("cannot pick a free port on 127.0.0.1: ") +
+                             std::strerror(errno));
+  }
+  return ntohs(address.sin_port);
+}
+
+std::string random_token() {
+  unsigned char bytes[16];
+  std::ifstream urandom("/dev/urandom", std::ios::binary);
+  if (!urandom.read(reinterpret_cast<char*>(bytes), sizeof(bytes))) {
+    throw std::runtime_error("cannot read /dev/urandom for TP_CLUSTER_TOKEN; set it yourself");
+  }
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string token;
+  for (unsigned char byte : bytes) {
+    token += kHex[byte >> 4];
+    token += kHex[byte & 0xf];
+  }
+  return token;
+}
+
+}  // namespace
+
+JobEnvironment resolve_job_environment(const LaunchOptions& options) {
+  JobEnvironment job;
+  job.master_addr = options.master_addr;
+  job.master_port = options.master_port != 0 ? options.master_port : pick_free_port();
+  const char* token = std::getenv("TP_CLUSTER_TOKEN");
+  job.cluster_token = token != nullptr && *token != '\0' ? token : random_token();
+  return job;
+}
+
+std::vector<std::string> rank_environment(const LaunchOptions& options, const JobEnvironment& job,
+                                          int local_rank) {
+  // A map keeps one value per name: ours replace any the launcher inherited (a stale RANK, say).
+  std::map<std::string, std::string> variables;
+  for (char** entry = environ; *entry != nullptr; ++entry) {
+    std::string text = *entry;
+    const auto equals = text.find('=');
+    if (equals == std::string::npos) continue;
+    variables[text.substr(0, equals)] = text.substr(equals + 1);
+  }
+  const int rank = options.node_rank * options.nproc_per_node + local_rank;
+  variables["RANK"] = std::to_string(rank);
+  variables["WORLD_SIZE"] = std::to_string(options.world_size());
+  variables["LOCAL_RANK"] = std::to_string(local_rank);
+  variables["LOCAL_WORLD_SIZE"] = std::to_string(options.nproc_per_node);
+  variables["GROUP_RANK"] = std::to_string(options.node_rank);
+  variables["GROUP_WORLD_SIZE"] = std::to_string(options.nnodes);
+  variables["MASTER_ADDR"] = job.master_addr;
+  variables["MASTER_PORT"] = std::to_string(job.master_port);
+  variables["TP_CLUSTER_TOKEN"] = job.cluster_token;
+  variables["TP_RDZV_TIMEOUT"] = std::to_string(options.rdzv_timeout_seconds);
+  if (!options.log_dir.empty()) variables["TP_LOG_DIR"] = options.log_dir;
+
+  std::vector<std::string> environment;
+  environment.reserve(variables.size());
+  for (const auto& [name, value] : variables) environment.push_back(name + "=" + value);
+  return environment;
+}
+
+}  // namespace tensorplay::launch

@@ -1,0 +1,29 @@
+// The environment each rank starts with: torchrun's variables (RANK, WORLD_SIZE, LOCAL_RANK, ...,
+// MASTER_ADDR, MASTER_PORT) plus tensorplay's (TP_CLUSTER_TOKEN, TP_RDZV_TIMEOUT, TP_LOG_DIR), laid
+// over the launcher's own environment.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "launch_options.h"
+
+namespace tensorplay::launch {
+
+/// What every rank of this node shares; resolved once, before any rank starts.
+struct JobEnvironment {
+  std::string master_addr;
+  int master_port = 0;
+  std::string cluster_token;
+};
+
+/// Fills in what the options leave open: a free loopback port when none was given, and the
+/// cluster token (TP_CLUSTER_TOKEN from the environment, or 32 hex digits from /dev/urandom).
+/// Throws std::runtime_error when the system refuses either.
+JobEnvironment resolve_job_environment(const LaunchOptions& options);
+
+/// The full environment, as "NAME=value" strings, for the rank with this local index.
+std::vector<std::string> rank_environment(const LaunchOptions& options, const JobEnvironment& job,
+                                          int local_rank);
+
+}  // namespace tensorplay::launch

@@ -1,0 +1,68 @@
+// Watches the running ranks until every one has exited: relays their output, forwards the
+// launcher's signals, and when one rank fails (or the launcher is told to stop) stops the others,
+// SIGTERM first and SIGKILL after a grace period. One poll loop does all of it.
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "line_relay.h"
+#include "rank_process.h"
+#include "unique_fd.h"
+
+namespace tensorplay::launch {
+
+/// How the job ended, for the launcher to report and exit with.
+struct Outcome {
+  int exit_code = 0;
+  std::string message;  ///< empty when every rank succeeded
+};
+
+class Supervisor {
+ public:
+  /// `grace_seconds`: how long stopped ranks get between SIGTERM and SIGKILL.
+  explicit Supervisor(double grace_seconds);
+
+  /// Takes a started rank; `log_file` may be empty (no --log-dir).
+  void add_rank(RankProcess process, UniqueFd log_file);
+
+  /// Stops the ranks added so far because the launch itself failed (`message`, `exit_code`).
+  void abort_launch(const std::string& message, int exit_code);
+
+  /// Runs until every rank has exited and its output is relayed, then reaps them; call once, after
+  /// the last add_rank.
+  Outcome run();
+
+ private:
+  using Clock = std::chrono::steady_clock;
+
+  struct Rank {
+    RankProcess process;
+    UniqueFd log_file;
+    LineRelay stdout_relay;
+    LineRelay stderr_relay;
+  };
+
+  // -- the loop's steps ---------------------------------------------------------------------------
+  int poll_timeout_ms(bool all_exited) const;
+  void handle_signals();
+  void note_exited_ranks();
+  void relay_output(int fd);
+  void kill_if_grace_expired();
+
+  // -- stopping -----------------------------------------------------------------------------------
+  void stop_ranks(int first_signal);
+  void signal_running_ranks(int signal_number);
+  bool any_running() const;
+
+  double grace_seconds_;
+  std::vector<Rank> ranks_;
+  bool stopping_ = false;
+  bool killed_ = false;  ///< SIGKILL sent: nothing left to escalate to
+  Clock::time_point kill_deadline_{};
+  int launcher_signal_ = 0;  ///< the signal that made the launcher stop the ranks, if any
+  Outcome outcome_;          ///< set by the first reason to stop; later ones keep it
+};
+
+}  // namespace tensorplay::launch

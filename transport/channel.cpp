@@ -1,0 +1,41 @@
+// The blocking receive every channel offers, on top of its posted receive.
+#include "transport/channel.h"
+
+#include <condition_variable>
+#include <mutex>
+#include <optional>
+
+namespace tensorplay::transport {
+
+std::vector<Tensor> Channel::receive(int peer, const TransferTag& tag,
+                                     std::vector<TensorDescriptor> descriptors, Device device,
+                                     std::chrono::milliseconds timeout) {
+  struct Result {
+    std::mutex mutex;
+    std::condition_variable cv;
+    std::optional<std::pair<std::vector<Tensor>, std::string>> value;
+  };
+  auto result = std::make_shared<Result>();
+  post_receive(peer, tag, std::move(descriptors), device, timeout,
+               [result](std::vector<Tensor> tensors, std::string error) {
+                 {
+                   std::lock_guard lock(result->mutex);
+                   result->value.emplace(std::move(tensors), std::move(error));
+                 }
+                 result->cv.notify_all();
+               });
+  std::unique_lock lock(result->mutex);
+  auto ready = [&] { return result->value.has_value(); };
+  if (!result->cv.wait_for(lock, timeout, ready)) {
+    lock.unlock();
+    cancel_receive(peer, tag);  // completes the receive with an error unless it just arrived
+    lock.lock();
+    if (!result->cv.wait_for(lock, std::chrono::seconds(1), ready))
+      throw TransferError(name() + " channel: nothing arrived for " + to_string(tag) +
+                          " within " + std::to_string(timeout.count()) + " ms");
+  }
+  if (!result->value->second.empty()) throw TransferError(result->value->second);
+  return std::move(result->value->first);
+}
+
+}  // namespace tensorplay::transport

@@ -1,0 +1,664 @@
+// The NCCL channel: two nonblocking communicators (forward, backward), each with its own stream.
+// Sends and receives are queued on them in issue order; a completion thread watches an event per
+// transfer, reports receives, releases sent tensors, and aborts everything on a timeout or error.
+#include "transport/nccl_channel.h"
+
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include <array>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <optional>
+#include <stdexcept>
+#include <thread>
+#include <utility>
+
+#include "tensors/cuda/cuda_check.h"
+#include "tensors/cuda/cuda_device.h"
+#include "tensors/device_info.h"
+
+namespace tensorplay::transport {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+constexpr int kLanes = 2;  // 0: forward traffic, 1: backward traffic
+
+// The completion thread looks at its events this often while transfers are in flight: a few tens
+// of microseconds of latency, against a core kept busy. Idle, it sleeps until something is queued.
+constexpr auto kPollInterval = std::chrono::microseconds(20);
+// Host-side work of one enqueue once every rank is connected; past this NCCL is stuck.
+constexpr auto kEnqueueTimeout = std::chrono::seconds(60);
+// How long the streams get to drain after an abort before their tensors are deliberately leaked
+// (freeing memory a kernel may still write would corrupt whatever reuses it).
+constexpr auto kDrainTimeout = std::chrono::seconds(10);
+// How long the destructor lets transfers in flight finish before it aborts them.
+constexpr auto kCloseGrace = std::chrono::seconds(1);
+
+int lane_of(Direction direction) { return direction == Direction::Forward ? 0 : 1; }
+std::string lane_name(int lane) { return lane == 0 ? "forward" : "backward"; }
+
+std::string nccl_message(ncclResult_t result) {
+  std::string text = ncclGetErrorString(result);
+  const char* last = ncclGetLastError(nullptr);
+  if (last != nullptr && *last != '\0') text += std::string(": ") + last;
+  if (last != nullptr && std::strstr(last, "Duplicate GPU") != nullptr)
+    text += " (NCCL needs a different GPU for every rank of a group)";
+  return text;
+}
+
+// Waits until a nonblocking communicator's last call has finished its host-side work. Returns its
+// state: ncclSuccess, an error, or ncclInProgress when `deadline` came first.
+ncclResult_t wait_ready(ncclComm_t comm, Clock::time_point deadline) {
+  while (true) {
+    ncclResult_t state = ncclSuccess;
+    ncclResult_t result = ncclCommGetAsyncError(comm, &state);
+    if (result != ncclSuccess) return result;
+    if (state != ncclInProgress) return state;
+    if (Clock::now() >= deadline) return ncclInProgress;
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+}
+
+// Completes a call on a nonblocking communicator: waits out ncclInProgress, throws on errors.
+void finish(ncclResult_t result, ncclComm_t comm, Clock::time_point deadline,
+            const std::string& what) {
+  if (result == ncclInProgress) result = wait_ready(comm, deadline);
+  if (result == ncclInProgress) throw TransferError("nccl channel: " + what + " did not finish in time");
+  if (result != ncclSuccess)
+    throw TransferError("nccl channel: " + what + " failed: " + nccl_message(result));
+}
+
+// Deadlines far in the future (a timeout of "forever") must not overflow the clock.
+Clock::time_point deadline_after(milliseconds timeout) {
+  if (timeout >= std::chrono::hours(24 * 365)) return Clock::time_point::max();
+  return Clock::now() + timeout;
+}
+
+// One send or receive queued on a lane.
+struct Transfer {
+  bool receive = false;
+  int peer = 0;
+  TransferTag tag;
+  std::vector<Tensor> tensors;     // kept alive until the GPU is done with their bytes
+  cudaEvent_t finished = nullptr;  // recorded on the lane's stream after the NCCL calls
+  Clock::time_point deadline = Clock::time_point::max();  // receives only
+  milliseconds timeout{0};
+  ReceiveDone done;  // receives only
+
+  std::string describe() const {
+    return (receive ? "receive of " : "send of ") + to_string(tag) +
+           (receive ? " from rank " : " to rank ") + std::to_string(peer);
+  }
+};
+
+// A communicator, the stream its calls run on, and what is in flight there (in issue order,
+// which is also completion order: one stream).
+struct Lane {
+  std::mutex issue_mutex;        // one NCCL caller at a time; keeps queue order == stream order
+  ncclComm_t comm = nullptr;     // null once aborted or closed
+  cudaStream_t stream = nullptr;
+  cudaEvent_t produced = nullptr;  // marks the tensor stream's work so far, for the lane to wait
+  std::deque<Transfer> queue;      // guarded by NcclChannel::Impl::mutex
+};
+
+}  // namespace
+
+// -- shared state --------------------------------------------------------------------------------
+
+struct NcclChannel::Impl {
+  struct Culprit {
+    int peer;
+    uint64_t key;
+    std::string message;
+  };
+
+  Impl(int rank, int world_size, int device)
+      : rank(rank), world_size(world_size), device(device) {}
+  ~Impl() { close(); }
+
+  void open(const std::vector<std::vector<uint8_t>>& ids, milliseconds timeout);
+  void connect_all(Clock::time_point deadline);
+  std::string issue(int lane, Transfer transfer);
+  void poll();
+  void complete(std::vector<Transfer>& finished);
+  std::string async_error();
+  void fail(const std::string& reason, std::vector<Transfer> extra = {},
+            std::optional<Culprit> culprit = std::nullopt);
+  bool wait_streams(Clock::time_point deadline);
+  void close();
+
+  cudaEvent_t take_event();
+  bool busy() const {  // requires mutex
+    for (const Lane& lane : lanes)
+      if (!lane.queue.empty()) return true;
+    return false;
+  }
+  std::string failed() const {
+    std::lock_guard lock(mutex);
+    return failure;
+  }
+  std::string where() const {
+    return "rank " + std::to_string(rank) + " of " + std::to_string(world_size) + " on cuda:" +
+           std::to_string(device);
+  }
+
+  const int rank;
+  const int world_size;
+  const int device;
+  std::array<Lane, kLanes> lanes;
+  mutable std::mutex mutex;  // lane queues, spare_events, failure, stopping
+  std::condition_variable wake;
+  std::vector<cudaEvent_t> spare_events;
+  std::string failure;  // why the communicators were aborted; empty while usable
+  bool stopping = false;
+  bool closed = false;
+  std::thread poller;
+};
+
+// -- setup and teardown --------------------------------------------------------------------------
+
+void NcclChannel::Impl::open(const std::vector<std::vector<uint8_t>>& ids, milliseconds timeout) {
+  cuda::DeviceGuard guard(device);
+  Clock::time_point deadline = deadline_after(timeout);
+  for (int i = 0; i < kLanes; ++i) {
+    Lane& lane = lanes[i];
+    // Not blocking with the legacy default stream: communication must not wait for unrelated work.
+    TP_CUDA_CHECK(cudaStreamCreateWithFlags(&lane.stream, cudaStreamNonBlocking));
+    TP_CUDA_CHECK(cudaEventCreateWithFlags(&lane.produced, cudaEventDisableTiming));
+    ncclUniqueId id;
+    std::memcpy(id.internal, ids[i].data(), sizeof(id.internal));
+    // Nonblocking, so that joining and connecting have a deadline and abort can unblock them.
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    ncclResult_t result = ncclCommInitRankConfig(&lane.comm, world_size, id, rank, &config);
+    if (result == ncclInProgress) result = wait_ready(lane.comm, deadline);
+    if (result != ncclSuccess) {
+      if (lane.comm != nullptr) ncclCommAbort(lane.comm);
+      lane.comm = nullptr;
+      if (result == ncclInProgress)
+        throw TransferError("nccl channel: " + where() + ": not every rank joined the " +
+                            lane_name(i) + " communicator within " +
+                            std::to_string(timeout.count()) +
+                            " ms; every rank must make its channel with the same two unique ids");
+      throw TransferError("nccl channel: " + where() + ": joining the " + lane_name(i) +
+                          " communicator failed: " + nccl_message(result));
+    }
+  }
+  connect_all(deadline);
+  poller = std::thread([this] { poll(); });
+}
+
+// NCCL connects two ranks on their first transfer, and that handshake waits for the peer. A send
+// must never wait for its receiver (who posts its receive only after the descriptor arrives), so
+// every pair is connected here, once, while all ranks are in the constructor anyway.
+void NcclChannel::Impl::connect_all(Clock::time_point deadline) {
+  if (world_size < 2) return;
+  uint8_t* scratch = nullptr;
+  TP_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&scratch), 2 * world_size));
+  std::string error;
+  try {
+    TP_CUDA_CHECK(cudaMemset(scratch, 0, 2 * world_size));
+    for (int i = 0; i < kLanes; ++i) {
+      Lane& lane = lanes[i];
+      std::string what = "connecting " + where() + " to every rank on the " + lane_name(i) +
+                         " communicator";
+      ncclResult_t result = ncclGroupStart();
+      for (int peer = 0; peer < world_size && result == ncclSuccess; ++peer) {
+        if (peer == rank) continue;
+        result = ncclSend(scratch + peer, 1, ncclUint8, peer, lane.comm, lane.stream);
+        if (result == ncclSuccess)
+          result = ncclRecv(scratch + world_size + peer, 1, ncclUint8, peer, lane.comm,
+                            lane.stream);
+      }
+      ncclResult_t end = ncclGroupEnd();
+      finish(result != ncclSuccess ? result : end, lane.comm, deadline, what);
+      cudaError_t status;
+      while ((status = cudaStreamQuery(lane.stream)) == cudaErrorNotReady) {
+        if (Clock::now() >= deadline) throw TransferError("nccl channel: " + what + " timed out");
+        std::this_thread::sleep_for(std::chrono::microseconds(100));
+      }
+      TP_CUDA_CHECK(status);
+    }
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  if (!error.empty()) {
+    for (Lane& lane : lanes) {
+      if (lane.comm != nullptr) ncclCommAbort(lane.comm);
+      lane.comm = nullptr;
+    }
+    if (wait_streams(Clock::now() + kDrainTimeout)) cudaFree(scratch);  // else still in use
+    throw TransferError(error);
+  }
+  cudaFree(scratch);
+}
+
+void NcclChannel::Impl::close() {
+  if (closed) return;
+  closed = true;
+  if (poller.joinable()) {
+    Clock::time_point grace = Clock::now() + kCloseGrace;
+    std::unique_lock lock(mutex);
+    while (busy() && Clock::now() < grace) {
+      lock.unlock();
+      std::this_thread::sleep_for(milliseconds(1));
+      lock.lock();
+    }
+    bool in_flight = busy();
+    lock.unlock();
+    if (in_flight) fail("the channel was destroyed with transfers in flight");
+    {
+      std::lock_guard stop(mutex);
+      stopping = true;
+    }
+    wake.notify_all();
+    poller.join();
+  }
+  std::optional<cuda::DeviceGuard> guard;
+  try {
+    guard.emplace(device);
+  } catch (const std::exception&) {
+    // A broken CUDA context: free what can be freed anyway.
+  }
+  for (Lane& lane : lanes) {
+    if (lane.comm != nullptr) {
+      // Finalize flushes what was issued; a peer that vanished can keep it from finishing.
+      ncclResult_t result = ncclCommFinalize(lane.comm);
+      if (result == ncclInProgress) result = wait_ready(lane.comm, Clock::now() + kDrainTimeout);
+      if (result == ncclSuccess)
+        ncclCommDestroy(lane.comm);
+      else
+        ncclCommAbort(lane.comm);
+      lane.comm = nullptr;
+    }
+    if (lane.stream != nullptr) {
+      cudaStreamSynchronize(lane.stream);
+      cudaStreamDestroy(lane.stream);
+    }
+    if (lane.produced != nullptr) cudaEventDestroy(lane.produced);
+  }
+  for (cudaEvent_t event : spare_events) cudaEventDestroy(event);
+  spare_events.clear();
+}
+
+// -- issuing -------------------------------------------------------------------------------------
+
+cudaEvent_t NcclChannel::Impl::take_event() {
+  {
+    std::lock_guard lock(mutex);
+    if (!spare_events.empty()) {
+      cudaEvent_t event = spare_events.back();
+      spare_events.pop_back();
+      return event;
+    }
+  }
+  cudaEvent_t event = nullptr;
+  TP_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+  return event;
+}
+
+// Queues a transfer's NCCL calls on its lane, after the work already queued on the device's tensor
+// stream (which produced the bytes to send, or last used the memory a receive writes into).
+// Returns "" when queued; otherwise the error, after calling a receive's `done` with it.
+std::string NcclChannel::Impl::issue(int index, Transfer transfer) {
+  Lane& lane = lanes[index];
+  std::string error;
+  bool abort = false;
+  {
+    std::lock_guard issue_lock(lane.issue_mutex);
+    if (lane.comm == nullptr) {
+      error = "nccl channel: " + transfer.describe() + " refused: the channel failed earlier (" +
+              failed() + "); make a new channel with new unique ids on every rank";
+    } else {
+      try {
+        cuda::DeviceGuard guard(device);
+        transfer.finished = take_event();
+        TP_CUDA_CHECK(cudaEventRecord(lane.produced, cuda::stream(device)));
+        TP_CUDA_CHECK(cudaStreamWaitEvent(lane.stream, lane.produced, 0));
+        // One group per transfer: NCCL launches its tensors together and the peer's group of
+        // receives, issued in the same order, matches them one for one.
+        ncclResult_t result = ncclGroupStart();
+        for (const Tensor& t : transfer.tensors) {
+          if (result != ncclSuccess) break;
+          if (!t.defined() || t.nbytes() == 0) continue;
+          result = transfer.receive ? ncclRecv(t.raw_data(), t.nbytes(), ncclUint8, transfer.peer,
+                                               lane.comm, lane.stream)
+                                    : ncclSend(t.raw_data(), t.nbytes(), ncclUint8, transfer.peer,
+                                               lane.comm, lane.stream);
+        }
+        ncclResult_t end = ncclGroupEnd();
+        finish(result != ncclSuccess ? result : end, lane.comm,
+               Clock::now() + kEnqueueTimeout, "queueing the " + transfer.describe());
+        TP_CUDA_CHECK(cudaEventRecord(transfer.finished, lane.stream));
+        {
+          std::lock_guard lock(mutex);
+          lane.queue.push_back(std::move(transfer));
+        }
+        wake.notify_one();
+        return {};
+      } catch (const std::exception& e) {
+        error = e.what();
+        abort = true;
+      }
+    }
+  }
+  if (abort) {
+    // Part of the transfer may be queued on the GPU: abort, and release its tensors only once
+    // the streams have drained. fail() reports a receive through its `done`.
+    std::vector<Transfer> extra;
+    extra.push_back(std::move(transfer));
+    fail(error, std::move(extra));
+  } else if (transfer.done) {
+    transfer.done({}, error);
+  }
+  return error;
+}
+
+// -- completion ----------------------------------------------------------------------------------
+
+void NcclChannel::Impl::poll() {
+  cudaSetDevice(device);
+  std::unique_lock lock(mutex);
+  while (true) {
+    wake.wait(lock, [this] { return stopping || busy(); });
+    if (stopping) return;
+    std::vector<Transfer> finished;
+    std::string error;
+    std::optional<Culprit> culprit;
+    Clock::time_point now = Clock::now();
+    for (Lane& lane : lanes) {
+      while (!lane.queue.empty() && error.empty()) {
+        cudaError_t status = cudaEventQuery(lane.queue.front().finished);
+        if (status == cudaErrorNotReady) break;
+        if (status != cudaSuccess) {
+          cudaGetLastError();
+          error = std::string("nccl channel: CUDA failed under the ") +
+                  lane.queue.front().describe() + ": " + cudaGetErrorName(status) + " (" +
+                  cudaGetErrorString(status) + ")";
+          break;
+        }
+        finished.push_back(std::move(lane.queue.front()));
+        lane.queue.pop_front();
+      }
+      for (const Transfer& t : lane.queue) {
+        if (!error.empty()) break;
+        if (t.receive && now >= t.deadline) {
+          error = "the " + t.describe() + " timed out after " +
+                  std::to_string(t.timeout.count()) + " ms";
+          culprit = Culprit{t.peer, t.tag.key(),
+                            "nccl channel: nothing arrived for " + to_string(t.tag) +
+                                " from rank " + std::to_string(t.peer) + " within " +
+                                std::to_string(t.timeout.count()) +
+                                " ms; the NCCL communicators were aborted, so this channel "
+                                "cannot be used again"};
+        }
+      }
+    }
+    lock.unlock();
+    if (error.empty()) error = async_error();
+    complete(finished);
+    if (!error.empty()) fail(error, {}, std::move(culprit));
+    std::this_thread::sleep_for(kPollInterval);
+    lock.lock();
+  }
+}
+
+// Hands received tensors to their callbacks and drops sent ones; their events go back to the pool.
+void NcclChannel::Impl::complete(std::vector<Transfer>& finished) {
+  for (Transfer& t : finished) {
+    if (t.done) {
+      try {
+        t.done(std::move(t.tensors), {});
+      } catch (...) {
+        // A throwing callback must not take the completion thread (and every later transfer)
+        // down with it; the callback owns its errors.
+      }
+    }
+    t.tensors.clear();
+  }
+  std::lock_guard lock(mutex);
+  for (Transfer& t : finished) spare_events.push_back(t.finished);
+}
+
+// Errors NCCL found on its own (a peer process that died, a broken connection), or "".
+std::string NcclChannel::Impl::async_error() {
+  for (int i = 0; i < kLanes; ++i) {
+    // Skipped while another thread is issuing: NCCL calls on one communicator are not concurrent.
+    std::unique_lock issue_lock(lanes[i].issue_mutex, std::try_to_lock);
+    if (!issue_lock.owns_lock() || lanes[i].comm == nullptr) continue;
+    ncclResult_t state = ncclSuccess;
+    ncclResult_t result = ncclCommGetAsyncError(lanes[i].comm, &state);
+    if (result == ncclSuccess) result = state;
+    if (result != ncclSuccess && result != ncclInProgress)
+      return "NCCL reported an error on the " + lane_name(i) + " communicator of " + where() +
+             ": " + nccl_message(result);
+  }
+  return {};
+}
+
+// Aborts both communicators, then reports every transfer in flight (and `extra`) as failed.
+void NcclChannel::Impl::fail(const std::string& reason, std::vector<Transfer> extra,
+                             std::optional<Culprit> culprit) {
+  {
+    std::lock_guard lock(mutex);
+    if (failure.empty()) failure = reason;
+  }
+  // ncclCommAbort is the only way to stop NCCL kernels that wait for a peer.
+  for (Lane& lane : lanes) {
+    std::lock_guard issue_lock(lane.issue_mutex);
+    if (lane.comm != nullptr) ncclCommAbort(lane.comm);
+    lane.comm = nullptr;
+  }
+  std::vector<Transfer> abandoned = std::move(extra);
+  std::string why;
+  {
+    std::lock_guard lock(mutex);
+    for (Lane& lane : lanes) {
+      for (Transfer& t : lane.queue) abandoned.push_back(std::move(t));
+      lane.queue.clear();
+    }
+    why = failure;
+  }
+  bool drained = wait_streams(Clock::now() + kDrainTimeout);
+  for (Transfer& t : abandoned) {
+    if (t.done) {
+      bool is_culprit = culprit && culprit->peer == t.peer && culprit->key == t.tag.key();
+      std::string message = is_culprit ? culprit->message
+                                       : "nccl channel: " + t.describe() +
+                                             " abandoned: " + why +
+                                             "; the NCCL communicators were aborted";
+      try {
+        t.done({}, message);
+      } catch (...) {
+        // As in complete(): the callback owns its errors.
+      }
+    }
+    if (!drained) {
+      // A kernel may still write into these: leak them rather than let the allocator reuse them.
+      new std::vector<Tensor>(std::move(t.tensors));
+      continue;
+    }
+    t.tensors.clear();
+    if (t.finished != nullptr) {
+      std::lock_guard lock(mutex);
+      spare_events.push_back(t.finished);
+    }
+  }
+}
+
+bool NcclChannel::Impl::wait_streams(Clock::time_point deadline) {
+  for (Lane& lane : lanes) {
+    if (lane.stream == nullptr) continue;
+    while (cudaStreamQuery(lane.stream) == cudaErrorNotReady) {
+      if (Clock::now() >= deadline) return false;
+      std::this_thread::sleep_for(milliseconds(1));
+    }
+  }
+  cudaGetLastError();  // an aborted kernel may leave a non-sticky error behind
+  return true;
+}
+
+// -- public API ----------------------------------------------------------------------------------
+
+bool nccl_available() { return cuda_device_count() > 0; }
+
+std::vector<uint8_t> nccl_unique_id() {
+  if (!nccl_available())
+    throw TransferError(
+        "nccl channel: no CUDA device is visible, so NCCL cannot be used (check "
+        "CUDA_VISIBLE_DEVICES, or use the ucx channel)");
+  ncclUniqueId id;
+  ncclResult_t result = ncclGetUniqueId(&id);
+  if (result != ncclSuccess)
+    throw TransferError("nccl channel: ncclGetUniqueId failed: " + nccl_message(result));
+  const auto* bytes = reinterpret_cast<const uint8_t*>(id.internal);
+  return std::vector<uint8_t>(bytes, bytes + sizeof(id.internal));
+}
+
+NcclChannel::NcclChannel(int rank, int world_size, Device device,
+                         const std::vector<std::vector<uint8_t>>& ids,
+                         milliseconds connect_timeout)
+    : rank_(rank), world_size_(world_size), device_(device) {
+  if (world_size < 1 || rank < 0 || rank >= world_size)
+    throw std::invalid_argument("nccl channel: rank " + std::to_string(rank) +
+                                " is not a rank of a group of " + std::to_string(world_size));
+  if (!device.is_cuda())
+    throw std::invalid_argument("nccl channel: needs a CUDA device, not " + to_string(device));
+  if (ids.size() != kLanes)
+    throw std::invalid_argument("nccl channel: needs two unique ids (forward and backward), got " +
+                                std::to_string(ids.size()));
+  for (const auto& id : ids)
+    if (id.size() != NCCL_UNIQUE_ID_BYTES)
+      throw std::invalid_argument("nccl channel: a unique id has " + std::to_string(id.size()) +
+                                  " bytes, NCCL's have " + std::to_string(NCCL_UNIQUE_ID_BYTES) +
+                                  "; make them with nccl_unique_id()");
+  if (ids[0] == ids[1])
+    throw std::invalid_argument(
+        "nccl channel: the forward and backward unique ids are the same; make two");
+  if (!nccl_available())
+    throw TransferError("nccl channel: no CUDA device is visible, so NCCL cannot be used (check "
+                        "CUDA_VISIBLE_DEVICES, or use the ucx channel)");
+  cuda::check_device(device.index);
+  impl_ = std::make_unique<Impl>(rank, world_size, device.index);
+  impl_->open(ids, connect_timeout);
+}
+
+NcclChannel::~NcclChannel() = default;
+
+std::vector<TensorDescriptor> NcclChannel::send(int peer, const TransferTag& tag,
+                                                std::vector<Tensor> tensors) {
+  if (peer < 0 || peer >= world_size_ || peer == rank_)
+    throw std::invalid_argument("nccl channel: rank " + std::to_string(rank_) +
+                                " cannot send to rank " + std::to_string(peer) + " (group of " +
+                                std::to_string(world_size_) + ")");
+  std::vector<TensorDescriptor> descriptors;
+  bool has_bytes = false;
+  for (Tensor& t : tensors) {
+    descriptors.push_back(describe(t));
+    if (!t.defined()) continue;
+    // Hold the bytes, not the autograd history behind them.
+    t = t.device() == device_ ? t.detach() : t.detach().to(device_);
+    has_bytes = has_bytes || t.nbytes() > 0;
+  }
+  Transfer transfer;
+  transfer.peer = peer;
+  transfer.tag = tag;
+  if (!has_bytes) {
+    // Nothing for NCCL to move: the receiver, reading the same descriptors, queues nothing too.
+    if (std::string failure = impl_->failed(); !failure.empty())
+      throw TransferError("nccl channel: " + transfer.describe() +
+                          " refused: the channel failed earlier (" + failure + ")");
+    return descriptors;
+  }
+  transfer.tensors = std::move(tensors);
+  std::string error = impl_->issue(lane_of(tag.direction), std::move(transfer));
+  if (!error.empty()) throw TransferError(error);
+  return descriptors;
+}
+
+void NcclChannel::post_receive(int peer, const TransferTag& tag,
+                               std::vector<TensorDescriptor> descriptors, Device device,
+                               milliseconds timeout, ReceiveDone done) {
+  if (peer < 0 || peer >= world_size_ || peer == rank_)
+    throw std::invalid_argument("nccl channel: rank " + std::to_string(rank_) +
+                                " cannot receive from rank " + std::to_string(peer) +
+                                " (group of " + std::to_string(world_size_) + ")");
+  if (device != device_)
+    throw std::invalid_argument("nccl channel: receives land on " + to_string(device_) +
+                                ", the channel's device, not on " + to_string(device));
+  Transfer transfer;
+  transfer.receive = true;
+  transfer.peer = peer;
+  transfer.tag = tag;
+  transfer.timeout = timeout;
+  transfer.deadline = deadline_after(timeout);
+  bool has_bytes = false;
+  for (size_t i = 0; i < descriptors.size(); ++i) {
+    const TensorDescriptor& d = descriptors[i];
+    if (!d.defined) {
+      transfer.tensors.emplace_back();
+      continue;
+    }
+    Tensor t = tensorplay::empty(d.shape, {.dtype = d.dtype, .device = device_});
+    if (t.nbytes() != d.bytes)
+      throw std::invalid_argument("nccl channel: tensor " + std::to_string(i) + " of " +
+                                  to_string(tag) + " is described as " +
+                                  std::to_string(d.bytes) + " bytes, but " +
+                                  tensorplay::to_string(d.shape) + " " + to_string(d.dtype) +
+                                  " holds " + std::to_string(t.nbytes()));
+    has_bytes = has_bytes || t.nbytes() > 0;
+    transfer.tensors.push_back(std::move(t));
+  }
+  if (std::string failure = impl_->failed(); !failure.empty()) {
+    done({}, "nccl channel: " + transfer.describe() + " refused: the channel failed earlier (" +
+                 failure + ")");
+    return;
+  }
+  if (!has_bytes) {
+    done(std::move(transfer.tensors), {});
+    return;
+  }
+  transfer.done = std::move(done);
+  impl_->issue(lane_of(tag.direction), std::move(transfer));  // reports errors through `done`
+}
+
+size_t NcclChannel::pending() const {
+  std::lock_guard lock(impl_->mutex);
+  size_t count = 0;
+  for (const Lane& lane : impl_->lanes) count += lane.queue.size();
+  return count;
+}
+
+void NcclChannel::cancel_receive(int peer, const TransferTag& tag) {
+  bool in_flight = false;
+  {
+    std::lock_guard lock(impl_->mutex);
+    for (const Transfer& t : impl_->lanes[lane_of(tag.direction)].queue)
+      if (t.receive && t.peer == peer && t.tag.key() == tag.key()) in_flight = true;
+  }
+  if (!in_flight) return;
+  std::string message = "nccl channel: nothing arrived for " + to_string(tag) + " from rank " +
+                        std::to_string(peer) +
+                        " in time; the NCCL communicators were aborted, so this channel cannot "
+                        "be used again";
+  impl_->fail("the receive of " + to_string(tag) + " from rank " + std::to_string(peer) +
+                  " was cancelled",
+              {}, Impl::Culprit{peer, tag.key(), message});
+}
+
+void NcclChannel::cancel_all() {
+  bool in_flight = false;
+  {
+    std::lock_guard lock(impl_->mutex);
+    in_flight = impl_->busy();
+  }
+  if (in_flight) impl_->fail("cancel_all() was called with transfers in flight");
+}
+
+}  // namespace tensorplay::transport

@@ -1,0 +1,99 @@
+// The NCCL channel: moves tensors that live in GPU memory between ranks with NCCL point-to-point
+// sends and receives, forward and backward traffic on separate communicators and streams.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "transport/channel.h"
+
+namespace tensorplay::transport {
+
+/// True when this build has NCCL and a CUDA device is visible.
+bool nccl_available();
+
+/// The bytes of a fresh ncclUniqueId (call on one rank, hand to all); throws when
+/// !nccl_available().
+std::vector<uint8_t> nccl_unique_id();
+
+/// Device-memory channel between the ranks of one process group, one GPU per rank.
+///
+/// Ordering. NCCL matches a send with a receive by issue order per (communicator, peer), not by
+/// tag: the caller must post receives from a peer in the order that peer issued its sends. The
+/// runtime posts a receive when the sender's descriptor arrives, and CAF keeps per-sender order,
+/// so with one communicator per direction the two orders agree. Forward and backward traffic use
+/// separate communicators and streams, so a backward transfer never waits behind a forward one.
+/// Within one direction, transfers to and from all peers share one stream and complete in issue
+/// order: a linear pipeline (each rank receives from one peer and sends to another) cannot block
+/// itself, but interleaved or V-shaped placements and skip connections across several stages can
+/// when large sends to two peers wait on each other.
+///
+/// Streams. A send waits (on the GPU) for work already queued on the device's tensor stream,
+/// so the caller may send a tensor it has just computed; it reads the bytes later, so the caller
+/// must not write into a sent tensor in place until the receiver has it. A received tensor is
+/// reported only once its bytes have arrived, so work queued after `done` sees them.
+///
+/// Failure. NCCL cannot cancel one transfer: a receive that times out, cancel_receive, and
+/// cancel_all with transfers in flight abort both communicators (ncclCommAbort, the only way to
+/// unblock NCCL). Every pending receive then completes with an error, and every later call fails:
+/// a timed-out NCCL channel is unusable, and continuing needs a new channel with new unique ids
+/// on every rank. Errors NCCL reports itself (a peer that died, a broken connection) do the same.
+class NcclChannel final : public Channel {
+ public:
+  /// Joins the communicators of `world_size` ranks as `rank` on CUDA device `device`. `ids`
+  /// holds two unique ids made on one rank (one for forward traffic, one for backward traffic:
+  /// separate communicators so the two directions never block each other). Waits until every
+  /// rank has joined and connected to every other rank (so later calls only enqueue work), or
+  /// throws TransferError after `connect_timeout`. Throws std::invalid_argument for bad
+  /// arguments, TransferError when NCCL is not built in or no CUDA device is visible.
+  NcclChannel(int rank, int world_size, Device device,
+              const std::vector<std::vector<uint8_t>>& ids,
+              std::chrono::milliseconds connect_timeout = std::chrono::minutes(2));
+  /// Waits briefly for transfers in flight, aborts what remains, and frees the communicators.
+  ~NcclChannel() override;
+  NcclChannel(const NcclChannel&) = delete;
+  NcclChannel& operator=(const NcclChannel&) = delete;
+
+  // -- Channel -------------------------------------------------------------------------------
+
+  /// "nccl".
+  std::string name() const override { return "nccl"; }
+  /// Queues the defined, non-empty tensors for `peer` on the direction's communicator; a tensor
+  /// on another device (or the host) is first copied to this channel's device. Never waits for
+  /// the receiver. Throws TransferError once the channel has failed.
+  std::vector<TensorDescriptor> send(int peer, const TransferTag& tag,
+                                     std::vector<Tensor> tensors) override;
+  /// Allocates the described tensors on this channel's device (`device` must be it) and queues
+  /// their receives; `done` runs on the channel's completion thread, or at once on this thread
+  /// when the channel has already failed. A receive not complete within `timeout` aborts the
+  /// channel (see the class comment).
+  void post_receive(int peer, const TransferTag& tag, std::vector<TensorDescriptor> descriptors,
+                    Device device, std::chrono::milliseconds timeout, ReceiveDone done) override;
+  /// Sends and receives queued and not yet complete.
+  size_t pending() const override;
+  /// Aborts the channel when the receive for (`peer`, `tag`) is still in flight.
+  void cancel_receive(int peer, const TransferTag& tag) override;
+  /// Aborts the channel when anything is in flight; otherwise does nothing.
+  void cancel_all() override;
+
+  // -- observers -----------------------------------------------------------------------------
+
+  /// This process's rank in the group.
+  int rank() const { return rank_; }
+  /// Number of ranks in the group.
+  int world_size() const { return world_size_; }
+  /// The CUDA device this rank sends from and receives onto.
+  Device device() const { return device_; }
+
+ private:
+  struct Impl;
+  int rank_ = 0;
+  int world_size_ = 0;
+  Device device_;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tensorplay::transport

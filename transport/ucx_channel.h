@@ -1,0 +1,64 @@
+// The UCX channel: tensors between processes (shared memory, CMA or TCP, as UCX chooses), one UCX
+// tag message per tensor, driven by one progress thread that owns the UCX worker.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "transport/channel.h"
+
+namespace tensorplay::transport {
+
+/// Moves tensors between the ranks of a process group with UCX tag messages. Device tensors are
+/// staged through host memory. A progress thread drives UCX; it spins for a few tens of
+/// microseconds while transfers are in flight and otherwise sleeps on the worker's event fd.
+/// UCX's own environment variables (UCX_TLS, UCX_NET_DEVICES, ...) apply; TENSORPLAY_UCX_SPIN_US
+/// sets how long the thread spins before sleeping (default 50).
+class UcxChannel final : public Channel {
+ public:
+  // -- construction ------------------------------------------------------------------------------
+
+  /// A UCX context and worker for `rank` of `world_size` ranks; starts the progress thread.
+  UcxChannel(int rank, int world_size);
+  /// Fails pending receives (their callbacks get errors), gives sends in flight a bounded time to
+  /// leave, closes the endpoints and stops the progress thread.
+  ~UcxChannel() override;
+  UcxChannel(const UcxChannel&) = delete;
+  UcxChannel& operator=(const UcxChannel&) = delete;
+
+  // -- wiring --------------------------------------------------------------------------------------
+
+  /// This worker's address, to give to the other ranks.
+  std::vector<uint8_t> address() const;
+  /// Creates endpoints to every other rank from their addresses (index = rank; the own entry and
+  /// empty entries are skipped). Must be called once, before sending to or receiving from a peer.
+  void connect(const std::vector<std::vector<uint8_t>>& addresses);
+  int rank() const;
+  int world_size() const;
+
+  // -- Channel -------------------------------------------------------------------------------------
+
+  std::string name() const override { return "ucx"; }
+  std::vector<TensorDescriptor> send(int peer, const TransferTag& tag,
+                                     std::vector<Tensor> tensors) override;
+  void post_receive(int peer, const TransferTag& tag, std::vector<TensorDescriptor> descriptors,
+                    Device device, std::chrono::milliseconds timeout, ReceiveDone done) override;
+  /// Tensors of sends whose bytes have not left yet, plus tensors of receives not completed.
+  size_t pending() const override;
+  void cancel_receive(int peer, const TransferTag& tag) override;
+  /// Fails every pending receive and discards messages that arrived without a receive. Sends in
+  /// flight stay (UCX cannot cancel them); they complete when the peer receives or discards them.
+  void cancel_all() override;
+
+  /// The 64-bit UCX tag of tensor `index` of the transfer `tag` (layout in ucx_channel.cpp);
+  /// throws TransferError when a field does not fit.
+  static uint64_t ucx_tag(const TransferTag& tag, size_t index);
+
+ private:
+  class Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tensorplay::transport
