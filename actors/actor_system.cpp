@@ -1,8 +1,7 @@
 // The process-wide CAF actor system, with the middleman (CAF's network layer) loaded and the
 // protocol's message types registered, so the same system serves embedded and multi-process runs.
-#include <mutex>
-
 #include <caf/io/all.hpp>
+#include <mutex>
 
 #include "actors/detail/caf_messages.h"
 #include "actors/detail/caf_system.h"

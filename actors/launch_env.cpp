@@ -10,13 +10,13 @@ namespace {
 
 int parse_int(const EnvLookup& getenv, const char* name, int min, int max) {
   const char* value = getenv(name);
-  if (!value) throw std::invalid_argument(std::string("launcher environment: ") + name + " is not set");
+  if (!value)
+    throw std::invalid_argument(std::string("launcher environment: ") + name + " is not set");
   std::string text(value);
   // Slurm writes counts per node as "2(x3)": the count is the leading number.
   int out = 0;
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), out);
-  if (ec != std::errc() || end == text.data() ||
-      (end != text.data() + text.size() && *end != '('))
+  if (ec != std::errc() || end == text.data() || (end != text.data() + text.size() && *end != '('))
     throw std::invalid_argument(std::string("launcher environment: ") + name + "='" + text +
                                 "' is not a whole number");
   if (out < min || out > max)

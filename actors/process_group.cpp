@@ -49,7 +49,8 @@ bool same_token(const std::string& a, const std::string& b) {
   return diff == 0;
 }
 
-// -- the process actor -----------------------------------------------------------------------------
+// -- the process actor
+// -----------------------------------------------------------------------------
 
 using watch_atom = caf::atom_constant<caf::atom("watch")>;  // monitor a peer's process actor
 
@@ -88,12 +89,12 @@ caf::behavior process_actor(ProcessActor* self, std::shared_ptr<Inbox> inbox, in
           return refuse("rank " + std::to_string(entry.rank) +
                         " presented a different cluster token (TP_CLUSTER_TOKEN) than rank 0");
         if (entry.world_size != st.world_size)
-          return refuse("rank " + std::to_string(entry.rank) + " was started with WORLD_SIZE=" +
-                        std::to_string(entry.world_size) + ", rank 0 with " +
-                        std::to_string(st.world_size));
+          return refuse("rank " + std::to_string(entry.rank) +
+                        " was started with WORLD_SIZE=" + std::to_string(entry.world_size) +
+                        ", rank 0 with " + std::to_string(st.world_size));
         if (entry.rank < 0 || entry.rank >= st.world_size)
-          return refuse("rank " + std::to_string(entry.rank) + " is out of range for WORLD_SIZE=" +
-                        std::to_string(st.world_size));
+          return refuse("rank " + std::to_string(entry.rank) +
+                        " is out of range for WORLD_SIZE=" + std::to_string(st.world_size));
         for (const PeerEntry& e : st.joined)
           if (e.rank == entry.rank)
             return refuse("rank " + std::to_string(entry.rank) + " joined twice (from " + e.host +
@@ -118,7 +119,8 @@ caf::behavior process_actor(ProcessActor* self, std::shared_ptr<Inbox> inbox, in
   };
 }
 
-// -- addresses -------------------------------------------------------------------------------------
+// -- addresses
+// -------------------------------------------------------------------------------------
 
 bool is_loopback(const std::string& host) {
   return host == "localhost" || host.rfind("127.", 0) == 0 || host == "::1";
@@ -177,7 +179,8 @@ std::string join_ranks(const std::vector<int>& ranks) {
 
 }  // namespace
 
-// -- Inbox -----------------------------------------------------------------------------------------
+// -- Inbox
+// -----------------------------------------------------------------------------------------
 
 void Inbox::put(Contribution c) {
   {
@@ -222,7 +225,8 @@ std::map<int, Contribution> Inbox::take(uint64_t key, const std::vector<int>& fr
   return std::move(node.mapped());
 }
 
-// -- Cluster ---------------------------------------------------------------------------------------
+// -- Cluster
+// ---------------------------------------------------------------------------------------
 
 Cluster* Cluster::current() { return cluster_slot().get(); }
 
@@ -309,8 +313,8 @@ void connect_to_job(Cluster& c, const InitOptions& options) {
   if (env.rank != 0) {
     std::string last_error;
     for (;;) {
-      auto r = system.middleman().remote_actor(env.master_addr,
-                                               static_cast<uint16_t>(env.master_port));
+      auto r =
+          system.middleman().remote_actor(env.master_addr, static_cast<uint16_t>(env.master_port));
       if (r) {
         root = *r;
         break;
@@ -361,8 +365,7 @@ void connect_to_job(Cluster& c, const InitOptions& options) {
                              std::to_string(p.port) + " (" + system.render(r.error()) + ")");
   }
   for (int j = 0; j < env.world_size; ++j)
-    if (j != env.rank)
-      self->send(c.self_actor, detail::watch_atom::value, c.peers[j].actor, j);
+    if (j != env.rank) self->send(c.self_actor, detail::watch_atom::value, c.peers[j].actor, j);
 
   // Clock offset to rank 0: the sample with the shortest round trip of a few.
   if (env.rank != 0) {
@@ -379,8 +382,10 @@ void connect_to_job(Cluster& c, const InitOptions& options) {
                 }
               },
               [&](caf::error& e) {
-                throw DistributedError("init_process_group: rank 0 did not answer a clock "
-                                       "sample (" + system.render(e) + ")");
+                throw DistributedError(
+                    "init_process_group: rank 0 did not answer a clock "
+                    "sample (" +
+                    system.render(e) + ")");
               });
     }
   }
@@ -391,12 +396,15 @@ void connect_to_job(Cluster& c, const InitOptions& options) {
     static_cast<transport::UcxChannel&>(*c.ucx).connect(addresses);
   }
   // Everyone connected before anyone uses the group.
-  c.exchange(world_group().ranks(), {}, {}, "init_process_group barrier");
+  std::vector<int> everyone(env.world_size);
+  for (int r = 0; r < env.world_size; ++r) everyone[r] = r;
+  c.exchange(everyone, {}, {}, "init_process_group barrier");
 }
 
 }  // namespace
 
-// -- ProcessGroup ----------------------------------------------------------------------------------
+// -- ProcessGroup
+// ----------------------------------------------------------------------------------
 
 ProcessGroup::ProcessGroup() {
   for (int r = 0; r < get_world_size(); ++r) ranks_.push_back(r);
@@ -452,7 +460,8 @@ void ProcessGroup::all_reduce(Tensor& tensor) const {
   tensor.copy_(sum);
 }
 
-// -- free functions --------------------------------------------------------------------------------
+// -- free functions
+// --------------------------------------------------------------------------------
 
 void init_process_group(const InitOptions& options) {
   if (Cluster::current())
@@ -478,8 +487,7 @@ void init_process_group(const InitOptions& options) {
   if (const char* dir = std::getenv("TP_LOG_DIR"); dir && *dir)
     pipelining::log_to_file(std::string(dir) + "/messages_rank_" + std::to_string(c->env.rank) +
                             ".log");
-  pipelining::log_event(c->env.rank, 0, "clock",
-                        "offset_us:" + std::to_string(c->clock_offset_us));
+  pipelining::log_event(c->env.rank, 0, "clock", "offset_us:" + std::to_string(c->clock_offset_us));
   detail::cluster_slot() = std::move(c);
 }
 

@@ -12,8 +12,8 @@
 #include "actors/detail/caf_messages.h"
 #include "actors/detail/caf_system.h"
 #include "actors/detail/cluster.h"
-#include "actors/process_group.h"
 #include "actors/detail/stage_actor.h"
+#include "actors/process_group.h"
 #include "actors/stage_worker.h"
 #include "schedules/policy.h"
 #include "stages/tied_parameters.h"
@@ -52,7 +52,8 @@ struct PipelineSchedule::Impl {
   schedules::PipelineOrder order;
   std::vector<int> stage_to_rank;
   std::shared_ptr<transport::Channel> channel;
-  std::vector<caf::actor> actors;  ///< by rank (proxies of other processes' actors when distributed)
+  std::vector<caf::actor>
+      actors;  ///< by rank (proxies of other processes' actors when distributed)
   std::vector<caf::actor> local_actors;  ///< the actors of this process
   uint64_t next_step = 1;
   // Across processes: the group (global ranks, by schedule rank) and this process's rank in it.
@@ -191,44 +192,55 @@ void PipelineSchedule::Impl::check_agreement(const std::vector<std::string>& inf
   // Every rank runs these checks on the same gathered facts, so all fail alike, none hangs.
   std::string name(schedules::schedule_name(kind));
   std::map<int, int> built_on;  // stage -> rank
+  // Each rank is compared with rank 0, so every rank words a disagreement the same way.
+  struct Info {
+    std::string kind;
+    int n = 0, stages = 0, spr = 0, count = 0;
+  };
+  std::vector<std::istringstream> ins;
+  std::vector<Info> parsed(infos.size());
   for (size_t r = 0; r < infos.size(); ++r) {
-    std::istringstream in(infos[r]);
-    std::string other_kind;
-    int other_n = 0, other_stages = 0, other_spr = 0, count = 0;
-    in >> other_kind >> other_n >> other_stages >> other_spr >> count;
+    ins.emplace_back(infos[r]);
+    ins[r] >> parsed[r].kind >> parsed[r].n >> parsed[r].stages >> parsed[r].spr >> parsed[r].count;
+  }
+  const Info& root = parsed.at(0);
+  std::string root_who = describe_rank(0);
+  for (size_t r = 0; r < infos.size(); ++r) {
+    std::istringstream& in = ins[r];
+    const Info& o = parsed[r];
     std::string who = describe_rank(static_cast<int>(r));
-    if (other_kind != name)
-      throw std::invalid_argument(name + ": " + who + " runs " + other_kind + ", " +
-                                  describe_rank(my_rank) + " runs " + name +
+    if (o.kind != root.kind)
+      throw std::invalid_argument(name + ": " + who + " runs " + o.kind + ", " + root_who +
+                                  " runs " + root.kind +
                                   "; every rank must construct the same schedule");
-    if (other_n != n_microbatches)
-      throw std::invalid_argument(name + ": ranks disagree on n_microbatches: " + who + " has " +
-                                  std::to_string(other_n) + ", " + describe_rank(my_rank) +
-                                  " has " + std::to_string(n_microbatches));
-    if (other_stages != num_stages)
-      throw std::invalid_argument(name + ": ranks disagree on the stage count: " + who + " has " +
-                                  std::to_string(other_stages) + ", " + describe_rank(my_rank) +
-                                  " has " + std::to_string(num_stages));
-    if (other_spr != stages_per_rank)
-      throw std::invalid_argument(name + ": ranks disagree on stages_per_rank: " + who + " has " +
-                                  std::to_string(other_spr) + ", " + describe_rank(my_rank) +
-                                  " has " + std::to_string(stages_per_rank));
+    if (o.n != root.n)
+      throw std::invalid_argument(name + ": ranks disagree on n_microbatches: " + root_who +
+                                  " has " + std::to_string(root.n) + ", " + who + " has " +
+                                  std::to_string(o.n));
+    if (o.stages != root.stages)
+      throw std::invalid_argument(name + ": ranks disagree on the stage count: " + root_who +
+                                  " has " + std::to_string(root.stages) + ", " + who + " has " +
+                                  std::to_string(o.stages));
+    if (o.spr != root.spr)
+      throw std::invalid_argument(name + ": ranks disagree on stages_per_rank: " + root_who +
+                                  " has " + std::to_string(root.spr) + ", " + who + " has " +
+                                  std::to_string(o.spr));
+    const int count = o.count;
     for (int i = 0; i < count; ++i) {
       int stage = -1;
       in >> stage;
       auto [it, fresh] = built_on.emplace(stage, static_cast<int>(r));
       if (!fresh)
-        throw std::invalid_argument(name + ": stage " + std::to_string(stage) +
-                                    " is built on " + describe_rank(it->second) + " and on " +
-                                    who + "; each stage belongs to exactly one rank");
+        throw std::invalid_argument(name + ": stage " + std::to_string(stage) + " is built on " +
+                                    describe_rank(it->second) + " and on " + who +
+                                    "; each stage belongs to exactly one rank");
     }
   }
   if (static_cast<int>(group_ranks.size()) != ranks)
     throw std::invalid_argument(
-        name + ": " + std::to_string(num_stages) + " stages at " +
-        std::to_string(stages_per_rank) + " per rank need " + std::to_string(ranks) +
-        " ranks, but the process group has " + std::to_string(group_ranks.size()) +
-        " (WORLD_SIZE or the group passed to build_stage)");
+        name + ": " + std::to_string(num_stages) + " stages at " + std::to_string(stages_per_rank) +
+        " per rank need " + std::to_string(ranks) + " ranks, but the process group has " +
+        std::to_string(group_ranks.size()) + " (WORLD_SIZE or the group passed to build_stage)");
   for (int s = 0; s < num_stages; ++s) {
     auto it = built_on.find(s);
     if (it == built_on.end())
@@ -323,7 +335,7 @@ std::vector<int> stages_of_rank(schedules::ScheduleKind kind, int rank, int num_
                                 int stages_per_rank) {
   int spr = schedules::is_single_stage_per_rank(kind) ? 1
             : stages_per_rank > 0                     ? stages_per_rank
-                                  : schedules::default_stages_per_rank(kind);
+                                                      : schedules::default_stages_per_rank(kind);
   if (num_stages < 1 || num_stages % spr != 0)
     throw std::invalid_argument("stages_of_rank: " + std::to_string(num_stages) +
                                 " stages cannot be placed " + std::to_string(spr) + " per rank");

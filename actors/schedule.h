@@ -92,7 +92,8 @@ class PipelineSchedule {
 class PipelineScheduleSingle : public PipelineSchedule {
  public:
   PipelineScheduleSingle(std::vector<std::shared_ptr<PipelineStage>> stages, int n_microbatches,
-                         LossFn loss_fn, schedules::ScheduleKind kind, ScheduleOptions options = {});
+                         LossFn loss_fn, schedules::ScheduleKind kind,
+                         ScheduleOptions options = {});
   /// This process's one stage; the caller keeps it alive while the schedule lives.
   PipelineScheduleSingle(PipelineStage& stage, int n_microbatches, LossFn loss_fn,
                          schedules::ScheduleKind kind, ScheduleOptions options = {});

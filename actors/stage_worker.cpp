@@ -18,8 +18,8 @@ StageWorker::StageWorker(int rank, std::vector<PipelineStage*> stages, int num_s
                          std::unique_ptr<schedules::SchedulePolicy> training_policy,
                          std::unique_ptr<schedules::SchedulePolicy> eval_policy,
                          std::shared_ptr<transport::Channel> channel,
-                         std::chrono::milliseconds transfer_timeout,
-                         std::vector<int> stage_to_peer, int self_peer)
+                         std::chrono::milliseconds transfer_timeout, std::vector<int> stage_to_peer,
+                         int self_peer)
     : rank_(rank),
       stages_(std::move(stages)),
       by_index_(num_stages, nullptr),
@@ -72,10 +72,8 @@ bool StageWorker::post_receive(const Notification& n,
   uint64_t key = n.tag().key();
   channel_->post_receive(
       n.source, n.tag(), n.tensors, s.device(), transfer_timeout_,
-      [inbox = inbox_, key, mark, arrived = std::move(arrived), note = Notification{n.step, n.stage,
-                                                                          n.direction,
-                                                                          n.microbatch, n.source,
-                                                                          {}}](
+      [inbox = inbox_, key, mark, arrived = std::move(arrived),
+       note = Notification{n.step, n.stage, n.direction, n.microbatch, n.source, {}}](
           std::vector<Tensor> tensors, std::string error) {
         {
           std::lock_guard lock(inbox->mutex);

@@ -31,8 +31,8 @@ std::vector<Tensor> Channel::receive(int peer, const TransferTag& tag,
     cancel_receive(peer, tag);  // completes the receive with an error unless it just arrived
     lock.lock();
     if (!result->cv.wait_for(lock, std::chrono::seconds(1), ready))
-      throw TransferError(name() + " channel: nothing arrived for " + to_string(tag) +
-                          " within " + std::to_string(timeout.count()) + " ms");
+      throw TransferError(name() + " channel: nothing arrived for " + to_string(tag) + " within " +
+                          std::to_string(timeout.count()) + " ms");
   }
   if (!result->value->second.empty()) throw TransferError(result->value->second);
   return std::move(result->value->first);

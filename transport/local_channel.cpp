@@ -32,8 +32,7 @@ void LocalChannel::post_receive(int /*peer*/, const TransferTag& tag,
     // Inside one process a sender posts before it notifies, so a waiting receive is rare (tests,
     // or a caller that polls): it completes on send, or with an error on cancel.
     if (!waiters_.emplace(tag.key(), std::move(waiter)).second)
-      throw TransferError("local channel: a receive for " + to_string(tag) +
-                          " was posted twice");
+      throw TransferError("local channel: a receive for " + to_string(tag) + " was posted twice");
     return;
   }
   std::vector<Tensor> tensors = std::move(it->second);

@@ -24,22 +24,22 @@ typename Inspector::result_type inspect(Inspector& f, TensorDescriptor& x) {
 namespace tensorplay::pipelining::detail {
 
 // Between stage actors (may cross processes).
-using forward_atom = caf::atom_constant<caf::atom("fwd")>;    // a stage's input was posted
-using backward_atom = caf::atom_constant<caf::atom("bwd")>;   // a stage's output gradient was posted
+using forward_atom = caf::atom_constant<caf::atom("fwd")>;   // a stage's input was posted
+using backward_atom = caf::atom_constant<caf::atom("bwd")>;  // a stage's output gradient was posted
 using peer_failed_atom = caf::atom_constant<caf::atom("pfailed")>;  // a rank's step failed
-using status_atom = caf::atom_constant<caf::atom("status")>;  // what a rank waits for
+using status_atom = caf::atom_constant<caf::atom("status")>;        // what a rank waits for
 
 // Driver <-> its local stage actor (never leave the process).
-using step_atom = caf::atom_constant<caf::atom("step")>;      // begin a step
-using done_atom = caf::atom_constant<caf::atom("done")>;      // step finished
-using failed_atom = caf::atom_constant<caf::atom("failed")>;  // step failed
-using abort_atom = caf::atom_constant<caf::atom("abort")>;    // drop the step
-using peers_atom = caf::atom_constant<caf::atom("peers")>;    // stage actors by rank
+using step_atom = caf::atom_constant<caf::atom("step")>;       // begin a step
+using done_atom = caf::atom_constant<caf::atom("done")>;       // step finished
+using failed_atom = caf::atom_constant<caf::atom("failed")>;   // step failed
+using abort_atom = caf::atom_constant<caf::atom("abort")>;     // drop the step
+using peers_atom = caf::atom_constant<caf::atom("peers")>;     // stage actors by rank
 using received_atom = caf::atom_constant<caf::atom("recvd")>;  // a posted receive completed
 
 // Process actors (cluster.cpp).
-using hello_atom = caf::atom_constant<caf::atom("hello")>;    // rank -> rank 0: joining
-using ping_atom = caf::atom_constant<caf::atom("ping")>;      // rank 0 -> rank: clock sample
+using hello_atom = caf::atom_constant<caf::atom("hello")>;      // rank -> rank 0: joining
+using ping_atom = caf::atom_constant<caf::atom("ping")>;        // rank 0 -> rank: clock sample
 using collective_atom = caf::atom_constant<caf::atom("coll")>;  // one member's contribution
 
 /// A forward or backward notification: the tensors for `stage`'s `microbatch` of `step` were
@@ -61,18 +61,18 @@ typename Inspector::result_type inspect(Inspector& f, WireNote& x) {
 struct PeerEntry {
   int32_t rank = 0;
   int32_t world_size = 0;
-  std::string host;       ///< where its process actor is published
-  uint16_t port = 0;      ///< its port (rank 0: MASTER_PORT)
-  std::string ucx;        ///< UCX worker address bytes
-  std::string token;      ///< the cluster token it presented (TP_CLUSTER_TOKEN)
+  std::string host;             ///< where its process actor is published
+  uint16_t port = 0;            ///< its port (rank 0: MASTER_PORT)
+  std::string ucx;              ///< UCX worker address bytes
+  std::string token;            ///< the cluster token it presented (TP_CLUSTER_TOKEN)
   int64_t clock_offset_us = 0;  ///< add to its steady clock to read rank 0's (set by rank 0)
-  caf::actor actor;       ///< its process actor
+  caf::actor actor;             ///< its process actor
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, PeerEntry& x) {
-  return f(caf::meta::type_name("PeerEntry"), x.rank, x.world_size, x.host, x.port, x.ucx,
-           x.token, x.clock_offset_us, x.actor);
+  return f(caf::meta::type_name("PeerEntry"), x.rank, x.world_size, x.host, x.port, x.ucx, x.token,
+           x.clock_offset_us, x.actor);
 }
 
 /// One member's part of a collective on a group: `key` names the group and the call.

@@ -1,0 +1,252 @@
+// One rank of a multi-process pipeline check, started by tp-launch: trains a model with a tied
+// weight on the first and last stage and a skip connection across stages under a schedule, and
+// compares losses and every gradient with the embedded single-process run of the same model.
+// Also runs misuse cases: each must fail on every rank with a clear error, without hanging.
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <map>
+#include <string>
+
+#include "actors/process_group.h"
+#include "actors/schedule.h"
+#include "stages/pipe_split.h"
+#include "stages/pipeline.h"
+#include "tensors/tensors.h"
+
+namespace tp = tensorplay;
+namespace pp = tensorplay::pipelining;
+namespace sc = tensorplay::schedules;
+namespace dist = tensorplay::distributed;
+
+namespace {
+
+constexpr int64_t kWidth = 16;
+
+// layers.0 runs in stage 0, layers.i in stage i; the last stage reads layers.0's weight again
+// (a tie across the first and last rank) and stage 0's output (a skip across every stage).
+struct TieSkipNetImpl : tp::nn::Module {
+  explicit TieSkipNetImpl(int num_stages) {
+    layers = register_module("layers", tp::nn::ModuleList());
+    for (int i = 0; i < num_stages - 1; ++i) layers->push_back(tp::nn::Linear(kWidth, kWidth));
+  }
+  tp::Tensor forward(const tp::Tensor& x) override {
+    tp::Tensor h0 = tp::relu((*(*layers)[0])(x));
+    tp::Tensor h = h0;
+    for (size_t i = 1; i < layers->size(); ++i) {
+      pp::pipe_split();
+      h = tp::tanh((*(*layers)[i])(h));
+    }
+    pp::pipe_split();
+    return tp::linear(h + h0, layers->at<tp::nn::LinearImpl>(0)->weight);
+  }
+  tp::nn::ModuleList layers{nullptr};
+};
+TENSORPLAY_MODULE(TieSkipNet);
+
+double rel_diff(const tp::Tensor& a, const tp::Tensor& b) {
+  std::vector<float> x = a.to_vector(), y = b.to_vector();
+  if (x.size() != y.size()) return INFINITY;
+  double worst = 0;
+  for (size_t i = 0; i < x.size(); ++i)
+    worst = std::max(worst, std::fabs(static_cast<double>(x[i]) - y[i]) /
+                                std::max(1.0, std::fabs(static_cast<double>(y[i]))));
+  return worst;
+}
+
+struct Args {
+  std::string schedule = "1F1B";
+  int microbatches = 8;
+  int steps = 3;
+  std::string misuse;  // empty: the equivalence run
+};
+
+Args parse(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    std::string flag = argv[i], value = argv[i + 1];
+    if (flag == "--schedule")
+      a.schedule = value;
+    else if (flag == "--microbatches")
+      a.microbatches = std::atoi(value.c_str());
+    else if (flag == "--steps")
+      a.steps = std::atoi(value.c_str());
+    else if (flag == "--misuse")
+      a.misuse = value;
+    else
+      throw std::invalid_argument("unknown flag " + flag);
+  }
+  return a;
+}
+
+int equivalence(const Args& args) {
+  const int rank = dist::get_rank(), world = dist::get_world_size();
+  sc::ScheduleKind kind = sc::parse_schedule_kind(args.schedule);
+  int spr = sc::is_single_stage_per_rank(kind) ? 1 : sc::default_stages_per_rank(kind);
+  int num_stages = world * spr;
+  const int64_t batch = 2 * args.microbatches;
+
+  tp::manual_seed(11);
+  TieSkipNet model(num_stages), twin(num_stages);
+  twin->load_state_dict(model->state_dict());
+  auto pipe = pp::pipeline(model, {tp::zeros({batch / args.microbatches, kWidth})});
+  auto local = pp::build_stages(pipe, pp::stages_of_rank(kind, rank, num_stages), tp::cpu(),
+                                dist::world_group());
+  pp::PipelineSchedule schedule(local, args.microbatches, tp::nn::mse_loss, kind);
+  if (!schedule.is_distributed()) throw std::logic_error("the schedule did not go distributed");
+
+  auto ref_pipe = pp::pipeline(twin, {tp::zeros({batch / args.microbatches, kWidth})});
+  auto ref_stages = pp::build_stages(ref_pipe, {tp::cpu()});
+  pp::PipelineSchedule reference(ref_stages, args.microbatches, tp::nn::mse_loss, kind);
+
+  tp::optim::SGD opt(pp::parameters(local), {.lr = 0.05f, .momentum = 0.9f});
+  tp::optim::SGD ref_opt(pp::parameters(ref_stages), {.lr = 0.05f, .momentum = 0.9f});
+  bool hosts_first = local.front()->is_first(), hosts_last = local.back()->is_last();
+  tp::Generator data(23);
+  int compared = 0, bad = 0;
+  double worst = 0;
+  for (int step = 0; step < args.steps; ++step) {
+    tp::Tensor x = tp::randn({batch, kWidth}, {}, &data), y = tp::randn({batch, kWidth}, {}, &data);
+    std::vector<tp::Tensor> losses, ref_losses;
+    tp::Tensor out =
+        schedule.step(hosts_first ? std::vector<tp::Tensor>{x} : std::vector<tp::Tensor>{},
+                      {.target = y, .losses = &losses});
+    tp::Tensor ref_out = reference.step({x}, {.target = y, .losses = &ref_losses});
+    if (hosts_last) {
+      if (losses.size() != ref_losses.size()) {
+        std::printf("rank %d step %d: %zu losses, expected %zu\n", rank, step, losses.size(),
+                    ref_losses.size());
+        ++bad;
+      }
+      for (size_t mb = 0; mb < std::min(losses.size(), ref_losses.size()); ++mb) {
+        double d = rel_diff(losses[mb], ref_losses[mb]);
+        worst = std::max(worst, d);
+        ++compared;
+        if (d > 1e-5) {
+          std::printf("rank %d step %d: loss of microbatch %zu differs by %g\n", rank, step, mb, d);
+          ++bad;
+        }
+      }
+      double d = rel_diff(out, ref_out);
+      if (d > 1e-5) {
+        std::printf("rank %d step %d: output differs by %g\n", rank, step, d);
+        ++bad;
+      }
+    } else if (out.defined()) {
+      std::printf("rank %d step %d: a rank without the last stage got an output\n", rank, step);
+      ++bad;
+    }
+    for (const auto& s : local) {
+      for (const auto& [name, p] : s->module().named_parameters()) {
+        tp::Tensor want = ref_stages[s->stage_index()]->module().find_tensor(name).grad();
+        if (!p.grad().defined() || !want.defined()) {
+          std::printf("rank %d step %d: stage %d %s has no gradient\n", rank, step,
+                      s->stage_index(), name.c_str());
+          ++bad;
+          continue;
+        }
+        double d = rel_diff(p.grad(), want);
+        worst = std::max(worst, d);
+        ++compared;
+        if (d > 1e-5) {
+          std::printf("rank %d step %d: stage %d %s gradient differs by %g\n", rank, step,
+                      s->stage_index(), name.c_str(), d);
+          ++bad;
+        }
+      }
+    }
+    opt.step();
+    opt.zero_grad();
+    ref_opt.step();
+    ref_opt.zero_grad();
+  }
+  std::printf(
+      "rank %d: %s over %d processes, %d stages, %d steps: %d values compared, largest "
+      "relative difference %.3g, %d mismatches\n",
+      rank, args.schedule.c_str(), world, num_stages, args.steps, compared, worst, bad);
+  return bad == 0 && compared > 0 ? 0 : 1;
+}
+
+// Runs a misuse case; returns 0 when this rank got an error containing `expect`.
+int misuse(const Args& args) {
+  const int rank = dist::get_rank(), world = dist::get_world_size();
+  std::string expect;
+  try {
+    tp::manual_seed(11);
+    if (args.misuse == "duplicate-stage") {
+      expect = "stage 0 is built on rank 0";
+      TieSkipNet model(world);
+      auto pipe = pp::pipeline(model, {tp::zeros({2, kWidth})});
+      auto stage = pp::build_stage(pipe, 0, tp::cpu(), dist::world_group());  // every rank: 0
+      pp::Schedule1F1B schedule(stage, 4, tp::nn::mse_loss);
+    } else if (args.misuse == "world-size") {
+      expect = "need " + std::to_string(2 * world) + " ranks, but the process group has " +
+               std::to_string(world);
+      TieSkipNet model(2 * world);
+      auto pipe = pp::pipeline(model, {tp::zeros({2, kWidth})});
+      auto stage = pp::build_stage(pipe, rank, tp::cpu(), dist::world_group());
+      pp::Schedule1F1B schedule(stage, 4, tp::nn::mse_loss);
+    } else if (args.misuse == "microbatches") {
+      expect = "ranks disagree on n_microbatches";
+      TieSkipNet model(world);
+      auto pipe = pp::pipeline(model, {tp::zeros({2, kWidth})});
+      auto stage = pp::build_stage(pipe, rank, tp::cpu(), dist::world_group());
+      pp::Schedule1F1B schedule(stage, rank == 0 ? 8 : 4, tp::nn::mse_loss);
+    } else if (args.misuse == "inputs-on-wrong-rank") {
+      expect = "does not host stage 0";
+      TieSkipNet model(world);
+      auto pipe = pp::pipeline(model, {tp::zeros({2, kWidth})});
+      auto stage = pp::build_stage(pipe, rank, tp::cpu(), dist::world_group());
+      pp::Schedule1F1B schedule(stage, 4, tp::nn::mse_loss);
+      tp::Tensor x = tp::randn({8, kWidth}), y = tp::randn({8, kWidth});
+      bool failed = false;
+      try {
+        schedule.step({x}, {.target = y});  // every rank feeds inputs: only rank 0 may
+      } catch (const std::exception& e) {
+        failed = std::string(e.what()).find(expect) != std::string::npos;
+        std::printf("rank %d: got the expected error: %s\n", rank, e.what());
+      }
+      if (!failed) {
+        std::printf("rank %d: no error naming the misuse\n", rank);
+        return 1;
+      }
+      // The schedule stays usable: a well-formed step now runs on every rank.
+      std::vector<tp::Tensor> losses;
+      schedule.step(rank == 0 ? std::vector<tp::Tensor>{x} : std::vector<tp::Tensor>{},
+                    {.target = y, .losses = &losses});
+      if (rank == world - 1 && losses.size() != 4) {
+        std::printf("rank %d: the step after the failure returned %zu losses\n", rank,
+                    losses.size());
+        return 1;
+      }
+      std::printf("rank %d: the next step ran\n", rank);
+      return 0;
+    } else {
+      throw std::invalid_argument("unknown misuse case " + args.misuse);
+    }
+  } catch (const std::exception& e) {
+    bool ok = !expect.empty() && std::string(e.what()).find(expect) != std::string::npos;
+    std::printf("rank %d: %s error: %s\n", rank, ok ? "the expected" : "an UNEXPECTED", e.what());
+    return ok ? 0 : 1;
+  }
+  std::printf("rank %d: no error for misuse case %s\n", rank, args.misuse.c_str());
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    Args args = parse(argc, argv);
+    dist::init_process_group({.timeout = std::chrono::seconds(60)});
+    int rc = args.misuse.empty() ? equivalence(args) : misuse(args);
+    std::fflush(stdout);
+    return rc;
+  } catch (const std::exception& e) {
+    std::printf("rank %d: failed: %s\n", dist::get_rank(), e.what());
+    std::fflush(stdout);
+    return 1;
+  }
+}
