@@ -1,11 +1,13 @@
 // The seed example: a model of two Blocks (Linear(128,128) + ReLU), traced and split into two
 // stages at `layer1`, trained with Schedule1F1B over 4 microbatches on a fixed synthetic
-// regression task, on the embedded single-process runtime. Prints the loss as it falls.
+// regression task. Run alone, it hosts both stages (the embedded single-process runtime); under
+// `tp-launch --nproc-per-node 2` each process hosts its own stage. Prints the loss as it falls.
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
 #include <string>
 
+#include "actors/process_group.h"
 #include "actors/schedule.h"
 #include "stages/build_stage.h"
 #include "stages/pipeline.h"
@@ -40,15 +42,23 @@ int main(int argc, char** argv) {
   const int64_t dim = 128, batch = 32;
   tp::manual_seed(0);
 
-  // Trace one microbatch, cut before layer1, and build the stages this process hosts (all of
-  // them in the embedded default).
+  // The launcher's environment when started by tp-launch (or torchrun, Slurm, mpirun); without
+  // it, a group of one and the embedded runtime.
+  tp::distributed::init_process_group();
+  const int rank = tp::distributed::get_rank(), world = tp::distributed::get_world_size();
+
+  // Trace one microbatch and cut before layer1. Alone, this process hosts every stage; under a
+  // launcher, rank r builds stage r.
   Model model(dim);
   auto pipe = pp::pipeline(model, {tp::zeros({batch / 4, dim})},
                            {.split_spec = {{"layer1", pp::SplitPoint::Beginning}}});
-  std::cout << pipe << "\n";
-  auto stages = pp::build_stages(pipe, {tp::cpu()});
+  if (rank == 0) std::cout << pipe << "\n";
+  std::vector<std::shared_ptr<pp::PipelineStage>> stages =
+      world == 1 ? pp::build_stages(pipe, {tp::cpu()})
+                 : pp::build_stages(pipe, {rank}, tp::cpu(), tp::distributed::world_group());
   pp::Schedule1F1B schedule(stages, /*n_microbatches=*/4, tp::nn::mse_loss);
   tp::optim::SGD opt(pp::parameters(stages), {.lr = 0.05f, .momentum = 0.9f});
+  const bool feeds_inputs = stages.front()->is_first(), gets_losses = stages.back()->is_last();
 
   // A fixed regression task: targets from a random teacher network, ReLU'd so they are reachable.
   tp::Generator data(42);
@@ -58,10 +68,12 @@ int main(int argc, char** argv) {
 
   for (int step = 1; step <= steps; ++step) {
     std::vector<tp::Tensor> losses;
-    schedule.step({x}, {.target = y, .losses = &losses});
+    // PyTorch's rule: the first stage's rank feeds the inputs, the last one's gets the losses.
+    schedule.step(feeds_inputs ? std::vector<tp::Tensor>{x} : std::vector<tp::Tensor>{},
+                  {.target = y, .losses = &losses});
     opt.step();
     opt.zero_grad();
-    if (step == 1 || step % 25 == 0) {
+    if (gets_losses && (step == 1 || step % 25 == 0)) {
       float mean = 0;
       for (const auto& l : losses) mean += l.item() / losses.size();
       std::printf("step %4d  loss %.6f\n", step, mean);
