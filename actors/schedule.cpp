@@ -18,6 +18,7 @@
 #include "schedules/policy.h"
 #include "stages/tied_parameters.h"
 #include "transport/local_channel.h"
+#include "transport/nccl_channel.h"
 
 namespace tensorplay::pipelining {
 
@@ -264,23 +265,51 @@ void PipelineSchedule::Impl::setup_distributed() {
   my_rank = static_cast<int>(me - group_ranks.begin());
 
   std::ostringstream info;
+  // NCCL carries the tensors when every rank's stages are on a GPU and NCCL is usable there.
+  bool wants_nccl = cluster->backend == "nccl" && transport::nccl_available();
+  for (const auto& s : stages) wants_nccl = wants_nccl && s->device().is_cuda();
   info << name << ' ' << n_microbatches << ' ' << num_stages << ' ' << stages_per_rank << ' '
        << stages.size();
   for (const auto& s : stages) info << ' ' << s->stage_index();
+  info << ' ' << (wants_nccl ? 1 : 0);
   auto got = cluster->exchange(group_ranks, info.str(), {}, name + " construction");
   std::vector<std::string> infos;
   for (auto& c : got) infos.push_back(std::move(c.bytes));
   check_agreement(infos);
 
-  channel = cluster->ucx;
+  bool all_nccl = true;
+  for (const std::string& i : infos) all_nccl = all_nccl && i.back() == '1';
   std::vector<int> stage_to_peer(num_stages);
-  for (int s = 0; s < num_stages; ++s) stage_to_peer[s] = group_ranks[stage_to_rank[s]];
+  int self_peer = cluster->env.rank;
+  if (all_nccl) {
+    // NCCL's peers are ranks of a communicator over this group; group rank 0 makes its ids.
+    std::string ids;
+    if (my_rank == 0) {
+      for (int i = 0; i < 2; ++i) {
+        std::vector<uint8_t> id = transport::nccl_unique_id();
+        ids.append(reinterpret_cast<const char*>(id.data()), id.size());
+      }
+    }
+    std::string got_ids = cluster->exchange(group_ranks, ids, {}, name + " NCCL ids")[0].bytes;
+    size_t half = got_ids.size() / 2;
+    std::vector<std::vector<uint8_t>> id_list = {
+        std::vector<uint8_t>(got_ids.begin(), got_ids.begin() + half),
+        std::vector<uint8_t>(got_ids.begin() + half, got_ids.end())};
+    channel = std::make_shared<transport::NcclChannel>(my_rank, ranks, stages[0]->device(), id_list,
+                                                       cluster->timeout);
+    for (int s = 0; s < num_stages; ++s) stage_to_peer[s] = stage_to_rank[s];
+    self_peer = my_rank;
+  } else {
+    // UCX between host buffers; device tensors are staged through host memory.
+    channel = cluster->ucx;
+    for (int s = 0; s < num_stages; ++s) stage_to_peer[s] = group_ranks[stage_to_rank[s]];
+  }
   std::vector<PipelineStage*> local = stage_pointers(stages);
   auto worker = std::make_shared<StageWorker>(
       my_rank, local, num_stages, n_microbatches,
       schedules::make_static_order_policy(order[my_rank]),
       schedules::make_static_order_policy(forward_only(order[my_rank])), channel,
-      options.transfer_timeout, stage_to_peer, cluster->env.rank);
+      options.transfer_timeout, stage_to_peer, self_peer);
   caf::actor_system& system = detail::process_actor_system();
   caf::actor mine = detail::spawn_stage_actor(system, worker, stage_to_rank, true);
   local_actors = {mine};
@@ -361,7 +390,8 @@ PipelineSchedule::~PipelineSchedule() {
 
 void PipelineSchedule::Impl::abort_all(caf::scoped_actor& self) {
   for (const caf::actor& a : local_actors) {
-    self->request(a, std::chrono::seconds(30), detail::abort_atom::value)
+    self->request<caf::message_priority::high>(a, std::chrono::seconds(30),
+                                               detail::abort_atom::value)
         .receive([](bool) {}, [](const caf::error&) {});
   }
   if (!distributed) channel->cancel_all();
@@ -455,7 +485,8 @@ Tensor PipelineSchedule::Impl::run_step(const std::vector<Tensor>& inputs,
     // Ask every rank (in other processes too) what it waits for, each with a short deadline.
     const auto status_deadline = distributed ? std::chrono::seconds(2) : std::chrono::seconds(5);
     for (size_t r = 0; r < actors.size(); ++r) {
-      self->request(actors[r], status_deadline, detail::status_atom::value)
+      self->request<caf::message_priority::high>(actors[r], status_deadline,
+                                                 detail::status_atom::value)
           .receive([&](const std::string& s) { failure += " [" + s + "]"; },
                    [&](const caf::error&) {
                      failure += " [" + describe_rank(static_cast<int>(r)) +

@@ -21,6 +21,7 @@ struct StageActorState {
   caf::actor driver;
   uint64_t step = 0;
   bool failed = false;
+  bool resume_pending = false;  // a resume message is in the mailbox
   std::map<uint64_t, std::pair<int, std::string>> failed_elsewhere;  // step -> (rank, what)
 };
 
@@ -42,15 +43,15 @@ void fail(StageActor* self, const std::string& what, bool tell_peers) {
   if (tell_peers && st.distributed)
     for (size_t r = 0; r < st.peers.size(); ++r)
       if (static_cast<int>(r) != st.worker->rank() && st.peers[r])
-        self->send(st.peers[r], peer_failed_atom::value, st.step,
-                   static_cast<int32_t>(st.worker->rank()), what);
+        self->send<caf::message_priority::high>(st.peers[r], peer_failed_atom::value, st.step,
+                                                static_cast<int32_t>(st.worker->rank()), what);
 }
 
 void pump(StageActor* self) {
   auto& st = self->state;
   if (st.failed || !st.driver) return;
   try {
-    st.worker->run_ready(
+    bool yielded = st.worker->run_ready(
         [self](const Notification& n) {
           auto& s = self->state;
           const caf::actor& dest = s.peers.at(s.stage_to_rank.at(n.stage));
@@ -63,7 +64,17 @@ void pump(StageActor* self) {
         },
         [self](const char* event, const schedules::Action& action) {
           log_event(self->state.worker->rank(), self->state.step, event, to_string(action));
-        });
+        },
+        // Between two actions, let waiting messages in (abort, status, a peer's failure, new
+        // arrivals the policy may prefer), then resume: control never waits behind a whole run.
+        [self] { return !self->mailbox().empty(); });
+    if (yielded) {
+      if (!st.resume_pending) {
+        st.resume_pending = true;
+        self->send(self, resume_atom::value, st.step);
+      }
+      return;
+    }
     if (st.worker->finished()) {
       self->send(st.driver, done_atom::value, st.step, st.worker->rank());
       st.driver = nullptr;
@@ -140,6 +151,10 @@ caf::behavior stage_actor(StageActor* self, std::shared_ptr<StageWorker> worker,
         } else if (step > st.step) {  // this rank has not begun that step yet
           st.failed_elsewhere.emplace(step, std::make_pair(static_cast<int>(rank), what));
         }
+      },
+      [self](resume_atom, uint64_t step) {
+        self->state.resume_pending = false;
+        if (step == self->state.step) pump(self);
       },
       [self](abort_atom) -> bool {
         self->state.worker->abort_step();

@@ -154,19 +154,22 @@ void StageWorker::abort_step() {
   step_.reset();
 }
 
-void StageWorker::run_ready(const std::function<void(const Notification&)>& send,
-                            const ActionObserver& observe) {
-  if (!step_) return;
+bool StageWorker::run_ready(const std::function<void(const Notification&)>& send,
+                            const ActionObserver& observe,
+                            const std::function<bool()>& should_yield) {
+  if (!step_) return false;
   schedules::SchedulePolicy& p = policy();
   while (!p.finished()) {
     std::optional<Action> action = p.next(ready_);
-    if (!action) return;
+    if (!action) return false;
     if (observe) observe("start", *action);
     run(*action, send);
     ready_.completed(*action);
     p.completed(*action);
     if (observe) observe("finish", *action);
+    if (should_yield && !p.finished() && should_yield()) return true;
   }
+  return false;
 }
 
 void StageWorker::run(const Action& action, const std::function<void(const Notification&)>& send) {

@@ -64,9 +64,12 @@ class StageWorker {
   /// TransferError when the receive failed.
   void on_arrival(const Notification& n);
   /// Runs actions until the policy waits or the step is done; `send` is called for every
-  /// notification that goes to another rank. Exceptions from the stages propagate.
-  void run_ready(const std::function<void(const Notification&)>& send,
-                 const ActionObserver& observe = nullptr);
+  /// notification that goes to another rank. Exceptions from the stages propagate. After each
+  /// action, `should_yield` may end the run early (messages are waiting): returns true then,
+  /// and the caller resumes later.
+  bool run_ready(const std::function<void(const Notification&)>& send,
+                 const ActionObserver& observe = nullptr,
+                 const std::function<bool()>& should_yield = nullptr);
   /// The step's actions are all done.
   bool finished() const;
   /// What the worker waits for (for timeout messages).

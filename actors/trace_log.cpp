@@ -1,5 +1,5 @@
-// Message-log reader: parses the log lines written by message_log.cpp and rebuilds a step's
-// timeline from its start/finish pairs.
+// Message-log reader: parses the log lines written by message_log.cpp onto rank 0's clock, merges
+// the logs of several processes, and rebuilds a step's timeline from its start/finish pairs.
 #include "actors/trace_log.h"
 
 #include <algorithm>
@@ -44,10 +44,20 @@ int64_t to_integer(const std::string& text, const std::string& key, size_t line_
   return value;
 }
 
+// The N of a clock line's `offset_us:N`.
+int64_t clock_offset(const std::string& what, size_t line_number) {
+  const std::string prefix = "offset_us:";
+  if (what.rfind(prefix, 0) != 0)
+    throw std::invalid_argument("message log line " + std::to_string(line_number) +
+                                ": a clock line's what='" + what + "' is not offset_us:N");
+  return to_integer(what.substr(prefix.size()), "offset_us", line_number);
+}
+
 }  // namespace
 
 std::vector<LogEvent> parse_message_log(std::istream& in) {
   std::vector<LogEvent> events;
+  std::vector<std::pair<size_t, int64_t>> clocks;  // index of the clock line's event, its offset
   std::string line;
   size_t number = 0;
   while (std::getline(in, line)) {
@@ -70,14 +80,45 @@ std::vector<LogEvent> parse_message_log(std::istream& in) {
     e.event = event;
     e.what = line.substr(what_at + 6, t_at - what_at - 6);
     e.t_us = to_integer(t_us, "t_us", number);
+    if (e.event == "clock") clocks.emplace_back(events.size(), clock_offset(e.what, number));
     events.push_back(std::move(e));
+  }
+  // A clock line's offset holds from it on; the first one also before it, for lines logged
+  // before init had measured it (the offset is the process's, not the line's).
+  for (size_t k = 0; k < clocks.size(); ++k) {
+    size_t begin = k == 0 ? 0 : clocks[k].first;
+    size_t end = k + 1 < clocks.size() ? clocks[k + 1].first : events.size();
+    for (size_t i = begin; i < end; ++i) events[i].t_us += clocks[k].second;
+  }
+  return events;
+}
+
+std::vector<LogEvent> merge_message_logs(const std::vector<MessageLogFile>& logs) {
+  std::map<int, size_t> file_of_rank;  // the log each rank was first seen in
+  std::vector<LogEvent> events;
+  for (size_t f = 0; f < logs.size(); ++f) {
+    for (const LogEvent& e : logs[f].events) {
+      auto [it, first] = file_of_rank.emplace(e.rank, f);
+      if (first || it->second == f) continue;
+      const std::string& other = logs[it->second].name;
+      if (other == logs[f].name)
+        throw std::invalid_argument("message log '" + other +
+                                    "' is passed twice; pass each process's log once");
+      throw std::invalid_argument(
+          "message logs: rank " + std::to_string(e.rank) + " is in both '" + other + "' and '" +
+          logs[f].name +
+          "'; each rank's events must come from one process's log (the same log copied, or logs "
+          "of two runs? pass one run's logs)");
+    }
+    events.insert(events.end(), logs[f].events.begin(), logs[f].events.end());
   }
   return events;
 }
 
 std::vector<uint64_t> logged_steps(const std::vector<LogEvent>& events) {
   std::set<uint64_t> steps;
-  for (const LogEvent& e : events) steps.insert(e.step);
+  for (const LogEvent& e : events)
+    if (e.event != "clock") steps.insert(e.step);
   return {steps.begin(), steps.end()};
 }
 
@@ -89,7 +130,7 @@ schedules::SimulationResult step_timeline(const std::vector<LogEvent>& events, u
   std::vector<std::tuple<int, std::string, int64_t, int64_t>> runs;  // rank, what, start, end
   int ranks = 0;
   for (const LogEvent& e : events) {
-    if (e.step != step) continue;
+    if (e.step != step || e.event == "clock") continue;
     ranks = std::max(ranks, e.rank + 1);
     if (e.event == "start") {
       if (!open.emplace(std::make_pair(e.rank, e.what), e.t_us).second)

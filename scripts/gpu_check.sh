@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # GPU check in one go, for a machine with an NVIDIA GPU: configures a separate CUDA build
-# (sm_90 by default), builds the tests and benchmarks, runs every [cuda] test case (one process
-# each, with a timeout), the whole tensors suite, and the benchmarks under build/bench, then prints
-# a summary table last. Exit status 0 when nothing failed.
+# (sm_90 by default), builds the tensors and transport tests and the benchmarks, runs every [cuda]
+# test case (one process each, with a timeout), the whole tensors suite, and the benchmarks under
+# build/bench, then prints a summary table last. Exit status 0 when nothing failed.
 #
 #   scripts/gpu_check.sh                     # from the repository root or anywhere
 #   CUDA_ARCH=80 BUILD_DIR=/tmp/b JOBS=8 scripts/gpu_check.sh
@@ -109,6 +109,13 @@ if cmake --build "$build" -j "$jobs" --target "${bench_targets[@]}" >"$logs/buil
 else
   row build "bench/" FAIL "see build_bench.log"
 fi
+# The transport tests hold the NCCL channel's [cuda] cases (run below with the others).
+build_start=$SECONDS
+if cmake --build "$build" -j "$jobs" --target test_transport >"$logs/build_transport.log" 2>&1; then
+  row build test_transport ok "$((SECONDS - build_start)) s"
+else
+  row build test_transport FAIL "see build_transport.log"
+fi
 build_start=$SECONDS
 if [ "${BUILD_ALL:-0}" = 1 ]; then
   if cmake --build "$build" -j "$jobs" -- "${keep_going[@]}" >"$logs/build_all.log" 2>&1; then
@@ -158,6 +165,30 @@ if [ -x "$build/tests/tensors/test_tensors" ] && ! over_budget; then
   else
     row test "test_tensors (whole suite)" FAIL "rc $rc: $summary"
   fi
+fi
+
+# -- NCCL pipeline across two processes ---------------------------------------------------------
+# Two ranks under tp-launch, stages on the GPU, tensors over the NCCL channel, compared with the
+# embedded CPU run. With one GPU both ranks share it: NCCL refuses two ranks of a group on one
+# device of one host, so each rank claims its own host id and NCCL talks over sockets.
+if cmake --build "$build" -j "$jobs" --target mp_pipeline_check tp-launch \
+    >"$logs/build_multiprocess.log" 2>&1; then
+  for kind in 1F1B ZBVZeroBubble; do
+    over_budget && { row nccl "2 processes $kind" SKIP "time budget spent"; continue; }
+    log="$logs/nccl_pipeline_$kind.log"
+    timeout "$(left 300)" "$build/tools/tp-launch/tp-launch" --nproc-per-node 2 -- bash -c \
+      'NCCL_HOSTID=tensorplay-rank-$RANK NCCL_NET=Socket exec "$0" "$@"' \
+      "$build/tests/multiprocess/mp_pipeline_check" --schedule "$kind" --device cuda \
+      --tolerance 1e-4 >"$log" 2>&1
+    rc=$?
+    if [ $rc -eq 0 ]; then
+      row nccl "2 processes $kind" ok "$(grep -m1 -o 'largest relative difference [^,]*' "$log")"
+    else
+      row nccl "2 processes $kind" FAIL "rc $rc: $(grep -m1 -E 'failed|error' "$log" | cut -c1-60)"
+    fi
+  done
+else
+  row build "mp_pipeline_check" FAIL "see build_multiprocess.log"
 fi
 
 # -- benchmarks --------------------------------------------------------------------------------

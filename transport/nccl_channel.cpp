@@ -69,7 +69,8 @@ ncclResult_t wait_ready(ncclComm_t comm, Clock::time_point deadline) {
 void finish(ncclResult_t result, ncclComm_t comm, Clock::time_point deadline,
             const std::string& what) {
   if (result == ncclInProgress) result = wait_ready(comm, deadline);
-  if (result == ncclInProgress) throw TransferError("nccl channel: " + what + " did not finish in time");
+  if (result == ncclInProgress)
+    throw TransferError("nccl channel: " + what + " did not finish in time");
   if (result != ncclSuccess)
     throw TransferError("nccl channel: " + what + " failed: " + nccl_message(result));
 }
@@ -100,8 +101,8 @@ struct Transfer {
 // A communicator, the stream its calls run on, and what is in flight there (in issue order,
 // which is also completion order: one stream).
 struct Lane {
-  std::mutex issue_mutex;        // one NCCL caller at a time; keeps queue order == stream order
-  ncclComm_t comm = nullptr;     // null once aborted or closed
+  std::mutex issue_mutex;     // one NCCL caller at a time; keeps queue order == stream order
+  ncclComm_t comm = nullptr;  // null once aborted or closed
   cudaStream_t stream = nullptr;
   cudaEvent_t produced = nullptr;  // marks the tensor stream's work so far, for the lane to wait
   std::deque<Transfer> queue;      // guarded by NcclChannel::Impl::mutex
@@ -118,8 +119,7 @@ struct NcclChannel::Impl {
     std::string message;
   };
 
-  Impl(int rank, int world_size, int device)
-      : rank(rank), world_size(world_size), device(device) {}
+  Impl(int rank, int world_size, int device) : rank(rank), world_size(world_size), device(device) {}
   ~Impl() { close(); }
 
   void open(const std::vector<std::vector<uint8_t>>& ids, milliseconds timeout);
@@ -144,8 +144,8 @@ struct NcclChannel::Impl {
     return failure;
   }
   std::string where() const {
-    return "rank " + std::to_string(rank) + " of " + std::to_string(world_size) + " on cuda:" +
-           std::to_string(device);
+    return "rank " + std::to_string(rank) + " of " + std::to_string(world_size) +
+           " on cuda:" + std::to_string(device);
   }
 
   const int rank;
@@ -206,15 +206,15 @@ void NcclChannel::Impl::connect_all(Clock::time_point deadline) {
     TP_CUDA_CHECK(cudaMemset(scratch, 0, 2 * world_size));
     for (int i = 0; i < kLanes; ++i) {
       Lane& lane = lanes[i];
-      std::string what = "connecting " + where() + " to every rank on the " + lane_name(i) +
-                         " communicator";
+      std::string what =
+          "connecting " + where() + " to every rank on the " + lane_name(i) + " communicator";
       ncclResult_t result = ncclGroupStart();
       for (int peer = 0; peer < world_size && result == ncclSuccess; ++peer) {
         if (peer == rank) continue;
         result = ncclSend(scratch + peer, 1, ncclUint8, peer, lane.comm, lane.stream);
         if (result == ncclSuccess)
-          result = ncclRecv(scratch + world_size + peer, 1, ncclUint8, peer, lane.comm,
-                            lane.stream);
+          result =
+              ncclRecv(scratch + world_size + peer, 1, ncclUint8, peer, lane.comm, lane.stream);
       }
       ncclResult_t end = ncclGroupEnd();
       finish(result != ncclSuccess ? result : end, lane.comm, deadline, what);
@@ -333,8 +333,8 @@ std::string NcclChannel::Impl::issue(int index, Transfer transfer) {
                                                lane.comm, lane.stream);
         }
         ncclResult_t end = ncclGroupEnd();
-        finish(result != ncclSuccess ? result : end, lane.comm,
-               Clock::now() + kEnqueueTimeout, "queueing the " + transfer.describe());
+        finish(result != ncclSuccess ? result : end, lane.comm, Clock::now() + kEnqueueTimeout,
+               "queueing the " + transfer.describe());
         TP_CUDA_CHECK(cudaEventRecord(transfer.finished, lane.stream));
         {
           std::lock_guard lock(mutex);
@@ -389,14 +389,14 @@ void NcclChannel::Impl::poll() {
       for (const Transfer& t : lane.queue) {
         if (!error.empty()) break;
         if (t.receive && now >= t.deadline) {
-          error = "the " + t.describe() + " timed out after " +
-                  std::to_string(t.timeout.count()) + " ms";
-          culprit = Culprit{t.peer, t.tag.key(),
-                            "nccl channel: nothing arrived for " + to_string(t.tag) +
-                                " from rank " + std::to_string(t.peer) + " within " +
-                                std::to_string(t.timeout.count()) +
-                                " ms; the NCCL communicators were aborted, so this channel "
-                                "cannot be used again"};
+          error = "the " + t.describe() + " timed out after " + std::to_string(t.timeout.count()) +
+                  " ms";
+          culprit =
+              Culprit{t.peer, t.tag.key(),
+                      "nccl channel: nothing arrived for " + to_string(t.tag) + " from rank " +
+                          std::to_string(t.peer) + " within " + std::to_string(t.timeout.count()) +
+                          " ms; the NCCL communicators were aborted, so this channel "
+                          "cannot be used again"};
         }
       }
     }
@@ -470,8 +470,7 @@ void NcclChannel::Impl::fail(const std::string& reason, std::vector<Transfer> ex
     if (t.done) {
       bool is_culprit = culprit && culprit->peer == t.peer && culprit->key == t.tag.key();
       std::string message = is_culprit ? culprit->message
-                                       : "nccl channel: " + t.describe() +
-                                             " abandoned: " + why +
+                                       : "nccl channel: " + t.describe() + " abandoned: " + why +
                                              "; the NCCL communicators were aborted";
       try {
         t.done({}, message);
@@ -522,8 +521,7 @@ std::vector<uint8_t> nccl_unique_id() {
 }
 
 NcclChannel::NcclChannel(int rank, int world_size, Device device,
-                         const std::vector<std::vector<uint8_t>>& ids,
-                         milliseconds connect_timeout)
+                         const std::vector<std::vector<uint8_t>>& ids, milliseconds connect_timeout)
     : rank_(rank), world_size_(world_size), device_(device) {
   if (world_size < 1 || rank < 0 || rank >= world_size)
     throw std::invalid_argument("nccl channel: rank " + std::to_string(rank) +
@@ -542,8 +540,9 @@ NcclChannel::NcclChannel(int rank, int world_size, Device device,
     throw std::invalid_argument(
         "nccl channel: the forward and backward unique ids are the same; make two");
   if (!nccl_available())
-    throw TransferError("nccl channel: no CUDA device is visible, so NCCL cannot be used (check "
-                        "CUDA_VISIBLE_DEVICES, or use the ucx channel)");
+    throw TransferError(
+        "nccl channel: no CUDA device is visible, so NCCL cannot be used (check "
+        "CUDA_VISIBLE_DEVICES, or use the ucx channel)");
   cuda::check_device(device.index);
   impl_ = std::make_unique<Impl>(rank, world_size, device.index);
   impl_->open(ids, connect_timeout);
@@ -608,10 +607,9 @@ void NcclChannel::post_receive(int peer, const TransferTag& tag,
     Tensor t = tensorplay::empty(d.shape, {.dtype = d.dtype, .device = device_});
     if (t.nbytes() != d.bytes)
       throw std::invalid_argument("nccl channel: tensor " + std::to_string(i) + " of " +
-                                  to_string(tag) + " is described as " +
-                                  std::to_string(d.bytes) + " bytes, but " +
-                                  tensorplay::to_string(d.shape) + " " + to_string(d.dtype) +
-                                  " holds " + std::to_string(t.nbytes()));
+                                  to_string(tag) + " is described as " + std::to_string(d.bytes) +
+                                  " bytes, but " + tensorplay::to_string(d.shape) + " " +
+                                  to_string(d.dtype) + " holds " + std::to_string(t.nbytes()));
     has_bytes = has_bytes || t.nbytes() > 0;
     transfer.tensors.push_back(std::move(t));
   }
@@ -647,9 +645,9 @@ void NcclChannel::cancel_receive(int peer, const TransferTag& tag) {
                         std::to_string(peer) +
                         " in time; the NCCL communicators were aborted, so this channel cannot "
                         "be used again";
-  impl_->fail("the receive of " + to_string(tag) + " from rank " + std::to_string(peer) +
-                  " was cancelled",
-              {}, Impl::Culprit{peer, tag.key(), message});
+  impl_->fail(
+      "the receive of " + to_string(tag) + " from rank " + std::to_string(peer) + " was cancelled",
+      {}, Impl::Culprit{peer, tag.key(), message});
 }
 
 void NcclChannel::cancel_all() {

@@ -45,12 +45,12 @@ class NcclChannel final : public Channel {
  public:
   /// Joins the communicators of `world_size` ranks as `rank` on CUDA device `device`. `ids`
   /// holds two unique ids made on one rank (one for forward traffic, one for backward traffic:
-  /// separate communicators so the two directions never block each other). Waits until every
-  /// rank has joined and connected to every other rank (so later calls only enqueue work), or
-  /// throws TransferError after `connect_timeout`. Throws std::invalid_argument for bad
-  /// arguments, TransferError when NCCL is not built in or no CUDA device is visible.
-  NcclChannel(int rank, int world_size, Device device,
-              const std::vector<std::vector<uint8_t>>& ids,
+  /// separate communicators so the two directions never block each other). Every rank needs its
+  /// own GPU: NCCL rejects two ranks of one group on the same device. Waits until every rank has
+  /// joined and connected to every other rank (so later calls only enqueue work), or throws
+  /// TransferError after `connect_timeout`. Throws std::invalid_argument for bad arguments,
+  /// TransferError when NCCL is not built in or no CUDA device is visible.
+  NcclChannel(int rank, int world_size, Device device, const std::vector<std::vector<uint8_t>>& ids,
               std::chrono::milliseconds connect_timeout = std::chrono::minutes(2));
   /// Waits briefly for transfers in flight, aborts what remains, and frees the communicators.
   ~NcclChannel() override;
@@ -67,9 +67,9 @@ class NcclChannel final : public Channel {
   std::vector<TensorDescriptor> send(int peer, const TransferTag& tag,
                                      std::vector<Tensor> tensors) override;
   /// Allocates the described tensors on this channel's device (`device` must be it) and queues
-  /// their receives; `done` runs on the channel's completion thread, or at once on this thread
-  /// when the channel has already failed. A receive not complete within `timeout` aborts the
-  /// channel (see the class comment).
+  /// their receives; `done` runs on the channel's completion thread (it must not destroy the
+  /// channel), or at once on this thread when nothing is to be moved or the channel has failed. A
+  /// receive not complete within `timeout` aborts the channel (see the class comment).
   void post_receive(int peer, const TransferTag& tag, std::vector<TensorDescriptor> descriptors,
                     Device device, std::chrono::milliseconds timeout, ReceiveDone done) override;
   /// Sends and receives queued and not yet complete.

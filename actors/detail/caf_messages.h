@@ -36,6 +36,7 @@ using failed_atom = caf::atom_constant<caf::atom("failed")>;   // step failed
 using abort_atom = caf::atom_constant<caf::atom("abort")>;     // drop the step
 using peers_atom = caf::atom_constant<caf::atom("peers")>;     // stage actors by rank
 using received_atom = caf::atom_constant<caf::atom("recvd")>;  // a posted receive completed
+using resume_atom = caf::atom_constant<caf::atom("resume")>;   // run more ready actions
 
 // Process actors (cluster.cpp).
 using hello_atom = caf::atom_constant<caf::atom("hello")>;      // rank -> rank 0: joining

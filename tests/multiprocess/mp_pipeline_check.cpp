@@ -60,7 +60,9 @@ struct Args {
   std::string schedule = "1F1B";
   int microbatches = 8;
   int steps = 3;
-  std::string misuse;  // empty: the equivalence run
+  std::string misuse;          // empty: the equivalence run
+  std::string device = "cpu";  // "cuda": each rank's stages on its local GPU (NCCL or staged UCX)
+  double tolerance = 1e-5;     // relative, of each value's size (at least 1)
 };
 
 Args parse(int argc, char** argv) {
@@ -75,6 +77,10 @@ Args parse(int argc, char** argv) {
       a.steps = std::atoi(value.c_str());
     else if (flag == "--misuse")
       a.misuse = value;
+    else if (flag == "--device")
+      a.device = value;
+    else if (flag == "--tolerance")
+      a.tolerance = std::atof(value.c_str());
     else
       throw std::invalid_argument("unknown flag " + flag);
   }
@@ -92,7 +98,12 @@ int equivalence(const Args& args) {
   TieSkipNet model(num_stages), twin(num_stages);
   twin->load_state_dict(model->state_dict());
   auto pipe = pp::pipeline(model, {tp::zeros({batch / args.microbatches, kWidth})});
-  auto local = pp::build_stages(pipe, pp::stages_of_rank(kind, rank, num_stages), tp::cpu(),
+  tp::Device device = args.device == "cpu" ? tp::cpu() : dist::local_devices().at(0);
+  if (args.device != "cpu" && !device.is_cuda()) {
+    std::printf("rank %d: no CUDA device: skipped\n", rank);
+    return 77;
+  }
+  auto local = pp::build_stages(pipe, pp::stages_of_rank(kind, rank, num_stages), device,
                                 dist::world_group());
   pp::PipelineSchedule schedule(local, args.microbatches, tp::nn::mse_loss, kind);
   if (!schedule.is_distributed()) throw std::logic_error("the schedule did not go distributed");
@@ -124,13 +135,13 @@ int equivalence(const Args& args) {
         double d = rel_diff(losses[mb], ref_losses[mb]);
         worst = std::max(worst, d);
         ++compared;
-        if (d > 1e-5) {
+        if (d > args.tolerance) {
           std::printf("rank %d step %d: loss of microbatch %zu differs by %g\n", rank, step, mb, d);
           ++bad;
         }
       }
       double d = rel_diff(out, ref_out);
-      if (d > 1e-5) {
+      if (d > args.tolerance) {
         std::printf("rank %d step %d: output differs by %g\n", rank, step, d);
         ++bad;
       }
@@ -150,7 +161,7 @@ int equivalence(const Args& args) {
         double d = rel_diff(p.grad(), want);
         worst = std::max(worst, d);
         ++compared;
-        if (d > 1e-5) {
+        if (d > args.tolerance) {
           std::printf("rank %d step %d: stage %d %s gradient differs by %g\n", rank, step,
                       s->stage_index(), name.c_str(), d);
           ++bad;
