@@ -1,5 +1,5 @@
-// Tests for trace_log.h: parsing message-log lines, rebuilding a step's timeline and its figures,
-// and reading back the log of a real 1F1B step.
+// Tests for trace_log.h: parsing message-log lines, putting per-process logs on one clock,
+// rebuilding a step's timeline and its figures, and reading back the log of a real 1F1B step.
 #include <catch2/catch.hpp>
 #include <sstream>
 
@@ -72,6 +72,96 @@ TEST_CASE("a step's timeline has the simulator's figures", "[trace_log]") {
   auto twice = parse(
       "rank=0 step=1 event=start what=0F0 t_us=1\nrank=0 step=1 event=start what=0F0 t_us=2\n");
   CHECK_THROWS_WITH(pp::step_timeline(twice, 1), Catch::Contains("started 0F0 twice"));
+}
+
+namespace {
+// One step of two ranks (rank 0: F0 F1 . B0 B1; rank 1: F0 B0), times from `t0` on.
+std::string rank_lines(int rank, int64_t t0) {
+  auto line = [&](const char* event, const char* what, int64_t t) {
+    return "rank=" + std::to_string(rank) + " step=7 event=" + event + " what=" + what +
+           " t_us=" + std::to_string(t0 + t) + "\n";
+  };
+  if (rank == 0)
+    return line("start", "0F0", 0) + line("finish", "0F0", 10) + line("start", "0F1", 10) +
+           line("finish", "0F1", 20) + line("start", "0B0", 30) + line("finish", "0B0", 40) +
+           line("start", "0B1", 40) + line("finish", "0B1", 50);
+  return line("start", "1F0", 12) + line("finish", "1F0", 22) + line("start", "1B0", 22) +
+         line("finish", "1B0", 30);
+}
+
+void check_same_timeline(const tensorplay::schedules::SimulationResult& a,
+                         const tensorplay::schedules::SimulationResult& b) {
+  CHECK(a.actions == b.actions);
+  CHECK(a.makespan == b.makespan);
+  CHECK(a.busy == b.busy);
+  CHECK(a.idle == b.idle);
+  CHECK(a.peak_activations == b.peak_activations);
+  REQUIRE(a.timeline.size() == b.timeline.size());
+  for (size_t i = 0; i < a.timeline.size(); ++i) {
+    CHECK(a.timeline[i].rank == b.timeline[i].rank);
+    CHECK(a.timeline[i].start == b.timeline[i].start);
+    CHECK(a.timeline[i].end == b.timeline[i].end);
+  }
+}
+}  // namespace
+
+TEST_CASE("a clock line shifts every event of its log onto rank 0's clock", "[trace_log]") {
+  // Without a clock line the offset is 0: times read as written.
+  auto plain = parse("rank=1 step=3 event=start what=1F0 t_us=100\n");
+  REQUIRE(plain.size() == 1);
+  CHECK(plain[0].t_us == 100);
+  // With one, it applies before the line as well as after it.
+  auto shifted = parse(
+      "rank=1 step=3 event=start what=1F0 t_us=100\n"
+      "rank=1 step=0 event=clock what=offset_us:-40 t_us=150\n"
+      "rank=1 step=3 event=finish what=1F0 t_us=200\n");
+  REQUIRE(shifted.size() == 3);
+  CHECK(shifted[0].t_us == 60);
+  CHECK(shifted[1].t_us == 110);
+  CHECK(shifted[2].t_us == 160);
+  // The clock line's step 0 is no logged step.
+  CHECK(pp::logged_steps(shifted) == std::vector<uint64_t>{3});
+  CHECK_THROWS_WITH(parse("x\nrank=1 step=0 event=clock what=offset_us:abc t_us=1\n"),
+                    Catch::Contains("line 2") && Catch::Contains("offset_us='abc'"));
+  CHECK_THROWS_WITH(parse("rank=1 step=0 event=clock what=5 t_us=1\n"),
+                    Catch::Contains("is not offset_us:N"));
+}
+
+TEST_CASE("per-rank logs with different clock offsets merge into one timeline", "[trace_log]") {
+  // The embedded run: both ranks in one log on one clock.
+  auto embedded = parse(rank_lines(0, 1000) + rank_lines(1, 1000));
+  auto expected = pp::step_timeline(embedded, 7);
+  // Launched: rank 1's clock reads 5 s behind rank 0's, its clock line says so (mid-file, to
+  // check it shifts the lines before it too); rank 0's log has no clock line.
+  auto rank0 = parse(rank_lines(0, 1000));
+  std::string lines1 = rank_lines(1, 1000 - 5'000'000);
+  size_t middle = lines1.find("rank=1 step=7 event=start what=1B0");
+  lines1.insert(middle, "rank=1 step=0 event=clock what=offset_us:5000000 t_us=0\n");
+  auto rank1 = parse(lines1);
+  // Whichever order the files come in, the timeline is the embedded one.
+  check_same_timeline(pp::step_timeline(pp::merge_message_logs({{"r0", rank0}, {"r1", rank1}}), 7),
+                      expected);
+  check_same_timeline(pp::step_timeline(pp::merge_message_logs({{"r1", rank1}, {"r0", rank0}}), 7),
+                      expected);
+  // Without the offset the ranks would be 5 s apart.
+  auto unshifted =
+      pp::merge_message_logs({{"r0", rank0}, {"r1", parse(rank_lines(1, 1000 - 5'000'000))}});
+  CHECK(pp::step_timeline(unshifted, 7).makespan > 4'000'000);
+}
+
+TEST_CASE("a rank in two logs is an error naming both", "[trace_log]") {
+  auto rank0 = parse(rank_lines(0, 1000));
+  auto rank1 = parse(rank_lines(1, 1000));
+  CHECK_THROWS_WITH(
+      pp::merge_message_logs({{"a/messages_rank_0.log", rank0},
+                              {"b/messages_rank_1.log", rank1},
+                              {"b/messages_rank_0.log", rank0}}),
+      Catch::Contains("rank 0 is in both 'a/messages_rank_0.log' and 'b/messages_rank_0.log'"));
+  CHECK_THROWS_WITH(pp::merge_message_logs({{"run.log", rank0}, {"run.log", rank0}}),
+                    Catch::Contains("'run.log' is passed twice"));
+  // Both ranks in one log (an embedded run) is fine.
+  auto both = parse(rank_lines(0, 1000) + rank_lines(1, 1000));
+  CHECK(pp::merge_message_logs({{"run.log", both}}).size() == both.size());
 }
 
 TEST_CASE("the log of a real 1F1B step reads back as its timeline", "[trace_log]") {

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The command-line tools end to end: tp-sim's figures for a known schedule, and tp-trace reading
-# back the message log of the seed example.
+# The command-line tools end to end: tp-sim's figures for a known schedule, tp-trace reading
+# back the message log of the seed example, and tp-trace merging a directory of per-rank logs
+# whose clocks differ.
 #   check_tools.sh <tp-sim> <tp-trace> <seed_mlp> <work dir>
 set -euo pipefail
 sim=$1 trace=$2 seed=$3 work=$4
@@ -18,4 +19,39 @@ grep -q '"peak_activations":\[2,1\]' <<<"$json" || fail "tp-trace: expected peak
 [ -s "$work/step.json" ] && [ -s "$work/step.svg" ] || fail "tp-trace wrote no trace or SVG"
 if "$trace" "$work/run.log" --step 99 2>"$work/err.txt"; then fail "tp-trace --step 99 succeeded"; fi
 grep -q "step 99 is not in the log" "$work/err.txt" || fail "unexpected error: $(cat "$work/err.txt")"
+
+# A launched run's log directory: one file per rank, each with its clock line. Rank 1's clock reads
+# 5 s behind rank 0's (another host), so only its offset lines the two up: rank 0 runs F0 F1 B0 B1
+# in [0, 50) us, rank 1 F0 B0 in [12, 30). rank_0.log, the launcher's copy of the output, is not
+# a message log to read even though it holds the same lines.
+logs="$work/per_rank_logs"
+rm -rf "$logs" && mkdir -p "$logs"
+lines() {  # rank, offset_us, then "what start end" triples relative to t=1000 on rank 0's clock
+  local head="[12:00:00.000000] [tensorplay] rank=$1" offset=$2
+  shift 2
+  echo "$head step=0 event=clock what=offset_us:$offset t_us=$((500 - offset))"
+  while [ $# -gt 0 ]; do
+    echo "$head step=1 event=start what=$1 t_us=$((1000 + $2 - offset))"
+    echo "$head step=1 event=finish what=$1 t_us=$((1000 + $3 - offset))"
+    shift 3
+  done
+}
+lines 0 0 0F0 0 10 0F1 10 20 0B0 30 40 0B1 40 50 >"$logs/messages_rank_0.log"
+lines 1 5000000 1F0 12 22 1B0 22 30 >"$logs/messages_rank_1.log"
+cp "$logs/messages_rank_0.log" "$logs/rank_0.log"
+json=$("$trace" "$logs" --json) || fail "tp-trace on a log directory failed"
+grep -q '"ranks":2' <<<"$json" || fail "tp-trace $logs: expected 2 ranks, got $json"
+grep -q '"actions":6' <<<"$json" || fail "tp-trace $logs: expected 6 actions, got $json"
+grep -q '"makespan_us":50[.,]' <<<"$json" || fail "tp-trace $logs: clock offsets not applied: $json"
+grep -q '"idle_us":\[10.*,32' <<<"$json" || fail "tp-trace $logs: expected idle [10,32], got $json"
+if grep -qE '[:,[]-' <<<"$json"; then fail "tp-trace printed a negative figure: $json"; fi
+text=$("$trace" "$logs") || fail "tp-trace on a log directory failed"
+if grep -qE '(^|[^0-9A-Za-z_])-[0-9]' <<<"$text"; then fail "tp-trace printed a negative figure: $text"; fi
+grep -q "rank 1: busy 18 us, idle 32 us" <<<"$text" || fail "tp-trace $logs: unexpected $text"
+# The same rank from two files is refused, naming both, rather than read as overlapping actions.
+if "$trace" "$logs" "$logs/rank_0.log" >"$work/out.txt" 2>"$work/err.txt"; then
+  fail "tp-trace accepted rank 0 twice: $(cat "$work/out.txt")"
+fi
+grep -q "rank 0 is in both '$logs/messages_rank_0.log' and '$logs/rank_0.log'" "$work/err.txt" ||
+  fail "unexpected error: $(cat "$work/err.txt")"
 echo "check_tools: ok"

@@ -1,0 +1,120 @@
+// Tests for launch_env.h: torchrun's, Open MPI's and Slurm's variables, their precedence, and a
+// clear error naming each missing or inconsistent variable.
+#include <catch2/catch.hpp>
+#include <map>
+#include <string>
+
+#include "actors/launch_env.h"
+
+namespace dist = tensorplay::distributed;
+
+namespace {
+
+dist::LaunchEnv read(const std::map<std::string, std::string>& vars) {
+  return dist::read_launch_env([&](const char* name) -> const char* {
+    auto it = vars.find(name);
+    return it == vars.end() ? nullptr : it->second.c_str();
+  });
+}
+
+}  // namespace
+
+TEST_CASE("no launcher variables mean the embedded group of one", "[launch_env]") {
+  dist::LaunchEnv env = read({});
+  CHECK_FALSE(env.launched);
+  CHECK(env.source == "none");
+  CHECK(env.rank == 0);
+  CHECK(env.world_size == 1);
+}
+
+TEST_CASE("torchrun's variables", "[launch_env]") {
+  dist::LaunchEnv env = read({{"RANK", "3"},
+                              {"WORLD_SIZE", "8"},
+                              {"LOCAL_RANK", "1"},
+                              {"LOCAL_WORLD_SIZE", "2"},
+                              {"MASTER_ADDR", "10.0.0.5"},
+                              {"MASTER_PORT", "29400"}});
+  CHECK(env.launched);
+  CHECK(env.source == "torchrun");
+  CHECK(env.rank == 3);
+  CHECK(env.world_size == 8);
+  CHECK(env.local_rank == 1);
+  CHECK(env.local_world_size == 2);
+  CHECK(env.master_addr == "10.0.0.5");
+  CHECK(env.master_port == 29400);
+}
+
+TEST_CASE("missing or inconsistent torchrun variables name the variable", "[launch_env]") {
+  CHECK_THROWS_WITH(read({{"RANK", "0"}}), Catch::Contains("WORLD_SIZE is not set"));
+  CHECK_THROWS_WITH(read({{"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "1"}}),
+                    Catch::Contains("RANK is not set"));
+  CHECK_THROWS_WITH(
+      read({{"RANK", "2"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "1"}}),
+      Catch::Contains("RANK=2 must be less than WORLD_SIZE=2"));
+  CHECK_THROWS_WITH(read({{"RANK", "x"}, {"WORLD_SIZE", "2"}}),
+                    Catch::Contains("RANK='x' is not a whole number"));
+  CHECK_THROWS_WITH(read({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "1"}}),
+                    Catch::Contains("MASTER_ADDR is not set"));
+  CHECK_THROWS_WITH(read({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}}),
+                    Catch::Contains("MASTER_PORT is not set"));
+  CHECK_THROWS_WITH(
+      read({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "70000"}}),
+      Catch::Contains("MASTER_PORT=70000 is out of range"));
+  CHECK_THROWS_WITH(read({{"RANK", "0"}, {"WORLD_SIZE", "0"}}),
+                    Catch::Contains("WORLD_SIZE=0 is out of range"));
+  CHECK_THROWS_WITH(read({{"RANK", "1"},
+                          {"WORLD_SIZE", "4"},
+                          {"LOCAL_RANK", "2"},
+                          {"LOCAL_WORLD_SIZE", "2"},
+                          {"MASTER_ADDR", "h"},
+                          {"MASTER_PORT", "1"}}),
+                    Catch::Contains("local rank"));
+}
+
+TEST_CASE("Open MPI's variables", "[launch_env]") {
+  dist::LaunchEnv env = read({{"OMPI_COMM_WORLD_RANK", "1"},
+                              {"OMPI_COMM_WORLD_SIZE", "2"},
+                              {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
+                              {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}});
+  CHECK(env.source == "openmpi");
+  CHECK(env.rank == 1);
+  CHECK(env.world_size == 2);
+  CHECK(env.master_addr == "127.0.0.1");  // one host: loopback
+  CHECK(env.master_port == 29500);
+  // Several hosts need MASTER_ADDR.
+  CHECK_THROWS_WITH(read({{"OMPI_COMM_WORLD_RANK", "0"},
+                          {"OMPI_COMM_WORLD_SIZE", "4"},
+                          {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}}),
+                    Catch::Contains("MASTER_ADDR is not set"));
+}
+
+TEST_CASE("Slurm's variables and the first host of the node list", "[launch_env]") {
+  dist::LaunchEnv env = read({{"SLURM_PROCID", "5"},
+                              {"SLURM_NTASKS", "8"},
+                              {"SLURM_LOCALID", "1"},
+                              {"SLURM_NTASKS_PER_NODE", "4(x2)"},
+                              {"SLURM_JOB_NODELIST", "gpu[07-08],cpu1"}});
+  CHECK(env.source == "slurm");
+  CHECK(env.rank == 5);
+  CHECK(env.world_size == 8);
+  CHECK(env.local_rank == 1);
+  CHECK(env.local_world_size == 4);
+  CHECK(env.master_addr == "gpu07");
+  CHECK(dist::first_slurm_host("node[3,5-9]") == "node3");
+  CHECK(dist::first_slurm_host("a,b") == "a");
+  CHECK(dist::first_slurm_host("rack[1-2]-n[4-5]") == "rack1-n[4-5]");
+  CHECK_THROWS_WITH(dist::first_slurm_host("n[1-2"), Catch::Contains("unclosed"));
+  CHECK_THROWS_WITH(read({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}}),
+                    Catch::Contains("SLURM_JOB_NODELIST is not set"));
+}
+
+TEST_CASE("torchrun's variables win over Slurm's", "[launch_env]") {
+  dist::LaunchEnv env = read({{"RANK", "1"},
+                              {"WORLD_SIZE", "2"},
+                              {"MASTER_ADDR", "127.0.0.1"},
+                              {"MASTER_PORT", "1234"},
+                              {"SLURM_PROCID", "0"},
+                              {"SLURM_NTASKS", "1"}});
+  CHECK(env.source == "torchrun");
+  CHECK(env.rank == 1);
+}

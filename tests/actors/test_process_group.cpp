@@ -1,0 +1,76 @@
+// Tests for process_group.h in one process: a group of one without launcher variables, new_group
+// checks, collectives on a group of one, clear errors before init. Collectives across processes
+// run in the multiprocess tests (tests/multiprocess).
+#include <catch2/catch.hpp>
+
+#include "actors/process_group.h"
+#include "tensors/tensors.h"
+
+namespace tp = tensorplay;
+namespace dist = tensorplay::distributed;
+
+TEST_CASE("a process group of one, and back", "[process_group]") {
+  dist::destroy_process_group();  // another case may have left one
+  CHECK_FALSE(dist::is_initialized());
+  CHECK(dist::get_rank() == 0);
+  CHECK(dist::get_world_size() == 1);
+  CHECK(dist::get_backend() == "none");
+
+  dist::init_process_group({.backend = "ucx", .env = dist::LaunchEnv{}});
+  CHECK(dist::is_initialized());
+  CHECK(dist::get_backend() == "ucx");
+  CHECK(dist::world_group().ranks() == std::vector<int>{0});
+  CHECK(dist::world_group().rank() == 0);
+  CHECK_THROWS_WITH(dist::init_process_group({.env = dist::LaunchEnv{}}),
+                    Catch::Contains("already initialized"));
+
+  tp::Tensor t = tp::ones({3});
+  dist::all_reduce(t);  // a group of one: unchanged
+  CHECK(t.to_vector() == std::vector<float>{1, 1, 1});
+  dist::barrier();
+  CHECK(dist::world_group().all_gather_bytes("x") == std::vector<std::string>{"x"});
+  dist::destroy_process_group();
+  CHECK_FALSE(dist::is_initialized());
+}
+
+TEST_CASE("new_group checks its ranks", "[process_group]") {
+  CHECK(dist::new_group({0}).ranks() == std::vector<int>{0});
+  CHECK_THROWS_WITH(dist::new_group({}), Catch::Contains("no ranks"));
+  CHECK_THROWS_WITH(dist::new_group({0, 0}), Catch::Contains("listed twice"));
+  CHECK_THROWS_WITH(dist::new_group({1}), Catch::Contains("[0, 1)"));
+  CHECK(dist::new_group({0}).contains(0));
+  CHECK_FALSE(dist::new_group({0}).contains(1));
+}
+
+TEST_CASE("bad init options are clear errors", "[process_group]") {
+  dist::destroy_process_group();
+  CHECK_THROWS_WITH(dist::init_process_group({.backend = "mpi", .env = dist::LaunchEnv{}}),
+                    Catch::Contains("backend 'mpi'"));
+  CHECK_THROWS_WITH(
+      dist::init_process_group({.timeout = std::chrono::milliseconds(0), .env = dist::LaunchEnv{}}),
+      Catch::Contains("timeout must be positive"));
+  CHECK_FALSE(dist::is_initialized());
+}
+
+TEST_CASE("a rank that cannot reach rank 0 fails within its timeout, naming the address",
+          "[process_group]") {
+  dist::destroy_process_group();
+  dist::LaunchEnv env;
+  env.launched = true;
+  env.source = "torchrun";
+  env.rank = 1;
+  env.world_size = 2;
+  env.master_addr = "127.0.0.1";
+  env.master_port = 9;  // discard: nothing listens there
+  auto t0 = std::chrono::steady_clock::now();
+  CHECK_THROWS_WITH(
+      dist::init_process_group({.timeout = std::chrono::milliseconds(300), .env = env}),
+      Catch::Contains("could not reach rank 0 at 127.0.0.1:9"));
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5));
+  CHECK_FALSE(dist::is_initialized());
+}
+
+TEST_CASE("local devices are the CPU without a GPU", "[process_group]") {
+  if (tp::cuda_available()) return;
+  CHECK(dist::local_devices() == std::vector<tp::Device>{tp::cpu()});
+}
