@@ -9,6 +9,7 @@
 #include <iostream>
 #include <map>
 #include <string>
+#include <thread>
 
 #include "actors/process_group.h"
 #include "actors/schedule.h"
@@ -234,6 +235,36 @@ int misuse(const Args& args) {
       }
       std::printf("rank %d: the next step ran\n", rank);
       return 0;
+    } else if (args.misuse == "silent-rank") {
+      // The last rank builds its stage but never steps: the others' step_timeout names it.
+      expect = "did not finish within 1500 ms";
+      TieSkipNet model(world);
+      auto pipe = pp::pipeline(model, {tp::zeros({2, kWidth})});
+      auto stage = pp::build_stage(pipe, rank, tp::cpu(), dist::world_group());
+      pp::Schedule1F1B schedule(stage, 4, tp::nn::mse_loss,
+                                {.step_timeout = std::chrono::milliseconds(1500)});
+      if (rank == world - 1) {
+        std::this_thread::sleep_for(std::chrono::seconds(4));
+        std::printf("rank %d: stayed silent\n", rank);
+        return 0;
+      }
+      auto t0 = std::chrono::steady_clock::now();
+      try {
+        schedule.step(rank == 0 ? std::vector<tp::Tensor>{tp::randn({8, kWidth})}
+                                : std::vector<tp::Tensor>{});
+      } catch (const std::exception& e) {
+        double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        std::string what = e.what();
+        bool ok = what.find(expect) != std::string::npos &&
+                  what.find("rank " + std::to_string(world - 1) + ": no step started") !=
+                      std::string::npos &&
+                  s < 1.5 + 2.5;
+        std::printf("rank %d: %s error after %.2f s: %s\n", rank,
+                    ok ? "the expected" : "an UNEXPECTED", s, e.what());
+        return ok ? 0 : 1;
+      }
+      std::printf("rank %d: the step finished without the silent rank\n", rank);
+      return 1;
     } else {
       throw std::invalid_argument("unknown misuse case " + args.misuse);
     }
@@ -246,13 +277,64 @@ int misuse(const Args& args) {
   return 1;
 }
 
+// Collectives across processes: barrier, all_reduce (float32 and bfloat16, world and a subgroup),
+// all_gather; last, a barrier one rank skips fails on the others naming it.
+int collectives() {
+  const int rank = dist::get_rank(), world = dist::get_world_size();
+  int bad = 0;
+  auto expect = [&](bool ok, const std::string& what) {
+    if (!ok) {
+      std::printf("rank %d: FAILED: %s\n", rank, what.c_str());
+      ++bad;
+    }
+  };
+  dist::barrier();
+  for (tp::DType dtype : {tp::DType::Float32, tp::DType::BFloat16}) {
+    tp::Tensor t = tp::full({5}, static_cast<float>(rank + 1)).to(dtype);
+    dist::all_reduce(t);
+    float want = world * (world + 1) / 2.0f;
+    expect(t.dtype() == dtype, "all_reduce keeps the dtype");
+    for (float v : t.to_vector()) expect(v == want, "all_reduce sums over the world");
+  }
+  dist::ProcessGroup ends = dist::new_group({0, world - 1});
+  if (ends.contains(rank)) {
+    tp::Tensor t = tp::full({2, 3}, static_cast<float>(rank));
+    ends.all_reduce(t);
+    for (float v : t.to_vector()) expect(v == world - 1, "all_reduce over a subgroup");
+    expect(ends.all_gather_bytes(std::to_string(rank)) ==
+               std::vector<std::string>{"0", std::to_string(world - 1)},
+           "all_gather_bytes by group rank");
+  }
+  if (rank != 1) {
+    auto t0 = std::chrono::steady_clock::now();
+    try {
+      dist::barrier();
+      expect(false, "a barrier without rank 1 returned");
+    } catch (const dist::DistributedError& e) {
+      std::string what = e.what();
+      double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      expect(what.find("did not take part") != std::string::npos &&
+                 what.find("[1]") != std::string::npos,
+             "the timeout names rank 1: " + what);
+      expect(s < 10, "the barrier timed out in time");
+    }
+  } else {
+    std::this_thread::sleep_for(std::chrono::seconds(4));
+  }
+  std::printf("rank %d: collectives over %d processes: %s\n", rank, world,
+              bad == 0 ? "all as expected" : "MISMATCHES");
+  return bad == 0 ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   try {
     Args args = parse(argc, argv);
-    dist::init_process_group({.timeout = std::chrono::seconds(60)});
-    int rc = args.misuse.empty() ? equivalence(args) : misuse(args);
+    bool coll = args.misuse == "collectives";
+    // Collectives wait their group's timeout: short where the check waits for one on purpose.
+    dist::init_process_group({.timeout = std::chrono::seconds(coll ? 3 : 60)});
+    int rc = coll ? collectives() : args.misuse.empty() ? equivalence(args) : misuse(args);
     std::fflush(stdout);
     return rc;
   } catch (const std::exception& e) {
