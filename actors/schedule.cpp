@@ -265,8 +265,13 @@ void PipelineSchedule::Impl::setup_distributed() {
   my_rank = static_cast<int>(me - group_ranks.begin());
 
   std::ostringstream info;
-  // NCCL carries the tensors when every rank's stages are on a GPU and NCCL is usable there.
-  bool wants_nccl = cluster->backend == "nccl" && transport::nccl_available();
+  // NCCL carries the tensors when every rank's stages are on a GPU and NCCL is usable there, for
+  // schedules of one stage per rank: there each communicator (one per direction) carries
+  // traffic one way between two ranks. Looped and V placements send both ways between a pair
+  // within one direction, where two large sends issued before their receives would wait on
+  // each other; they stage device tensors through host memory over UCX instead.
+  bool wants_nccl = cluster->backend == "nccl" && transport::nccl_available() &&
+                    schedules::is_single_stage_per_rank(kind);
   for (const auto& s : stages) wants_nccl = wants_nccl && s->device().is_cuda();
   info << name << ' ' << n_microbatches << ' ' << num_stages << ' ' << stages_per_rank << ' '
        << stages.size();

@@ -173,6 +173,7 @@ fi
 # device of one host, so each rank claims its own host id and NCCL talks over sockets.
 if cmake --build "$build" -j "$jobs" --target mp_pipeline_check tp-launch \
     >"$logs/build_multiprocess.log" 2>&1; then
+  # 1F1B goes over NCCL; ZBV stages device tensors through host memory over UCX.
   for kind in 1F1B ZBVZeroBubble; do
     over_budget && { row nccl "2 processes $kind" SKIP "time budget spent"; continue; }
     log="$logs/nccl_pipeline_$kind.log"
