@@ -62,65 +62,79 @@ std::string first_slurm_host(const std::string& nodelist) {
   return first.substr(0, open) + head + first.substr(close + 1);
 }
 
+namespace {
+
+/// The variables one launcher sets (a missing local pair defaults to one host).
+struct Convention {
+  const char* source;
+  const char* rank;
+  const char* size;
+  const char* local_rank;
+  const char* local_size;
+};
+
+constexpr Convention kConventions[] = {
+    {"torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"},
+    {"openmpi", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
+     "OMPI_COMM_WORLD_LOCAL_SIZE"},
+    {"slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NTASKS_PER_NODE"},
+};
+
+}  // namespace
+
 LaunchEnv read_launch_env(const EnvLookup& getenv) {
   constexpr int kMaxRanks = 1 << 20;
   LaunchEnv env;
-  auto master = [&](const std::string& fallback_addr) {
-    const char* addr = getenv("MASTER_ADDR");
-    env.master_addr = addr ? std::string(addr) : fallback_addr;
-    if (env.master_addr.empty())
-      throw std::invalid_argument("launcher environment: MASTER_ADDR is empty");
-    env.master_port = parse_or(getenv, "MASTER_PORT", 29500, 1, 65535);
-  };
-  if (getenv("RANK") || getenv("WORLD_SIZE")) {
-    env.source = "torchrun";
-    env.world_size = parse_int(getenv, "WORLD_SIZE", 1, kMaxRanks);
-    env.rank = parse_int(getenv, "RANK", 0, kMaxRanks);
-    check_below(env.rank, "RANK", env.world_size, "WORLD_SIZE");
-    env.local_rank = parse_or(getenv, "LOCAL_RANK", env.rank, 0, kMaxRanks);
-    env.local_world_size = parse_or(getenv, "LOCAL_WORLD_SIZE", env.world_size, 1, kMaxRanks);
-    if (!getenv("MASTER_ADDR") && env.world_size > 1)
-      throw std::invalid_argument(
-          "launcher environment: MASTER_ADDR is not set (RANK and WORLD_SIZE are): set it to "
-          "rank 0's host, or start the program with tp-launch");
-    if (!getenv("MASTER_PORT") && env.world_size > 1)
-      throw std::invalid_argument(
-          "launcher environment: MASTER_PORT is not set (RANK and WORLD_SIZE are): set it to a "
-          "free port on rank 0's host, or start the program with tp-launch");
-    master("127.0.0.1");
-  } else if (getenv("OMPI_COMM_WORLD_RANK") || getenv("OMPI_COMM_WORLD_SIZE")) {
-    env.source = "openmpi";
-    env.world_size = parse_int(getenv, "OMPI_COMM_WORLD_SIZE", 1, kMaxRanks);
-    env.rank = parse_int(getenv, "OMPI_COMM_WORLD_RANK", 0, kMaxRanks);
-    check_below(env.rank, "OMPI_COMM_WORLD_RANK", env.world_size, "OMPI_COMM_WORLD_SIZE");
-    env.local_rank = parse_or(getenv, "OMPI_COMM_WORLD_LOCAL_RANK", env.rank, 0, kMaxRanks);
-    env.local_world_size =
-        parse_or(getenv, "OMPI_COMM_WORLD_LOCAL_SIZE", env.world_size, 1, kMaxRanks);
-    if (!getenv("MASTER_ADDR") && env.local_world_size != env.world_size)
-      throw std::invalid_argument(
-          "launcher environment: MASTER_ADDR is not set, and this Open MPI job spans several "
-          "hosts: set MASTER_ADDR to rank 0's host (mpirun -x MASTER_ADDR=...)");
-    master("127.0.0.1");
-  } else if (getenv("SLURM_PROCID") || getenv("SLURM_NTASKS")) {
-    env.source = "slurm";
-    env.world_size = parse_int(getenv, "SLURM_NTASKS", 1, kMaxRanks);
-    env.rank = parse_int(getenv, "SLURM_PROCID", 0, kMaxRanks);
-    check_below(env.rank, "SLURM_PROCID", env.world_size, "SLURM_NTASKS");
-    env.local_rank = parse_or(getenv, "SLURM_LOCALID", 0, 0, kMaxRanks);
-    env.local_world_size = parse_or(getenv, "SLURM_NTASKS_PER_NODE", 1, 1, kMaxRanks);
-    const char* nodes = getenv("SLURM_JOB_NODELIST");
-    if (!nodes) nodes = getenv("SLURM_NODELIST");
-    if (!nodes && !getenv("MASTER_ADDR"))
-      throw std::invalid_argument(
-          "launcher environment: SLURM_JOB_NODELIST is not set (SLURM_PROCID is): cannot tell "
-          "rank 0's host; set MASTER_ADDR");
-    master(nodes ? first_slurm_host(nodes) : std::string());
-  } else {
+  const Convention* found = nullptr;
+  for (const Convention& c : kConventions)
+    if (getenv(c.rank) || getenv(c.size)) {
+      found = &c;
+      break;
+    }
+  if (!found) {
     env.source = "none";
     return env;
   }
+  const Convention& c = *found;
   env.launched = true;
-  check_below(env.local_rank, "the local rank", env.local_world_size, "the local world size");
+  env.source = c.source;
+  env.world_size = parse_int(getenv, c.size, 1, kMaxRanks);
+  env.rank = parse_int(getenv, c.rank, 0, kMaxRanks);
+  check_below(env.rank, c.rank, env.world_size, c.size);
+  env.local_rank = parse_or(getenv, c.local_rank, env.rank, 0, kMaxRanks);
+  env.local_world_size = parse_or(getenv, c.local_size, env.world_size, 1, kMaxRanks);
+  check_below(env.local_rank, c.local_rank, env.local_world_size, c.local_size);
+
+  // Where rank 0 listens: MASTER_ADDR/MASTER_PORT wherever they are set; torchrun requires them,
+  // Open MPI on one host and Slurm (its node list's first host) imply the address.
+  const char* addr = getenv("MASTER_ADDR");
+  const bool one_host = env.local_world_size == env.world_size;
+  if (!addr && env.source == std::string("torchrun") && env.world_size > 1)
+    throw std::invalid_argument(
+        "launcher environment: MASTER_ADDR is not set (RANK and WORLD_SIZE are): set it to "
+        "rank 0's host, or start the program with tp-launch");
+  if (!getenv("MASTER_PORT") && env.source == std::string("torchrun") && env.world_size > 1)
+    throw std::invalid_argument(
+        "launcher environment: MASTER_PORT is not set (RANK and WORLD_SIZE are): set it to a "
+        "free port on rank 0's host, or start the program with tp-launch");
+  if (!addr && env.source == std::string("openmpi") && !one_host)
+    throw std::invalid_argument(
+        "launcher environment: MASTER_ADDR is not set, and this Open MPI job spans several "
+        "hosts: set MASTER_ADDR to rank 0's host (mpirun -x MASTER_ADDR=...)");
+  if (addr) {
+    env.master_addr = addr;
+  } else if (env.source == std::string("slurm")) {
+    const char* nodes = getenv("SLURM_JOB_NODELIST");
+    if (!nodes) nodes = getenv("SLURM_NODELIST");
+    if (!nodes)
+      throw std::invalid_argument(
+          "launcher environment: SLURM_JOB_NODELIST is not set (SLURM_PROCID is): cannot tell "
+          "rank 0's host; set MASTER_ADDR");
+    env.master_addr = first_slurm_host(nodes);
+  }
+  if (env.master_addr.empty())
+    throw std::invalid_argument("launcher environment: MASTER_ADDR is empty");
+  env.master_port = parse_or(getenv, "MASTER_PORT", 29500, 1, 65535);
   return env;
 }
 

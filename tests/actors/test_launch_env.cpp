@@ -68,7 +68,7 @@ TEST_CASE("missing or inconsistent torchrun variables name the variable", "[laun
                           {"LOCAL_WORLD_SIZE", "2"},
                           {"MASTER_ADDR", "h"},
                           {"MASTER_PORT", "1"}}),
-                    Catch::Contains("local rank"));
+                    Catch::Contains("LOCAL_RANK=2 must be less than LOCAL_WORLD_SIZE=2"));
 }
 
 TEST_CASE("Open MPI's variables", "[launch_env]") {
