@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <caf/io/all.hpp>
 #include <cstring>
+#include <fstream>
 #include <thread>
 
 #include "actors/detail/caf_system.h"
@@ -162,6 +163,15 @@ std::string host_name() {
   return name;
 }
 
+/// Names this machine: processes with the same boot id share a kernel (and its shared memory),
+/// whatever network namespace they are in.
+std::string machine_id() {
+  std::ifstream boot("/proc/sys/kernel/random/boot_id");
+  std::string id;
+  std::getline(boot, id);
+  return id + "/" + host_name();
+}
+
 uint64_t group_hash(const std::vector<int>& ranks) {
   uint64_t h = 1469598103934665603ULL;  // FNV-1a
   for (int r : ranks) {
@@ -301,6 +311,7 @@ void connect_to_job(Cluster& c, const InitOptions& options) {
   me.rank = env.rank;
   me.world_size = env.world_size;
   me.host = env.rank == 0 ? env.master_addr : my_host;
+  me.machine = detail::machine_id();
   me.port = c.port;
   me.token = token;
   me.actor = c.self_actor;
@@ -392,8 +403,12 @@ void connect_to_job(Cluster& c, const InitOptions& options) {
 
   if (c.ucx) {
     std::vector<std::vector<uint8_t>> addresses;
-    for (const PeerEntry& p : c.peers) addresses.emplace_back(p.ucx.begin(), p.ucx.end());
-    static_cast<transport::UcxChannel&>(*c.ucx).connect(addresses);
+    std::vector<bool> same_host;
+    for (const PeerEntry& p : c.peers) {
+      addresses.emplace_back(p.ucx.begin(), p.ucx.end());
+      same_host.push_back(p.machine == me.machine);
+    }
+    static_cast<transport::UcxChannel&>(*c.ucx).connect(addresses, same_host);
   }
   // Everyone connected before anyone uses the group.
   std::vector<int> everyone(env.world_size);

@@ -20,10 +20,10 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
-#include <deque>
 #include <future>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <unordered_map>
 #include <unordered_set>
@@ -40,9 +40,9 @@ constexpr int kIndexBits = 15;
 static_assert(kStepBits + kStageBits + 1 + kMicrobatchBits + kIndexBits == 64);
 
 // Bounded waits: the destructor and callers waiting on the progress thread never hang.
-constexpr auto kSendDrainTime = std::chrono::seconds(1);  // sends still in flight at close
+constexpr auto kSendDrainTime = std::chrono::seconds(1);     // sends still in flight at close
 constexpr auto kCloseTime = std::chrono::milliseconds(500);  // endpoint flushes at close
-constexpr auto kCallTime = std::chrono::seconds(10);        // a caller waiting on the thread
+constexpr auto kCallTime = std::chrono::seconds(10);         // a caller waiting on the thread
 constexpr int kMaxSleepMs = 50;  // longest sleep before deadlines are looked at again
 
 std::string status_text(ucs_status_t status) { return ucs_status_string(status); }
@@ -60,6 +60,20 @@ std::string tensor_of(size_t index, const TransferTag& tag, int peer) {
 std::chrono::microseconds spin_time() {
   const char* text = std::getenv("TENSORPLAY_UCX_SPIN_US");
   return std::chrono::microseconds(text ? std::strtol(text, nullptr, 10) : 50);
+}
+
+// UCX 1.13 reports a dead peer only on transports that detect it (tcp, cma), so with peer error
+// handling two ranks on one host talk over loopback TCP instead of shared memory. By default a
+// peer on this host gets no error handling (shared memory; the runtime's heartbeats and
+// timeouts notice a dead one) and a peer on another host gets it. TENSORPLAY_UCX_ERROR_MODE
+// (`peer` or `none`) forces one mode for every peer.
+std::optional<ucp_err_handling_mode_t> forced_error_mode() {
+  const char* text = std::getenv("TENSORPLAY_UCX_ERROR_MODE");
+  if (text == nullptr || std::string(text) == "auto") return std::nullopt;
+  if (std::string(text) == "peer") return UCP_ERR_HANDLING_MODE_PEER;
+  if (std::string(text) == "none") return UCP_ERR_HANDLING_MODE_NONE;
+  throw TransferError("ucx channel: TENSORPLAY_UCX_ERROR_MODE is '" + std::string(text) +
+                      "'; use auto, peer or none");
 }
 
 struct ReceiveKey {
@@ -100,7 +114,8 @@ class UcxChannel::Impl {
   ~Impl();
 
   // Caller side (any thread).
-  void connect(const std::vector<std::vector<uint8_t>>& addresses);
+  void connect(const std::vector<std::vector<uint8_t>>& addresses,
+               const std::vector<bool>& same_host);
   std::vector<TensorDescriptor> send(int peer, const TransferTag& tag, std::vector<Tensor> tensors);
   void post_receive(int peer, const TransferTag& tag, std::vector<TensorDescriptor> descriptors,
                     Device device, std::chrono::milliseconds timeout, ReceiveDone done);
@@ -113,7 +128,7 @@ class UcxChannel::Impl {
   std::atomic<size_t> pending_{0};
 
  private:
-  // -- member types ------------------------------------------------------------------------------
+  // -- member types -------------------------------------------------------------------------------
 
   struct SendOp;
   struct SendPiece {
@@ -174,22 +189,19 @@ class UcxChannel::Impl {
     int rank = 0;
   };
 
-  // -- caller side -------------------------------------------------------------------------------
+  // -- caller side --------------------------------------------------------------------------------
 
   void check_peer(int peer, const char* verb) const;
   void enqueue(std::function<void()> operation);
   /// Runs `operation` on the progress thread and waits for it (inline when already there).
   void call_on_thread(std::function<void()> operation);
 
-  // -- progress thread ---------------------------------------------------------------------------
+  // -- progress thread ----------------------------------------------------------------------------
 
-  void run(std::promise<void>* ready);
+  void run();
   void create_worker();
   bool run_queued();
   void sleep_until_event(Clock::time_point now);
-  bool in_flight() const {
-    return !receives_.empty() || !sends_.empty() || !retired_.empty() || !discards_.empty();
-  }
   void sweep();
   void shut_down();
   void progress_for(Clock::duration limit, const std::function<bool()>& finished);
@@ -213,10 +225,10 @@ class UcxChannel::Impl {
   void handle_failed_peers();
   void mark_failed(int peer, const std::string& why);
 
-  // -- state shared with callers (under mutex_) --------------------------------------------------
+  // -- state shared with callers (under mutex_) ---------------------------------------------------
 
   mutable std::mutex mutex_;
-  std::deque<std::function<void()>> queue_;
+  std::vector<std::function<void()>> queue_;
   std::vector<PeerState> peers_;
   std::unordered_set<ReceiveKey, ReceiveKeyHash> posted_;  // receives not completed
   bool connected_ = false;
@@ -224,12 +236,14 @@ class UcxChannel::Impl {
   std::atomic<bool> sleeping_{false};  // the thread is (about to be) blocked in poll
   std::atomic<bool> stop_{false};
 
-  // -- progress thread only ----------------------------------------------------------------------
+  // -- progress thread only (the constructor and destructor, before and after it)
+  // ------------------
 
   ucp_context_h context_ = nullptr;
   ucp_worker_h worker_ = nullptr;
   int event_fd_ = -1;
   const std::chrono::microseconds spin_ = spin_time();
+  const std::optional<ucp_err_handling_mode_t> forced_error_mode_ = forced_error_mode();
   std::vector<ucp_ep_h> endpoints_;
   std::vector<PeerArg> peer_args_;
   std::vector<std::pair<int, ucs_status_t>> failed_peers_;  // reported by UCX, not yet handled
@@ -238,9 +252,9 @@ class UcxChannel::Impl {
   std::multimap<Clock::time_point, ReceiveOp*> deadlines_;
   std::vector<std::shared_ptr<ReceiveOp>> retired_;  // finished, UCX requests outstanding
   std::vector<Completion> completions_;              // to deliver outside UCX callbacks
-  std::vector<std::unique_ptr<Discard>> discards_;  // messages nobody will receive
+  std::vector<std::function<void()>> running_;       // operations taken from queue_
+  std::vector<std::unique_ptr<Discard>> discards_;   // messages nobody will receive
   std::thread thread_;
-  std::thread::id thread_id_;
 };
 
 UcxChannel::Impl::Impl(int rank, int world_size)
@@ -259,27 +273,22 @@ UcxChannel::Impl::Impl(int rank, int world_size)
   ucs_status_t status = ucp_init(&params, config, &context_);
   ucp_config_release(config);
   check(status, "ucp_init");
-
-  std::promise<void> ready;
-  auto started = ready.get_future();
-  thread_ = std::thread([this, &ready] { run(&ready); });
   try {
-    started.get();
+    create_worker();
   } catch (...) {
-    thread_.join();
     ucp_cleanup(context_);
     throw;
   }
+  // From here on only the progress thread touches the worker, until it is joined.
+  thread_ = std::thread([this] { run(); });
 }
 
 UcxChannel::Impl::~Impl() {
   stop_.store(true);
-  {
-    std::lock_guard lock(mutex_);
-    queued_.store(true);  // ends a spin at once
-  }
+  queued_.store(true);  // ends a spin at once
   ucp_worker_signal(worker_);
   thread_.join();
+  ucp_worker_destroy(worker_);
   ucp_cleanup(context_);
 }
 
@@ -314,7 +323,7 @@ void UcxChannel::Impl::enqueue(std::function<void()> operation) {
 }
 
 void UcxChannel::Impl::call_on_thread(std::function<void()> operation) {
-  if (std::this_thread::get_id() == thread_id_) {
+  if (std::this_thread::get_id() == thread_.get_id()) {
     operation();
     return;
   }
@@ -323,12 +332,12 @@ void UcxChannel::Impl::call_on_thread(std::function<void()> operation) {
   enqueue([task] { (*task)(); });
   if (result.wait_for(kCallTime) != std::future_status::ready)
     throw TransferError("ucx channel: the progress thread did not answer within " +
-                        std::to_string(kCallTime.count()) +
-                        " s (is a receive callback blocked?)");
+                        std::to_string(kCallTime.count()) + " s (is a receive callback blocked?)");
   result.get();
 }
 
-void UcxChannel::Impl::connect(const std::vector<std::vector<uint8_t>>& addresses) {
+void UcxChannel::Impl::connect(const std::vector<std::vector<uint8_t>>& addresses,
+                               const std::vector<bool>& same_host) {
   if (static_cast<int>(addresses.size()) != world_size_)
     throw TransferError("ucx channel: connect() got " + std::to_string(addresses.size()) +
                         " addresses for " + std::to_string(world_size_) + " ranks");
@@ -337,14 +346,16 @@ void UcxChannel::Impl::connect(const std::vector<std::vector<uint8_t>>& addresse
     if (connected_) throw TransferError("ucx channel: connect() was already called");
     connected_ = true;
   }
-  call_on_thread([this, addresses] {
+  call_on_thread([this, addresses, same_host] {
     for (int r = 0; r < world_size_; ++r) {
       if (r == rank_ || addresses[r].empty()) continue;
       ucp_ep_params_t params{};
-      params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS |
-                          UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;
+      params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                          UCP_EP_PARAM_FIELD_ERR_HANDLER;
       params.address = reinterpret_cast<const ucp_address_t*>(addresses[r].data());
-      params.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+      const bool local = r < static_cast<int>(same_host.size()) && same_host[r];
+      params.err_mode = forced_error_mode_.value_or(local ? UCP_ERR_HANDLING_MODE_NONE
+                                                          : UCP_ERR_HANDLING_MODE_PEER);
       params.err_handler.cb = &Impl::on_endpoint_error;
       params.err_handler.arg = &peer_args_[r];
       check(ucp_ep_create(worker_, &params, &endpoints_[r]),
@@ -352,13 +363,13 @@ void UcxChannel::Impl::connect(const std::vector<std::vector<uint8_t>>& addresse
     }
   });
   std::lock_guard lock(mutex_);
-  for (int r = 0; r < world_size_; ++r)
-    peers_[r].connected = r != rank_ && !addresses[r].empty();
+  for (int r = 0; r < world_size_; ++r) peers_[r].connected = r != rank_ && !addresses[r].empty();
 }
 
 std::vector<TensorDescriptor> UcxChannel::Impl::send(int peer, const TransferTag& tag,
                                                      std::vector<Tensor> tensors) {
   check_peer(peer, "send to");
+  if (!tensors.empty()) UcxChannel::ucx_tag(tag, tensors.size() - 1);  // throws when it cannot fit
   std::vector<TensorDescriptor> descriptors;
   descriptors.reserve(tensors.size());
   auto op = std::make_shared<SendOp>();
@@ -382,6 +393,7 @@ void UcxChannel::Impl::post_receive(int peer, const TransferTag& tag,
                                     std::vector<TensorDescriptor> descriptors, Device device,
                                     std::chrono::milliseconds timeout, ReceiveDone done) {
   check_peer(peer, "receive from");
+  if (!descriptors.empty()) UcxChannel::ucx_tag(tag, descriptors.size() - 1);
   auto op = std::make_shared<ReceiveOp>();
   op->impl = this;
   op->key = {peer, tag};
@@ -396,8 +408,8 @@ void UcxChannel::Impl::post_receive(int peer, const TransferTag& tag,
     }
     const uint64_t expected = static_cast<uint64_t>(numel(d.shape)) * element_size(d.dtype);
     if (d.bytes != expected)
-      throw TransferError("ucx channel: descriptor " + std::to_string(i) + " of " +
-                          to_string(tag) + " from rank " + std::to_string(peer) + " says " +
+      throw TransferError("ucx channel: descriptor " + std::to_string(i) + " of " + to_string(tag) +
+                          " from rank " + std::to_string(peer) + " says " +
                           std::to_string(d.bytes) + " bytes, but its shape and dtype hold " +
                           std::to_string(expected));
     // The host caching allocator hands back blocks of earlier steps: no fresh pages to fault in.
@@ -441,7 +453,7 @@ void UcxChannel::Impl::cancel_all() {
 void UcxChannel::Impl::create_worker() {
   ucp_worker_params_t params{};
   params.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
-  params.thread_mode = UCS_THREAD_MODE_SINGLE;  // only this thread touches the worker
+  params.thread_mode = UCS_THREAD_MODE_SINGLE;  // one thread at a time: the progress thread
   check(ucp_worker_create(context_, &params, &worker_), "creating the UCX worker");
   ucp_address_t* address = nullptr;
   size_t length = 0;
@@ -458,16 +470,7 @@ void UcxChannel::Impl::create_worker() {
   }
 }
 
-void UcxChannel::Impl::run(std::promise<void>* ready) {
-  thread_id_ = std::this_thread::get_id();
-  try {
-    create_worker();
-  } catch (...) {
-    ready->set_exception(std::current_exception());
-    return;
-  }
-  ready->set_value();
-
+void UcxChannel::Impl::run() {
   Clock::time_point last_busy = Clock::now();
   while (!stop_.load()) {
     bool busy = run_queued();
@@ -479,12 +482,16 @@ void UcxChannel::Impl::run(std::promise<void>* ready) {
     busy |= deliver_completions();
     if (busy) {
       last_busy = now;
-    } else if (!in_flight() || now - last_busy >= spin_) {
+    } else if (now - last_busy < spin_) {
+      // Spin a little after any activity: the next message, or the caller's next operation,
+      // usually follows within microseconds. Yield between polls so that a caller just woken by
+      // a callback, or the other rank on a two-core machine, is not kept off the core.
+      std::this_thread::yield();
+    } else {
       sleep_until_event(now);  // spinning longer would take a core from the ranks' compute
     }
   }
   shut_down();
-  ucp_worker_destroy(worker_);
 }
 
 void UcxChannel::Impl::sweep() {
@@ -495,14 +502,22 @@ void UcxChannel::Impl::sweep() {
 
 bool UcxChannel::Impl::run_queued() {
   if (!queued_.load()) return false;
-  std::deque<std::function<void()>> operations;
   {
     std::lock_guard lock(mutex_);
-    operations.swap(queue_);
+    running_.swap(queue_);  // both keep their capacity: no allocation per turn
     queued_.store(false);
   }
-  for (auto& operation : operations) operation();
-  return !operations.empty();
+  for (auto& operation : running_) {
+    try {
+      operation();
+    } catch (const std::exception& e) {  // only allocation failures can get here
+      std::fprintf(stderr, "ucx channel: an operation failed on the progress thread: %s\n",
+                   e.what());
+    }
+  }
+  const bool ran = !running_.empty();
+  running_.clear();
+  return ran;
 }
 
 void UcxChannel::Impl::sleep_until_event(Clock::time_point now) {
@@ -512,10 +527,12 @@ void UcxChannel::Impl::sleep_until_event(Clock::time_point now) {
     timeout_ms = static_cast<int>(std::clamp<int64_t>(left.count(), 0, kMaxSleepMs));
   }
   sleeping_.store(true);
-  // UCS_ERR_BUSY: events are waiting to be progressed; go round again instead of sleeping.
-  if (ucp_worker_arm(worker_) == UCS_OK && !queued_.load()) {
+  // UCS_ERR_BUSY: events are waiting to be progressed; go round again instead of sleeping. Any
+  // other failure to arm: sleep a millisecond at most (callers' signals still wake the fd).
+  const ucs_status_t armed = ucp_worker_arm(worker_);
+  if (armed != UCS_ERR_BUSY && !queued_.load()) {
     pollfd fd{event_fd_, POLLIN, 0};
-    poll(&fd, 1, timeout_ms);
+    poll(&fd, 1, armed == UCS_OK ? timeout_ms : std::min(timeout_ms, 1));
   }
   sleeping_.store(false);
 }
@@ -542,6 +559,7 @@ void UcxChannel::Impl::shut_down() {
     finish(op, "ucx channel: the channel was closed while receiving " + to_string(op->key.tag) +
                    " from rank " + std::to_string(op->key.peer));
   deliver_completions();
+  discard_unexpected();  // nobody will receive them now
 
   // Sends in flight get a bounded time to leave (a receiver may be about to post); receives
   // cancelled mid-transfer finish their rendezvous.
@@ -568,6 +586,7 @@ void UcxChannel::Impl::shut_down() {
                        [](void* r) { return ucp_request_check_status(r) != UCS_INPROGRESS; });
   });
   for (void* request : closing) ucp_request_free(request);
+  discard_unexpected();  // what arrived meanwhile (the worker would warn about it)
   deliver_completions();
 }
 
@@ -583,8 +602,8 @@ void UcxChannel::Impl::start_send(const std::shared_ptr<SendOp>& op) {
   op->outstanding = 1;  // held while posting
   for (SendPiece& piece : op->pieces) {
     ucp_request_param_t param{};
-    param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
-                         UCP_OP_ATTR_FIELD_MEMORY_TYPE;
+    param.op_attr_mask =
+        UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_MEMORY_TYPE;
     param.cb.send = &Impl::on_sent;
     param.user_data = op.get();
     param.memory_type = UCS_MEMORY_TYPE_HOST;
@@ -669,8 +688,12 @@ void UcxChannel::Impl::piece_received(ReceivePiece& piece, ucs_status_t status, 
   ReceiveOp* op = piece.op;
   if (op->finished) return;  // cancelled, timed out or failed already
   const uint64_t expected = op->descriptors[piece.index].bytes;
+  if (status == UCS_OK && length == expected) {
+    if (++op->received == op->pieces.size()) finish(op, {});
+    return;
+  }
   const std::string what = tensor_of(piece.index, op->key.tag, op->key.peer);
-  if (status == UCS_OK && length != expected) {
+  if (status == UCS_OK) {
     finish(op, "ucx channel: " + what + ": " + std::to_string(length) +
                    " bytes arrived, its descriptor says " + std::to_string(expected) +
                    " (the descriptors do not match what was sent)");
@@ -678,10 +701,8 @@ void UcxChannel::Impl::piece_received(ReceivePiece& piece, ucs_status_t status, 
     finish(op, "ucx channel: " + what + ": more bytes arrived than the " +
                    std::to_string(expected) +
                    " its descriptor says (the descriptors do not match what was sent)");
-  } else if (status != UCS_OK) {
+  } else {
     finish(op, "ucx channel: receiving " + what + " failed (" + status_text(status) + ")");
-  } else if (++op->received == op->pieces.size()) {
-    finish(op, {});
   }
 }
 
@@ -691,8 +712,8 @@ std::string UcxChannel::Impl::nothing_arrived(const ReceiveOp& op) const {
   if (op.received == 0)
     return "ucx channel: nothing arrived for " + to_string(op.key.tag) + from + within;
   return "ucx channel: only " + std::to_string(op.received) + " of " +
-         std::to_string(op.pieces.size()) + " tensors of " + to_string(op.key.tag) +
-         " arrived" + from + within;
+         std::to_string(op.pieces.size()) + " tensors of " + to_string(op.key.tag) + " arrived" +
+         from + within;
 }
 
 void UcxChannel::Impl::finish(ReceiveOp* op, std::string error) {
@@ -710,8 +731,8 @@ void UcxChannel::Impl::finish(ReceiveOp* op, std::string error) {
     std::lock_guard lock(mutex_);
     posted_.erase(op->key);
   }
-  completions_.push_back({std::move(op->done), error.empty() ? std::move(op->tensors)
-                                                            : std::vector<Tensor>{},
+  completions_.push_back({std::move(op->done),
+                          error.empty() ? std::move(op->tensors) : std::vector<Tensor>{},
                           std::move(error), op->device});
   if (op->outstanding > 0) retired_.push_back(std::move(node.mapped()));
 }
@@ -734,8 +755,8 @@ bool UcxChannel::Impl::deliver_completions() {
           if (t.defined()) t = t.to(c.device);  // staged through host memory
       } catch (const std::exception& e) {
         c.tensors.clear();
-        c.error = std::string("ucx channel: copying a received tensor to ") +
-                  to_string(c.device) + " failed: " + e.what();
+        c.error = std::string("ucx channel: copying a received tensor to ") + to_string(c.device) +
+                  " failed: " + e.what();
       }
     }
     try {
@@ -797,9 +818,8 @@ void UcxChannel::Impl::handle_failed_peers() {
       param.flags = UCP_EP_CLOSE_FLAG_FORCE;
       ucs_status_ptr_t request = ucp_ep_close_nbx(endpoint, &param);
       if (UCS_PTR_IS_PTR(request)) {
-        progress_for(kCloseTime, [request] {
-          return ucp_request_check_status(request) != UCS_INPROGRESS;
-        });
+        progress_for(kCloseTime,
+                     [request] { return ucp_request_check_status(request) != UCS_INPROGRESS; });
         ucp_request_free(request);
       }
     }
@@ -819,8 +839,9 @@ UcxChannel::~UcxChannel() = default;
 
 std::vector<uint8_t> UcxChannel::address() const { return impl_->address_; }
 
-void UcxChannel::connect(const std::vector<std::vector<uint8_t>>& addresses) {
-  impl_->connect(addresses);
+void UcxChannel::connect(const std::vector<std::vector<uint8_t>>& addresses,
+                         const std::vector<bool>& same_host) {
+  impl_->connect(addresses, same_host);
 }
 
 int UcxChannel::rank() const { return impl_->rank_; }

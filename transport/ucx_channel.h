@@ -12,13 +12,18 @@
 namespace tensorplay::transport {
 
 /// Moves tensors between the ranks of a process group with UCX tag messages. Device tensors are
-/// staged through host memory. A progress thread drives UCX; it spins for a few tens of
-/// microseconds while transfers are in flight and otherwise sleeps on the worker's event fd.
-/// UCX's own environment variables (UCX_TLS, UCX_NET_DEVICES, ...) apply; TENSORPLAY_UCX_SPIN_US
-/// sets how long the thread spins before sleeping (default 50).
+/// staged through host memory. A progress thread drives UCX: after any activity it polls for a
+/// few tens of microseconds (yielding the core between polls), then sleeps on the worker's event
+/// fd. UCX's own environment variables (UCX_TLS, UCX_NET_DEVICES, ...) apply, and:
+///  - TENSORPLAY_UCX_SPIN_US: how long the thread polls before sleeping (default 50);
+///  - TENSORPLAY_UCX_ERROR_MODE: `peer` reports a dead peer to the receives posted for it, but
+///    UCX 1.13 then keeps to transports that detect one (loopback TCP between processes of one
+///    host); `none` lets it use shared memory and CMA, and a dead peer is noticed only when a
+///    receive times out (or by the runtime's heartbeats); `auto` (the default) is `none` for
+///    peers on this host and `peer` for the others.
 class UcxChannel final : public Channel {
  public:
-  // -- construction ------------------------------------------------------------------------------
+  // -- construction -------------------------------------------------------------------------------
 
   /// A UCX context and worker for `rank` of `world_size` ranks; starts the progress thread.
   UcxChannel(int rank, int world_size);
@@ -28,21 +33,27 @@ class UcxChannel final : public Channel {
   UcxChannel(const UcxChannel&) = delete;
   UcxChannel& operator=(const UcxChannel&) = delete;
 
-  // -- wiring --------------------------------------------------------------------------------------
+  // -- wiring -------------------------------------------------------------------------------------
 
   /// This worker's address, to give to the other ranks.
   std::vector<uint8_t> address() const;
   /// Creates endpoints to every other rank from their addresses (index = rank; the own entry and
   /// empty entries are skipped). Must be called once, before sending to or receiving from a peer.
-  void connect(const std::vector<std::vector<uint8_t>>& addresses);
+  /// `same_host[r]` says rank r runs on this host (for the default error mode; absent: no).
+  void connect(const std::vector<std::vector<uint8_t>>& addresses,
+               const std::vector<bool>& same_host = {});
+  /// This process's rank.
   int rank() const;
+  /// Number of ranks.
   int world_size() const;
 
-  // -- Channel -------------------------------------------------------------------------------------
+  // -- Channel ------------------------------------------------------------------------------------
 
   std::string name() const override { return "ucx"; }
   std::vector<TensorDescriptor> send(int peer, const TransferTag& tag,
                                      std::vector<Tensor> tensors) override;
+  /// As Channel::post_receive; `done` runs on the progress thread, where it may send and post
+  /// receives but must not block: nothing moves on this channel while it runs.
   void post_receive(int peer, const TransferTag& tag, std::vector<TensorDescriptor> descriptors,
                     Device device, std::chrono::milliseconds timeout, ReceiveDone done) override;
   /// Tensors of sends whose bytes have not left yet, plus tensors of receives not completed.

@@ -63,6 +63,7 @@ struct PeerEntry {
   int32_t rank = 0;
   int32_t world_size = 0;
   std::string host;             ///< where its process actor is published
+  std::string machine;          ///< the machine it runs on (boot id and host name)
   uint16_t port = 0;            ///< its port (rank 0: MASTER_PORT)
   std::string ucx;              ///< UCX worker address bytes
   std::string token;            ///< the cluster token it presented (TP_CLUSTER_TOKEN)
@@ -72,8 +73,8 @@ struct PeerEntry {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, PeerEntry& x) {
-  return f(caf::meta::type_name("PeerEntry"), x.rank, x.world_size, x.host, x.port, x.ucx, x.token,
-           x.clock_offset_us, x.actor);
+  return f(caf::meta::type_name("PeerEntry"), x.rank, x.world_size, x.host, x.machine, x.port,
+           x.ucx, x.token, x.clock_offset_us, x.actor);
 }
 
 /// One member's part of a collective on a group: `key` names the group and the call.
