@@ -4,6 +4,7 @@
 #include "actors/schedule.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <map>
 #include <set>
 #include <sstream>
@@ -13,6 +14,8 @@
 #include "actors/detail/caf_system.h"
 #include "actors/detail/cluster.h"
 #include "actors/detail/stage_actor.h"
+#include "actors/detail/wire_note.h"
+#include "actors/message_log.h"
 #include "actors/process_group.h"
 #include "actors/stage_worker.h"
 #include "schedules/policy.h"
@@ -62,6 +65,8 @@ struct PipelineSchedule::Impl {
   std::vector<int> group_ranks;
   int my_rank = 0;
   std::map<std::string, distributed::ProcessGroup> tie_groups;  // ties spanning processes
+  uint32_t stream = 0;               ///< this schedule's traffic on a shared channel
+  bool messages_registered = false;  ///< the channel routes `stream`'s messages to us
 
   void check_stages();
   void setup_embedded();
@@ -318,10 +323,44 @@ void PipelineSchedule::Impl::setup_distributed() {
   caf::actor_system& system = detail::process_actor_system();
   caf::actor mine = detail::spawn_stage_actor(system, worker, stage_to_rank, true);
   local_actors = {mine};
+  // Notifications ride the data channel where it carries messages (UCX): one hop from the
+  // sender's progress thread to the receiver's, which posts the receive at once; the actor hears
+  // of the tensors when they are here. Registered before the actor exchange below, so no rank
+  // sends before every rank listens.
+  stream = cluster->next_stream(group_ranks);
+  worker->set_stream(stream, true);
+  if (channel->carries_messages()) {
+    messages_registered = true;
+    const int rank_for_log = my_rank;
+    channel->set_message_handler(
+        stream, [worker, mine, rank_for_log](int /*peer*/, std::string_view bytes) {
+          Notification n;
+          if (std::string error = decode_notification(bytes, n); !error.empty()) {
+            std::fprintf(stderr, "tensorplay: rank %d dropped a malformed notification: %s\n",
+                         rank_for_log, error.c_str());
+            return;
+          }
+          log_event(rank_for_log, n.step, "recv",
+                    std::string(n.direction == transport::Direction::Forward ? "input " : "grad ") +
+                        std::to_string(n.stage) + ":" + std::to_string(n.microbatch));
+          auto tell = [mine](const Notification& done) {
+            caf::anon_send(mine, detail::received_atom::value, done.step,
+                           static_cast<int32_t>(done.stage), static_cast<int32_t>(done.direction),
+                           static_cast<int32_t>(done.microbatch));
+          };
+          try {
+            if (worker->post_receive(n, tell)) tell(n);
+          } catch (const std::exception& e) {
+            worker->fail_arrival(n, e.what());
+            tell(n);
+          }
+        });
+  }
   try {
     auto handles = cluster->exchange(group_ranks, {}, {mine}, name + " actor exchange");
     for (auto& c : handles) actors.push_back(c.actors.at(0));
   } catch (...) {
+    if (messages_registered) channel->set_message_handler(stream, nullptr);
     caf::anon_send_exit(mine, caf::exit_reason::user_shutdown);
     throw;
   }
@@ -386,6 +425,7 @@ std::vector<int> stages_of_rank(schedules::ScheduleKind kind, int rank, int num_
 
 PipelineSchedule::~PipelineSchedule() {
   if (impl_->local_actors.empty()) return;
+  if (impl_->messages_registered) impl_->channel->set_message_handler(impl_->stream, nullptr);
   // Stop this process's stage actors and wait for them: their workers point at the stages.
   caf::scoped_actor self{detail::process_actor_system()};
   for (const caf::actor& a : impl_->local_actors)

@@ -4,6 +4,8 @@
 #include <atomic>
 #include <stdexcept>
 
+#include "actors/detail/wire_note.h"
+#include "actors/message_log.h"
 #include "tensors/autograd/grad_mode.h"
 
 namespace tensorplay::pipelining {
@@ -71,7 +73,8 @@ bool StageWorker::post_receive(const Notification& n,
   auto mark = std::make_shared<std::atomic<bool>>(false);
   uint64_t key = n.tag().key();
   channel_->post_receive(
-      n.source, n.tag(), n.tensors, s.device(), transfer_timeout_,
+      n.source, tag_of(n.step, n.stage, n.direction, n.microbatch), n.tensors, s.device(),
+      transfer_timeout_,
       [inbox = inbox_, key, mark, arrived = std::move(arrived),
        note = Notification{n.step, n.stage, n.direction, n.microbatch, n.source, {}}](
           std::vector<Tensor> tensors, std::string error) {
@@ -106,6 +109,21 @@ void StageWorker::on_arrival(const Notification& n) {
     ready_.grad_arrived(n.stage, n.microbatch);
 }
 
+void StageWorker::fail_arrival(const Notification& n, std::string error) {
+  std::lock_guard lock(inbox_->mutex);
+  inbox_->entries[n.tag().key()] = Received{{}, std::move(error)};
+}
+
+void StageWorker::set_stream(uint32_t stream, bool over_channel) {
+  stream_ = stream;
+  notify_over_channel_ = over_channel && channel_->carries_messages();
+}
+
+TransferTag StageWorker::tag_of(uint64_t step, int stage, Direction direction,
+                                int microbatch) const {
+  return {step, stage, direction, microbatch, stream_};
+}
+
 std::vector<Tensor> StageWorker::take(const TransferTag& tag) {
   std::lock_guard lock(inbox_->mutex);
   auto it = inbox_->entries.find(tag.key());
@@ -128,7 +146,16 @@ void StageWorker::deliver(const TransferTag& tag, std::vector<Tensor> tensors,
   int peer = stage_to_peer_.at(tag.stage);
   std::vector<transport::TensorDescriptor> descriptors =
       channel_->send(peer, tag, std::move(tensors));
-  send({tag.step, tag.stage, tag.direction, tag.microbatch, self_peer_, std::move(descriptors)});
+  Notification note{tag.step,       tag.stage,  tag.direction,
+                    tag.microbatch, self_peer_, std::move(descriptors)};
+  if (notify_over_channel_) {
+    log_event(rank_, note.step, "send",
+              std::string(note.direction == Direction::Forward ? "input " : "grad ") +
+                  std::to_string(note.stage) + ":" + std::to_string(note.microbatch));
+    channel_->send_message(peer, stream_, encode_notification(note));
+    return;
+  }
+  send(note);
 }
 
 bool StageWorker::finished() const { return step_ && policy().finished(); }
@@ -204,7 +231,7 @@ void StageWorker::forward(int stage_index, int mb,
   if (s.is_first()) {
     inputs = step_->microbatch_inputs.at(mb);
   } else {
-    inputs = take(TransferTag{step_->step, stage_index, Direction::Forward, mb});
+    inputs = take(tag_of(step_->step, stage_index, Direction::Forward, mb));
   }
   std::vector<Tensor> outputs;
   if (step_->training) {
@@ -232,8 +259,7 @@ void StageWorker::forward(int stage_index, int mb,
     }
     return;
   }
-  deliver(TransferTag{step_->step, stage_index + 1, Direction::Forward, mb}, std::move(outputs),
-          send);
+  deliver(tag_of(step_->step, stage_index + 1, Direction::Forward, mb), std::move(outputs), send);
 }
 
 void StageWorker::backward(int stage_index, int mb, bool input_only,
@@ -241,7 +267,7 @@ void StageWorker::backward(int stage_index, int mb, bool input_only,
   PipelineStage& s = stage(stage_index);
   std::vector<Tensor> output_grads;
   if (!s.is_last()) {
-    output_grads = take(TransferTag{step_->step, stage_index, Direction::Backward, mb});
+    output_grads = take(tag_of(step_->step, stage_index, Direction::Backward, mb));
   } else if (!step_->loss_fn || step_->targets.empty()) {
     throw std::invalid_argument(
         "training step without a loss: pass a loss function to the schedule and a target to "
@@ -251,8 +277,8 @@ void StageWorker::backward(int stage_index, int mb, bool input_only,
                                         ? s.backward_input(mb, output_grads, step_->loss_scale)
                                         : s.backward(mb, output_grads, step_->loss_scale);
   if (s.is_first()) return;
-  deliver(TransferTag{step_->step, stage_index - 1, Direction::Backward, mb},
-          std::move(input_grads), send);
+  deliver(tag_of(step_->step, stage_index - 1, Direction::Backward, mb), std::move(input_grads),
+          send);
 }
 
 }  // namespace tensorplay::pipelining

@@ -63,6 +63,12 @@ class StageWorker {
   /// The tensors of `n` are here: marks the input (or gradient) present for the policy. Throws
   /// TransferError when the receive failed.
   void on_arrival(const Notification& n);
+  /// Records that the tensors of `n` will not come (`error` says why): on_arrival throws it.
+  void fail_arrival(const Notification& n, std::string error);
+  /// Tags this worker's transfers with `stream` (the schedule's, where several share a channel)
+  /// and, with `over_channel`, sends notifications as channel messages instead of through
+  /// `send` (the receiving side decodes them with decode_notification).
+  void set_stream(uint32_t stream, bool over_channel);
   /// Runs actions until the policy waits or the step is done; `send` is called for every
   /// notification that goes to another rank. Exceptions from the stages propagate. After each
   /// action, `should_yield` may end the run early (messages are waiting): returns true then,
@@ -87,6 +93,9 @@ class StageWorker {
   /// Hands `tensors` to `stage` (this rank's or another's) and notifies.
   void deliver(const transport::TransferTag& tag, std::vector<Tensor> tensors,
                const std::function<void(const Notification&)>& send);
+  /// The channel tag of a transfer of this worker's stream.
+  transport::TransferTag tag_of(uint64_t step, int stage, transport::Direction direction,
+                                int microbatch) const;
   /// Takes the received tensors of `tag` out of the inbox.
   std::vector<Tensor> take(const transport::TransferTag& tag);
 
@@ -104,6 +113,8 @@ class StageWorker {
   std::vector<Notification> early_;  // notifications of a step this worker has not begun yet
   std::vector<int> stage_to_peer_;
   int self_peer_;
+  uint32_t stream_ = 0;
+  bool notify_over_channel_ = false;
   struct Received {
     std::vector<Tensor> tensors;
     std::string error;

@@ -7,6 +7,14 @@
 
 namespace tensorplay::transport {
 
+void Channel::send_message(int /*peer*/, uint32_t /*stream*/, std::string /*bytes*/) {
+  throw TransferError(name() + " channel: does not carry messages (carries_messages() is false)");
+}
+
+void Channel::set_message_handler(uint32_t /*stream*/, MessageHandler /*handler*/) {
+  throw TransferError(name() + " channel: does not carry messages (carries_messages() is false)");
+}
+
 std::vector<Tensor> Channel::receive(int peer, const TransferTag& tag,
                                      std::vector<TensorDescriptor> descriptors, Device device,
                                      std::chrono::milliseconds timeout) {

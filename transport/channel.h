@@ -7,6 +7,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "transport/tensor_descriptor.h"
@@ -22,11 +23,23 @@ class TransferError : public std::runtime_error {
 /// Completion of a posted receive: the tensors, or (when `error` is not empty) why none came.
 using ReceiveDone = std::function<void(std::vector<Tensor> tensors, std::string error)>;
 
+/// Called on the channel's own thread for each small message that arrives for a stream: the
+/// sending rank and the bytes. It must not block.
+using MessageHandler = std::function<void(int peer, std::string_view bytes)>;
+
 /// One implementation per transport (local, UCX, NCCL), all behind the same interface. Peers are
 /// ranks of the process group the channel was made for (ignored by the in-process channel).
 class Channel {
  public:
   virtual ~Channel() = default;
+  /// True when the channel also carries small messages (send_message, set_message_handler).
+  virtual bool carries_messages() const { return false; }
+  /// Sends `bytes` (a small message: descriptors, not tensors) to rank `peer` for `stream`;
+  /// never waits for the receiver. Throws TransferError where messages are not carried.
+  virtual void send_message(int peer, uint32_t stream, std::string bytes);
+  /// Routes messages of `stream` to `handler` (null: drops them from now on). Messages of a
+  /// stream without a handler are dropped.
+  virtual void set_message_handler(uint32_t stream, MessageHandler handler);
   /// Transport name for messages and logs ("local", "ucx", "nccl").
   virtual std::string name() const = 0;
   /// Posts `tensors` for rank `peer` under `tag`; returns their descriptors. Never waits for the

@@ -19,6 +19,8 @@ struct TransferTag {
   int32_t stage = 0;  ///< receiving stage
   Direction direction = Direction::Forward;
   int32_t microbatch = 0;
+  /// Which schedule's traffic this is, where several share one channel (0 in one process).
+  uint32_t stream = 0;
   bool operator==(const TransferTag&) const = default;
   /// 64-bit key (step modulo 2^24, stage < 2^15, microbatch < 2^24).
   uint64_t key() const;

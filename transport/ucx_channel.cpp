@@ -1,12 +1,15 @@
 // UcxChannel: one progress thread owns the UCX worker (created in single-thread mode); callers
 // hand it operations through a queue and wake it with ucp_worker_signal. Each tensor of a
 // transfer travels as one UCP tag message; undefined and zero-byte tensors travel as nothing.
+// Small messages (send_message) travel as UCX active messages handled on the progress thread.
 //
 // UCX tag of tensor `index` of a transfer (64 bits). UCX matches a receive by tag alone, never by
 // source, so the receiving stage and the direction stand in for the sender: a stage receives
-// forward values from one neighbour and gradients from the other. Tags are unique per (stage,
-// direction, microbatch, index) within a window of 65536 steps:
-//   bits 63..48  step modulo 2^16
+// forward values from one neighbour and gradients from the other. Tags are unique per (stream,
+// stage, direction, microbatch, index) within a window of 4096 steps, for 16 schedules sharing
+// the channel at once:
+//   bits 63..60  stream modulo 16      (the schedule)
+//   bits 59..48  step modulo 2^12
 //   bits 47..36  receiving stage      (< 4096)
 //   bit  35      direction            (1: backward)
 //   bits 34..15  microbatch           (< 2^20)
@@ -20,6 +23,7 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <future>
 #include <map>
 #include <mutex>
@@ -33,11 +37,13 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-constexpr int kStepBits = 16;
+constexpr unsigned kMessageId = 1;  // the active-message id of send_message
+constexpr int kStreamBits = 4;      // the low bits of the schedule's stream
+constexpr int kStepBits = 12;
 constexpr int kStageBits = 12;
 constexpr int kMicrobatchBits = 20;
 constexpr int kIndexBits = 15;
-static_assert(kStepBits + kStageBits + 1 + kMicrobatchBits + kIndexBits == 64);
+static_assert(kStreamBits + kStepBits + kStageBits + 1 + kMicrobatchBits + kIndexBits == 64);
 
 // Bounded waits: the destructor and callers waiting on the progress thread never hang.
 constexpr auto kSendDrainTime = std::chrono::seconds(1);     // sends still in flight at close
@@ -100,9 +106,10 @@ uint64_t UcxChannel::ucx_tag(const TransferTag& tag, size_t index) {
                         to_string(tag) + " does not fit a UCX tag (microbatches 0 to 2^20-1)");
   if (index >= (size_t{1} << kIndexBits))
     throw TransferError("ucx channel: " + to_string(tag) + " has more than 32768 tensors");
+  const uint64_t stream = tag.stream & ((uint64_t{1} << kStreamBits) - 1);
   const uint64_t step = tag.step & ((uint64_t{1} << kStepBits) - 1);
   const uint64_t backward = tag.direction == Direction::Backward ? 1 : 0;
-  return step << 48 | static_cast<uint64_t>(tag.stage) << 36 | backward << 35 |
+  return stream << 60 | step << 48 | static_cast<uint64_t>(tag.stage) << 36 | backward << 35 |
          static_cast<uint64_t>(tag.microbatch) << 15 | index;
 }
 
@@ -121,6 +128,8 @@ class UcxChannel::Impl {
                     Device device, std::chrono::milliseconds timeout, ReceiveDone done);
   void cancel_receive(int peer, const TransferTag& tag);
   void cancel_all();
+  void send_message(int peer, uint32_t stream, std::string bytes);
+  void set_message_handler(uint32_t stream, MessageHandler handler);
 
   const int rank_;
   const int world_size_;
@@ -222,6 +231,14 @@ class UcxChannel::Impl {
   void discard_unexpected();
 
   static void on_endpoint_error(void* arg, ucp_ep_h ep, ucs_status_t status);
+  static ucs_status_t on_message(void* arg, const void* header, size_t header_length, void* data,
+                                 size_t length, const ucp_am_recv_param_t* param);
+  static void message_sent(void* request, ucs_status_t status, void* user_data);
+  /// A message in flight: header (sender rank, stream) and bytes live until UCX is done.
+  struct MessageOp {
+    uint32_t header[2] = {0, 0};
+    std::string bytes;
+  };
   void handle_failed_peers();
   void mark_failed(int peer, const std::string& why);
 
@@ -231,6 +248,7 @@ class UcxChannel::Impl {
   std::vector<std::function<void()>> queue_;
   std::vector<PeerState> peers_;
   std::unordered_set<ReceiveKey, ReceiveKeyHash> posted_;  // receives not completed
+  std::unordered_map<uint32_t, MessageHandler> handlers_;  // by stream
   bool connected_ = false;
   std::atomic<bool> queued_{false};    // queue_ is not empty
   std::atomic<bool> sleeping_{false};  // the thread is (about to be) blocked in poll
@@ -267,7 +285,7 @@ UcxChannel::Impl::Impl(int rank, int world_size)
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED |
                       UCP_PARAM_FIELD_ESTIMATED_NUM_EPS;
-  params.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP;
+  params.features = UCP_FEATURE_TAG | UCP_FEATURE_AM | UCP_FEATURE_WAKEUP;
   params.mt_workers_shared = 0;
   params.estimated_num_eps = static_cast<size_t>(world_size);
   ucs_status_t status = ucp_init(&params, config, &context_);
@@ -463,6 +481,15 @@ void UcxChannel::Impl::create_worker() {
     address_.assign(bytes, bytes + length);
     ucp_worker_release_address(worker_, address);
     status = ucp_worker_get_efd(worker_, &event_fd_);
+  }
+  if (status == UCS_OK) {
+    ucp_am_handler_param_t handler{};
+    handler.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB |
+                         UCP_AM_HANDLER_PARAM_FIELD_ARG;
+    handler.id = kMessageId;
+    handler.cb = &Impl::on_message;
+    handler.arg = this;
+    status = ucp_worker_set_am_recv_handler(worker_, &handler);
   }
   if (status != UCS_OK) {
     ucp_worker_destroy(worker_);
@@ -790,6 +817,65 @@ void UcxChannel::Impl::discard_unexpected() {
 
 // -- progress thread: broken connections ----------------------------------------------------------
 
+void UcxChannel::Impl::send_message(int peer, uint32_t stream, std::string bytes) {
+  check_peer(peer, "send a message to");
+  auto* op = new MessageOp{{static_cast<uint32_t>(rank_), stream}, std::move(bytes)};
+  enqueue([this, peer, op] {
+    ucp_request_param_t param{};
+    param.op_attr_mask =
+        UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS;
+    param.flags = UCP_AM_SEND_FLAG_EAGER;  // small: the handler gets the bytes at once
+    param.cb.send = &Impl::message_sent;
+    param.user_data = op;
+    ucs_status_ptr_t request =
+        ucp_am_send_nbx(endpoints_[peer], kMessageId, op->header, sizeof op->header,
+                        op->bytes.data(), op->bytes.size(), &param);
+    if (UCS_PTR_IS_ERR(request)) {
+      mark_failed(peer, "ucx channel: sending a message to rank " + std::to_string(peer) +
+                            " failed (" + status_text(UCS_PTR_STATUS(request)) + ")");
+      delete op;
+    } else if (request == nullptr) {
+      delete op;  // sent at once
+    }
+  });
+}
+
+void UcxChannel::Impl::message_sent(void* request, ucs_status_t /*status*/, void* user_data) {
+  delete static_cast<MessageOp*>(user_data);
+  ucp_request_free(request);
+}
+
+void UcxChannel::Impl::set_message_handler(uint32_t stream, MessageHandler handler) {
+  std::lock_guard lock(mutex_);
+  if (handler)
+    handlers_[stream] = std::move(handler);
+  else
+    handlers_.erase(stream);
+}
+
+ucs_status_t UcxChannel::Impl::on_message(void* arg, const void* header, size_t header_length,
+                                          void* data, size_t length,
+                                          const ucp_am_recv_param_t* param) {
+  auto* self = static_cast<Impl*>(arg);
+  uint32_t words[2];
+  if (header_length != sizeof words || (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0) {
+    std::fprintf(stderr, "ucx channel: dropped a malformed message (header of %zu bytes)\n",
+                 header_length);
+    return UCS_OK;
+  }
+  std::memcpy(words, header, sizeof words);
+  MessageHandler handler;
+  {
+    std::lock_guard lock(self->mutex_);
+    auto it = self->handlers_.find(words[1]);
+    if (it == self->handlers_.end()) return UCS_OK;  // no such stream (any more)
+    handler = it->second;
+  }
+  if (words[0] >= static_cast<uint32_t>(self->world_size_)) return UCS_OK;
+  handler(static_cast<int>(words[0]), std::string_view(static_cast<const char*>(data), length));
+  return UCS_OK;
+}
+
 void UcxChannel::Impl::on_endpoint_error(void* arg, ucp_ep_h /*ep*/, ucs_status_t status) {
   auto* peer = static_cast<PeerArg*>(arg);
   peer->impl->failed_peers_.emplace_back(peer->rank, status);  // handled after progress returns
@@ -866,5 +952,13 @@ void UcxChannel::cancel_receive(int peer, const TransferTag& tag) {
 }
 
 void UcxChannel::cancel_all() { impl_->cancel_all(); }
+
+void UcxChannel::send_message(int peer, uint32_t stream, std::string bytes) {
+  impl_->send_message(peer, stream, std::move(bytes));
+}
+
+void UcxChannel::set_message_handler(uint32_t stream, MessageHandler handler) {
+  impl_->set_message_handler(stream, std::move(handler));
+}
 
 }  // namespace tensorplay::transport

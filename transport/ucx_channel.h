@@ -62,6 +62,10 @@ class UcxChannel final : public Channel {
   /// Fails every pending receive and discards messages that arrived without a receive. Sends in
   /// flight stay (UCX cannot cancel them); they complete when the peer receives or discards them.
   void cancel_all() override;
+  /// Messages travel as UCX active messages (eager, ordered per peer by UCX's endpoint).
+  bool carries_messages() const override { return true; }
+  void send_message(int peer, uint32_t stream, std::string bytes) override;
+  void set_message_handler(uint32_t stream, MessageHandler handler) override;
 
   /// The 64-bit UCX tag of tensor `index` of the transfer `tag` (layout in ucx_channel.cpp);
   /// throws TransferError when a field does not fit.

@@ -63,10 +63,14 @@ class Cluster {
                                      std::vector<caf::actor> actors, const std::string& what);
   /// "rank R (host H)" for messages.
   std::string describe(int rank) const;
+  /// A stream id for the next schedule built over the group of global `ranks`: the same on every
+  /// member, since members build their schedules in the same order (construction is collective).
+  uint32_t next_stream(const std::vector<int>& ranks);
 
  private:
   std::mutex seq_mutex_;
-  std::map<uint64_t, uint32_t> seq_;  // calls made per group
+  std::map<uint64_t, uint32_t> seq_;      // calls made per group
+  std::map<uint64_t, uint32_t> streams_;  // schedules built per group
 };
 
 }  // namespace tensorplay::distributed::detail

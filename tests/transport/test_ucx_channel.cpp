@@ -13,9 +13,11 @@
 #include <cstring>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <thread>
 
 #include "tensors/tensors.h"
+#include "transport/local_channel.h"
 #include "transport/ucx_channel.h"
 
 namespace tp = tensorplay;
@@ -79,14 +81,18 @@ struct Outcomes {
 }  // namespace
 
 TEST_CASE("ucx tags keep every field of the transfer in its own bits", "[transport][ucx]") {
-  tr::TransferTag tag{0x12345, 7, tr::Direction::Backward, 9};
+  tr::TransferTag tag{0x12345, 7, tr::Direction::Backward, 9, 0x21};
   uint64_t key = tr::UcxChannel::ucx_tag(tag, 3);
-  CHECK(key >> 48 == 0x2345);  // step modulo 2^16
+  CHECK(key >> 60 == 0x1);              // stream modulo 16
+  CHECK((key >> 48 & 0xfff) == 0x345);  // step modulo 2^12
   CHECK((key >> 36 & 0xfff) == 7);
   CHECK((key >> 35 & 1) == 1);
   CHECK((key >> 15 & 0xfffff) == 9);
   CHECK((key & 0x7fff) == 3);
   CHECK(tr::UcxChannel::ucx_tag(tag, 4) != key);
+  tr::TransferTag other_stream = tag;
+  other_stream.stream = 0x22;
+  CHECK(tr::UcxChannel::ucx_tag(other_stream, 3) != key);
   tag.direction = tr::Direction::Forward;
   CHECK(tr::UcxChannel::ucx_tag(tag, 3) != key);
   CHECK_THROWS_WITH(tr::UcxChannel::ucx_tag({0, 4096, tr::Direction::Forward, 0}, 0),
@@ -284,6 +290,44 @@ TEST_CASE("a ucx descriptor that does not match what was sent is a clear error",
   wrong[0].bytes = 5;
   CHECK_THROWS_WITH(pair.rank1.post_receive(0, tag2, wrong, tp::cpu(), 5s, {}),
                     Catch::Contains("says 5 bytes, but its shape and dtype hold 8"));
+}
+
+TEST_CASE("ucx messages reach the handler of their stream", "[transport][ucx]") {
+  ConnectedPair pair;
+  REQUIRE(pair.rank1.carries_messages());
+  std::mutex mutex;
+  std::condition_variable cv;
+  std::vector<std::pair<int, std::string>> got;
+  pair.rank1.set_message_handler(7, [&](int peer, std::string_view bytes) {
+    std::lock_guard lock(mutex);
+    got.emplace_back(peer, std::string(bytes));
+    cv.notify_all();
+  });
+  pair.rank0.send_message(1, 8, "no handler: dropped");
+  for (int i = 0; i < 50; ++i) pair.rank0.send_message(1, 7, "message " + std::to_string(i));
+  {
+    std::unique_lock lock(mutex);
+    REQUIRE(cv.wait_for(lock, 5s, [&] { return got.size() >= 50; }));
+    std::set<std::string> texts;
+    for (const auto& [peer, text] : got) {
+      CHECK(peer == 0);
+      texts.insert(text);
+    }
+    CHECK(texts.size() == 50);
+    CHECK(texts.count("message 49") == 1);
+  }
+  pair.rank1.set_message_handler(7, nullptr);  // from now on dropped
+  pair.rank0.send_message(1, 7, "late");
+  std::this_thread::sleep_for(50ms);
+  std::lock_guard lock(mutex);
+  CHECK(got.size() == 50);
+  CHECK_THROWS_WITH(pair.rank0.send_message(5, 7, "x"), Catch::Contains("rank 5"));
+}
+
+TEST_CASE("the local channel carries no messages", "[transport]") {
+  tr::LocalChannel local;
+  CHECK_FALSE(local.carries_messages());
+  CHECK_THROWS_WITH(local.send_message(0, 0, "x"), Catch::Contains("does not carry messages"));
 }
 
 TEST_CASE("ucx channel misuse is a clear error", "[transport][ucx]") {
