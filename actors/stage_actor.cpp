@@ -3,11 +3,6 @@
 // notification arrives and complete as messages, so no handler waits on the network.
 #include "actors/detail/stage_actor.h"
 
-#include <sys/resource.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-
-#include <cstdlib>
 #include <exception>
 #include <map>
 #include <string>
@@ -122,10 +117,6 @@ caf::behavior stage_actor(StageActor* self, std::shared_ptr<StageWorker> worker,
   self->state.worker = std::move(worker);
   self->state.stage_to_rank = std::move(stage_to_rank);
   self->state.distributed = distributed;
-  if (distributed) {
-    if (const char* n = std::getenv("TENSORPLAY_COMPUTE_NICE"))
-      setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), std::atoi(n));
-  }
   return {
       [self](peers_atom, std::vector<caf::actor> peers) { self->state.peers = std::move(peers); },
       [self](step_atom, uint64_t step, StepHandle data) {

@@ -65,7 +65,7 @@ std::string tensor_of(size_t index, const TransferTag& tag, int peer) {
 
 std::chrono::microseconds spin_time() {
   const char* text = std::getenv("TENSORPLAY_UCX_SPIN_US");
-  return std::chrono::microseconds(text ? std::strtol(text, nullptr, 10) : 50);
+  return std::chrono::microseconds(text ? std::strtol(text, nullptr, 10) : 200);
 }
 
 // UCX 1.13 reports a dead peer only on transports that detect it (tcp, cma), so with peer error
@@ -838,6 +838,11 @@ void UcxChannel::Impl::send_message(int peer, uint32_t stream, std::string bytes
       delete op;  // sent at once
     }
   });
+  // A message ends a hand-off (the tensors were queued just before it): give the core to the
+  // progress thread now, so the bytes leave before the caller's next computation rather than
+  // when the scheduler next looks (measured: hand-offs of 1 to 4 ms shrank to ~100 us on a
+  // two-core machine whose ranks compute on both cores).
+  std::this_thread::yield();
 }
 
 void UcxChannel::Impl::message_sent(void* request, ucs_status_t /*status*/, void* user_data) {

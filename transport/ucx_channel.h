@@ -15,7 +15,7 @@ namespace tensorplay::transport {
 /// staged through host memory. A progress thread drives UCX: after any activity it polls for a
 /// few tens of microseconds (yielding the core between polls), then sleeps on the worker's event
 /// fd. UCX's own environment variables (UCX_TLS, UCX_NET_DEVICES, ...) apply, and:
-///  - TENSORPLAY_UCX_SPIN_US: how long the thread polls before sleeping (default 50);
+///  - TENSORPLAY_UCX_SPIN_US: how long the thread polls before sleeping (default 200);
 ///  - TENSORPLAY_UCX_ERROR_MODE: `peer` reports a dead peer to the receives posted for it, but
 ///    UCX 1.13 then keeps to transports that detect one (loopback TCP between processes of one
 ///    host); `none` lets it use shared memory and CMA, and a dead peer is noticed only when a
