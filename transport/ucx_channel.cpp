@@ -264,6 +264,7 @@ class UcxChannel::Impl {
   const std::optional<ucp_err_handling_mode_t> forced_error_mode_ = forced_error_mode();
   std::vector<ucp_ep_h> endpoints_;
   std::vector<PeerArg> peer_args_;
+  bool in_ucx_callback_ = false;  // inside a handler UCX called from ucp_worker_progress
   std::vector<std::pair<int, ucs_status_t>> failed_peers_;  // reported by UCX, not yet handled
   std::unordered_map<SendOp*, std::shared_ptr<SendOp>> sends_;
   std::unordered_map<ReceiveKey, std::shared_ptr<ReceiveOp>, ReceiveKeyHash> receives_;
@@ -330,6 +331,12 @@ void UcxChannel::Impl::check_peer(int peer, const char* verb) const {
 }
 
 void UcxChannel::Impl::enqueue(std::function<void()> operation) {
+  // On the progress thread, outside UCX's own callbacks (a receive callback answering with a
+  // send, say), the operation runs at once: no queue, no extra turn of the loop.
+  if (!in_ucx_callback_ && std::this_thread::get_id() == thread_.get_id()) {
+    operation();
+    return;
+  }
   {
     std::lock_guard lock(mutex_);
     queue_.push_back(std::move(operation));
@@ -877,7 +884,9 @@ ucs_status_t UcxChannel::Impl::on_message(void* arg, const void* header, size_t 
     handler = it->second;
   }
   if (words[0] >= static_cast<uint32_t>(self->world_size_)) return UCS_OK;
+  self->in_ucx_callback_ = true;  // what the handler posts waits for the loop's next turn
   handler(static_cast<int>(words[0]), std::string_view(static_cast<const char*>(data), length));
+  self->in_ucx_callback_ = false;
   return UCS_OK;
 }
 

@@ -316,10 +316,10 @@ int collectives() {
       expect(what.find("did not take part") != std::string::npos &&
                  what.find("[1]") != std::string::npos,
              "the timeout names rank 1: " + what);
-      expect(s < 10, "the barrier timed out in time");
+      expect(s > 4 && s < 15, "the barrier timed out in time (5 s)");
     }
   } else {
-    std::this_thread::sleep_for(std::chrono::seconds(4));
+    std::this_thread::sleep_for(std::chrono::seconds(7));
   }
   std::printf("rank %d: collectives over %d processes: %s\n", rank, world,
               bad == 0 ? "all as expected" : "MISMATCHES");
@@ -333,7 +333,7 @@ int main(int argc, char** argv) {
     Args args = parse(argc, argv);
     bool coll = args.misuse == "collectives";
     // Collectives wait their group's timeout: short where the check waits for one on purpose.
-    dist::init_process_group({.timeout = std::chrono::seconds(coll ? 3 : 60)});
+    dist::init_process_group({.timeout = std::chrono::seconds(coll ? 5 : 60)});
     int rc = coll ? collectives() : args.misuse.empty() ? equivalence(args) : misuse(args);
     std::fflush(stdout);
     return rc;
