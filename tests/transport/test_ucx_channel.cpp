@@ -447,21 +447,27 @@ struct Child {
   }
 };
 
-}  // namespace
-
-TEST_CASE("a 1 MiB tensor crosses processes over ucx and comes back", "[transport][ucx][fork]") {
+// Forks a child that runs `body` on its end of a socket pair and exits with its result; returns
+// this process's end. Fork before this process starts any UCX thread, so the child starts from
+// one thread.
+int fork_child(Child& child, int (*body)(int fd)) {
   int fds[2];
   REQUIRE(socketpair(AF_UNIX, SOCK_STREAM, 0, fds) == 0);
-  // Fork before this process starts any UCX thread, so the child starts from one thread.
-  Child child;
   child.pid = fork();
   REQUIRE(child.pid >= 0);
   if (child.pid == 0) {
     close(fds[0]);
-    _exit(echo_child(fds[1]));
+    _exit(body(fds[1]));
   }
   close(fds[1]);
-  int fd = fds[0];
+  return fds[0];
+}
+
+}  // namespace
+
+TEST_CASE("a 1 MiB tensor crosses processes over ucx and comes back", "[transport][ucx][fork]") {
+  Child child;
+  int fd = fork_child(child, echo_child);
 
   tr::UcxChannel channel(0, 2);
   REQUIRE(write_bytes(fd, channel.address()));
@@ -485,21 +491,13 @@ TEST_CASE("a ucx peer that dies fails the receives posted for it, naming its ran
     WARN("TENSORPLAY_UCX_ERROR_MODE=none: dead peers are noticed by timeouts only");
     return;
   }
-  int fds[2];
-  REQUIRE(socketpair(AF_UNIX, SOCK_STREAM, 0, fds) == 0);
   Child child;
-  child.pid = fork();
-  REQUIRE(child.pid >= 0);
-  if (child.pid == 0) {
-    close(fds[0]);
-    _exit(doomed_child(fds[1]));
-  }
-  close(fds[1]);
+  int fd = fork_child(child, doomed_child);
   Outcomes outcomes;
   tr::UcxChannel channel(0, 2);
-  REQUIRE(write_bytes(fds[0], channel.address()));
-  auto child_address = read_bytes(fds[0], 5s);
-  close(fds[0]);
+  REQUIRE(write_bytes(fd, channel.address()));
+  auto child_address = read_bytes(fd, 5s);
+  close(fd);
   REQUIRE(child_address);
   channel.connect({{}, *child_address});
   std::vector<tr::TensorDescriptor> four{tr::describe(tp::ones({4}))};
