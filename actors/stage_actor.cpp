@@ -23,6 +23,7 @@ struct StageActorState {
   bool failed = false;
   bool resume_pending = false;  // a resume message is in the mailbox
   std::map<uint64_t, std::pair<int, std::string>> failed_elsewhere;  // step -> (rank, what)
+  std::map<int, std::string> gone;  // ranks whose stage actor went down, and why
 };
 
 using StageActor = caf::stateful_actor<StageActorState>;
@@ -112,13 +113,51 @@ void notify(StageActor* self, WireNote& wire, Direction dir) {
   if (now) arrived(self, n);
 }
 
+/// A rank that went down fails the step if the step still needs its tensors. Checked a moment
+/// after the news: a rank that finished its part and left may have notifications still on the
+/// way (they travel apart from CAF's down message).
+void check_gone(StageActor* self) {
+  auto& st = self->state;
+  if (st.failed || !st.driver) return;
+  for (const auto& [rank, why] : st.gone) {
+    if (!st.worker->needs_rank(st.stage_to_rank, rank)) continue;
+    // The other ranks hear it too, so every rank's error names the rank that is gone.
+    fail(self,
+         "rank " + std::to_string(rank) + "'s stage actor is gone (" + why + ") and rank " +
+             std::to_string(st.worker->rank()) + " still waits for its tensors",
+         true);
+    return;
+  }
+}
+
+constexpr auto kGoneGrace = std::chrono::seconds(1);
+
 caf::behavior stage_actor(StageActor* self, std::shared_ptr<StageWorker> worker,
                           std::vector<int> stage_to_rank, bool distributed) {
   self->state.worker = std::move(worker);
   self->state.stage_to_rank = std::move(stage_to_rank);
   self->state.distributed = distributed;
+  self->set_down_handler([self](const caf::down_msg& m) {
+    auto& st = self->state;
+    for (size_t r = 0; r < st.peers.size(); ++r) {
+      if (!st.peers[r] || st.peers[r].address() != m.source) continue;
+      st.gone[static_cast<int>(r)] = self->system().render(m.reason);
+      self->delayed_send(self, kGoneGrace, check_gone_atom::value, st.step);
+    }
+  });
   return {
-      [self](peers_atom, std::vector<caf::actor> peers) { self->state.peers = std::move(peers); },
+      [self](peers_atom, std::vector<caf::actor> peers) {
+        auto& st = self->state;
+        st.peers = std::move(peers);
+        // Across processes a peer can die: watch the others (CAF's heartbeats and the closed
+        // connection tell).
+        if (st.distributed)
+          for (size_t r = 0; r < st.peers.size(); ++r)
+            if (static_cast<int>(r) != st.worker->rank() && st.peers[r]) self->monitor(st.peers[r]);
+      },
+      [self](check_gone_atom, uint64_t step) {
+        if (step == self->state.step) check_gone(self);
+      },
       [self](step_atom, uint64_t step, StepHandle data) {
         auto& st = self->state;
         st.driver = caf::actor_cast<caf::actor>(self->current_sender());
@@ -126,6 +165,7 @@ caf::behavior stage_actor(StageActor* self, std::shared_ptr<StageWorker> worker,
         st.failed = false;
         log_event(st.worker->rank(), step, "recv", "step");
         st.worker->begin_step(std::move(data));
+        if (!st.gone.empty()) self->delayed_send(self, kGoneGrace, check_gone_atom::value, step);
         if (auto it = st.failed_elsewhere.find(step); it != st.failed_elsewhere.end()) {
           auto [rank, what] = it->second;
           st.failed_elsewhere.erase(st.failed_elsewhere.begin(), std::next(it));

@@ -160,6 +160,25 @@ void StageWorker::deliver(const TransferTag& tag, std::vector<Tensor> tensors,
 
 bool StageWorker::finished() const { return step_ && policy().finished(); }
 
+bool StageWorker::needs_rank(const std::vector<int>& stage_to_rank, int rank) const {
+  if (!step_ || finished()) return false;
+  for (PipelineStage* s : stages_) {
+    const int index = s->stage_index();
+    const bool input_from_rank = index > 0 && stage_to_rank.at(index - 1) == rank;
+    const bool grad_from_rank =
+        step_->training && index + 1 < num_stages_ && stage_to_rank.at(index + 1) == rank;
+    for (int mb = 0; mb < num_microbatches_; ++mb) {
+      if (input_from_rank && !ready_.has_input(index, mb) &&
+          !ready_.is_completed(schedules::make_action(index, ActionKind::Forward, mb)))
+        return true;
+      if (grad_from_rank && !ready_.has_grad(index, mb) &&
+          !ready_.is_completed(schedules::make_action(index, ActionKind::BackwardInput, mb)))
+        return true;
+    }
+  }
+  return false;
+}
+
 std::string StageWorker::describe_wait() const {
   if (!step_) return "rank " + std::to_string(rank_) + ": no step started";
   return "rank " + std::to_string(rank_) + ": " + policy().describe_wait(ready_);

@@ -78,6 +78,9 @@ class StageWorker {
                  const std::function<bool()>& should_yield = nullptr);
   /// The step's actions are all done.
   bool finished() const;
+  /// True when the current step still needs a tensor from a stage that `stage_to_rank` places on
+  /// rank `rank` (an input or gradient not yet here for an action not yet run).
+  bool needs_rank(const std::vector<int>& stage_to_rank, int rank) const;
   /// What the worker waits for (for timeout messages).
   std::string describe_wait() const;
   /// Forgets the current step after an error: stashes cleared, policy reset.

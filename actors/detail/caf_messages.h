@@ -30,13 +30,14 @@ using peer_failed_atom = caf::atom_constant<caf::atom("pfailed")>;  // a rank's 
 using status_atom = caf::atom_constant<caf::atom("status")>;        // what a rank waits for
 
 // Driver <-> its local stage actor (never leave the process).
-using step_atom = caf::atom_constant<caf::atom("step")>;       // begin a step
-using done_atom = caf::atom_constant<caf::atom("done")>;       // step finished
-using failed_atom = caf::atom_constant<caf::atom("failed")>;   // step failed
-using abort_atom = caf::atom_constant<caf::atom("abort")>;     // drop the step
-using peers_atom = caf::atom_constant<caf::atom("peers")>;     // stage actors by rank
-using received_atom = caf::atom_constant<caf::atom("recvd")>;  // a posted receive completed
-using resume_atom = caf::atom_constant<caf::atom("resume")>;   // run more ready actions
+using step_atom = caf::atom_constant<caf::atom("step")>;           // begin a step
+using done_atom = caf::atom_constant<caf::atom("done")>;           // step finished
+using failed_atom = caf::atom_constant<caf::atom("failed")>;       // step failed
+using abort_atom = caf::atom_constant<caf::atom("abort")>;         // drop the step
+using peers_atom = caf::atom_constant<caf::atom("peers")>;         // stage actors by rank
+using received_atom = caf::atom_constant<caf::atom("recvd")>;      // a posted receive completed
+using resume_atom = caf::atom_constant<caf::atom("resume")>;       // run more ready actions
+using check_gone_atom = caf::atom_constant<caf::atom("chkgone")>;  // does the step need a gone rank
 
 // Process actors (cluster.cpp).
 using hello_atom = caf::atom_constant<caf::atom("hello")>;      // rank -> rank 0: joining

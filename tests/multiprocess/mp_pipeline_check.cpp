@@ -265,6 +265,36 @@ int misuse(const Args& args) {
       }
       std::printf("rank %d: the step finished without the silent rank\n", rank);
       return 1;
+    } else if (args.misuse == "dead-rank") {
+      // The last rank dies (no clean-up, no step) while the others step: they fail within a few
+      // seconds, naming it, instead of waiting out the step timeout.
+      expect = "is gone";
+      TieSkipNet model(world);
+      auto pipe = pp::pipeline(model, {tp::zeros({2, kWidth})});
+      auto stage = pp::build_stage(pipe, rank, tp::cpu(), dist::world_group());
+      pp::Schedule1F1B schedule(stage, 4, tp::nn::mse_loss,
+                                {.step_timeout = std::chrono::seconds(60)});
+      if (rank == world - 1) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        std::printf("rank %d: dying\n", rank);
+        std::fflush(stdout);
+        std::_Exit(0);  // abrupt, but exit 0 so the launcher lets the others finish
+      }
+      auto t0 = std::chrono::steady_clock::now();
+      try {
+        schedule.step(rank == 0 ? std::vector<tp::Tensor>{tp::randn({8, kWidth})}
+                                : std::vector<tp::Tensor>{});
+      } catch (const std::exception& e) {
+        double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        std::string what = e.what();
+        bool ok = what.find(expect) != std::string::npos &&
+                  what.find("rank " + std::to_string(world - 1)) != std::string::npos && s < 15;
+        std::printf("rank %d: %s error after %.2f s: %s\n", rank,
+                    ok ? "the expected" : "an UNEXPECTED", s, e.what());
+        return ok ? 0 : 1;
+      }
+      std::printf("rank %d: the step finished without the dead rank\n", rank);
+      return 1;
     } else {
       throw std::invalid_argument("unknown misuse case " + args.misuse);
     }
