@@ -37,8 +37,9 @@ class Channel {
   /// Sends `bytes` (a small message: descriptors, not tensors) to rank `peer` for `stream`;
   /// never waits for the receiver. Throws TransferError where messages are not carried.
   virtual void send_message(int peer, uint32_t stream, std::string bytes);
-  /// Routes messages of `stream` to `handler` (null: drops them from now on). Messages of a
-  /// stream without a handler are dropped.
+  /// Routes messages of `stream` to `handler` (null: drops them from now on; when this returns,
+  /// no call of the old handler is still running). Messages of a stream without a handler are
+  /// dropped.
   virtual void set_message_handler(uint32_t stream, MessageHandler handler);
   /// Transport name for messages and logs ("local", "ucx", "nccl").
   virtual std::string name() const = 0;

@@ -858,11 +858,17 @@ void UcxChannel::Impl::message_sent(void* request, ucs_status_t /*status*/, void
 }
 
 void UcxChannel::Impl::set_message_handler(uint32_t stream, MessageHandler handler) {
-  std::lock_guard lock(mutex_);
-  if (handler)
+  if (handler) {
+    std::lock_guard lock(mutex_);
     handlers_[stream] = std::move(handler);
-  else
+    return;
+  }
+  // Handlers run on the progress thread: removing it there means that, once this returns, no
+  // call of the old handler is still running (its owner may go away now).
+  call_on_thread([this, stream] {
+    std::lock_guard lock(mutex_);
     handlers_.erase(stream);
+  });
 }
 
 ucs_status_t UcxChannel::Impl::on_message(void* arg, const void* header, size_t header_length,
