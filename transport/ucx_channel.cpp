@@ -49,6 +49,7 @@ static_assert(kStreamBits + kStepBits + kStageBits + 1 + kMicrobatchBits + kInde
 constexpr auto kSendDrainTime = std::chrono::seconds(1);     // sends still in flight at close
 constexpr auto kCloseTime = std::chrono::milliseconds(500);  // endpoint flushes at close
 constexpr auto kCallTime = std::chrono::seconds(10);         // a caller waiting on the thread
+constexpr auto kTightSpin = std::chrono::microseconds(10);   // polls without yielding
 constexpr int kMaxSleepMs = 50;  // longest sleep before deadlines are looked at again
 
 std::string status_text(ucs_status_t status) { return ucs_status_string(status); }
@@ -518,9 +519,10 @@ void UcxChannel::Impl::run() {
       last_busy = now;
     } else if (now - last_busy < spin_) {
       // Spin a little after any activity: the next message, or the caller's next operation,
-      // usually follows within microseconds. Yield between polls so that a caller just woken by
-      // a callback, or the other rank on a two-core machine, is not kept off the core.
-      std::this_thread::yield();
+      // usually follows within microseconds. Poll without pause for the first few microseconds
+      // (a reply's round trip), then yield between polls so that a caller just woken by a
+      // callback, or the other rank on a two-core machine, is not kept off the core.
+      if (now - last_busy > kTightSpin) std::this_thread::yield();
     } else {
       sleep_until_event(now);  // spinning longer would take a core from the ranks' compute
     }
