@@ -181,6 +181,27 @@ int equivalence(const Args& args) {
   return bad == 0 && compared > 0 ? 0 : 1;
 }
 
+// Steps `schedule` on a rank of a job whose last rank misbehaves; returns 0 when the step failed
+// within `limit_s` seconds with an error holding every one of `expect`.
+int expect_step_failure(pp::PipelineSchedule& schedule, int rank,
+                        const std::vector<std::string>& expect, double limit_s) {
+  auto t0 = std::chrono::steady_clock::now();
+  try {
+    schedule.step(rank == 0 ? std::vector<tp::Tensor>{tp::randn({8, kWidth})}
+                            : std::vector<tp::Tensor>{});
+  } catch (const std::exception& e) {
+    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::string what = e.what();
+    bool ok = s < limit_s;
+    for (const std::string& part : expect) ok = ok && what.find(part) != std::string::npos;
+    std::printf("rank %d: %s error after %.2f s: %s\n", rank, ok ? "the expected" : "an UNEXPECTED",
+                s, e.what());
+    return ok ? 0 : 1;
+  }
+  std::printf("rank %d: the step finished without the last rank\n", rank);
+  return 1;
+}
+
 // Runs a misuse case; returns 0 when this rank got an error containing `expect`.
 int misuse(const Args& args) {
   const int rank = dist::get_rank(), world = dist::get_world_size();
@@ -248,23 +269,9 @@ int misuse(const Args& args) {
         std::printf("rank %d: stayed silent\n", rank);
         return 0;
       }
-      auto t0 = std::chrono::steady_clock::now();
-      try {
-        schedule.step(rank == 0 ? std::vector<tp::Tensor>{tp::randn({8, kWidth})}
-                                : std::vector<tp::Tensor>{});
-      } catch (const std::exception& e) {
-        double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        std::string what = e.what();
-        bool ok = what.find(expect) != std::string::npos &&
-                  what.find("rank " + std::to_string(world - 1) + ": no step started") !=
-                      std::string::npos &&
-                  s < 1.5 + 2.5;
-        std::printf("rank %d: %s error after %.2f s: %s\n", rank,
-                    ok ? "the expected" : "an UNEXPECTED", s, e.what());
-        return ok ? 0 : 1;
-      }
-      std::printf("rank %d: the step finished without the silent rank\n", rank);
-      return 1;
+      return expect_step_failure(
+          schedule, rank, {expect, "rank " + std::to_string(world - 1) + ": no step started"},
+          1.5 + 2.5);
     } else if (args.misuse == "dead-rank") {
       // The last rank dies (no clean-up, no step) while the others step: they fail within a few
       // seconds, naming it, instead of waiting out the step timeout.
@@ -280,21 +287,7 @@ int misuse(const Args& args) {
         std::fflush(stdout);
         std::_Exit(0);  // abrupt, but exit 0 so the launcher lets the others finish
       }
-      auto t0 = std::chrono::steady_clock::now();
-      try {
-        schedule.step(rank == 0 ? std::vector<tp::Tensor>{tp::randn({8, kWidth})}
-                                : std::vector<tp::Tensor>{});
-      } catch (const std::exception& e) {
-        double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        std::string what = e.what();
-        bool ok = what.find(expect) != std::string::npos &&
-                  what.find("rank " + std::to_string(world - 1)) != std::string::npos && s < 15;
-        std::printf("rank %d: %s error after %.2f s: %s\n", rank,
-                    ok ? "the expected" : "an UNEXPECTED", s, e.what());
-        return ok ? 0 : 1;
-      }
-      std::printf("rank %d: the step finished without the dead rank\n", rank);
-      return 1;
+      return expect_step_failure(schedule, rank, {expect, "rank " + std::to_string(world - 1)}, 15);
     } else {
       throw std::invalid_argument("unknown misuse case " + args.misuse);
     }
