@@ -174,6 +174,25 @@ int equivalence(const Args& args) {
     ref_opt.step();
     ref_opt.zero_grad();
   }
+  // Forward only (eval) after the training steps: the same outputs and losses.
+  tp::Tensor x = tp::randn({batch, kWidth}, {}, &data), y = tp::randn({batch, kWidth}, {}, &data);
+  std::vector<tp::Tensor> losses, ref_losses;
+  tp::Tensor out =
+      schedule.eval(hosts_first ? std::vector<tp::Tensor>{x.to(device)} : std::vector<tp::Tensor>{},
+                    {.target = y.to(device), .losses = &losses});
+  tp::Tensor ref_out = reference.eval({x}, {.target = y, .losses = &ref_losses});
+  if (hosts_last) {
+    double d = rel_diff(out, ref_out);
+    for (size_t mb = 0; mb < losses.size() && mb < ref_losses.size(); ++mb)
+      d = std::max(d, rel_diff(losses[mb], ref_losses[mb]));
+    ++compared;
+    worst = std::max(worst, d);
+    if (d > args.tolerance || losses.size() != ref_losses.size()) {
+      std::printf("rank %d eval: outputs or losses differ by %g (%zu losses, expected %zu)\n", rank,
+                  d, losses.size(), ref_losses.size());
+      ++bad;
+    }
+  }
   std::printf(
       "rank %d: %s over %d processes, %d stages, %d steps: %d values compared, largest "
       "relative difference %.3g, %d mismatches\n",
