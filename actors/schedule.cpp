@@ -30,6 +30,9 @@ using schedules::ActionKind;
 
 namespace {
 
+/// Opens a rank's contribution to the construction meeting when it cannot build its share.
+constexpr const char* kLocalError = "error: ";
+
 /// The forward-only part of a rank's order (for eval).
 schedules::RankOrder forward_only(const schedules::RankOrder& order) {
   schedules::RankOrder out;
@@ -68,9 +71,15 @@ struct PipelineSchedule::Impl {
   uint32_t stream = 0;               ///< this schedule's traffic on a shared channel
   bool messages_registered = false;  ///< the channel routes `stream`'s messages to us
 
+  /// Whether the stages are all of the pipeline, or this process's share of a process group's.
+  void find_group();
   void check_stages();
+  /// The checks of this process's share: stages, placement, order, parameters.
+  void check_local();
   void setup_embedded();
-  void setup_distributed();
+  /// Meets the other ranks; `local_error` (when not empty) is this rank's reason to fail, which
+  /// every rank then reports.
+  void setup_distributed(const std::string& local_error);
   void check_agreement(const std::vector<std::string>& infos);
   std::string describe_rank(int rank) const;
   /// Tells the other ranks this process's step `step` failed before it started.
@@ -80,24 +89,12 @@ struct PipelineSchedule::Impl {
   void abort_all(caf::scoped_actor& self);
 };
 
-void PipelineSchedule::Impl::check_stages() {
+void PipelineSchedule::Impl::find_group() {
   std::string name(schedules::schedule_name(kind));
   if (stages.empty()) throw std::invalid_argument(name + ": no stages given");
   for (const auto& s : stages)
     if (!s) throw std::invalid_argument(name + ": a stage is null");
   num_stages = stages[0]->num_stages();
-  std::sort(stages.begin(), stages.end(),
-            [](const auto& a, const auto& b) { return a->stage_index() < b->stage_index(); });
-  std::set<int> seen;
-  for (const auto& s : stages) {
-    if (s->num_stages() != num_stages)
-      throw std::invalid_argument(name + ": stages disagree on the stage count (" +
-                                  std::to_string(num_stages) + " and " +
-                                  std::to_string(s->num_stages()) + ")");
-    if (!seen.insert(s->stage_index()).second)
-      throw std::invalid_argument(name + ": stage " + std::to_string(s->stage_index()) +
-                                  " given twice");
-  }
   distributed = static_cast<int>(stages.size()) != num_stages;
   if (distributed && distributed::get_world_size() == 1)
     throw std::invalid_argument(
@@ -115,6 +112,22 @@ void PipelineSchedule::Impl::check_stages() {
                                     " were built for different process groups");
     if (group_ranks.empty()) group_ranks = distributed::world_group().ranks();
   }
+}
+
+void PipelineSchedule::Impl::check_stages() {
+  std::string name(schedules::schedule_name(kind));
+  std::sort(stages.begin(), stages.end(),
+            [](const auto& a, const auto& b) { return a->stage_index() < b->stage_index(); });
+  std::set<int> seen;
+  for (const auto& s : stages) {
+    if (s->num_stages() != num_stages)
+      throw std::invalid_argument(name + ": stages disagree on the stage count (" +
+                                  std::to_string(num_stages) + " and " +
+                                  std::to_string(s->num_stages()) + ")");
+    if (!seen.insert(s->stage_index()).second)
+      throw std::invalid_argument(name + ": stage " + std::to_string(s->stage_index()) +
+                                  " given twice");
+  }
   if (n_microbatches < 1)
     throw std::invalid_argument(name + ": n_microbatches must be at least 1, got " +
                                 std::to_string(n_microbatches));
@@ -130,30 +143,47 @@ PipelineSchedule::PipelineSchedule(std::vector<std::shared_ptr<PipelineStage>> s
   im.loss_fn = std::move(loss_fn);
   im.kind = kind;
   im.options = std::move(options);
-  im.check_stages();
+  im.find_group();
+  // Across processes, a rank's own reason to fail is shared at the meeting below, so that every
+  // rank fails with it at once instead of waiting for this one.
+  std::string local_error;
+  try {
+    im.check_local();
+  } catch (const std::exception& e) {
+    if (!im.distributed) throw;
+    local_error = e.what();
+  }
+  if (im.distributed)
+    im.setup_distributed(local_error);
+  else
+    im.setup_embedded();
+}
+
+void PipelineSchedule::Impl::check_local() {
+  check_stages();
   std::string name(schedules::schedule_name(kind));
   if (schedules::is_single_stage_per_rank(kind)) {
-    im.stages_per_rank = 1;
+    stages_per_rank = 1;
   } else {
-    im.stages_per_rank = im.options.stages_per_rank > 0 ? im.options.stages_per_rank
-                                                        : schedules::default_stages_per_rank(kind);
+    stages_per_rank = options.stages_per_rank > 0 ? options.stages_per_rank
+                                                  : schedules::default_stages_per_rank(kind);
   }
-  if (im.num_stages % im.stages_per_rank != 0)
-    throw std::invalid_argument(name + ": " + std::to_string(im.num_stages) +
-                                " stages cannot be placed " + std::to_string(im.stages_per_rank) +
+  if (num_stages % stages_per_rank != 0)
+    throw std::invalid_argument(name + ": " + std::to_string(num_stages) +
+                                " stages cannot be placed " + std::to_string(stages_per_rank) +
                                 " per rank");
-  im.ranks = im.num_stages / im.stages_per_rank;
-  im.order = schedules::generate_order(kind, im.ranks, im.stages_per_rank, n_microbatches);
-  im.stage_to_rank = schedules::stage_to_rank(kind, im.ranks, im.stages_per_rank);
+  ranks = num_stages / stages_per_rank;
+  order = schedules::generate_order(kind, ranks, stages_per_rank, n_microbatches);
+  stage_to_rank = schedules::stage_to_rank(kind, ranks, stages_per_rank);
   // Ranks run concurrently: a parameter tensor shared by stages on two ranks would have its
   // gradient accumulated by two threads at once.
   std::map<const TensorImpl*, std::pair<int, std::string>> owners;  // tensor -> (stage, name)
-  for (const auto& s : im.stages) {
+  for (const auto& s : stages) {
     for (const auto& [param_name, p] : s->module().named_parameters()) {
       auto [it, fresh] =
           owners.emplace(p.impl_ptr().get(), std::make_pair(s->stage_index(), param_name));
       const auto& [other_stage, other_name] = it->second;
-      if (!fresh && im.stage_to_rank[other_stage] != im.stage_to_rank[s->stage_index()])
+      if (!fresh && stage_to_rank[other_stage] != stage_to_rank[s->stage_index()])
         throw std::invalid_argument(
             name + ": parameter '" + param_name + "' of stage " + std::to_string(s->stage_index()) +
             " is the same tensor as '" + other_name + "' of stage " + std::to_string(other_stage) +
@@ -162,11 +192,6 @@ PipelineSchedule::PipelineSchedule(std::vector<std::shared_ptr<PipelineStage>> s
             "one rank");
     }
   }
-
-  if (im.distributed)
-    im.setup_distributed();
-  else
-    im.setup_embedded();
 }
 
 void PipelineSchedule::Impl::setup_embedded() {
@@ -197,6 +222,11 @@ std::string PipelineSchedule::Impl::describe_rank(int rank) const {
 void PipelineSchedule::Impl::check_agreement(const std::vector<std::string>& infos) {
   // Every rank runs these checks on the same gathered facts, so all fail alike, none hangs.
   std::string name(schedules::schedule_name(kind));
+  // A rank that could not build its share says why; every rank reports the first such rank.
+  for (size_t r = 0; r < infos.size(); ++r)
+    if (infos[r].rfind(kLocalError, 0) == 0)
+      throw std::invalid_argument(describe_rank(static_cast<int>(r)) + ": " +
+                                  infos[r].substr(std::string_view(kLocalError).size()));
   std::map<int, int> built_on;  // stage -> rank
   // Each rank is compared with rank 0, so every rank words a disagreement the same way.
   struct Info {
@@ -260,7 +290,7 @@ void PipelineSchedule::Impl::check_agreement(const std::vector<std::string>& inf
   }
 }
 
-void PipelineSchedule::Impl::setup_distributed() {
+void PipelineSchedule::Impl::setup_distributed(const std::string& local_error) {
   auto* cluster = distributed::detail::Cluster::current();
   std::string name(schedules::schedule_name(kind));
   auto me = std::find(group_ranks.begin(), group_ranks.end(), cluster->env.rank);
@@ -278,10 +308,14 @@ void PipelineSchedule::Impl::setup_distributed() {
   bool wants_nccl = cluster->backend == "nccl" && transport::nccl_available() &&
                     schedules::is_single_stage_per_rank(kind);
   for (const auto& s : stages) wants_nccl = wants_nccl && s->device().is_cuda();
-  info << name << ' ' << n_microbatches << ' ' << num_stages << ' ' << stages_per_rank << ' '
-       << stages.size();
-  for (const auto& s : stages) info << ' ' << s->stage_index();
-  info << ' ' << (wants_nccl ? 1 : 0);
+  if (!local_error.empty()) {
+    info << kLocalError << local_error;
+  } else {
+    info << name << ' ' << n_microbatches << ' ' << num_stages << ' ' << stages_per_rank << ' '
+         << stages.size();
+    for (const auto& s : stages) info << ' ' << s->stage_index();
+    info << ' ' << (wants_nccl ? 1 : 0);
+  }
   auto got = cluster->exchange(group_ranks, info.str(), {}, name + " construction");
   std::vector<std::string> infos;
   for (auto& c : got) infos.push_back(std::move(c.bytes));

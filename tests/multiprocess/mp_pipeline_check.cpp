@@ -246,6 +246,14 @@ int misuse(const Args& args) {
       auto pipe = pp::pipeline(model, {tp::zeros({2, kWidth})});
       auto stage = pp::build_stage(pipe, rank, tp::cpu(), dist::world_group());
       pp::Schedule1F1B schedule(stage, rank == 0 ? 8 : 4, tp::nn::mse_loss);
+    } else if (args.misuse == "local-error") {
+      // Rank 1 cannot build its share (too few microbatches for 1F1B); rank 0 could: both fail
+      // at once with rank 1's reason.
+      expect = "rank 1 (";
+      TieSkipNet model(world);
+      auto pipe = pp::pipeline(model, {tp::zeros({2, kWidth})});
+      auto stage = pp::build_stage(pipe, rank, tp::cpu(), dist::world_group());
+      pp::Schedule1F1B schedule(stage, rank == 1 ? 1 : 8, tp::nn::mse_loss);
     } else if (args.misuse == "inputs-on-wrong-rank") {
       expect = "does not host stage 0";
       TieSkipNet model(world);
