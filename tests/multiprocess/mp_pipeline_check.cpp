@@ -200,6 +200,18 @@ int equivalence(const Args& args) {
   return bad == 0 && compared > 0 ? 0 : 1;
 }
 
+// The stage `index` of a TieSkipNet of `num_stages` stages, built for the world group, with the
+// model and pipe it comes from (the misuse cases' setup).
+struct RankStage {
+  RankStage(int num_stages, int index)
+      : model(num_stages),
+        pipe(pp::pipeline(model, {tp::zeros({2, kWidth})})),
+        stage(pp::build_stage(pipe, index, tp::cpu(), dist::world_group())) {}
+  TieSkipNet model;
+  pp::Pipe pipe;
+  pp::PipelineStage stage;
+};
+
 // Steps `schedule` on a rank of a job whose last rank misbehaves; returns 0 when the step failed
 // within `limit_s` seconds with an error holding every one of `expect`.
 int expect_step_failure(pp::PipelineSchedule& schedule, int rank,
@@ -229,37 +241,27 @@ int misuse(const Args& args) {
     tp::manual_seed(11);
     if (args.misuse == "duplicate-stage") {
       expect = "stage 0 is built on rank 0";
-      TieSkipNet model(world);
-      auto pipe = pp::pipeline(model, {tp::zeros({2, kWidth})});
-      auto stage = pp::build_stage(pipe, 0, tp::cpu(), dist::world_group());  // every rank: 0
-      pp::Schedule1F1B schedule(stage, 4, tp::nn::mse_loss);
+      RankStage own(world, 0);  // every rank builds stage 0
+      pp::Schedule1F1B schedule(own.stage, 4, tp::nn::mse_loss);
     } else if (args.misuse == "world-size") {
       expect = "need " + std::to_string(2 * world) + " ranks, but the process group has " +
                std::to_string(world);
-      TieSkipNet model(2 * world);
-      auto pipe = pp::pipeline(model, {tp::zeros({2, kWidth})});
-      auto stage = pp::build_stage(pipe, rank, tp::cpu(), dist::world_group());
-      pp::Schedule1F1B schedule(stage, 4, tp::nn::mse_loss);
+      RankStage own(2 * world, rank);
+      pp::Schedule1F1B schedule(own.stage, 4, tp::nn::mse_loss);
     } else if (args.misuse == "microbatches") {
       expect = "ranks disagree on n_microbatches";
-      TieSkipNet model(world);
-      auto pipe = pp::pipeline(model, {tp::zeros({2, kWidth})});
-      auto stage = pp::build_stage(pipe, rank, tp::cpu(), dist::world_group());
-      pp::Schedule1F1B schedule(stage, rank == 0 ? 8 : 4, tp::nn::mse_loss);
+      RankStage own(world, rank);
+      pp::Schedule1F1B schedule(own.stage, rank == 0 ? 8 : 4, tp::nn::mse_loss);
     } else if (args.misuse == "local-error") {
       // Rank 1 cannot build its share (too few microbatches for 1F1B); rank 0 could: both fail
       // at once with rank 1's reason.
       expect = "rank 1 (";
-      TieSkipNet model(world);
-      auto pipe = pp::pipeline(model, {tp::zeros({2, kWidth})});
-      auto stage = pp::build_stage(pipe, rank, tp::cpu(), dist::world_group());
-      pp::Schedule1F1B schedule(stage, rank == 1 ? 1 : 8, tp::nn::mse_loss);
+      RankStage own(world, rank);
+      pp::Schedule1F1B schedule(own.stage, rank == 1 ? 1 : 8, tp::nn::mse_loss);
     } else if (args.misuse == "inputs-on-wrong-rank") {
       expect = "does not host stage 0";
-      TieSkipNet model(world);
-      auto pipe = pp::pipeline(model, {tp::zeros({2, kWidth})});
-      auto stage = pp::build_stage(pipe, rank, tp::cpu(), dist::world_group());
-      pp::Schedule1F1B schedule(stage, 4, tp::nn::mse_loss);
+      RankStage own(world, rank);
+      pp::Schedule1F1B schedule(own.stage, 4, tp::nn::mse_loss);
       tp::Tensor x = tp::randn({8, kWidth}), y = tp::randn({8, kWidth});
       bool failed = false;
       try {
@@ -286,10 +288,8 @@ int misuse(const Args& args) {
     } else if (args.misuse == "silent-rank") {
       // The last rank builds its stage but never steps: the others' step_timeout names it.
       expect = "did not finish within 1500 ms";
-      TieSkipNet model(world);
-      auto pipe = pp::pipeline(model, {tp::zeros({2, kWidth})});
-      auto stage = pp::build_stage(pipe, rank, tp::cpu(), dist::world_group());
-      pp::Schedule1F1B schedule(stage, 4, tp::nn::mse_loss,
+      RankStage own(world, rank);
+      pp::Schedule1F1B schedule(own.stage, 4, tp::nn::mse_loss,
                                 {.step_timeout = std::chrono::milliseconds(1500)});
       if (rank == world - 1) {
         std::this_thread::sleep_for(std::chrono::seconds(4));
@@ -303,10 +303,8 @@ int misuse(const Args& args) {
       // The last rank dies (no clean-up, no step) while the others step: they fail within a few
       // seconds, naming it, instead of waiting out the step timeout.
       expect = "is gone";
-      TieSkipNet model(world);
-      auto pipe = pp::pipeline(model, {tp::zeros({2, kWidth})});
-      auto stage = pp::build_stage(pipe, rank, tp::cpu(), dist::world_group());
-      pp::Schedule1F1B schedule(stage, 4, tp::nn::mse_loss,
+      RankStage own(world, rank);
+      pp::Schedule1F1B schedule(own.stage, 4, tp::nn::mse_loss,
                                 {.step_timeout = std::chrono::seconds(60)});
       if (rank == world - 1) {
         std::this_thread::sleep_for(std::chrono::milliseconds(300));

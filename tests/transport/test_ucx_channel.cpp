@@ -383,14 +383,20 @@ std::optional<std::vector<uint8_t>> read_bytes(int fd, std::chrono::milliseconds
   return bytes;
 }
 
+// Rank 1 in a child: trades worker addresses with the parent (rank 0) over `fd` and connects.
+bool join_parent(tr::UcxChannel& channel, int fd) {
+  if (!write_bytes(fd, channel.address())) return false;
+  auto parent = read_bytes(fd, 5s);
+  if (!parent) return false;
+  channel.connect({*parent, {}});
+  return true;
+}
+
 // The child: rank 1 receives a tensor and sends it back as a gradient.
 int echo_child(int fd) {
   try {
     tr::UcxChannel channel(1, 2);
-    if (!write_bytes(fd, channel.address())) return 2;
-    auto parent = read_bytes(fd, 5s);
-    if (!parent) return 3;
-    channel.connect({*parent, {}});
+    if (!join_parent(channel, fd)) return 2;
     std::vector<tr::TensorDescriptor> descriptors{
         tr::describe(tp::empty({1 << 18}, {.dtype = tp::DType::Float32, .device = tp::cpu()}))};
     auto got = channel.receive(0, {0, 1, tr::Direction::Forward, 0}, descriptors, tp::cpu(), 5s);
@@ -409,10 +415,7 @@ int echo_child(int fd) {
 int doomed_child(int fd) {
   try {
     tr::UcxChannel channel(1, 2);
-    if (!write_bytes(fd, channel.address())) return 2;
-    auto parent = read_bytes(fd, 5s);
-    if (!parent) return 3;
-    channel.connect({*parent, {}});
+    if (!join_parent(channel, fd)) return 2;
     channel.send(0, {0, 0, tr::Direction::Backward, 0}, {tp::ones({4})});
     std::this_thread::sleep_for(10s);  // killed long before
     return 0;
