@@ -36,6 +36,11 @@ void log_to_file(const std::string& path) {
   logger->flush_on(spdlog::level::debug);
 }
 
+bool message_log_enabled() {
+  static const auto& logger = message_log();
+  return logger->should_log(spdlog::level::debug);
+}
+
 void log_event(int rank, unsigned long long step, const char* event, const std::string& what) {
   static const auto& logger = message_log();
   if (!logger->should_log(spdlog::level::debug)) return;

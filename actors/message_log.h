@@ -20,6 +20,9 @@ std::shared_ptr<spdlog::logger> message_log();
 /// and turns it on at debug level unless SPDLOG_LEVEL chose a level.
 void log_to_file(const std::string& path);
 
+/// True when the message log records events (so callers may skip formatting them).
+bool message_log_enabled();
+
 /// Writes one log line when the logger is at debug level.
 void log_event(int rank, unsigned long long step, const char* event, const std::string& what);
 

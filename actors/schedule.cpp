@@ -374,9 +374,7 @@ void PipelineSchedule::Impl::setup_distributed(const std::string& local_error) {
                          rank_for_log, error.c_str());
             return;
           }
-          log_event(rank_for_log, n.step, "recv",
-                    std::string(n.direction == transport::Direction::Forward ? "input " : "grad ") +
-                        std::to_string(n.stage) + ":" + std::to_string(n.microbatch));
+          if (message_log_enabled()) log_event(rank_for_log, n.step, "recv", describe(n));
           auto tell = [mine](const Notification& done) {
             caf::anon_send(mine, detail::received_atom::value, done.step,
                            static_cast<int32_t>(done.stage), static_cast<int32_t>(done.direction),

@@ -30,11 +30,6 @@ using StageActor = caf::stateful_actor<StageActorState>;
 
 using transport::Direction;
 
-std::string describe_note(const Notification& n) {
-  return std::string(n.direction == Direction::Forward ? "input " : "grad ") +
-         std::to_string(n.stage) + ":" + std::to_string(n.microbatch);
-}
-
 /// Ends this rank's step with `what`: tells the driver, and (across processes) every other rank.
 void fail(StageActor* self, const std::string& what, bool tell_peers) {
   auto& st = self->state;
@@ -56,7 +51,7 @@ void pump(StageActor* self) {
         [self](const Notification& n) {
           auto& s = self->state;
           const caf::actor& dest = s.peers.at(s.stage_to_rank.at(n.stage));
-          log_event(s.worker->rank(), n.step, "send", describe_note(n));
+          if (message_log_enabled()) log_event(s.worker->rank(), n.step, "send", describe(n));
           WireNote note{n.step, n.stage, n.microbatch, n.source, n.tensors};
           if (n.direction == Direction::Forward)
             self->send(dest, forward_atom::value, std::move(note));
@@ -64,7 +59,8 @@ void pump(StageActor* self) {
             self->send(dest, backward_atom::value, std::move(note));
         },
         [self](const char* event, const schedules::Action& action) {
-          log_event(self->state.worker->rank(), self->state.step, event, to_string(action));
+          if (message_log_enabled())
+            log_event(self->state.worker->rank(), self->state.step, event, to_string(action));
         },
         // Between two actions, let waiting messages in (abort, status, a peer's failure, new
         // arrivals the policy may prefer), then resume: control never waits behind a whole run.
@@ -98,7 +94,7 @@ void arrived(StageActor* self, const Notification& n) {
 void notify(StageActor* self, WireNote& wire, Direction dir) {
   auto& st = self->state;
   Notification n{wire.step, wire.stage, dir, wire.microbatch, wire.source, std::move(wire.tensors)};
-  log_event(st.worker->rank(), n.step, "recv", describe_note(n));
+  if (message_log_enabled()) log_event(st.worker->rank(), n.step, "recv", describe(n));
   bool now = false;
   try {
     caf::actor me = caf::actor_cast<caf::actor>(self);

@@ -66,6 +66,11 @@ void StageWorker::begin_step(std::shared_ptr<StepData> step) {
       early_.push_back(n);
 }
 
+std::string describe(const Notification& n) {
+  return std::string(n.direction == Direction::Forward ? "input " : "grad ") +
+         std::to_string(n.stage) + ":" + std::to_string(n.microbatch);
+}
+
 bool StageWorker::post_receive(const Notification& n,
                                std::function<void(const Notification&)> arrived) {
   PipelineStage& s = stage(n.stage);
@@ -149,9 +154,7 @@ void StageWorker::deliver(const TransferTag& tag, std::vector<Tensor> tensors,
   Notification note{tag.step,       tag.stage,  tag.direction,
                     tag.microbatch, self_peer_, std::move(descriptors)};
   if (notify_over_channel_) {
-    log_event(rank_, note.step, "send",
-              std::string(note.direction == Direction::Forward ? "input " : "grad ") +
-                  std::to_string(note.stage) + ":" + std::to_string(note.microbatch));
+    if (message_log_enabled()) log_event(rank_, note.step, "send", describe(note));
     channel_->send_message(peer, stream_, encode_notification(note));
     return;
   }

@@ -33,6 +33,9 @@ struct Notification {
   transport::TransferTag tag() const { return {step, stage, direction, microbatch}; }
 };
 
+/// "input S:MB" or "grad S:MB", as the message log names a notification.
+std::string describe(const Notification& n);
+
 /// Observes the actions a worker runs (for the message log and timelines).
 using ActionObserver = std::function<void(const char* event, const schedules::Action& action)>;
 
