@@ -289,7 +289,8 @@ void PipelineSchedule::Impl::setup_embedded() {
   }
   local_actors = actors;
   caf::scoped_actor self{system};
-  for (const caf::actor& a : actors) self->send(a, detail::peers_atom::value, actors);
+  for (const caf::actor& a : actors)
+    self->send(a, detail::peers_atom::value, actors, std::vector<std::string>{});
 }
 
 std::string PipelineSchedule::Impl::describe_rank(int rank) const {
@@ -485,7 +486,9 @@ void PipelineSchedule::Impl::setup_distributed(const std::string& local_error) {
     caf::anon_send_exit(mine, caf::exit_reason::user_shutdown);
     throw;
   }
-  caf::anon_send(mine, detail::peers_atom::value, actors);
+  std::vector<std::string> names;
+  for (int r = 0; r < static_cast<int>(actors.size()); ++r) names.push_back(describe_rank(r));
+  caf::anon_send(mine, detail::peers_atom::value, actors, std::move(names));
 
   // Tied parameters whose copies live in several processes: one group per tie, of exactly the
   // ranks holding a copy.
@@ -588,7 +591,6 @@ std::vector<std::string> PipelineSchedule::Impl::abort_all(
     uint64_t step, std::chrono::steady_clock::time_point deadline) {
   for (const caf::actor& a : local_actors)
     caf::anon_send<caf::message_priority::high>(a, detail::abort_atom::value, step);
-  if (!distributed) channel->cancel_all();
   std::vector<std::string> stuck;
   for (const auto& worker : local_workers) {
     // A rank between actions drops the step at once; one inside a stage's compute cannot.
@@ -601,6 +603,12 @@ std::vector<std::string> PipelineSchedule::Impl::abort_all(
                                    : busy);
     }
   }
+  // This step's posted receives end now (the channel is shared with other schedules across
+  // processes: only this schedule's stream).
+  if (distributed)
+    channel->cancel_stream(stream);
+  else
+    channel->cancel_all();
   return stuck;
 }
 

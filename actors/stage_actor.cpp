@@ -23,7 +23,8 @@ struct StageActorState {
   bool failed = false;
   bool resume_pending = false;  // a resume message is in the mailbox
   std::map<uint64_t, std::pair<int, std::string>> failed_elsewhere;  // step -> (rank, what)
-  std::map<int, std::string> gone;  // ranks whose stage actor went down, and why
+  std::map<int, std::string> gone;      // ranks whose stage actor went down, and why
+  std::vector<std::string> rank_names;  // "rank 3 (host)", by rank, for error messages
   std::shared_ptr<const void> keep_alive;
 };
 
@@ -119,8 +120,11 @@ void check_gone(StageActor* self) {
   for (const auto& [rank, why] : st.gone) {
     if (!st.worker->needs_rank(st.stage_to_rank, rank)) continue;
     // The other ranks hear it too, so every rank's error names the rank that is gone.
+    std::string name = rank < static_cast<int>(st.rank_names.size())
+                           ? st.rank_names[rank]
+                           : "rank " + std::to_string(rank);
     fail(self,
-         "rank " + std::to_string(rank) + "'s stage actor is gone (" + why + ") and rank " +
+         name + " is gone (its stage actor is down: " + why + ") and rank " +
              std::to_string(st.worker->rank()) + " still waits for its tensors",
          true);
     return;
@@ -145,9 +149,10 @@ caf::behavior stage_actor(StageActor* self, std::shared_ptr<StageWorker> worker,
     }
   });
   return {
-      [self](peers_atom, std::vector<caf::actor> peers) {
+      [self](peers_atom, std::vector<caf::actor> peers, std::vector<std::string> names) {
         auto& st = self->state;
         st.peers = std::move(peers);
+        st.rank_names = std::move(names);
         // Across processes a peer can die: watch the others (CAF's heartbeats and the closed
         // connection tell).
         if (st.distributed)
