@@ -505,8 +505,8 @@ void PipelineSchedule::Impl::fail_step_everywhere(uint64_t step, const std::stri
   if (!distributed) return;
   for (int r = 0; r < static_cast<int>(actors.size()); ++r)
     if (r != my_rank)
-      caf::anon_send(actors[r], detail::peer_failed_atom::value, step,
-                     static_cast<int32_t>(my_rank), what);
+      caf::send_as(local_actors.front(), actors[r], detail::peer_failed_atom::value, step,
+                   static_cast<int32_t>(my_rank), what);
 }
 
 PipelineScheduleSingle::PipelineScheduleSingle(std::vector<std::shared_ptr<PipelineStage>> stages,

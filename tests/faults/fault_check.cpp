@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <string>
+#include <thread>
 
 #include "actors/process_group.h"
 #include "actors/schedule.h"
@@ -29,7 +30,8 @@ constexpr int kFaultStep = 3;        // the step in which the victim fails
 constexpr int kFaultMicrobatch = 3;  // during its forward of this microbatch
 
 struct Args {
-  std::string fault;  // "kill" or "stop"
+  std::string fault;  // "kill", "stop", or "none" (train `steps` steps, a little slowly)
+  int steps = kFaultStep;
   int victim = 1;
   std::string dir;  // where the victim writes the time of its fault
   int step_timeout_ms = 60000;
@@ -48,13 +50,15 @@ Args parse(int argc, char** argv) {
       a.dir = value;
     else if (flag == "--step-timeout-ms")
       a.step_timeout_ms = std::stoi(value);
+    else if (flag == "--steps")
+      a.steps = std::stoi(value);
     else if (flag == "--limit-ms")
       a.limit_ms = std::stoi(value);
     else if (flag != "--tag")  // --tag marks the job's processes for the caller's leak check
       throw std::invalid_argument("unknown flag " + flag);
   }
-  if (a.fault != "kill" && a.fault != "stop")
-    throw std::invalid_argument("--fault must be kill or stop");
+  if (a.fault != "kill" && a.fault != "stop" && a.fault != "none")
+    throw std::invalid_argument("--fault must be kill, stop or none");
   return a;
 }
 
@@ -70,7 +74,8 @@ struct FaultyLinear : tp::nn::Module {
     lin = register_module("lin", tp::nn::Linear(kWidth, kWidth));
   }
   tp::Tensor forward(const tp::Tensor& x) override {
-    if (victim_ && ++calls_ == (kFaultStep - 1) * kMicrobatches + kFaultMicrobatch + 1) {
+    if (args_.fault != "none" && victim_ &&
+        ++calls_ == (kFaultStep - 1) * kMicrobatches + kFaultMicrobatch + 1) {
       {
         std::ofstream out(args_.dir + "/fault_time");
         out << wall_ns() << "\n";
@@ -104,7 +109,9 @@ int main(int argc, char** argv) {
     pp::Schedule1F1B schedule(*stage, kMicrobatches, tp::nn::mse_loss,
                               {.step_timeout = std::chrono::milliseconds(args.step_timeout_ms)});
     tp::Generator data(17);
-    for (int step = 1; step <= kFaultStep; ++step) {
+    const int steps = args.fault == "none" ? args.steps : kFaultStep;
+    for (int step = 1; step <= steps; ++step) {
+      if (args.fault == "none") std::this_thread::sleep_for(std::chrono::milliseconds(40));
       tp::Tensor x = tp::randn({2 * kMicrobatches, kWidth}, {}, &data);
       tp::Tensor y = tp::randn({2 * kMicrobatches, kWidth}, {}, &data);
       const auto started = Clock::now();
@@ -137,6 +144,10 @@ int main(int argc, char** argv) {
         std::fflush(stdout);
         return names_victim && on_time ? 3 : 1;
       }
+    }
+    if (args.fault == "none") {
+      std::printf("fault-check rank %d: trained %d steps\n", rank, steps);
+      return 0;
     }
     std::printf("fault-check rank %d: WRONG: no step failed\n", rank);
     return 1;
