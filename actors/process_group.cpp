@@ -85,9 +85,6 @@ caf::behavior process_actor(ProcessActor* self, std::shared_ptr<Inbox> inbox, in
     const int rank = it->second;
     std::string why = "its connection closed (" + self->system().render(m.reason) + ")";
     self->state.inbox->peer_down(rank, why);
-    // Its transfers end now, not at their timeouts: receives fail naming it, sends are dropped.
-    if (auto* cluster = Cluster::current(); cluster && cluster->ucx)
-      cluster->ucx->drop_peer(rank, cluster->describe(rank) + " is gone: " + why);
   });
   return {
       [self](hello_atom, PeerEntry entry) -> caf::response_promise {
@@ -315,11 +312,19 @@ void report_intruder(caf::actor_system& system, int rank, const caf::node_id& no
 }
 
 void Inbox::peer_down(int rank, const std::string& why) {
+  std::function<void(int, const std::string&)> hook;
   {
     std::lock_guard lock(mutex_);
     down_[rank] = why;
+    hook = on_down_;
   }
   cv_.notify_all();
+  if (hook) hook(rank, why);
+}
+
+void Inbox::on_peer_down(std::function<void(int, const std::string&)> hook) {
+  std::lock_guard lock(mutex_);
+  on_down_ = std::move(hook);
 }
 
 std::map<int, Contribution> Inbox::take(uint64_t key, const std::vector<int>& from,
@@ -488,6 +493,15 @@ void connect_to_job(Cluster& c, const InitOptions& options) {
   // Rank 0 vouches for every process in its table: they all presented the token.
   for (const PeerEntry& p : c.peers)
     if (p.actor) c.inbox->admit(p.actor.node());
+  // A peer's process gone: its transfers end now, not at their timeouts (receives fail naming
+  // it, sends are dropped). Holds the channel weakly: the hook may run while the group closes.
+  std::vector<std::string> names;
+  for (int r = 0; r < env.world_size; ++r) names.push_back(c.describe(r));
+  c.inbox->on_peer_down([channel = std::weak_ptr<transport::Channel>(c.ucx), names](
+                            int rank, const std::string& why) {
+    if (auto ucx = channel.lock(); ucx && rank >= 0 && rank < static_cast<int>(names.size()))
+      ucx->drop_peer(rank, names[rank] + " is gone: " + why);
+  });
   for (const caf::node_id& stranger : c.inbox->release_held())
     detail::report_intruder(system, env.rank, stranger, "a collective contribution");
 

@@ -453,8 +453,11 @@ void PipelineSchedule::Impl::setup_distributed(const std::string& local_error) {
         stream, [worker, mine, rank_for_log](int /*peer*/, std::string_view bytes) {
           Notification n;
           if (std::string error = decode_notification(bytes, n); !error.empty()) {
-            std::fprintf(stderr, "tensorplay: rank %d dropped a malformed notification: %s\n",
-                         rank_for_log, error.c_str());
+            note_rejected_message(rank_for_log, "malformed notification: " + error);
+            return;
+          }
+          if (std::string error = worker->check_notification(n); !error.empty()) {
+            note_rejected_message(rank_for_log, "notification " + error);
             return;
           }
           if (message_log_enabled()) log_event(rank_for_log, n.step, "recv", describe(n));

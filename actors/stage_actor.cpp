@@ -97,6 +97,12 @@ void arrived(StageActor* self, const Notification& n) {
 void notify(StageActor* self, WireNote& wire, Direction dir) {
   auto& st = self->state;
   Notification n{wire.step, wire.stage, dir, wire.microbatch, wire.source, std::move(wire.tensors)};
+  if (st.distributed) {
+    if (std::string error = st.worker->check_notification(n); !error.empty()) {
+      note_rejected_message(st.worker->rank(), "notification " + error);
+      return;
+    }
+  }
   if (message_log_enabled()) log_event(st.worker->rank(), n.step, "recv", describe(n));
   bool now = false;
   try {

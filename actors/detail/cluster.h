@@ -5,6 +5,7 @@
 #include <caf/all.hpp>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -27,6 +28,8 @@ class Inbox {
   void put(Contribution c);
   /// A peer's process is gone: waits that need it fail at once.
   void peer_down(int rank, const std::string& why);
+  /// Called (outside the inbox's lock) whenever a peer is reported down.
+  void on_peer_down(std::function<void(int, const std::string&)> hook);
   /// The process on `node` holds the cluster token (it said hello with it, or rank 0 vouched for
   /// it in the table): its messages are accepted.
   void admit(const caf::node_id& node);
@@ -50,6 +53,7 @@ class Inbox {
   std::map<int, std::string> down_;
   std::set<caf::node_id> members_;
   bool members_known_ = false;
+  std::function<void(int, const std::string&)> on_down_;
   std::vector<std::pair<caf::node_id, Contribution>> held_;
 };
 
