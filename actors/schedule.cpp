@@ -802,6 +802,7 @@ Tensor PipelineSchedule::eval(const std::vector<Tensor>& inputs, const StepOptio
 }
 
 bool PipelineSchedule::is_distributed() const { return impl_->distributed; }
+uint32_t PipelineSchedule::transport_stream() const { return impl_->stream; }
 const schedules::PipelineOrder& PipelineSchedule::order() const { return impl_->order; }
 schedules::ScheduleKind PipelineSchedule::kind() const { return impl_->kind; }
 int PipelineSchedule::num_microbatches() const { return impl_->n_microbatches; }
