@@ -241,21 +241,28 @@ caf::actor spawn_stage_actor(caf::actor_system& system, std::shared_ptr<StageWor
                                      distributed, std::move(keep_alive));
 }
 
+namespace {
+
+caf::behavior status_actor(caf::event_based_actor* self, std::shared_ptr<StageWorker> worker,
+                           caf::actor stage) {
+  self->link_to(stage);
+  return {
+      [self, worker, stage](status_atom) {
+        auto promise = self->make_response_promise();
+        std::string busy = worker->running();
+        if (!busy.empty())
+          promise.deliver(std::move(busy));
+        else
+          promise.delegate(stage, status_atom::value);
+      },
+  };
+}
+
+}  // namespace
+
 caf::actor spawn_status_actor(caf::actor_system& system, std::shared_ptr<StageWorker> worker,
                               caf::actor stage) {
-  return system.spawn([worker, stage](caf::event_based_actor* self) -> caf::behavior {
-    self->link_to(stage);
-    return {
-        [self, worker, stage](status_atom) {
-          auto promise = self->make_response_promise();
-          std::string busy = worker->running();
-          if (!busy.empty())
-            promise.deliver(std::move(busy));
-          else
-            promise.delegate(stage, status_atom::value);
-        },
-    };
-  });
+  return system.spawn(status_actor, std::move(worker), std::move(stage));
 }
 
 }  // namespace tensorplay::pipelining::detail
