@@ -295,12 +295,13 @@ double validation_loss(Job& job, const TextCorpus& corpus, train_gpt::StepWatch*
 }
 
 // Continues `prompt` by `chars` characters twice, greedily (row 0) and by sampling at the
-// temperature (row 1), through the pipeline's forward. Every rank takes part; the characters
+// temperature (row 1), through the pipeline's forward (a batch of one row per microbatch). Every rank takes part; the characters
 // chosen on the last stage's rank reach the others by an all-reduce.
 std::pair<std::string, std::string> generate(Job& job, const TextCorpus& corpus,
                                              train_gpt::StepWatch* watch) {
   const Options& o = job.options;
-  const int64_t T = o.context, B = o.batch, V = job.vocab;
+  // One sequence per microbatch: the stages take microbatches of any batch size.
+  const int64_t T = o.context, B = o.unsplit ? 2 : std::max(2, o.microbatches), V = job.vocab;
   std::vector<std::vector<int64_t>> seq(2, corpus.encode(o.prompt));
   if (seq[0].empty()) seq[0] = seq[1] = {0};
   tp::Generator sampler(o.seed + 2);
