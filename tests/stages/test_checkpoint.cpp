@@ -98,7 +98,7 @@ TEST_CASE("a checkpoint restores parameters, optimizer state, step and generator
   CHECK(fresh.values() == saved.values());
 }
 
-TEST_CASE("each process saves its own stages; a step is complete when all have", "[checkpoint]") {
+TEST_CASE("each process saves its own stages and a step is complete when all have", "[checkpoint]") {
   TempDir dir;
   Job job(3);
   job.train(4);
