@@ -295,8 +295,9 @@ double validation_loss(Job& job, const TextCorpus& corpus, train_gpt::StepWatch*
 }
 
 // Continues `prompt` by `chars` characters twice, greedily (row 0) and by sampling at the
-// temperature (row 1), through the pipeline's forward (a batch of one row per microbatch). Every rank takes part; the characters
-// chosen on the last stage's rank reach the others by an all-reduce.
+// temperature (row 1), through the pipeline's forward (a batch of one row per microbatch). Every
+// rank takes part; the characters chosen on the last stage's rank reach the others by an
+// all-reduce.
 std::pair<std::string, std::string> generate(Job& job, const TextCorpus& corpus,
                                              train_gpt::StepWatch* watch) {
   const Options& o = job.options;
@@ -358,169 +359,187 @@ std::string mib(double bytes) {
   return text;
 }
 
+void print_header(const Options& o, const Job& job, const TextCorpus& corpus) {
+  const double entropy = corpus.unigram_entropy();
+  int64_t parameters = 0;
+  for (const auto& p : job.model->parameters()) parameters += p.numel();
+  std::printf("text: %s: %lld characters for training, %lld held out, %lld distinct\n",
+              corpus.source().c_str(), static_cast<long long>(corpus.train_size()),
+              static_cast<long long>(corpus.val_size()),
+              static_cast<long long>(corpus.vocab_size()));
+  std::printf(
+      "unigram entropy of the text: %.3f nats per character (%.3f bits): the loss to get well "
+      "below\n",
+      entropy, entropy / std::log(2.0));
+  std::printf(
+      "model: GPT, %lld blocks, width %lld, %lld heads, context %lld, %s, %lld parameters\n",
+      static_cast<long long>(o.layers), static_cast<long long>(o.width),
+      static_cast<long long>(o.heads), static_cast<long long>(o.context), o.dtype.c_str(),
+      static_cast<long long>(parameters));
+  if (o.unsplit) {
+    std::printf("run: unsplit, one thread, batch %lld, on %s\n", static_cast<long long>(o.batch),
+                o.device.c_str());
+    return;
+  }
+  std::printf(
+      "pipeline: %d stages cut at blocks, %s over %d ranks (%s), %d microbatches of %lld "
+      "sequences, %d BLAS thread(s), on %s\n",
+      o.stages, std::string(sc::schedule_name(job.kind)).c_str(), job.ranks,
+      job.distributed() ? "one process each" : "one process, embedded runtime", o.microbatches,
+      static_cast<long long>(o.batch / o.microbatches), o.blas_threads, o.device.c_str());
+}
+
+// The step's timeline as an SVG picture and a Chrome trace (times in microseconds).
+void write_step_pictures(const std::string& out_dir, int step, const Job& job,
+                         const sc::SimulationResult& timeline, bool prints) {
+  const std::string stem = out_dir + "/step_" + std::to_string(step);
+  const std::string title =
+      std::string(sc::schedule_name(job.kind)) + ", step " + std::to_string(step) +
+      (job.distributed() ? ", rank " + std::to_string(job.rank) : "") + " (microseconds)";
+  write_text(stem + "_timeline.svg", sc::timeline_svg(timeline, title));
+  write_text(stem + "_trace.json", sc::chrome_trace_json(timeline, 1.0));
+  if (prints)
+    std::printf("wrote %s_timeline.svg and %s_trace.json (open the trace in ui.perfetto.dev)\n",
+                stem.c_str(), stem.c_str());
+}
+
+// What the training loop measured.
+struct RunResult {
+  int first_step = 1, last_step = 0;
+  double wall_seconds = 0, timed_seconds = 0;
+  int timed_steps = 0;  // steps after the first (which warms caches and threads up)
+  double loss = NAN, val_loss = NAN;
+  RunFigures figures;
+
+  double seconds_per_step() const { return timed_steps ? timed_seconds / timed_steps : NAN; }
+};
+
+void print_summary(const Options& o, const Job& job, const RunResult& run, double entropy) {
+  const double tokens_per_step = static_cast<double>(o.batch * o.context);
+  std::printf(
+      "\nsummary: %d steps in %s; %.0f tokens/s, %.1f ms per step (steps after the first)\n",
+      run.last_step - run.first_step + 1, duration_text(run.wall_seconds).c_str(),
+      tokens_per_step / run.seconds_per_step(), run.seconds_per_step() * 1e3);
+  std::printf("loss %.4f, validation loss %.4f, unigram entropy %.4f nats per character\n",
+              run.loss, run.val_loss, entropy);
+  const RunFigures& figures = run.figures;
+  if (!figures.bubble_steps) return;
+  std::printf("measured bubble %.1f%% (mean over steps)\n", 100.0 * figures.bubble());
+  double mean_bytes = 0;
+  for (double b : job.activation_bytes) mean_bytes += b / job.activation_bytes.size();
+  for (size_t r = 0; r < figures.ranks.size(); ++r) {
+    const RankFigures& f = figures.ranks[r];
+    if (!f.seen) continue;
+    const double total = f.busy_us + f.idle_us;
+    std::printf(
+        "  rank %zu: busy %.1f ms, idle %.1f ms per step (%.0f%% busy); peak activations %d "
+        "microbatches, about %s\n",
+        r, f.busy_us / 1e3 / figures.bubble_steps, f.idle_us / 1e3 / figures.bubble_steps,
+        total > 0 ? 100.0 * f.busy_us / total : 0.0, f.peak_activations,
+        mib(f.peak_activations * mean_bytes).c_str());
+  }
+}
+
+void print_json(const Options& o, const Job& job, const RunResult& run, double entropy) {
+  nlohmann::json j = {
+      {"schedule", o.unsplit ? "unsplit" : std::string(sc::schedule_name(job.kind))},
+      {"stages", o.unsplit ? 1 : o.stages},
+      {"layers", o.layers},
+      {"width", o.width},
+      {"heads", o.heads},
+      {"context", o.context},
+      {"vocab", job.vocab},
+      {"batch", o.batch},
+      {"microbatches", o.microbatches},
+      {"steps", run.last_step - run.first_step + 1},
+      {"tokens_per_second", static_cast<double>(o.batch * o.context) / run.seconds_per_step()},
+      {"seconds_per_step", run.seconds_per_step()},
+      {"loss", run.loss},
+      {"val_loss", run.val_loss},
+      {"unigram_entropy", entropy},
+      {"bubble", run.figures.bubble_steps ? run.figures.bubble() : 0.0}};
+  std::printf("%s\n", j.dump().c_str());
+}
+
 int run(const Options& o) {
   dist::init_process_group();
   openblas_set_num_threads(o.blas_threads);
   const TextCorpus corpus(o.data, o.held_out, o.context);
   Job job(o, corpus);
-  // The rank that holds the last stage knows the losses: it prints.
-  const bool prints = job.gets_losses();
-  const double tokens_per_step = static_cast<double>(o.batch * o.context);
-  const double entropy = corpus.unigram_entropy();
+  const bool prints = job.gets_losses();  // the rank with the last stage knows the losses
+  if (prints) print_header(o, job, corpus);
 
-  if (prints) {
-    std::printf("text: %s: %lld characters for training, %lld held out, %lld distinct\n",
-                corpus.source().c_str(), static_cast<long long>(corpus.train_size()),
-                static_cast<long long>(corpus.val_size()),
-                static_cast<long long>(corpus.vocab_size()));
-    std::printf(
-        "unigram entropy of the text: %.3f nats per character (%.3f bits): the loss to get "
-        "well below\n",
-        entropy, entropy / std::log(2.0));
-    std::printf(
-        "model: GPT, %lld blocks, width %lld, %lld heads, context %lld, %s, %lld "
-        "parameters\n",
-        static_cast<long long>(o.layers), static_cast<long long>(o.width),
-        static_cast<long long>(o.heads), static_cast<long long>(o.context), o.dtype.c_str(),
-        static_cast<long long>([&] {
-          int64_t n = 0;
-          for (const auto& p : job.model->parameters()) n += p.numel();
-          return n;
-        }()));
-    if (o.unsplit)
-      std::printf("run: unsplit, one thread, batch %lld, on %s\n", static_cast<long long>(o.batch),
-                  o.device.c_str());
-    else
-      std::printf(
-          "pipeline: %d stages cut at blocks, %s over %d ranks (%s), %d microbatches of "
-          "%lld sequences, %d BLAS thread(s), on %s\n",
-          o.stages, std::string(sc::schedule_name(job.kind)).c_str(), job.ranks,
-          job.distributed() ? "one process each" : "one process, embedded runtime", o.microbatches,
-          static_cast<long long>(o.batch / o.microbatches), o.blas_threads, o.device.c_str());
-  }
-
-  const bool saves = !o.checkpoint_dir.empty() && !o.unsplit;
   if (!o.log_dir.empty()) {
     std::filesystem::create_directories(o.log_dir);
     pp::log_to_file(o.log_dir + "/messages_rank_" + std::to_string(job.rank) + ".log");
   }
   std::optional<train_gpt::StepWatch> watch;
   if (!o.unsplit) watch.emplace();
+  train_gpt::StepWatch* watching = watch ? &*watch : nullptr;
+
+  // -- start, or resume from the newest complete checkpoint ---------------------------------------
+  const bool saves = !o.checkpoint_dir.empty() && !o.unsplit;
   tp::Generator data(o.seed + 1);
   pp::CheckpointOptions checkpoint_options{.generators = {{"data", &data}}};
-  int first_step = 1;
+  RunResult result;
   if (o.resume) {
     if (!saves) throw std::invalid_argument("--resume needs --checkpoint-dir (and a pipeline)");
-    first_step = static_cast<int>(pp::load_checkpoint(o.checkpoint_dir, job.stages, *job.opt,
-                                                      std::nullopt, checkpoint_options)) +
-                 1;
+    result.first_step = static_cast<int>(pp::load_checkpoint(o.checkpoint_dir, job.stages, *job.opt,
+                                                             std::nullopt, checkpoint_options)) +
+                        1;
     if (prints)
-      std::printf("resumed from %s at step %d\n", o.checkpoint_dir.c_str(), first_step - 1);
+      std::printf("resumed from %s at step %d\n", o.checkpoint_dir.c_str(), result.first_step - 1);
   }
   const std::string out_dir = saves ? o.checkpoint_dir : (o.log_dir.empty() ? "." : o.log_dir);
   std::filesystem::create_directories(out_dir);
 
-  RunFigures figures;
-  double last_val = NAN, last_loss = NAN;
+  // -- train -------------------------------------------------------------------------------------
+  const double tokens_per_step = static_cast<double>(o.batch * o.context);
+  result.last_step = o.stop_after > 0 ? std::min(o.stop_after, o.steps) : o.steps;
   const Clock::time_point start = Clock::now();
-  double timed_seconds = 0;
-  int timed_steps = 0;
-  const int last_step = o.stop_after > 0 ? std::min(o.stop_after, o.steps) : o.steps;
-  for (int step = first_step; step <= last_step; ++step) {
+  for (int step = result.first_step; step <= result.last_step; ++step) {
     auto [x, y] = corpus.batch(o.batch, o.context, data);
     const Clock::time_point t0 = Clock::now();
-    last_loss = job.train_step(x, y, o.lr_at(step));
+    result.loss = job.train_step(x, y, o.lr_at(step));
     const double dt = seconds_since(t0);
-    if (step > first_step) {  // the first step warms caches and threads up
-      timed_seconds += dt;
-      ++timed_steps;
+    if (step > result.first_step) {
+      result.timed_seconds += dt;
+      ++result.timed_steps;
     }
     std::optional<sc::SimulationResult> timeline;
     if (watch) timeline = watch->take_step();
-    if (timeline) figures.add(*timeline);
-    if (timeline && step == o.trace_step) {
-      const std::string stem = out_dir + "/step_" + std::to_string(step);
-      write_text(stem + "_timeline.svg",
-                 sc::timeline_svg(*timeline, std::string(sc::schedule_name(job.kind)) + ", step " +
-                                                 std::to_string(step) + ", rank " +
-                                                 std::to_string(job.rank) + " (microseconds)"));
-      write_text(stem + "_trace.json", sc::chrome_trace_json(*timeline, 1.0));
-      if (prints)
-        std::printf("wrote %s_timeline.svg and %s_trace.json (open the trace in ui.perfetto.dev)\n",
-                    stem.c_str(), stem.c_str());
-    }
-    const bool validate = step == last_step || (o.val_interval > 0 && step % o.val_interval == 0);
-    if (validate) last_val = validation_loss(job, corpus, watch ? &*watch : nullptr);
-    if (saves &&
-        (step == last_step || (o.checkpoint_interval > 0 && step % o.checkpoint_interval == 0)))
+    if (timeline) result.figures.add(*timeline);
+    if (timeline && step == o.trace_step)
+      write_step_pictures(out_dir, step, job, *timeline, prints);
+    const bool validate =
+        step == result.last_step || (o.val_interval > 0 && step % o.val_interval == 0);
+    if (validate) result.val_loss = validation_loss(job, corpus, watching);
+    if (saves && (step == result.last_step ||
+                  (o.checkpoint_interval > 0 && step % o.checkpoint_interval == 0)))
       pp::save_checkpoint(o.checkpoint_dir, job.stages, *job.opt, step, checkpoint_options);
     if (prints && !o.quiet) {
-      const double per_step = timed_steps ? timed_seconds / timed_steps : dt;
-      const double eta = per_step * (last_step - step) * 1.05;
-      std::printf("step %4d/%d  loss %.4f", step, o.steps, last_loss);
-      if (validate) std::printf("  val %.4f", last_val);
+      const double per_step = result.timed_steps ? result.seconds_per_step() : dt;
+      std::printf("step %4d/%d  loss %.4f", step, o.steps, result.loss);
+      if (validate) std::printf("  val %.4f", result.val_loss);
       std::printf("  %6.0f tok/s", tokens_per_step / dt);
       if (timeline) std::printf("  bubble %4.1f%%", 100.0 * step_bubble(*timeline));
-      std::printf("  ETA %s\n", duration_text(eta).c_str());
+      std::printf("  ETA %s\n", duration_text(per_step * (result.last_step - step) * 1.05).c_str());
       std::fflush(stdout);
     }
   }
-  const double wall = seconds_since(start);
+  result.wall_seconds = seconds_since(start);
 
-  // -- summary ------------------------------------------------------------------------------------
-  const double per_step = timed_steps ? timed_seconds / timed_steps : NAN;
-  const double tokens_per_second = tokens_per_step / per_step;
-  if (prints) {
-    std::printf(
-        "\nsummary: %d steps in %s; %.0f tokens/s, %.1f ms per step (steps after the "
-        "first)\n",
-        last_step - first_step + 1, duration_text(wall).c_str(), tokens_per_second, per_step * 1e3);
-    std::printf("loss %.4f, validation loss %.4f, unigram entropy %.4f nats per character\n",
-                last_loss, last_val, entropy);
-    if (figures.bubble_steps) {
-      std::printf("measured bubble %.1f%% (mean over steps)\n", 100.0 * figures.bubble());
-      double mean_bytes = 0;
-      for (double b : job.activation_bytes) mean_bytes += b / job.activation_bytes.size();
-      for (size_t r = 0; r < figures.ranks.size(); ++r) {
-        const RankFigures& f = figures.ranks[r];
-        if (!f.seen) continue;
-        const double total = f.busy_us + f.idle_us;
-        std::printf(
-            "  rank %zu: busy %.1f ms, idle %.1f ms per step (%.0f%% busy); peak "
-            "activations %d microbatches, about %s\n",
-            r, f.busy_us / 1e3 / figures.bubble_steps, f.idle_us / 1e3 / figures.bubble_steps,
-            total > 0 ? 100.0 * f.busy_us / total : 0.0, f.peak_activations,
-            mib(f.peak_activations * mean_bytes).c_str());
-      }
-    }
-  }
+  // -- what it did, and what it learned -----------------------------------------------------------
+  const double entropy = corpus.unigram_entropy();
+  if (prints) print_summary(o, job, result, entropy);
+  std::fflush(stdout);
   if (o.sample_chars > 0) {
-    auto [greedy, sampled] = generate(job, corpus, watch ? &*watch : nullptr);
-    if (prints) {
+    auto [greedy, sampled] = generate(job, corpus, watching);
+    if (prints)
       std::printf("\n--- greedy ---\n%s\n--- sampled at temperature %.2f ---\n%s\n---\n",
                   greedy.c_str(), o.temperature, sampled.c_str());
-    }
   }
-  if (prints && o.json) {
-    nlohmann::json j = {
-        {"schedule", o.unsplit ? "unsplit" : std::string(sc::schedule_name(job.kind))},
-        {"stages", o.unsplit ? 1 : o.stages},
-        {"layers", o.layers},
-        {"width", o.width},
-        {"heads", o.heads},
-        {"context", o.context},
-        {"vocab", job.vocab},
-        {"batch", o.batch},
-        {"microbatches", o.microbatches},
-        {"steps", last_step - first_step + 1},
-        {"tokens_per_second", tokens_per_second},
-        {"seconds_per_step", per_step},
-        {"loss", last_loss},
-        {"val_loss", last_val},
-        {"unigram_entropy", entropy},
-        {"bubble", figures.bubble_steps ? figures.bubble() : 0.0}};
-    std::printf("%s\n", j.dump().c_str());
-  }
+  if (prints && o.json) print_json(o, job, result, entropy);
   std::fflush(stdout);
   return 0;
 }
