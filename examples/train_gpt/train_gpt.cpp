@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -482,7 +483,13 @@ int run(const Options& o) {
   tp::Generator data(o.seed + 1);
   pp::CheckpointOptions checkpoint_options{.generators = {{"data", &data}}};
   RunResult result;
-  if (o.resume) {
+  // Started again by a launcher after a failure (tp-launch --max-restarts, torchrun): go on from
+  // the newest complete checkpoint, as --resume does, when there is one.
+  const char* restart_count = std::getenv("TORCHELASTIC_RESTART_COUNT");
+  const bool restarted = restart_count != nullptr && std::atoi(restart_count) > 0;
+  if (o.resume || (restarted && saves &&
+                   pp::latest_checkpoint_step(o.checkpoint_dir,
+                                              job.stages.front()->num_stages()))) {
     if (!saves) throw std::invalid_argument("--resume needs --checkpoint-dir (and a pipeline)");
     result.first_step = static_cast<int>(pp::load_checkpoint(o.checkpoint_dir, job.stages, *job.opt,
                                                              std::nullopt, checkpoint_options)) +
