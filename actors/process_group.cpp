@@ -75,8 +75,12 @@ caf::behavior process_actor(ProcessActor* self, std::shared_ptr<Inbox> inbox, in
   self->set_down_handler([self](const caf::down_msg& m) {
     auto it = self->state.monitored.find(m.source);
     if (it == self->state.monitored.end()) return;
-    self->state.inbox->peer_down(it->second,
-                                 "its connection closed (" + self->system().render(m.reason) + ")");
+    const int rank = it->second;
+    std::string why = "its connection closed (" + self->system().render(m.reason) + ")";
+    self->state.inbox->peer_down(rank, why);
+    // Its transfers end now, not at their timeouts: receives fail naming it, sends are dropped.
+    if (auto* cluster = Cluster::current(); cluster && cluster->ucx)
+      cluster->ucx->drop_peer(rank, cluster->describe(rank) + " is gone: " + why);
   });
   return {
       [self](hello_atom, PeerEntry entry) -> caf::response_promise {

@@ -23,7 +23,9 @@ struct StageActorState {
   bool failed = false;
   bool resume_pending = false;  // a resume message is in the mailbox
   std::map<uint64_t, std::pair<int, std::string>> failed_elsewhere;  // step -> (rank, what)
-  std::map<int, std::string> gone;  // ranks whose stage actor went down, and why
+  std::map<int, std::string> gone;      // ranks whose stage actor went down, and why
+  std::vector<std::string> rank_names;  // "rank 3 (host)", by rank, for error messages
+  std::shared_ptr<const void> keep_alive;
 };
 
 using StageActor = caf::stateful_actor<StageActorState>;
@@ -118,8 +120,11 @@ void check_gone(StageActor* self) {
   for (const auto& [rank, why] : st.gone) {
     if (!st.worker->needs_rank(st.stage_to_rank, rank)) continue;
     // The other ranks hear it too, so every rank's error names the rank that is gone.
+    std::string name = rank < static_cast<int>(st.rank_names.size())
+                           ? st.rank_names[rank]
+                           : "rank " + std::to_string(rank);
     fail(self,
-         "rank " + std::to_string(rank) + "'s stage actor is gone (" + why + ") and rank " +
+         name + " is gone (its stage actor is down: " + why + ") and rank " +
              std::to_string(st.worker->rank()) + " still waits for its tensors",
          true);
     return;
@@ -129,8 +134,10 @@ void check_gone(StageActor* self) {
 constexpr auto kGoneGrace = std::chrono::seconds(1);
 
 caf::behavior stage_actor(StageActor* self, std::shared_ptr<StageWorker> worker,
-                          std::vector<int> stage_to_rank, bool distributed) {
+                          std::vector<int> stage_to_rank, bool distributed,
+                          std::shared_ptr<const void> keep_alive) {
   self->state.worker = std::move(worker);
+  self->state.keep_alive = std::move(keep_alive);
   self->state.stage_to_rank = std::move(stage_to_rank);
   self->state.distributed = distributed;
   self->set_down_handler([self](const caf::down_msg& m) {
@@ -142,9 +149,10 @@ caf::behavior stage_actor(StageActor* self, std::shared_ptr<StageWorker> worker,
     }
   });
   return {
-      [self](peers_atom, std::vector<caf::actor> peers) {
+      [self](peers_atom, std::vector<caf::actor> peers, std::vector<std::string> names) {
         auto& st = self->state;
         st.peers = std::move(peers);
+        st.rank_names = std::move(names);
         // Across processes a peer can die: watch the others (CAF's heartbeats and the closed
         // connection tell).
         if (st.distributed)
@@ -192,10 +200,9 @@ caf::behavior stage_actor(StageActor* self, std::shared_ptr<StageWorker> worker,
         self->state.resume_pending = false;
         if (step == self->state.step) pump(self);
       },
-      [self](abort_atom) -> bool {
-        self->state.worker->abort_step();
+      [self](abort_atom, uint64_t step) {
+        self->state.worker->abort_step(step);
         self->state.driver = nullptr;
-        return true;
       },
       [self](status_atom) -> std::string { return self->state.worker->describe_wait(); },
   };
@@ -204,9 +211,27 @@ caf::behavior stage_actor(StageActor* self, std::shared_ptr<StageWorker> worker,
 }  // namespace
 
 caf::actor spawn_stage_actor(caf::actor_system& system, std::shared_ptr<StageWorker> worker,
-                             std::vector<int> stage_to_rank, bool distributed) {
+                             std::vector<int> stage_to_rank, bool distributed,
+                             std::shared_ptr<const void> keep_alive) {
   return system.spawn<caf::detached>(stage_actor, std::move(worker), std::move(stage_to_rank),
-                                     distributed);
+                                     distributed, std::move(keep_alive));
+}
+
+caf::actor spawn_status_actor(caf::actor_system& system, std::shared_ptr<StageWorker> worker,
+                              caf::actor stage) {
+  return system.spawn([worker, stage](caf::event_based_actor* self) -> caf::behavior {
+    self->link_to(stage);
+    return {
+        [self, worker, stage](status_atom) {
+          auto promise = self->make_response_promise();
+          std::string busy = worker->running();
+          if (!busy.empty())
+            promise.deliver(std::move(busy));
+          else
+            promise.delegate(stage, status_atom::value);
+        },
+    };
+  });
 }
 
 }  // namespace tensorplay::pipelining::detail

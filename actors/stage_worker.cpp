@@ -187,7 +187,17 @@ std::string StageWorker::describe_wait() const {
   return "rank " + std::to_string(rank_) + ": " + policy().describe_wait(ready_);
 }
 
-void StageWorker::abort_step() {
+std::string StageWorker::running() const {
+  std::lock_guard lock(busy_mutex_);
+  if (!busy_) return {};
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
+                                                                  busy_since_)
+                .count();
+  return "rank " + std::to_string(rank_) + " is running " + to_string(*busy_) + " for " +
+         std::to_string(ms) + " ms";
+}
+
+void StageWorker::abort_step(uint64_t failed_step) {
   for (PipelineStage* s : stages_) s->clear();
   if (step_) {
     policy().reset();
@@ -201,6 +211,7 @@ void StageWorker::abort_step() {
   }
   ready_.reset();
   step_.reset();
+  aborted_step_.store(failed_step, std::memory_order_release);
 }
 
 bool StageWorker::run_ready(const std::function<void(const Notification&)>& send,
@@ -212,7 +223,22 @@ bool StageWorker::run_ready(const std::function<void(const Notification&)>& send
     std::optional<Action> action = p.next(ready_);
     if (!action) return false;
     if (observe) observe("start", *action);
-    run(*action, send);
+    {
+      std::lock_guard lock(busy_mutex_);
+      busy_ = *action;
+      busy_since_ = std::chrono::steady_clock::now();
+    }
+    try {
+      run(*action, send);
+    } catch (...) {
+      std::lock_guard lock(busy_mutex_);
+      busy_.reset();
+      throw;
+    }
+    {
+      std::lock_guard lock(busy_mutex_);
+      busy_.reset();
+    }
     ready_.completed(*action);
     p.completed(*action);
     if (observe) observe("finish", *action);

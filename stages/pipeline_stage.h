@@ -5,6 +5,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -83,6 +84,16 @@ class PipelineStage {
   /// The weight-gradient step builder (PyTorch's `dw_builder`; null: none). Set it before a step.
   const DwBuilder& dw_builder() const { return dw_builder_; }
   void set_dw_builder(DwBuilder builder) { dw_builder_ = std::move(builder); }
+  /// The Pipe this stage was built from (Pipe::id; 0 for a stage built by hand).
+  uint64_t pipe_id() const { return pipe_id_; }
+  void set_pipe_id(uint64_t id) { pipe_id_ = id; }
+
+  /// A stage belongs to one schedule at a time: the schedule's constructor claims it (throws
+  /// std::logic_error naming the current owner when another live schedule holds it) and its
+  /// destructor releases it.
+  void claim(const void* owner, const std::string& owner_name);
+  void release(const void* owner);
+
   /// Microbatches whose activations are held (from forward until their backward is done).
   size_t stashed_microbatches() const { return stash_.size(); }
 
@@ -135,6 +146,13 @@ class PipelineStage {
   std::vector<int> group_ranks_;
   std::map<int, Stash> stash_;
   DwBuilder dw_builder_;
+  uint64_t pipe_id_ = 0;
+  struct Owner {
+    std::mutex mutex;
+    const void* holder = nullptr;
+    std::string name;
+  };
+  std::shared_ptr<Owner> owner_ = std::make_shared<Owner>();
 };
 
 }  // namespace tensorplay::pipelining
