@@ -72,7 +72,7 @@ TEST_CASE("rank orders print and parse as space-separated lists", "[action]") {
   CHECK(to_string(order) == "0F0 0F1 0B0 (0F2;3B0)OVERLAP_F_B");
 }
 
-TEST_CASE("an action is a small plain value; OVERLAP_F_B holds its parts inline", "[action]") {
+TEST_CASE("an action is a small plain value, with OVERLAP_F_B's parts inline", "[action]") {
   static_assert(std::is_trivially_copyable_v<Action>);
   static_assert(sizeof(Action) <= 32);
   Action overlap = parse_action("(0F7;7B3)OVERLAP_F_B");
