@@ -62,7 +62,12 @@ double raw_hop_us(int hops) {
     for (int run = 0; run < 4; ++run) {
       auto t0 = std::chrono::steady_clock::now();
       self->send(a, hop_atom::value, static_cast<int32_t>(hops), b);
-      self->receive([](done_atom) {});
+      bool done = false;
+      self->receive([&](done_atom) { done = true; }, caf::after(std::chrono::seconds(60)) >> [] {});
+      if (!done) {
+        std::fprintf(stderr, "bench_control_hop: the raw CAF bounce did not finish in 60 s\n");
+        std::exit(1);
+      }
       auto t1 = std::chrono::steady_clock::now();
       if (run > 0)  // the first run warms up
         best = std::min(best, std::chrono::duration<double, std::micro>(t1 - t0).count() / hops);
