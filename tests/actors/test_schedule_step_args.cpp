@@ -283,3 +283,28 @@ TEST_CASE("every output of the last stage is returned, merged by output_merge_sp
     CHECK(out.microbatch_outputs.empty());
   }
 }
+
+TEST_CASE("wrong keyword inputs are clear errors, and the schedule recovers",
+          "[schedule][kwargs]") {
+  tp::manual_seed(26);
+  auto model = std::make_shared<KwargsModel>();
+  auto pipe =
+      pp::pipeline(model, {tp::zeros({2, kDim})},
+                   {{"y", tp::zeros({2, kDim})}, {"scale", tp::zeros({1, kDim})}}, four_stages());
+  auto stages = pp::build_stages(pipe, {tp::cpu()});
+  pp::ScheduleGPipe schedule(stages, 2, tp::nn::mse_loss,
+                             {.kwargs_chunk_spec = {{"scale", pp::Replicate{}}}});
+  tp::Tensor x = tp::randn({4, kDim}), y = tp::randn({4, kDim}), scale = tp::randn({1, kDim});
+  CHECK_THROWS_WITH(schedule.step({x}, {{"y", y}}, {.target = y}),
+                    Catch::Contains("keyword input 'scale'"));
+  CHECK_THROWS_WITH(schedule.step({x}, {{"y", y}, {"scale", scale}, {"z", y}}, {.target = y}),
+                    Catch::Contains("unexpected keyword input 'z'"));
+  // A spec for an input that was not passed.
+  pp::ScheduleGPipe other(pp::build_stages(pipe, {tp::cpu()}), 2, tp::nn::mse_loss,
+                          {.kwargs_chunk_spec = {{"mask", pp::Replicate{}}}});
+  CHECK_THROWS_WITH(other.step({x}, {{"y", y}, {"scale", scale}}, {.target = y}),
+                    Catch::Contains("'mask'"));
+  std::vector<tp::Tensor> losses;
+  schedule.step({x}, {{"y", y}, {"scale", scale}}, {.target = y, .losses = &losses});
+  CHECK(losses.size() == 2);
+}
