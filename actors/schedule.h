@@ -60,9 +60,10 @@ struct ScheduleOptions {
   /// misses or repeats an action, or would deadlock, throws schedules::ScheduleError with the
   /// validator's step-by-rank table, before any step runs.
   schedules::PipelineOrder order;
-  /// Builds each rank's policy (null: follow the order). `schedules::dynamic_policies({.cap})`
-  /// runs any ready action under an activation cap; your own factory may return any
-  /// SchedulePolicy. Evaluation (eval) still follows the order's forwards.
+  /// Builds each rank's policy (null: follow the order).
+  /// `schedules::dynamic_policies({.max_stashed_activations = 2})` runs any ready action under
+  /// an activation cap; your own factory may return any SchedulePolicy. Evaluation (eval) still
+  /// follows the order's forwards.
   schedules::PolicyFactory policy;
 };
 
@@ -121,7 +122,9 @@ class PipelineSchedule {
   Tensor step(const std::vector<Tensor>& inputs, const StepOptions& options = {});
   /// PyTorch's `step(*args, target=, losses=, return_outputs=, **kwargs)`: positional inputs
   /// split by args_chunk_spec, keyword inputs (those pipeline() traced with `mb_kwargs`, by
-  /// name) split by kwargs_chunk_spec, and every output of the last stage returned.
+  /// name) split by kwargs_chunk_spec, and every output of the last stage returned. With no
+  /// keyword inputs, spell the empty dict (`step(args, nn::TensorDict{}, ...)`): `{}` would also
+  /// read as StepOptions.
   StepOutput step(const std::vector<Tensor>& args, const nn::TensorDict& kwargs,
                   const StepOptions& options = {});
   /// Forward only (no gradients); losses are computed when a target is given.
