@@ -681,7 +681,7 @@ StepOutput PipelineSchedule::Impl::run_step(const std::vector<Tensor>& inputs,
   auto data = std::make_shared<StepData>();
   try {
     std::string where = distributed ? " on " + describe_rank(my_rank) : "";
-    if (training && hosts_last && !loss_fn)
+    if (training && hosts_last && !loss_fn && !options.outputs_loss_fn)
       throw std::invalid_argument(name + ".step" + where +
                                   ": training needs a loss function; pass one to the "
                                   "schedule, or call eval() for forward only");
@@ -699,7 +699,7 @@ StepOutput PipelineSchedule::Impl::run_step(const std::vector<Tensor>& inputs,
                                   ": this rank hosts stage 0 and must pass the batch's inputs");
     data->step = step;
     data->training = training;
-    data->loss_fn = loss_fn;
+    data->loss_fn = detail::outputs_loss(loss_fn, options.outputs_loss_fn);
     data->overlap_fb = detail::overlap_runner(overlap_fb);
     data->loss_scale = options.scale_grads ? 1.0f / static_cast<float>(n_microbatches) : 1.0f;
     detail::prepare_step(*data, {name, n_microbatches, first, hosts_last, &options}, inputs, kwargs,

@@ -60,6 +60,9 @@ struct ScheduleOptions {
   /// misses or repeats an action, or would deadlock, throws schedules::ScheduleError with the
   /// validator's step-by-rank table, before any step runs.
   schedules::PipelineOrder order;
+  /// A loss from every output of the last stage, used instead of the schedule's loss function
+  /// (which takes the one output): what PyTorch's loss_fn gets from a multi-output stage.
+  OutputsLossFn outputs_loss_fn;
   /// Builds each rank's policy (null: follow the order).
   /// `schedules::dynamic_policies({.max_stashed_activations = 2})` runs any ready action under
   /// an activation cap; your own factory may return any SchedulePolicy. Evaluation (eval) still

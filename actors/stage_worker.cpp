@@ -303,7 +303,7 @@ void StageWorker::forward(int stage_index, int mb,
         loss = s.compute_loss(mb, step_->targets.at(mb), step_->loss_fn);
       } else {
         NoGradGuard no_grad;
-        loss = step_->loss_fn(outputs.at(0), step_->targets.at(mb).to(s.device())).detach();
+        loss = step_->loss_fn(outputs, step_->targets.at(mb).to(s.device())).detach();
       }
       if (step_->losses.size() != static_cast<size_t>(num_microbatches_))
         step_->losses.resize(num_microbatches_);

@@ -22,8 +22,8 @@ struct StepData {
   /// [mb] keyword inputs for stage 0's module (empty when none, or flattened into the inputs)
   std::vector<nn::TensorDict> microbatch_kwargs;
   std::vector<Tensor> targets;  ///< [mb] for the last stage (may be empty)
-  LossFn loss_fn;
-  float loss_scale = 1.0f;  ///< seed of each microbatch's loss gradient (1/n by default)
+  OutputsLossFn loss_fn;        ///< from every output of the last stage (a LossFn wrapped)
+  float loss_scale = 1.0f;      ///< seed of each microbatch's loss gradient (1/n by default)
   /// [mb] seeds when they differ (uneven microbatches weighted by size); empty: loss_scale.
   std::vector<float> loss_scales;
 

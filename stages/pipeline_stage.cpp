@@ -129,6 +129,16 @@ Tensor PipelineStage::compute_loss(int mb, const Tensor& target, const LossFn& l
   return s.loss.detach();
 }
 
+Tensor PipelineStage::compute_loss(int mb, const Tensor& target, const OutputsLossFn& loss_fn) {
+  if (!is_last())
+    throw std::logic_error(stage_name(stage_index_) + " is not the last stage: no loss here");
+  Stash& s = stash_of(mb, "compute_loss");
+  s.loss = loss_fn(s.outputs, target.to(device_));
+  if (!s.loss.defined() || s.loss.numel() != 1)
+    throw std::invalid_argument("loss function must return a scalar tensor");
+  return s.loss.detach();
+}
+
 PipelineStage::Stash& PipelineStage::stash_of(int mb, const char* what) {
   auto it = stash_.find(mb);
   if (it == stash_.end())

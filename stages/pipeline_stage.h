@@ -17,6 +17,9 @@ namespace tensorplay::pipelining {
 
 /// Computes a microbatch's loss from the last stage's output and the target.
 using LossFn = std::function<Tensor(const Tensor& output, const Tensor& target)>;
+/// The same from every output of the last stage (PyTorch passes a multi-output stage's tuple).
+using OutputsLossFn =
+    std::function<Tensor(const std::vector<Tensor>& outputs, const Tensor& target)>;
 
 /// What a DwBuilder builds: the weight-gradient step of one microbatch, beyond the stage's own
 /// weight gradients (e.g. starting a gradient all-reduce once the last microbatch's are in).
@@ -105,6 +108,8 @@ class PipelineStage {
                               const nn::TensorDict& kwargs = {});
   /// Last stage only: the loss of microbatch `mb` against `target` (kept for its backward).
   Tensor compute_loss(int mb, const Tensor& target, const LossFn& loss_fn);
+  /// The same from all of the stage's outputs (for a last stage with several).
+  Tensor compute_loss(int mb, const Tensor& target, const OutputsLossFn& loss_fn);
   /// Full backward of `mb`: from the loss (last stage, seeded with `loss_scale`) or from the
   /// gradients of this stage's outputs. Returns the gradients of the stage inputs to send back
   /// (empty on the first stage).

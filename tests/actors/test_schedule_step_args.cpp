@@ -308,3 +308,48 @@ TEST_CASE("wrong keyword inputs are clear errors, and the schedule recovers",
   schedule.step({x}, {{"y", y}, {"scale", scale}}, {.target = y, .losses = &losses});
   CHECK(losses.size() == 2);
 }
+
+TEST_CASE("a multi-output last stage trains with a loss over all its outputs",
+          "[schedule][outputs]") {
+  tp::manual_seed(27);
+  auto m0 = tp::nn::Sequential(tp::nn::Linear(kDim, kDim)).ptr();
+  auto m1 = std::make_shared<TwoOutputs>();
+  std::vector<std::shared_ptr<pp::PipelineStage>> stages = {
+      std::make_shared<pp::PipelineStage>(m0, 0, 2, tp::cpu(),
+                                          std::vector<tp::Tensor>{tp::zeros({2, kDim})}),
+      std::make_shared<pp::PipelineStage>(m1, 1, 2, tp::cpu(),
+                                          std::vector<tp::Tensor>{tp::zeros({2, kDim})})};
+  auto loss_of = [](const std::vector<tp::Tensor>& outs, const tp::Tensor& target) {
+    return tp::nn::mse_loss(outs.at(0), target) + outs.at(1) * 0.01f;
+  };
+  tp::Tensor x = tp::randn({4, kDim}), y = tp::randn({4, kDim});
+  {
+    // The one-output loss function names the fix.
+    pp::ScheduleGPipe schedule(stages, 2, tp::nn::mse_loss);
+    CHECK_THROWS_WITH(schedule.step({x}, {.target = y}),
+                      Catch::Contains("produces 2 outputs") && Catch::Contains("outputs_loss_fn"));
+    for (auto& s : stages) s->module().zero_grad();
+  }
+  pp::ScheduleGPipe schedule(stages, 2, nullptr, {.outputs_loss_fn = loss_of});
+  std::vector<tp::Tensor> losses;
+  pp::StepOutput out = schedule.step({x}, tp::nn::TensorDict{}, {.target = y, .losses = &losses});
+  REQUIRE(out.outputs.size() == 2);
+  REQUIRE(losses.size() == 2);
+  // Reference: the same modules, each microbatch's loss scaled by 1/2.
+  std::vector<std::vector<float>> split_grads;
+  for (tp::nn::Module* m :
+       {static_cast<tp::nn::Module*>(m0.get()), static_cast<tp::nn::Module*>(m1.get())})
+    for (auto& p : m->parameters()) split_grads.push_back(p.grad().to_vector());
+  m0->zero_grad();
+  m1->zero_grad();
+  for (int mb = 0; mb < 2; ++mb) {
+    auto outs = m1->forward_outputs({(*m0)(x.slice0(2 * mb, 2 * mb + 2))}, {});
+    tp::Tensor loss = loss_of(outs, y.slice0(2 * mb, 2 * mb + 2));
+    CHECK(losses[mb].item() == Approx(loss.item()).epsilon(1e-5));
+    (loss * 0.5f).backward();
+  }
+  size_t i = 0;
+  for (tp::nn::Module* m :
+       {static_cast<tp::nn::Module*>(m0.get()), static_cast<tp::nn::Module*>(m1.get())})
+    for (auto& p : m->parameters()) CHECK(close(split_grads.at(i++), p.grad().to_vector()));
+}
