@@ -1,7 +1,7 @@
 // The process-wide CAF actor system, with the middleman (CAF's network layer) loaded and the
 // protocol's message types registered, so the same system serves embedded and multi-process runs.
-#include <caf/io/all.hpp>
 #include <algorithm>
+#include <caf/io/all.hpp>
 #include <cmath>
 #include <cstdlib>
 #include <mutex>
@@ -39,9 +39,8 @@ caf::actor_system& process_actor_system() {
     // network or a stopped process do not close it). A connection silent for TP_PEER_TIMEOUT
     // seconds (default 10) is dropped, with heartbeats five times as often (at most 1 s apart).
     const auto peer_timeout = peer_timeout_from_env();
-    config->set("middleman.heartbeat-interval",
-                caf::timespan{std::min<std::chrono::nanoseconds>(peer_timeout / 5,
-                                                                 std::chrono::seconds(1))});
+    config->set("middleman.heartbeat-interval", caf::timespan{std::min<std::chrono::nanoseconds>(
+                                                    peer_timeout / 5, std::chrono::seconds(1))});
     config->set("middleman.connection-timeout", caf::timespan{peer_timeout});
     config->load<caf::io::middleman>();
     config->add_message_type<transport::TensorDescriptor>("TensorDescriptor");

@@ -462,8 +462,11 @@ void PipelineSchedule::Impl::setup_distributed(const std::string& local_error) {
         stream, [worker, mine, rank_for_log](int /*peer*/, std::string_view bytes) {
           Notification n;
           if (std::string error = decode_notification(bytes, n); !error.empty()) {
-            std::fprintf(stderr, "tensorplay: rank %d dropped a malformed notification: %s\n",
-                         rank_for_log, error.c_str());
+            note_rejected_message(rank_for_log, "malformed notification: " + error);
+            return;
+          }
+          if (std::string error = worker->check_notification(n); !error.empty()) {
+            note_rejected_message(rank_for_log, "notification " + error);
             return;
           }
           if (message_log_enabled()) log_event(rank_for_log, n.step, "recv", describe(n));
@@ -514,8 +517,8 @@ void PipelineSchedule::Impl::fail_step_everywhere(uint64_t step, const std::stri
   if (!distributed) return;
   for (int r = 0; r < static_cast<int>(actors.size()); ++r)
     if (r != my_rank)
-      caf::anon_send(actors[r], detail::peer_failed_atom::value, step,
-                     static_cast<int32_t>(my_rank), what);
+      caf::send_as(local_actors.front(), actors[r], detail::peer_failed_atom::value, step,
+                   static_cast<int32_t>(my_rank), what);
 }
 
 PipelineScheduleSingle::PipelineScheduleSingle(std::vector<std::shared_ptr<PipelineStage>> stages,
@@ -811,6 +814,7 @@ void PipelineSchedule::register_custom_function(schedules::ActionKind kind,
 }
 
 bool PipelineSchedule::is_distributed() const { return impl_->distributed; }
+uint32_t PipelineSchedule::transport_stream() const { return impl_->stream; }
 const schedules::PipelineOrder& PipelineSchedule::order() const { return impl_->order; }
 schedules::ScheduleKind PipelineSchedule::kind() const { return impl_->kind; }
 int PipelineSchedule::num_microbatches() const { return impl_->n_microbatches; }

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "actors/detail/caf_messages.h"
+#include "actors/detail/cluster.h"
 #include "actors/message_log.h"
 
 namespace tensorplay::pipelining::detail {
@@ -96,6 +97,12 @@ void arrived(StageActor* self, const Notification& n) {
 void notify(StageActor* self, WireNote& wire, Direction dir) {
   auto& st = self->state;
   Notification n{wire.step, wire.stage, dir, wire.microbatch, wire.source, std::move(wire.tensors)};
+  if (st.distributed) {
+    if (std::string error = st.worker->check_notification(n); !error.empty()) {
+      note_rejected_message(st.worker->rank(), "notification " + error);
+      return;
+    }
+  }
   if (message_log_enabled()) log_event(st.worker->rank(), n.step, "recv", describe(n));
   bool now = false;
   try {
@@ -132,6 +139,18 @@ void check_gone(StageActor* self) {
 }
 
 constexpr auto kGoneGrace = std::chrono::seconds(1);
+
+/// Messages that may come from other processes are accepted only from this job's members.
+bool trusted(StageActor* self, const char* what) {
+  const caf::strong_actor_ptr& sender = self->current_sender();
+  if (sender && sender->node() == self->node()) return true;
+  auto* cluster = distributed::detail::Cluster::current();
+  if (cluster && distributed::detail::from_member(sender, self->node(), *cluster->inbox))
+    return true;
+  distributed::detail::report_intruder(self->system(), self->state.worker->rank(),
+                                       sender ? sender->node() : caf::node_id(), what);
+  return false;
+}
 
 caf::behavior stage_actor(StageActor* self, std::shared_ptr<StageWorker> worker,
                           std::vector<int> stage_to_rank, bool distributed,
@@ -179,13 +198,18 @@ caf::behavior stage_actor(StageActor* self, std::shared_ptr<StageWorker> worker,
         }
         pump(self);
       },
-      [self](forward_atom, WireNote& note) { notify(self, note, Direction::Forward); },
-      [self](backward_atom, WireNote& note) { notify(self, note, Direction::Backward); },
+      [self](forward_atom, WireNote& note) {
+        if (trusted(self, "a forward notification")) notify(self, note, Direction::Forward);
+      },
+      [self](backward_atom, WireNote& note) {
+        if (trusted(self, "a backward notification")) notify(self, note, Direction::Backward);
+      },
       [self](received_atom, uint64_t step, int32_t stage, int32_t dir, int32_t mb) {
         Notification n{step, stage, static_cast<Direction>(dir), mb, 0, {}};
         arrived(self, n);
       },
       [self](peer_failed_atom, uint64_t step, int32_t rank, const std::string& what) {
+        if (!trusted(self, "a step failure")) return;
         auto& st = self->state;
         if (step == st.step && st.driver) {
           if (!st.failed) {
@@ -217,21 +241,28 @@ caf::actor spawn_stage_actor(caf::actor_system& system, std::shared_ptr<StageWor
                                      distributed, std::move(keep_alive));
 }
 
+namespace {
+
+caf::behavior status_actor(caf::event_based_actor* self, std::shared_ptr<StageWorker> worker,
+                           caf::actor stage) {
+  self->link_to(stage);
+  return {
+      [self, worker, stage](status_atom) {
+        auto promise = self->make_response_promise();
+        std::string busy = worker->running();
+        if (!busy.empty())
+          promise.deliver(std::move(busy));
+        else
+          promise.delegate(stage, status_atom::value);
+      },
+  };
+}
+
+}  // namespace
+
 caf::actor spawn_status_actor(caf::actor_system& system, std::shared_ptr<StageWorker> worker,
                               caf::actor stage) {
-  return system.spawn([worker, stage](caf::event_based_actor* self) -> caf::behavior {
-    self->link_to(stage);
-    return {
-        [self, worker, stage](status_atom) {
-          auto promise = self->make_response_promise();
-          std::string busy = worker->running();
-          if (!busy.empty())
-            promise.deliver(std::move(busy));
-          else
-            promise.delegate(stage, status_atom::value);
-        },
-    };
-  });
+  return system.spawn(status_actor, std::move(worker), std::move(stage));
 }
 
 }  // namespace tensorplay::pipelining::detail

@@ -60,6 +60,12 @@ class StageWorker {
 
   /// Starts a step.
   void begin_step(std::shared_ptr<StepData> step);
+  /// Checks a notification from another process before anything is posted for it: a stage this
+  /// rank hosts, a microbatch in range, the rank that hosts the neighbouring stage as source,
+  /// and descriptors matching the stage's inputs (or output gradients) in count, dtype and
+  /// shape (the batch dimension may differ) within the size limit. Returns what is wrong, or an
+  /// empty string. Reads only what construction fixed: safe from any thread.
+  std::string check_notification(const Notification& n) const;
   /// A neighbour posted the input (or output gradient) of one of this rank's stages: posts the
   /// receive on the channel. Returns true when the tensors arrived at once (call on_arrival
   /// now); otherwise `arrived` is called later, from the channel's thread, and the caller's

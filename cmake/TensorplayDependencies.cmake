@@ -6,6 +6,7 @@ include(CMakeFindDependencyMacro)
 set(BLA_VENDOR OpenBLAS)
 find_package(BLAS REQUIRED)
 find_package(Threads REQUIRED)
+find_package(ZLIB REQUIRED)  # crc32 of checkpoint files (tensors/serialize.cpp)
 find_package(spdlog CONFIG REQUIRED)
 find_package(ucx CONFIG REQUIRED)
 

@@ -223,7 +223,8 @@ class CpuBackend final : public Backend {
   void unary(UnaryOp op, const float* x, float* y, int64_t n) const override {
     switch (op) {
       case UnaryOp::Relu:
-        for (int64_t i = 0; i < n; ++i) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+        // `x <= 0` is false for NaN, so NaN passes through as in PyTorch.
+        for (int64_t i = 0; i < n; ++i) y[i] = x[i] <= 0.0f ? 0.0f : x[i];
         return;
       case UnaryOp::Gelu:
         for (int64_t i = 0; i < n; ++i) {
@@ -259,7 +260,7 @@ class CpuBackend final : public Backend {
                       int64_t n) const override {
     switch (op) {
       case UnaryOp::Relu:
-        for (int64_t i = 0; i < n; ++i) gx[i] = x[i] > 0.0f ? gy[i] : 0.0f;
+        for (int64_t i = 0; i < n; ++i) gx[i] = x[i] <= 0.0f ? 0.0f : gy[i];  // PyTorch's rule
         return;
       case UnaryOp::Gelu:
         for (int64_t i = 0; i < n; ++i) {
