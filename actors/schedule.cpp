@@ -702,7 +702,10 @@ StepOutput PipelineSchedule::Impl::run_step(const std::vector<Tensor>& inputs,
                                   ": this rank hosts stage 0 and must pass the batch's inputs");
     data->step = step;
     data->training = training;
-    data->loss_fn = detail::outputs_loss(loss_fn, options.outputs_loss_fn);
+    if (options.outputs_loss_fn)
+      data->loss_fn = options.outputs_loss_fn;
+    else
+      data->loss_fn = loss_fn;
     data->overlap_fb = detail::overlap_runner(overlap_fb);
     data->loss_scale = options.scale_grads ? 1.0f / static_cast<float>(n_microbatches) : 1.0f;
     detail::prepare_step(*data, {name, n_microbatches, first, hosts_last, &options}, inputs, kwargs,

@@ -6,6 +6,9 @@
 #include <cstdint>
 #include <functional>
 #include <mutex>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
 #include <vector>
 
 #include "schedules/action.h"
@@ -13,6 +16,40 @@
 #include "tensors/tensor.h"
 
 namespace tensorplay::pipelining {
+
+/// A step's loss of the last stage's outputs: set from a LossFn (the one output; an error
+/// naming the count when there are several) or from an OutputsLossFn (all of them).
+class StepLoss {
+ public:
+  StepLoss() = default;
+  StepLoss(std::nullptr_t) {}
+  template <typename F, typename = std::enable_if_t<!std::is_same_v<std::decay_t<F>, StepLoss>>>
+  StepLoss(F f) {
+    if constexpr (std::is_constructible_v<bool, const F&>) {
+      if (!static_cast<bool>(f)) return;  // an empty function: no loss
+    }
+    if constexpr (std::is_invocable_v<F&, const Tensor&, const Tensor&>) {
+      fn_ = [one = std::move(f)](const std::vector<Tensor>& outputs, const Tensor& target) {
+        if (outputs.size() != 1)
+          throw std::invalid_argument(
+              "the last stage produces " + std::to_string(outputs.size()) +
+              " outputs, and the loss function takes one; give ScheduleOptions::outputs_loss_fn, "
+              "which gets them all");
+        return one(outputs[0], target);
+      };
+    } else {
+      fn_ = OutputsLossFn(std::move(f));
+    }
+  }
+  explicit operator bool() const { return static_cast<bool>(fn_); }
+  /// The loss of one microbatch.
+  Tensor operator()(const std::vector<Tensor>& outputs, const Tensor& target) const {
+    return fn_(outputs, target);
+  }
+
+ private:
+  OutputsLossFn fn_;
+};
 
 /// One step's inputs and results.
 struct StepData {
@@ -22,7 +59,7 @@ struct StepData {
   /// [mb] keyword inputs for stage 0's module (empty when none, or flattened into the inputs)
   std::vector<nn::TensorDict> microbatch_kwargs;
   std::vector<Tensor> targets;  ///< [mb] for the last stage (may be empty)
-  OutputsLossFn loss_fn;        ///< from every output of the last stage (a LossFn wrapped)
+  StepLoss loss_fn;             ///< the loss of the last stage's outputs (null: none)
   float loss_scale = 1.0f;      ///< seed of each microbatch's loss gradient (1/n by default)
   /// [mb] seeds when they differ (uneven microbatches weighted by size); empty: loss_scale.
   std::vector<float> loss_scales;

@@ -108,19 +108,6 @@ StepOutput collect_outputs(const StepData& data, const ScheduleOptions& options)
   return result;
 }
 
-OutputsLossFn outputs_loss(const LossFn& loss_fn, const OutputsLossFn& outputs_loss_fn) {
-  if (outputs_loss_fn) return outputs_loss_fn;
-  if (!loss_fn) return nullptr;
-  return [loss_fn](const std::vector<Tensor>& outputs, const Tensor& target) {
-    if (outputs.size() != 1)
-      throw std::invalid_argument(
-          "the last stage produces " + std::to_string(outputs.size()) +
-          " outputs, and the loss function takes one; give ScheduleOptions::outputs_loss_fn, "
-          "which gets them all");
-    return loss_fn(outputs[0], target);
-  };
-}
-
 void check_custom_kind(schedules::ActionKind kind) {
   if (kind != schedules::ActionKind::OverlapFB)
     throw std::invalid_argument(

@@ -31,11 +31,6 @@ void prepare_step(StepData& data, const StepPlan& plan, const std::vector<Tensor
 /// were recorded here).
 StepOutput collect_outputs(const StepData& data, const ScheduleOptions& options);
 
-/// The loss a step computes from the last stage's outputs: `outputs_loss_fn` when set, else
-/// `loss_fn` on the one output (an error naming the count when there are several); null when
-/// neither is set.
-OutputsLossFn outputs_loss(const LossFn& loss_fn, const OutputsLossFn& outputs_loss_fn);
-
 /// Throws std::invalid_argument unless `kind` may have a custom function (OVERLAP_F_B only).
 void check_custom_kind(schedules::ActionKind kind);
 
