@@ -54,6 +54,11 @@ bool same_token(const std::string& a, const std::string& b) {
 // -----------------------------------------------------------------------------
 
 using watch_atom = caf::atom_constant<caf::atom("watch")>;  // monitor a peer's process actor
+using drop_atom = caf::atom_constant<caf::atom("drop")>;    // end a gone peer's transfers
+
+/// How long a gone peer's transfers may still complete: a rank that sent its last tensors and
+/// exited normally leaves bytes that are here, or on the way, for receives about to be posted.
+constexpr auto kDropGrace = std::chrono::seconds(1);
 
 struct ProcessActorState {
   std::shared_ptr<Inbox> inbox;
@@ -85,6 +90,7 @@ caf::behavior process_actor(ProcessActor* self, std::shared_ptr<Inbox> inbox, in
     const int rank = it->second;
     std::string why = "its connection closed (" + self->system().render(m.reason) + ")";
     self->state.inbox->peer_down(rank, why);
+    self->delayed_send(self, kDropGrace, drop_atom::value, rank, why);
   });
   return {
       [self](hello_atom, PeerEntry entry) -> caf::response_promise {
@@ -146,6 +152,10 @@ caf::behavior process_actor(ProcessActor* self, std::shared_ptr<Inbox> inbox, in
           return;
         }
         self->state.inbox->put(std::move(c));
+      },
+      [self](drop_atom, int rank, const std::string& why) {
+        if (self->current_sender() && self->current_sender()->node() == self->node())
+          self->state.inbox->transport_down(rank, why);
       },
       [self](watch_atom, caf::actor peer, int rank) {
         if (!self->current_sender() || self->current_sender()->node() != self->node()) {
@@ -312,13 +322,19 @@ void report_intruder(caf::actor_system& system, int rank, const caf::node_id& no
 }
 
 void Inbox::peer_down(int rank, const std::string& why) {
-  std::function<void(int, const std::string&)> hook;
   {
     std::lock_guard lock(mutex_);
     down_[rank] = why;
-    hook = on_down_;
   }
   cv_.notify_all();
+}
+
+void Inbox::transport_down(int rank, const std::string& why) {
+  std::function<void(int, const std::string&)> hook;
+  {
+    std::lock_guard lock(mutex_);
+    hook = on_down_;
+  }
   if (hook) hook(rank, why);
 }
 
@@ -358,6 +374,11 @@ std::map<int, Contribution> Inbox::take(uint64_t key, const std::vector<int>& fr
 // ---------------------------------------------------------------------------------------
 
 Cluster* Cluster::current() { return cluster_slot().get(); }
+
+Cluster::~Cluster() {
+  inbox->on_peer_down(nullptr);
+  if (self_actor) caf::anon_send_exit(self_actor, caf::exit_reason::user_shutdown);
+}
 
 std::string Cluster::describe(int rank) const {
   if (rank >= 0 && rank < static_cast<int>(peers.size()) && !peers[rank].host.empty())

@@ -28,7 +28,9 @@ class Inbox {
   void put(Contribution c);
   /// A peer's process is gone: waits that need it fail at once.
   void peer_down(int rank, const std::string& why);
-  /// Called (outside the inbox's lock) whenever a peer is reported down.
+  /// A gone peer's transfers are to end now: calls the hook (outside the inbox's lock).
+  void transport_down(int rank, const std::string& why);
+  /// The hook transport_down calls.
   void on_peer_down(std::function<void(int, const std::string&)> hook);
   /// The process on `node` holds the cluster token (it said hello with it, or rank 0 vouched for
   /// it in the table): its messages are accepted.
@@ -71,6 +73,9 @@ class Cluster {
  public:
   /// The cluster of this process, or null when init_process_group has not run.
   static Cluster* current();
+  /// Stops news of peers from reaching the transport first: at exit the process actor may still
+  /// hear of ranks leaving while the channel goes away.
+  ~Cluster();
 
   LaunchEnv env;
   std::string backend = "ucx";

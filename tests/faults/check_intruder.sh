@@ -21,9 +21,10 @@ done
 timeout -k 5 90 "$launch" --nproc-per-node 4 --grace-seconds 5 --master-port "$port" -- \
   "$program" --fault none --steps 60 --dir "$work" --tag "$tag" >"$work/out" 2>"$work/err" &
 job=$!
-# Wait until rank 0 listens (a bounded number of tries).
-for _ in $(seq 100); do
-  (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
+# Wait until every rank has joined (a bounded number of tries): the intruder comes to a running
+# job, whose rank 0 knows its members.
+for _ in $(seq 300); do
+  grep -q "fault-check rank 0: every rank joined" "$work/out" && break
   sleep 0.1
 done
 timeout 30 "$intruder" 127.0.0.1 "$port" >"$work/intruder" 2>&1

@@ -192,6 +192,10 @@ int main(int argc, char** argv) {
     ::signal(SIGTERM, SIG_IGN);
     dist::init_process_group({.timeout = std::chrono::seconds(30)});
     const int rank = dist::get_rank(), world = dist::get_world_size();
+    if (rank == 0) {
+      std::printf("fault-check rank 0: every rank joined\n");
+      std::fflush(stdout);
+    }
     tp::manual_seed(5 + rank);
     auto module = std::make_shared<FaultyLinear>(args, rank == args.victim);
     auto stage = std::make_shared<pp::PipelineStage>(
