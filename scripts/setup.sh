@@ -3,7 +3,7 @@
 set -euo pipefail
 
 packages=(build-essential cmake ninja-build libcaf-dev libucx-dev ucx-utils catch2 libspdlog-dev
-          libopenblas-dev libcli11-dev nlohmann-json3-dev)
+          libopenblas-dev libdnnl-dev libhwy-dev libcli11-dev nlohmann-json3-dev)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -70,6 +70,12 @@ class PipelineStage {
   }
   /// Microbatches whose activations are held (from forward until their backward is done).
   size_t stashed_microbatches() const { return stash_.size(); }
+  /// Threads this stage's host products use (0: the computing thread's own count, see
+  /// tensors/cpu_threads.h). Each forward and backward sets it on the thread that runs it (a
+  /// stage actor's own thread), where it stays.
+  int num_threads() const { return num_threads_; }
+  /// Sets the stage's product thread count (>= 1; 0 restores the thread's own count).
+  void set_num_threads(int n);
 
   // -- per-microbatch work -----------------------------------------------------------------------
 
@@ -94,6 +100,8 @@ class PipelineStage {
   void validate_inputs(int mb, const std::vector<Tensor>& inputs) const;
 
  private:
+  void apply_num_threads() const;
+
   struct Stash {
     std::vector<Tensor> inputs;   // leaves that require grad
     std::vector<Tensor> outputs;  // with history
@@ -116,6 +124,7 @@ class PipelineStage {
   std::map<std::string, std::vector<int>> tied_;
   std::vector<int> group_ranks_;
   std::map<int, Stash> stash_;
+  int num_threads_ = 0;
 };
 
 }  // namespace tensorplay::pipelining

@@ -1,6 +1,5 @@
-// The host kernel table: products through OpenBLAS, elementwise and reduction loops in plain C++.
-#include <cblas.h>
-
+// The host kernel table: products through oneDNN (cpu/onednn_products.cpp), elementwise and
+// reduction loops in plain C++.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -8,6 +7,7 @@
 
 #include "tensors/backend.h"
 #include "tensors/cpu/nn_kernels.h"
+#include "tensors/cpu/onednn_products.h"
 #include "tensors/storage.h"
 
 namespace tensorplay {
@@ -146,27 +146,36 @@ class CpuBackend final : public Backend {
         for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = beta == 0 ? 0.0f : beta * c[i * ldc + j];
       return;
     }
-    cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
-                trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    cpu_kernels::gemm_f32(trans_a, trans_b, 1, m, n, k, alpha, a, lda, 0, b, ldb, 0, beta, c, ldc,
+                          0);
   }
 
   void gemm_batched(bool trans_a, bool trans_b, int64_t batch, int64_t m, int64_t n, int64_t k,
                     float alpha, const float* a, int64_t lda, int64_t stride_a, const float* b,
                     int64_t ldb, int64_t stride_b, float beta, float* c, int64_t ldc,
                     int64_t stride_c) const override {
-    for (int64_t i = 0; i < batch; ++i) {
-      gemm(trans_a, trans_b, m, n, k, alpha, a + i * stride_a, lda, b + i * stride_b, ldb, beta,
-           c + i * stride_c, ldc);
+    if (batch == 1 || k == 0 || m == 0 || n == 0) {
+      for (int64_t i = 0; i < batch; ++i) {
+        gemm(trans_a, trans_b, m, n, k, alpha, a + i * stride_a, lda, b + i * stride_b, ldb, beta,
+             c + i * stride_c, ldc);
+      }
+      return;
     }
+    cpu_kernels::gemm_f32(trans_a, trans_b, batch, m, n, k, alpha, a, lda, stride_a, b, ldb,
+                          stride_b, beta, c, ldc, stride_c);
   }
 
-  // bfloat16 products: the operands widen exactly to float32 scratch, sgemm accumulates, and each
+  // bfloat16 products: oneDNN's bfloat16 kernels where the machine has them (AVX-512), else the
+  // operands widen exactly to float32 scratch and the float32 product accumulates. Either way each
   // result rounds once, which is what a GPU's bfloat16 gemm with float32 accumulation computes.
   void gemm_batched_bf16(bool trans_a, bool trans_b, int64_t batch, int64_t m, int64_t n, int64_t k,
                          float alpha, const uint16_t* a, int64_t lda, int64_t stride_a,
                          const uint16_t* b, int64_t ldb, int64_t stride_b, float beta, uint16_t* c,
                          int64_t ldc, int64_t stride_c) const override {
     if (batch == 0 || m == 0 || n == 0) return;
+    if (k > 0 && cpu_kernels::gemm_bf16(trans_a, trans_b, batch, m, n, k, alpha, a, lda, stride_a,
+                                        b, ldb, stride_b, beta, c, ldc, stride_c))
+      return;
     // Elements a strided batch of row-major matrices spans (rows x cols with leading dim ld).
     auto span = [batch](int64_t rows, int64_t cols, int64_t ld, int64_t stride) {
       if (rows == 0 || cols == 0) return int64_t{0};
