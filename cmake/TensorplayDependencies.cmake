@@ -10,6 +10,8 @@ find_package(Threads REQUIRED)
 # calling thread's product thread count. Debian's dnnl-config.cmake insists on OpenCL headers
 # (its GPU runtime) that the CPU path never uses, so the target is defined here instead.
 find_package(OpenMP REQUIRED COMPONENTS CXX)
+# Highway 1.0 (Debian's libhwy-dev): the vectorised host kernels, dispatched at run time.
+find_package(hwy CONFIG REQUIRED)
 if(NOT TARGET DNNL::dnnl)
   find_path(DNNL_INCLUDE_DIR dnnl.hpp)
   find_library(DNNL_LIBRARY dnnl)

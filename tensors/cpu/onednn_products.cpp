@@ -19,6 +19,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "tensors/cpu/vector_kernels.h"
 #include "tensors/cpu_threads.h"
 
 namespace tensorplay::cpu_kernels {
@@ -27,6 +28,7 @@ namespace {
 using dnnl::memory;
 
 void apply_thread_count() {
+  vec::active();  // the first call chooses the dispatch target and oneDNN's ISA ceiling
   int n = get_num_threads();
   if (omp_get_max_threads() != n) omp_set_num_threads(n);
 }
@@ -107,7 +109,14 @@ class ThreadMatmuls {
       ops.append_sum(1.0f);
       attr.set_post_ops(ops);
     }
-    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(mm.a, mm.b, mm.c), attr, engine_);
+    dnnl::matmul::primitive_desc pd;
+    try {
+      pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(mm.a, mm.b, mm.c), attr, engine_);
+    } catch (const dnnl::error&) {
+      if (!key.bf16) throw;
+      mm.native = false;  // no bfloat16 kernel below AVX-512 (or under an AVX2 ceiling)
+      return mm;
+    }
     mm.impl = pd.impl_info_str();
     mm.native = mm.impl.find("ref") == std::string::npos;
     mm.primitive = dnnl::matmul(pd);
