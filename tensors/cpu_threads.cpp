@@ -1,6 +1,7 @@
 // Per-thread product thread count (cpu_threads.h). The products read it before each call.
 #include "tensors/cpu_threads.h"
 
+#include <atomic>
 #include <cstdlib>
 #include <stdexcept>
 #include <string>
@@ -9,7 +10,7 @@
 namespace tensorplay {
 namespace {
 
-int default_threads() {
+int environment_threads() {
   static const int value = [] {
     if (const char* env = std::getenv("TENSORPLAY_NUM_THREADS"); env && *env) {
       char* end = nullptr;
@@ -26,15 +27,30 @@ int default_threads() {
   return value;
 }
 
-thread_local int thread_count = 0;  // 0: not set on this thread
+std::atomic<int> process_default{0};  // 0: not set, use the environment's
+thread_local int thread_count = 0;    // 0: not set on this thread
+
+int default_threads() {
+  int n = process_default.load(std::memory_order_relaxed);
+  return n > 0 ? n : environment_threads();
+}
+
+void check_count(const char* what, int n) {
+  if (n < 1)
+    throw std::invalid_argument(std::string(what) + ": needs at least 1 thread, got " +
+                                std::to_string(n));
+}
 
 }  // namespace
 
 void set_num_threads(int n) {
-  if (n < 1)
-    throw std::invalid_argument("set_num_threads: needs at least 1 thread, got " +
-                                std::to_string(n));
+  check_count("set_num_threads", n);
   thread_count = n;
+}
+
+void set_default_num_threads(int n) {
+  check_count("set_default_num_threads", n);
+  process_default.store(n, std::memory_order_relaxed);
 }
 
 int get_num_threads() { return thread_count > 0 ? thread_count : default_threads(); }

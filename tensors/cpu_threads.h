@@ -8,8 +8,13 @@ namespace tensorplay {
 /// torch.set_num_threads, but per calling thread. Throws std::invalid_argument for n < 1.
 void set_num_threads(int n);
 
-/// The calling thread's count: what set_num_threads gave on this thread, else the environment
-/// variable TENSORPLAY_NUM_THREADS, else the number of hardware threads.
+/// The calling thread's count: what set_num_threads gave on this thread, else the process
+/// default (set_default_num_threads, else the environment variable TENSORPLAY_NUM_THREADS, else
+/// the number of hardware threads).
 int get_num_threads();
+
+/// Sets the count of every thread that has not called set_num_threads (>= 1), e.g. one thread
+/// per pipeline stage for all stage threads of a process.
+void set_default_num_threads(int n);
 
 }  // namespace tensorplay

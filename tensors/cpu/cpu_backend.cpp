@@ -286,6 +286,7 @@ class CpuBackend final : public Backend {
 
   void unary_backward(UnaryOp op, const float* x, const float* y, const float* gy, float* gx,
                       int64_t n) const override {
+    if (cpu_kernels::vec::active()) return cpu_kernels::vec::unary_backward(op, x, y, gy, gx, n);
     switch (op) {
       case UnaryOp::Relu:
         for (int64_t i = 0; i < n; ++i) gx[i] = x[i] > 0.0f ? gy[i] : 0.0f;

@@ -36,6 +36,7 @@ void apply_thread_count() {
 // What identifies a matmul primitive: shapes, strides, dtype, and the beta post-op.
 struct MatmulKey {
   bool ta, tb, bf16, accumulate;
+  float alpha;
   int64_t batch, m, n, k, lda, ldb, ldc, sa, sb, sc;
   bool operator==(const MatmulKey&) const = default;
 };
@@ -43,6 +44,7 @@ struct MatmulKey {
 struct MatmulKeyHash {
   size_t operator()(const MatmulKey& key) const {
     size_t h = (key.ta ? 1 : 0) | (key.tb ? 2 : 0) | (key.bf16 ? 4 : 0) | (key.accumulate ? 8 : 0);
+    h = h * 31u ^ std::hash<float>()(key.alpha);
     for (int64_t v :
          {key.batch, key.m, key.n, key.k, key.lda, key.ldb, key.ldc, key.sa, key.sb, key.sc})
       h = h * 1000003u ^ static_cast<size_t>(v);
@@ -104,6 +106,7 @@ class ThreadMatmuls {
     mm.b = desc(key.k, key.n, key.tb, key.ldb, key.sb);
     mm.c = desc(key.m, key.n, false, key.ldc, key.sc);
     dnnl::primitive_attr attr;
+    if (key.alpha != 1.0f) attr.set_output_scales(0, {key.alpha});  // before the sum post-op
     if (key.accumulate) {
       dnnl::post_ops ops;
       ops.append_sum(1.0f);
@@ -145,9 +148,9 @@ void gemm_f32(bool ta, bool tb, int64_t batch, int64_t m, int64_t n, int64_t k, 
               const float* a, int64_t lda, int64_t sa, const float* b, int64_t ldb, int64_t sb,
               float beta, float* c, int64_t ldc, int64_t sc) {
   apply_thread_count();
-  if (use_matmul_primitive(ta, tb, batch) && alpha == 1.0f && (beta == 0.0f || beta == 1.0f)) {
+  if (use_matmul_primitive(ta, tb, batch) && (beta == 0.0f || beta == 1.0f)) {
     auto& cache = ThreadMatmuls::get();
-    MatmulKey key{ta, tb, false, beta == 1.0f, batch, m, n, k, lda, ldb, ldc, sa, sb, sc};
+    MatmulKey key{ta, tb, false, beta == 1.0f, alpha, batch, m, n, k, lda, ldb, ldc, sa, sb, sc};
     cache.run(cache.lookup(key), a, b, c);
     return;
   }
@@ -161,10 +164,10 @@ void gemm_f32(bool ta, bool tb, int64_t batch, int64_t m, int64_t n, int64_t k, 
 bool gemm_bf16(bool ta, bool tb, int64_t batch, int64_t m, int64_t n, int64_t k, float alpha,
                const uint16_t* a, int64_t lda, int64_t sa, const uint16_t* b, int64_t ldb,
                int64_t sb, float beta, uint16_t* c, int64_t ldc, int64_t sc) {
-  if (alpha != 1.0f || (beta != 0.0f && beta != 1.0f)) return false;
+  if (beta != 0.0f && beta != 1.0f) return false;
   apply_thread_count();
   auto& cache = ThreadMatmuls::get();
-  MatmulKey key{ta, tb, true, beta == 1.0f, batch, m, n, k, lda, ldb, ldc, sa, sb, sc};
+  MatmulKey key{ta, tb, true, beta == 1.0f, alpha, batch, m, n, k, lda, ldb, ldc, sa, sb, sc};
   const Matmul& mm = cache.lookup(key);
   if (!mm.native) return false;
   cache.run(mm, a, b, c);

@@ -24,6 +24,14 @@ TEST_CASE("set_num_threads is per thread and rejects counts below one", "[cpu_th
   CHECK(other == 1);
   CHECK(tp::get_num_threads() == 3);  // the other thread's setting did not leak here
   tp::set_num_threads(1);
+  CHECK_THROWS_WITH(tp::set_default_num_threads(0), Catch::Contains("at least 1 thread"));
+  int before = 0;
+  std::thread([&] { before = tp::get_num_threads(); }).join();
+  tp::set_default_num_threads(before == 2 ? 3 : 2);
+  std::thread([&] { other = tp::get_num_threads(); }).join();
+  CHECK(other == (before == 2 ? 3 : 2));  // a thread that set nothing takes the process default
+  CHECK(tp::get_num_threads() == 1);      // one that set its own keeps it
+  tp::set_default_num_threads(before);
 }
 
 namespace {
