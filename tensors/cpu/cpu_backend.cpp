@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "tensors/backend.h"
+#include "tensors/cpu/flash_attention.h"
 #include "tensors/cpu/nn_kernels.h"
 #include "tensors/cpu/onednn_products.h"
 #include "tensors/cpu/vector_kernels.h"
@@ -391,6 +392,18 @@ class CpuBackend final : public Backend {
     if (cpu_kernels::vec::active())
       return cpu_kernels::vec::embedding_backward(ids, gy, gweight, n, dim, vocab);
     cpu_kernels::embedding_backward(ids, gy, gweight, n, dim, vocab);
+  }
+  void flash_attention(const float* q, const float* k, const float* v, float* out, float* lse,
+                       int64_t batch, int64_t t_q, int64_t t_k, int64_t d, int64_t d_v, float scale,
+                       bool causal) const override {
+    cpu_kernels::flash_attention(*this, q, k, v, out, lse, batch, t_q, t_k, d, d_v, scale, causal);
+  }
+  void flash_attention_backward(const float* q, const float* k, const float* v, const float* out,
+                                const float* lse, const float* gout, float* gq, float* gk,
+                                float* gv, int64_t batch, int64_t t_q, int64_t t_k, int64_t d,
+                                int64_t d_v, float scale, bool causal) const override {
+    cpu_kernels::flash_attention_backward(*this, q, k, v, out, lse, gout, gq, gk, gv, batch, t_q,
+                                          t_k, d, d_v, scale, causal);
   }
   void nll_rows(const float* logp, const float* targets, float* loss, int64_t rows, int64_t classes,
                 int64_t ignore_index) const override {
