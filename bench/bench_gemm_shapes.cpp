@@ -31,19 +31,29 @@ double thread_cpu_seconds() {
   return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
 }
 
-// Seconds per call: the best over one round's batches of calls.
-double seconds_per_call(const std::function<void()>& f) {
+// A call that returns the thread CPU seconds of the part it times (usually all of it).
+using TimedCall = std::function<double()>;
+
+TimedCall timed(std::function<void()> f) {
+  return [f = std::move(f)] {
+    const double start = thread_cpu_seconds();
+    f();
+    return thread_cpu_seconds() - start;
+  };
+}
+
+// Seconds per call: the best over batches of calls, each batch at least 0.04 s of timed work.
+double seconds_per_call(const TimedCall& f) {
   f();
   double best = 1e30;
   for (int batch = 0; batch < 5; ++batch) {
     int calls = 0;
-    double start = thread_cpu_seconds(), elapsed = 0;
+    double timed_total = 0;
     do {
-      f();
+      timed_total += f();
       ++calls;
-      elapsed = thread_cpu_seconds() - start;
-    } while (elapsed < 0.04);
-    best = std::min(best, elapsed / calls);
+    } while (timed_total < 0.04);
+    best = std::min(best, timed_total / calls);
   }
   return best;
 }
@@ -58,7 +68,7 @@ struct Shape {
 // The raw calls for one shape; each returns its name and runs on preallocated buffers.
 struct RawCalls {
   std::vector<float> a, b, c;
-  std::vector<std::pair<std::string, std::function<void()>>> calls;
+  std::vector<std::pair<std::string, TimedCall>> calls;
   dnnl::engine engine{dnnl::engine::kind::cpu, 0};
   dnnl::stream stream{engine};
   dnnl::matmul matmul;
@@ -67,17 +77,19 @@ struct RawCalls {
   explicit RawCalls(const Shape& s)
       : a(s.batch * s.m * s.k, 0.5f), b(s.batch * s.k * s.n, 0.25f), c(s.batch * s.m * s.n) {
     const int64_t lda = s.ta ? s.m : s.k, ldb = s.tb ? s.k : s.n;
-    calls.emplace_back("openblas_sgemm", [this, s, lda, ldb] {
-      for (int64_t i = 0; i < s.batch; ++i)
-        cblas_sgemm(CblasRowMajor, s.ta ? CblasTrans : CblasNoTrans,
-                    s.tb ? CblasTrans : CblasNoTrans, s.m, s.n, s.k, 1.0f, &a[i * s.m * s.k], lda,
-                    &b[i * s.k * s.n], ldb, 0.0f, &c[i * s.m * s.n], s.n);
-    });
-    calls.emplace_back("dnnl_sgemm", [this, s, lda, ldb] {
-      for (int64_t i = 0; i < s.batch; ++i)
-        dnnl_sgemm(s.ta ? 'T' : 'N', s.tb ? 'T' : 'N', s.m, s.n, s.k, 1.0f, &a[i * s.m * s.k], lda,
-                   &b[i * s.k * s.n], ldb, 0.0f, &c[i * s.m * s.n], s.n);
-    });
+    calls.emplace_back("openblas_sgemm", timed([this, s, lda, ldb] {
+                         for (int64_t i = 0; i < s.batch; ++i)
+                           cblas_sgemm(CblasRowMajor, s.ta ? CblasTrans : CblasNoTrans,
+                                       s.tb ? CblasTrans : CblasNoTrans, s.m, s.n, s.k, 1.0f,
+                                       &a[i * s.m * s.k], lda, &b[i * s.k * s.n], ldb, 0.0f,
+                                       &c[i * s.m * s.n], s.n);
+                       }));
+    calls.emplace_back("dnnl_sgemm", timed([this, s, lda, ldb] {
+                         for (int64_t i = 0; i < s.batch; ++i)
+                           dnnl_sgemm(s.ta ? 'T' : 'N', s.tb ? 'T' : 'N', s.m, s.n, s.k, 1.0f,
+                                      &a[i * s.m * s.k], lda, &b[i * s.k * s.n], ldb, 0.0f,
+                                      &c[i * s.m * s.n], s.n);
+                       }));
     using dims = dnnl::memory::dims;
     auto f32 = dnnl::memory::data_type::f32;
     dnnl::memory::desc ad({s.batch, s.m, s.k}, f32,
@@ -89,35 +101,41 @@ struct RawCalls {
     am = dnnl::memory(ad, engine, a.data());
     bm = dnnl::memory(bd, engine, b.data());
     cm = dnnl::memory(cd, engine, c.data());
-    calls.emplace_back("dnnl_matmul", [this] {
-      matmul.execute(stream, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
-      stream.wait();
-    });
+    calls.emplace_back(
+        "dnnl_matmul", timed([this] {
+          matmul.execute(stream, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
+          stream.wait();
+        }));
   }
 };
 
 // The same product through the tensor API, the way the model's ops run it.
-std::function<void()> through_api(const Shape& s) {
+TimedCall through_api(const Shape& s) {
   if (s.batch > 1) {  // attention: bmm of contiguous operands
     tp::Tensor a = tp::ones({s.batch, s.m, s.k}), b = tp::ones({s.batch, s.k, s.n});
-    return [a, b] { tp::bmm(a, b); };
+    return timed([a, b] { tp::bmm(a, b); });
   }
   if (s.tb) {  // a linear layer's forward: x[m, k] W[n, k]^T
     tp::Tensor x = tp::ones({s.m, s.k}), w = tp::ones({s.n, s.k});
-    return [x, w] { tp::linear(x, w); };
+    return timed([x, w] { tp::linear(x, w); });
   }
   if (s.ta) {  // a linear layer's weight gradient dW[m, n] = dY^T[m, k] X[k, n], alone
-    tp::Tensor x = tp::ones({s.k, s.n}), w = tp::ones({s.m, s.n});
+    // The split backward's W step (what ZB schedules run): its only product is this one. The
+    // forward and the input-gradient step run before it, outside the timed part.
+    tp::Tensor x = tp::ones({s.k, s.n}), w = tp::ones({s.m, s.n}), g = tp::ones({s.k, s.m});
+    x.requires_grad_();
     w.requires_grad_();
-    tp::Tensor g = tp::ones({s.k, s.m});
     return [x, w, g]() mutable {
-      tp::Tensor y = tp::linear(x, w);  // the forward is timed apart and subtracted
-      w.set_grad(tp::Tensor());         // a fresh gradient, not one accumulated onto the last
-      y.backward(g);
+      w.set_grad(tp::Tensor());
+      tp::Tensor y = tp::linear(x, w);
+      auto stash = tp::autograd::backward_input({y}, {g}, {x});
+      const double start = thread_cpu_seconds();
+      tp::autograd::backward_weight(std::move(stash));
+      return thread_cpu_seconds() - start;
     };
   }
   tp::Tensor a = tp::ones({s.m, s.k}), b = tp::ones({s.k, s.n});
-  return [a, b] { tp::matmul(a, b); };
+  return timed([a, b] { tp::matmul(a, b); });
 }
 
 int option(int argc, char** argv, const char* name, int fallback) {
@@ -146,18 +164,10 @@ int main(int argc, char** argv) {
   for (const Shape& s : shapes) {
     RawCalls raw(s);
     auto api = through_api(s);
-    // The weight-gradient call also runs its forward (x W^T): time that alone to subtract it.
-    std::function<void()> api_forward;
-    if (s.ta) {
-      tp::Tensor x = tp::ones({s.k, s.n}), w = tp::ones({s.m, s.n});
-      api_forward = [x, w] { tp::linear(x, w); };
-    }
     double best_api = 1e30, best_raw = 1e30;
     std::vector<double> best_each(raw.calls.size(), 1e30);
     for (int r = 0; r < rounds; ++r) {
-      double t = seconds_per_call(api);
-      if (api_forward) t -= seconds_per_call(api_forward);
-      best_api = std::min(best_api, t);
+      best_api = std::min(best_api, seconds_per_call(api));
       for (size_t i = 0; i < raw.calls.size(); ++i)
         best_each[i] = std::min(best_each[i], seconds_per_call(raw.calls[i].second));
     }
