@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "tensors/backend.h"
 #include "tensors/cpu_threads.h"
 #include "tensors/tensors.h"
 
@@ -171,6 +172,21 @@ int main(int argc, char** argv) {
       for (size_t i = 0; i < raw.calls.size(); ++i)
         best_each[i] = std::min(best_each[i], seconds_per_call(raw.calls[i].second));
     }
+    // The weight gradient also straight through the kernel table's product into a fresh tensor:
+    // what the tensor core's product path costs without the autograd W step around it.
+    double kernel_table = 0;
+    if (s.ta) {
+      std::vector<float> a(s.k * s.m, 1.0f), b(s.k * s.n, 1.0f);
+      const tp::Backend& be = tp::backend_for(tp::cpu());
+      auto call = timed([&] {
+        tp::Tensor out = tp::empty({s.m, s.n});
+        be.gemm(true, false, s.m, s.n, s.k, 1.0f, a.data(), s.m, b.data(), s.n, 0.0f,
+                out.data<float>(), s.n);
+      });
+      double best = 1e30;
+      for (int r = 0; r < rounds; ++r) best = std::min(best, seconds_per_call(call));
+      kernel_table = 2.0 * s.m * s.n * s.k / best * 1e-9;
+    }
     size_t fastest = std::min_element(best_each.begin(), best_each.end()) - best_each.begin();
     best_raw = best_each[fastest];
     const double flop = 2.0 * s.batch * s.m * s.n * s.k;
@@ -178,6 +194,9 @@ int main(int argc, char** argv) {
     std::printf("{\"shape\": \"%s\", \"api_gflops\": %.1f", s.name.c_str(), flop / best_api * 1e-9);
     for (size_t i = 0; i < raw.calls.size(); ++i)
       std::printf(", \"%s_gflops\": %.1f", raw.calls[i].first.c_str(), flop / best_each[i] * 1e-9);
+    if (kernel_table > 0)
+      std::printf(", \"kernel_table_gflops\": %.1f, \"kernel_table_over_fastest\": %.3f",
+                  kernel_table, kernel_table / (flop / best_raw * 1e-9));
     std::printf(", \"fastest_raw\": \"%s\", \"api_over_fastest\": %.3f}\n",
                 raw.calls[fastest].first.c_str(), ratio);
     if (ratio < worst) {
