@@ -122,9 +122,9 @@ class PipelineStage {
   std::vector<TensorMeta> output_meta_;
   std::vector<std::string> input_names_;
   std::map<std::string, std::vector<int>> tied_;
+  int num_threads_ = 0;  // 0: the computing thread's own count
   std::vector<int> group_ranks_;
   std::map<int, Stash> stash_;
-  int num_threads_ = 0;
 };
 
 }  // namespace tensorplay::pipelining
