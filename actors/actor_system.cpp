@@ -1,12 +1,29 @@
 // The process-wide CAF actor system, with the middleman (CAF's network layer) loaded and the
 // protocol's message types registered, so the same system serves embedded and multi-process runs.
+#include <algorithm>
 #include <caf/io/all.hpp>
+#include <cmath>
+#include <cstdlib>
 #include <mutex>
+#include <stdexcept>
+#include <string>
 
 #include "actors/detail/caf_messages.h"
 #include "actors/detail/caf_system.h"
 
 namespace tensorplay::pipelining::detail {
+
+std::chrono::milliseconds peer_timeout_from_env() {
+  const char* text = std::getenv("TP_PEER_TIMEOUT");
+  if (text == nullptr || *text == '\0') return std::chrono::seconds(10);
+  char* end = nullptr;
+  double seconds = std::strtod(text, &end);
+  if (end == text || *end != '\0' || !std::isfinite(seconds) || seconds < 0.1 || seconds > 3600)
+    throw std::invalid_argument("TP_PEER_TIMEOUT=" + std::string(text) +
+                                " is not a number of seconds between 0.1 and 3600 (how long a "
+                                "silent peer connection lasts before its rank counts as gone)");
+  return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
+}
 
 caf::actor_system& process_actor_system() {
   static std::once_flag once;
@@ -18,9 +35,13 @@ caf::actor_system& process_actor_system() {
     // Work stealing spins when idle; sharing sleeps, which matters on small machines.
     config->set("scheduler.policy", caf::atom("sharing"));
     // Heartbeats are off by default in CAF 0.17: a dead peer would be noticed only when TCP
-    // notices. One a second, and a connection silent for 10 s is dropped.
-    config->set("middleman.heartbeat-interval", caf::timespan{std::chrono::seconds(1)});
-    config->set("middleman.connection-timeout", caf::timespan{std::chrono::seconds(10)});
+    // notices (a killed process's connection closes at once; a host that vanishes, a cut
+    // network or a stopped process do not close it). A connection silent for TP_PEER_TIMEOUT
+    // seconds (default 10) is dropped, with heartbeats five times as often (at most 1 s apart).
+    const auto peer_timeout = peer_timeout_from_env();
+    config->set("middleman.heartbeat-interval", caf::timespan{std::min<std::chrono::nanoseconds>(
+                                                    peer_timeout / 5, std::chrono::seconds(1))});
+    config->set("middleman.connection-timeout", caf::timespan{peer_timeout});
     config->load<caf::io::middleman>();
     config->add_message_type<transport::TensorDescriptor>("TensorDescriptor");
     config->add_message_type<std::vector<transport::TensorDescriptor>>("TensorDescriptors");

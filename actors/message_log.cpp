@@ -1,6 +1,9 @@
 // spdlog-backed message log.
 #include "actors/message_log.h"
 
+#include <atomic>
+#include <cstdio>
+
 #include <spdlog/cfg/env.h>
 #include <spdlog/sinks/basic_file_sink.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
@@ -49,5 +52,19 @@ void log_event(int rank, unsigned long long step, const char* event, const std::
                   .count();
   logger->debug("rank={} step={} event={} what={} t_us={}", rank, step, event, what, t_us);
 }
+
+namespace {
+std::atomic<unsigned long long> rejected{0};
+}  // namespace
+
+void note_rejected_message(int rank, const std::string& why) {
+  const unsigned long long n = ++rejected;
+  log_event(rank, 0, "rejected", why);
+  if (n <= 10 || n % 10000 == 0)
+    std::fprintf(stderr, "tensorplay: rank %d rejected a message (%llu so far): %s\n", rank, n,
+                 why.c_str());
+}
+
+unsigned long long rejected_message_count() { return rejected.load(); }
 
 }  // namespace tensorplay::pipelining

@@ -23,6 +23,13 @@ void log_to_file(const std::string& path);
 /// True when the message log records events (so callers may skip formatting them).
 bool message_log_enabled();
 
+/// Records that rank `rank` rejected a malformed or out-of-range message from another process
+/// (`why`): counted, written to the message log, and to stderr for the first few (then once per
+/// 10,000), so a flood cannot drown the output.
+void note_rejected_message(int rank, const std::string& why);
+/// Messages rejected by this process so far.
+unsigned long long rejected_message_count();
+
 /// Writes one log line when the logger is at debug level.
 void log_event(int rank, unsigned long long step, const char* event, const std::string& what);
 

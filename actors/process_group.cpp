@@ -58,6 +58,7 @@ using watch_atom = caf::atom_constant<caf::atom("watch")>;  // monitor a peer's 
 struct ProcessActorState {
   std::shared_ptr<Inbox> inbox;
   int world_size = 1;
+  int rank = 0;
   std::string token;
   // Rendezvous (rank 0 only): who joined, and the promises to answer when all have.
   std::vector<PeerEntry> joined;
@@ -67,28 +68,46 @@ struct ProcessActorState {
 
 using ProcessActor = caf::stateful_actor<ProcessActorState>;
 
+caf::node_id sender_node(caf::local_actor* self) {
+  const auto& sender = self->current_sender();
+  return sender ? sender->node() : caf::node_id();
+}
+
 caf::behavior process_actor(ProcessActor* self, std::shared_ptr<Inbox> inbox, int world_size,
-                            std::string token) {
+                            std::string token, int rank) {
   self->state.inbox = std::move(inbox);
   self->state.world_size = world_size;
+  self->state.rank = rank;
   self->state.token = std::move(token);
   self->set_down_handler([self](const caf::down_msg& m) {
     auto it = self->state.monitored.find(m.source);
     if (it == self->state.monitored.end()) return;
-    self->state.inbox->peer_down(it->second,
-                                 "its connection closed (" + self->system().render(m.reason) + ")");
+    const int rank = it->second;
+    std::string why = "its connection closed (" + self->system().render(m.reason) + ")";
+    self->state.inbox->peer_down(rank, why);
   });
   return {
       [self](hello_atom, PeerEntry entry) -> caf::response_promise {
         auto& st = self->state;
+        // Before the promise: making it takes the sender out of the current message.
+        const caf::strong_actor_ptr sender = self->current_sender();
         auto promise = self->make_response_promise();
         auto refuse = [&](const std::string& why) {
           promise.deliver(std::vector<PeerEntry>{}, why);
           return promise;
         };
-        if (!same_token(entry.token, st.token))
+        if (!sender) return refuse("a hello must come from an actor");
+        if (!same_token(entry.token, st.token)) {
+          report_intruder(self->system(), self->state.rank, sender->node(),
+                          "a hello claiming rank " + std::to_string(entry.rank) +
+                              (entry.token.empty() ? " without a cluster token"
+                                                   : " with a wrong cluster token"));
           return refuse("rank " + std::to_string(entry.rank) +
                         " presented a different cluster token (TP_CLUSTER_TOKEN) than rank 0");
+        }
+        if (!entry.actor || entry.actor.node() != sender->node())
+          return refuse("rank " + std::to_string(entry.rank) +
+                        "'s hello names a process actor on another node than its sender");
         if (entry.world_size != st.world_size)
           return refuse("rank " + std::to_string(entry.rank) +
                         " was started with WORLD_SIZE=" + std::to_string(entry.world_size) +
@@ -100,6 +119,7 @@ caf::behavior process_actor(ProcessActor* self, std::shared_ptr<Inbox> inbox, in
           if (e.rank == entry.rank)
             return refuse("rank " + std::to_string(entry.rank) + " joined twice (from " + e.host +
                           " and " + entry.host + "): each process needs its own RANK");
+        st.inbox->admit(sender->node());
         st.joined.push_back(std::move(entry));
         st.waiting.push_back(promise);
         if (static_cast<int>(st.joined.size()) == st.world_size) {
@@ -110,9 +130,28 @@ caf::behavior process_actor(ProcessActor* self, std::shared_ptr<Inbox> inbox, in
         }
         return promise;
       },
-      [](ping_atom) -> int64_t { return now_us(); },
-      [self](collective_atom, Contribution c) { self->state.inbox->put(std::move(c)); },
+      [self](ping_atom) -> caf::result<int64_t> {
+        if (!from_member(self->current_sender(), self->node(), *self->state.inbox)) {
+          report_intruder(self->system(), self->state.rank, sender_node(self),
+                          "a clock sample request");
+          return caf::sec::request_receiver_down;
+        }
+        return now_us();
+      },
+      [self](collective_atom, Contribution c) {
+        if (!from_member(self->current_sender(), self->node(), *self->state.inbox)) {
+          if (self->current_sender() && self->state.inbox->hold(sender_node(self), c)) return;
+          report_intruder(self->system(), self->state.rank, sender_node(self),
+                          "a collective contribution");
+          return;
+        }
+        self->state.inbox->put(std::move(c));
+      },
       [self](watch_atom, caf::actor peer, int rank) {
+        if (!self->current_sender() || self->current_sender()->node() != self->node()) {
+          report_intruder(self->system(), self->state.rank, sender_node(self), "a watch request");
+          return;
+        }
         if (!peer || self->state.monitored.count(peer.address())) return;
         self->monitor(peer);
         self->state.monitored[peer.address()] = rank;
@@ -200,12 +239,92 @@ void Inbox::put(Contribution c) {
   cv_.notify_all();
 }
 
+void Inbox::admit(const caf::node_id& node) {
+  std::lock_guard lock(mutex_);
+  members_.insert(node);
+}
+
+bool Inbox::admitted(const caf::node_id& node) {
+  std::lock_guard lock(mutex_);
+  return members_.count(node) > 0;
+}
+
+bool Inbox::hold(const caf::node_id& node, Contribution& c) {
+  constexpr size_t kMaxHeld = 1024;
+  std::lock_guard lock(mutex_);
+  if (members_known_ || held_.size() >= kMaxHeld) return false;
+  held_.emplace_back(node, std::move(c));
+  return true;
+}
+
+std::vector<caf::node_id> Inbox::release_held() {
+  std::vector<std::pair<caf::node_id, Contribution>> held;
+  {
+    std::lock_guard lock(mutex_);
+    members_known_ = true;
+    held.swap(held_);
+  }
+  std::vector<caf::node_id> strangers;
+  for (auto& [node, c] : held) {
+    if (admitted(node))
+      put(std::move(c));
+    else
+      strangers.push_back(node);
+  }
+  return strangers;
+}
+
+bool from_member(const caf::strong_actor_ptr& sender, const caf::node_id& here, Inbox& members) {
+  if (!sender) return false;
+  return sender->node() == here || members.admitted(sender->node());
+}
+
+void report_intruder(caf::actor_system& system, int rank, const caf::node_id& node,
+                     const std::string& what) {
+  static std::mutex mutex;
+  static std::map<caf::node_id, int> reported;
+  {
+    std::lock_guard lock(mutex);
+    if (++reported[node] > 5) return;  // a flood is reported once, not line by line
+  }
+  auto report = [rank, what](const std::string& from) {
+    std::fprintf(stderr,
+                 "tensorplay: rank %d dropped %s from %s: not a member of this job (no "
+                 "or wrong cluster token, TP_CLUSTER_TOKEN)\n",
+                 rank, what.c_str(), from.c_str());
+    pipelining::log_event(rank, 0, "refused", what + " from " + from);
+  };
+  if (node == caf::node_id()) {
+    report("an unknown sender");
+    return;
+  }
+  // The middleman knows the address of every node it has a connection to.
+  caf::scoped_actor self{system};
+  self->request(system.middleman().actor_handle(), std::chrono::seconds(1), caf::get_atom::value,
+                node)
+      .receive(
+          [&](const caf::node_id&, const std::string& host, uint16_t port) {
+            report(host.empty()
+                       ? "node " + to_string(node)
+                       : host + ":" + std::to_string(port) + " (node " + to_string(node) + ")");
+          },
+          [&](const caf::error&) { report("node " + to_string(node)); });
+}
+
 void Inbox::peer_down(int rank, const std::string& why) {
+  std::function<void(int, const std::string&)> hook;
   {
     std::lock_guard lock(mutex_);
     down_[rank] = why;
+    hook = on_down_;
   }
   cv_.notify_all();
+  if (hook) hook(rank, why);
+}
+
+void Inbox::on_peer_down(std::function<void(int, const std::string&)> hook) {
+  std::lock_guard lock(mutex_);
+  on_down_ = std::move(hook);
 }
 
 std::map<int, Contribution> Inbox::take(uint64_t key, const std::vector<int>& from,
@@ -268,7 +387,7 @@ std::vector<Contribution> Cluster::exchange(const std::vector<int>& ranks, std::
   uint64_t key = (hash << 32) ^ seq;
   Contribution mine{key, env.rank, std::move(bytes), std::move(actors)};
   for (int r : ranks)
-    if (r != env.rank) caf::anon_send(peers.at(r).actor, collective_atom::value, mine);
+    if (r != env.rank) caf::send_as(self_actor, peers.at(r).actor, collective_atom::value, mine);
   inbox->put(std::move(mine));
   auto got = inbox->take(key, ranks, std::chrono::steady_clock::now() + timeout,
                          what + " on group " + join_ranks(ranks));
@@ -298,7 +417,7 @@ void connect_to_job(Cluster& c, const InitOptions& options) {
   const LaunchEnv& env = c.env;
   const char* token_env = std::getenv("TP_CLUSTER_TOKEN");
   std::string token = token_env ? token_env : "";
-  c.self_actor = system.spawn(detail::process_actor, c.inbox, env.world_size, token);
+  c.self_actor = system.spawn(detail::process_actor, c.inbox, env.world_size, token, env.rank);
   auto deadline = std::chrono::steady_clock::now() + options.timeout;
   std::string my_host = detail::local_address_towards(env.master_addr, env.master_port);
 
@@ -371,6 +490,20 @@ void connect_to_job(Cluster& c, const InitOptions& options) {
                            std::to_string(table.size()) + " ranks, expected " +
                            std::to_string(env.world_size));
   c.peers = std::move(table);
+  // Rank 0 vouches for every process in its table: they all presented the token.
+  for (const PeerEntry& p : c.peers)
+    if (p.actor) c.inbox->admit(p.actor.node());
+  // A peer's process gone: its transfers end now, not at their timeouts (receives fail naming
+  // it, sends are dropped). Holds the channel weakly: the hook may run while the group closes.
+  std::vector<std::string> names;
+  for (int r = 0; r < env.world_size; ++r) names.push_back(c.describe(r));
+  c.inbox->on_peer_down([channel = std::weak_ptr<transport::Channel>(c.ucx), names](
+                            int rank, const std::string& why) {
+    if (auto ucx = channel.lock(); ucx && rank >= 0 && rank < static_cast<int>(names.size()))
+      ucx->drop_peer(rank, names[rank] + " is gone: " + why);
+  });
+  for (const caf::node_id& stranger : c.inbox->release_held())
+    detail::report_intruder(system, env.rank, stranger, "a collective contribution");
 
   // Direct connections: each rank dials the ranks below it (rank 0 is already connected), so
   // every pair has exactly one connection and control messages never hop through rank 0.

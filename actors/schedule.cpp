@@ -4,11 +4,13 @@
 #include "actors/schedule.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <map>
 #include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 
 #include "actors/detail/caf_messages.h"
 #include "actors/detail/caf_system.h"
@@ -61,7 +63,19 @@ struct PipelineSchedule::Impl {
   std::shared_ptr<transport::Channel> channel;
   std::vector<caf::actor>
       actors;  ///< by rank (proxies of other processes' actors when distributed)
-  std::vector<caf::actor> local_actors;  ///< the actors of this process
+  std::vector<caf::actor> local_actors;   ///< the actors of this process
+  std::vector<caf::actor> status_actors;  ///< by rank: answer status requests, never busy
+  std::vector<std::shared_ptr<StageWorker>> local_workers;
+  /// One step at a time: a second caller fails at once instead of queueing behind the first.
+  std::atomic<bool> stepping{false};
+  /// The last step that failed, and which local ranks had not dropped it when the caller got
+  /// its error (stuck in compute): a later step waits for none of them, it fails at once.
+  uint64_t last_failed_step = 0;
+  std::vector<PipelineStage*> claimed;  ///< stages this schedule owns (released at the end)
+
+  ~Impl() {
+    for (PipelineStage* s : claimed) s->release(this);
+  }
   uint64_t next_step = 1;
   // Across processes: the group (global ranks, by schedule rank) and this process's rank in it.
   bool distributed = false;
@@ -86,8 +100,48 @@ struct PipelineSchedule::Impl {
   void fail_step_everywhere(uint64_t step, const std::string& what);
   Tensor run_step(const std::vector<Tensor>& inputs, const StepOptions& step_options,
                   bool training);
-  void abort_all(caf::scoped_actor& self);
+  /// Tells this process's ranks to drop step `step`, waits for them until `deadline`, and
+  /// returns what each rank that did not answer in time is still doing.
+  std::vector<std::string> abort_all(uint64_t step, std::chrono::steady_clock::time_point deadline);
+  /// Asks every rank what it waits for, all at once, and returns the answers by the deadline.
+  std::string collect_status(caf::scoped_actor& self,
+                             std::chrono::steady_clock::time_point deadline);
+  /// Throws when a rank of this process is still computing an earlier failed step.
+  void check_not_stuck(const std::string& name);
+  /// The keep-alive handle for the stage actors: the stages they compute on.
+  std::shared_ptr<const void> stages_handle() const {
+    return std::make_shared<std::vector<std::shared_ptr<PipelineStage>>>(stages);
+  }
 };
+
+namespace {
+
+/// The share of a step's time budget spent, after a timeout, on asking the ranks what they wait
+/// for and on stopping them: the caller gets its error within step_timeout plus twice this.
+std::chrono::milliseconds wind_down_budget(std::chrono::milliseconds step_timeout) {
+  return std::clamp(step_timeout / 40, std::chrono::milliseconds(5),
+                    std::chrono::milliseconds(1000));
+}
+
+/// Holds the schedule's one-step-at-a-time flag for a step.
+class StepGuard {
+ public:
+  StepGuard(std::atomic<bool>& flag, const std::string& name) : flag_(flag) {
+    if (flag_.exchange(true))
+      throw std::logic_error(name +
+                             ".step: another thread is running a step of this schedule; a "
+                             "schedule runs one step at a time (wait for it, or build a "
+                             "second schedule over other stages)");
+  }
+  ~StepGuard() { flag_.store(false); }
+  StepGuard(const StepGuard&) = delete;
+  StepGuard& operator=(const StepGuard&) = delete;
+
+ private:
+  std::atomic<bool>& flag_;
+};
+
+}  // namespace
 
 void PipelineSchedule::Impl::find_group() {
   std::string name(schedules::schedule_name(kind));
@@ -131,6 +185,29 @@ void PipelineSchedule::Impl::check_stages() {
   if (n_microbatches < 1)
     throw std::invalid_argument(name + ": n_microbatches must be at least 1, got " +
                                 std::to_string(n_microbatches));
+  if (options.stages_per_rank < 0)
+    throw std::invalid_argument(name +
+                                ": ScheduleOptions::stages_per_rank must be 0 (the "
+                                "schedule's default) or positive, got " +
+                                std::to_string(options.stages_per_rank));
+  if (options.step_timeout.count() <= 0)
+    throw std::invalid_argument(name + ": ScheduleOptions::step_timeout must be positive, got " +
+                                std::to_string(options.step_timeout.count()) + " ms");
+  if (options.transfer_timeout.count() <= 0)
+    throw std::invalid_argument(name +
+                                ": ScheduleOptions::transfer_timeout must be positive, got " +
+                                std::to_string(options.transfer_timeout.count()) + " ms");
+  for (const auto& s : stages)
+    if (s->pipe_id() != 0 && stages[0]->pipe_id() != 0 && s->pipe_id() != stages[0]->pipe_id())
+      throw std::invalid_argument(
+          name + ": stages " + std::to_string(stages[0]->stage_index()) + " and " +
+          std::to_string(s->stage_index()) +
+          " were built from different pipelines (two pipeline() calls, perhaps of two models); "
+          "build every stage of a schedule from one Pipe");
+  for (const auto& s : stages) {
+    s->claim(this, name);
+    claimed.push_back(s.get());
+  }
 }
 
 PipelineSchedule::PipelineSchedule(std::vector<std::shared_ptr<PipelineStage>> stages,
@@ -205,11 +282,15 @@ void PipelineSchedule::Impl::setup_embedded() {
         r, local, num_stages, n_microbatches, schedules::make_static_order_policy(order[r]),
         schedules::make_static_order_policy(forward_only(order[r])), channel,
         options.transfer_timeout);
-    actors.push_back(detail::spawn_stage_actor(system, worker, stage_to_rank));
+    actors.push_back(
+        detail::spawn_stage_actor(system, worker, stage_to_rank, false, stages_handle()));
+    status_actors.push_back(detail::spawn_status_actor(system, worker, actors.back()));
+    local_workers.push_back(worker);
   }
   local_actors = actors;
   caf::scoped_actor self{system};
-  for (const caf::actor& a : actors) self->send(a, detail::peers_atom::value, actors);
+  for (const caf::actor& a : actors)
+    self->send(a, detail::peers_atom::value, actors, std::vector<std::string>{});
 }
 
 std::string PipelineSchedule::Impl::describe_rank(int rank) const {
@@ -355,8 +436,10 @@ void PipelineSchedule::Impl::setup_distributed(const std::string& local_error) {
       schedules::make_static_order_policy(forward_only(order[my_rank])), channel,
       options.transfer_timeout, stage_to_peer, self_peer);
   caf::actor_system& system = detail::process_actor_system();
-  caf::actor mine = detail::spawn_stage_actor(system, worker, stage_to_rank, true);
+  caf::actor mine = detail::spawn_stage_actor(system, worker, stage_to_rank, true, stages_handle());
+  caf::actor my_status = detail::spawn_status_actor(system, worker, mine);
   local_actors = {mine};
+  local_workers = {worker};
   // Notifications ride the data channel where it carries messages (UCX): one hop from the
   // sender's progress thread to the receiver's, which posts the receive at once; the actor hears
   // of the tensors when they are here. Registered before the actor exchange below, so no rank
@@ -370,8 +453,11 @@ void PipelineSchedule::Impl::setup_distributed(const std::string& local_error) {
         stream, [worker, mine, rank_for_log](int /*peer*/, std::string_view bytes) {
           Notification n;
           if (std::string error = decode_notification(bytes, n); !error.empty()) {
-            std::fprintf(stderr, "tensorplay: rank %d dropped a malformed notification: %s\n",
-                         rank_for_log, error.c_str());
+            note_rejected_message(rank_for_log, "malformed notification: " + error);
+            return;
+          }
+          if (std::string error = worker->check_notification(n); !error.empty()) {
+            note_rejected_message(rank_for_log, "notification " + error);
             return;
           }
           if (message_log_enabled()) log_event(rank_for_log, n.step, "recv", describe(n));
@@ -389,14 +475,23 @@ void PipelineSchedule::Impl::setup_distributed(const std::string& local_error) {
         });
   }
   try {
-    auto handles = cluster->exchange(group_ranks, {}, {mine}, name + " actor exchange");
-    for (auto& c : handles) actors.push_back(c.actors.at(0));
+    auto handles = cluster->exchange(group_ranks, {}, {mine, my_status}, name + " actor exchange");
+    for (auto& c : handles) {
+      if (c.actors.size() != 2)
+        throw std::runtime_error(name + ": a rank sent " + std::to_string(c.actors.size()) +
+                                 " actor handles at the actor exchange, expected 2 (are all "
+                                 "ranks running the same tensorplay version?)");
+      actors.push_back(c.actors[0]);
+      status_actors.push_back(c.actors[1]);
+    }
   } catch (...) {
     if (messages_registered) channel->set_message_handler(stream, nullptr);
     caf::anon_send_exit(mine, caf::exit_reason::user_shutdown);
     throw;
   }
-  caf::anon_send(mine, detail::peers_atom::value, actors);
+  std::vector<std::string> names;
+  for (int r = 0; r < static_cast<int>(actors.size()); ++r) names.push_back(describe_rank(r));
+  caf::anon_send(mine, detail::peers_atom::value, actors, std::move(names));
 
   // Tied parameters whose copies live in several processes: one group per tie, of exactly the
   // ranks holding a copy.
@@ -413,8 +508,8 @@ void PipelineSchedule::Impl::fail_step_everywhere(uint64_t step, const std::stri
   if (!distributed) return;
   for (int r = 0; r < static_cast<int>(actors.size()); ++r)
     if (r != my_rank)
-      caf::anon_send(actors[r], detail::peer_failed_atom::value, step,
-                     static_cast<int32_t>(my_rank), what);
+      caf::send_as(local_actors.front(), actors[r], detail::peer_failed_atom::value, step,
+                   static_cast<int32_t>(my_rank), what);
 }
 
 PipelineScheduleSingle::PipelineScheduleSingle(std::vector<std::shared_ptr<PipelineStage>> stages,
@@ -458,25 +553,121 @@ std::vector<int> stages_of_rank(schedules::ScheduleKind kind, int rank, int num_
 PipelineSchedule::~PipelineSchedule() {
   if (impl_->local_actors.empty()) return;
   if (impl_->messages_registered) impl_->channel->set_message_handler(impl_->stream, nullptr);
-  // Stop this process's stage actors and wait for them: their workers point at the stages.
+  // Stop this process's stage actors and wait for them, for a bounded time: an actor stuck in
+  // a stage's compute ends when that returns (it holds the stages alive until then), and is
+  // reported rather than waited for.
   caf::scoped_actor self{detail::process_actor_system()};
-  for (const caf::actor& a : impl_->local_actors)
+  for (const caf::actor& a : impl_->local_actors) {
+    self->monitor(a);
     self->send_exit(a, caf::exit_reason::user_shutdown);
-  self->wait_for(impl_->local_actors);
+  }
+  constexpr auto kExitWait = std::chrono::seconds(2);
+  auto deadline = std::chrono::steady_clock::now() + kExitWait;
+  std::set<caf::actor_addr> running;
+  for (const caf::actor& a : impl_->local_actors) running.insert(a.address());
+  while (!running.empty()) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) break;
+    self->receive([&](const caf::down_msg& m) { running.erase(m.source); },
+                  caf::after(left) >> [] {});
+  }
+  if (!running.empty()) {
+    // The stuck actor still computes on the stages: nobody else may take them meanwhile.
+    std::string name(schedules::schedule_name(impl_->kind));
+    for (PipelineStage* s : impl_->claimed)
+      s->claim(impl_.get(), name + " schedule destroyed while this stage was stuck in compute");
+    impl_->claimed.clear();
+  }
+  for (size_t r = 0; r < impl_->local_actors.size() && !running.empty(); ++r) {
+    if (!running.count(impl_->local_actors[r].address())) continue;
+    std::string busy = impl_->local_workers.at(r)->running();
+    std::fprintf(stderr,
+                 "tensorplay: %s: a stage actor did not stop within %lld s (%s); it is detached "
+                 "and ends when its stage's compute returns\n",
+                 std::string(schedules::schedule_name(impl_->kind)).c_str(),
+                 static_cast<long long>(kExitWait.count()), busy.empty() ? "busy" : busy.c_str());
+  }
 }
 
-void PipelineSchedule::Impl::abort_all(caf::scoped_actor& self) {
-  for (const caf::actor& a : local_actors) {
-    self->request<caf::message_priority::high>(a, std::chrono::seconds(30),
-                                               detail::abort_atom::value)
-        .receive([](bool) {}, [](const caf::error&) {});
+std::vector<std::string> PipelineSchedule::Impl::abort_all(
+    uint64_t step, std::chrono::steady_clock::time_point deadline) {
+  for (const caf::actor& a : local_actors)
+    caf::anon_send<caf::message_priority::high>(a, detail::abort_atom::value, step);
+  std::vector<std::string> stuck;
+  for (const auto& worker : local_workers) {
+    // A rank between actions drops the step at once; one inside a stage's compute cannot.
+    while (worker->aborted_step() < step && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    if (worker->aborted_step() < step) {
+      std::string busy = worker->running();
+      stuck.push_back(busy.empty() ? "rank " + std::to_string(worker->rank()) +
+                                         " had not dropped the step yet"
+                                   : busy);
+    }
   }
-  if (!distributed) channel->cancel_all();
+  // This step's posted receives end now (the channel is shared with other schedules across
+  // processes: only this schedule's stream).
+  if (distributed)
+    channel->cancel_stream(stream);
+  else
+    channel->cancel_all();
+  return stuck;
+}
+
+std::string PipelineSchedule::Impl::collect_status(caf::scoped_actor& self,
+                                                   std::chrono::steady_clock::time_point deadline) {
+  // All requests go out at once; each answer is awaited until the common deadline.
+  auto left = std::max(std::chrono::duration_cast<std::chrono::milliseconds>(
+                           deadline - std::chrono::steady_clock::now()),
+                       std::chrono::milliseconds(1));
+  std::vector<std::string> answers(status_actors.size());
+  using Handle = decltype(self->request<caf::message_priority::high>(status_actors[0], left,
+                                                                     detail::status_atom::value));
+  std::vector<Handle> pending;
+  for (const caf::actor& a : status_actors)
+    pending.push_back(
+        self->request<caf::message_priority::high>(a, left, detail::status_atom::value));
+  for (size_t r = 0; r < pending.size(); ++r) {
+    pending[r].receive([&](const std::string& s) { answers[r] = s; },
+                       [&](const caf::error&) {
+                         answers[r] = describe_rank(static_cast<int>(r)) +
+                                      " did not answer within " + std::to_string(left.count()) +
+                                      " ms (stopped, or its process is busy)";
+                       });
+  }
+  // The ranks computing come first: one stuck in compute is the likely cause, the ranks waiting
+  // for it are its consequence.
+  std::stable_partition(answers.begin(), answers.end(), [](const std::string& a) {
+    return a.find(" is running ") != std::string::npos ||
+           a.find(" did not answer ") != std::string::npos;
+  });
+  std::string out;
+  for (const std::string& a : answers) out += " [" + a + "]";
+  return out;
+}
+
+void PipelineSchedule::Impl::check_not_stuck(const std::string& name) {
+  if (last_failed_step == 0) return;
+  for (const auto& worker : local_workers) {
+    if (worker->aborted_step() >= last_failed_step) continue;
+    std::string busy = worker->running();
+    throw PipelineError(name + ".step: step " + std::to_string(last_failed_step) +
+                        " failed and a stage is still in it (" +
+                        (busy.empty()
+                             ? "rank " + std::to_string(worker->rank()) + " has not dropped it yet"
+                             : busy) +
+                        "); a step cannot start until every stage has returned (fix what keeps "
+                        "the stage busy, or destroy this schedule and build a new one)");
+  }
+  last_failed_step = 0;
 }
 
 Tensor PipelineSchedule::Impl::run_step(const std::vector<Tensor>& inputs,
                                         const StepOptions& step_options, bool training) {
   std::string name(schedules::schedule_name(kind));
+  StepGuard one_at_a_time(stepping, name);
+  check_not_stuck(name);
   const uint64_t step = next_step++;  // consumed even when the step fails: ranks stay in step
   PipelineStage* first = stages.front()->is_first() ? stages.front().get() : nullptr;
   bool hosts_last = stages.back()->is_last();
@@ -538,10 +729,11 @@ Tensor PipelineSchedule::Impl::run_step(const std::vector<Tensor>& inputs,
   int done = 0;
   std::string failure;
   bool timed_out = false;
-  auto deadline = std::chrono::steady_clock::now() + options.step_timeout;
+  const auto started = std::chrono::steady_clock::now();
+  const auto deadline = started + options.step_timeout;
   const int expected = static_cast<int>(local_actors.size());
   while (done < expected && failure.empty() && !timed_out) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+    auto left = std::chrono::duration_cast<std::chrono::microseconds>(
         deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) {
       timed_out = true;
@@ -556,30 +748,31 @@ Tensor PipelineSchedule::Impl::run_step(const std::vector<Tensor>& inputs,
         },
         caf::after(left) >> [&] { timed_out = true; });
   }
+  const auto wind_down = wind_down_budget(options.step_timeout);
   if (timed_out) {
     failure = name + ": step " + std::to_string(data->step) + " did not finish within " +
               std::to_string(options.step_timeout.count()) + " ms;";
-    // Ask every rank (in other processes too) what it waits for, each with a short deadline.
-    const auto status_deadline = distributed ? std::chrono::seconds(2) : std::chrono::seconds(5);
-    for (size_t r = 0; r < actors.size(); ++r) {
-      self->request<caf::message_priority::high>(actors[r], status_deadline,
-                                                 detail::status_atom::value)
-          .receive([&](const std::string& s) { failure += " [" + s + "]"; },
-                   [&](const caf::error&) {
-                     failure += " [" + describe_rank(static_cast<int>(r)) +
-                                " did not answer within " +
-                                std::to_string(status_deadline.count()) + " s]";
-                   });
-    }
+    // Ask every rank (in other processes too) what it waits for, with a short common deadline:
+    // a rank computing answers through its status actor, a stopped process not at all.
+    failure += collect_status(self, std::chrono::steady_clock::now() + wind_down);
   }
-  // Quiesce the ranks before summing tied gradients: on a failure or timeout, others may still
-  // be in a backward that writes those gradients.
-  if (!failure.empty()) abort_all(self);
-  if (training && !distributed) finish_tied_step(local, std::move(tied));
+  std::vector<std::string> stuck;
   if (!failure.empty()) {
-    throw PipelineError(failure +
-                        " (gradients of this step are partial: zero_grad before "
-                        "retrying)");
+    // Quiesce the ranks before summing tied gradients: on a failure or timeout, others may
+    // still be in a backward that writes those gradients. A rank stuck in compute is not
+    // waited for: the next step refuses to start until it has returned.
+    stuck = abort_all(data->step, std::chrono::steady_clock::now() + wind_down);
+    last_failed_step = data->step;
+  }
+  if (training && !distributed && stuck.empty()) finish_tied_step(local, std::move(tied));
+  if (!failure.empty()) {
+    std::string after;
+    for (const std::string& s : stuck) after += " [" + s + ": it is not waited for]";
+    if (training)
+      after += " (gradients of this step are partial: zero_grad before retrying)";
+    else
+      after += " (eval computes no gradients; parameters are unchanged)";
+    throw PipelineError(failure + after);
   }
   if (training && distributed) {
     // Copies in other processes: all-reduce each tie's local sum over the ranks holding one.
@@ -609,6 +802,7 @@ Tensor PipelineSchedule::eval(const std::vector<Tensor>& inputs, const StepOptio
 }
 
 bool PipelineSchedule::is_distributed() const { return impl_->distributed; }
+uint32_t PipelineSchedule::transport_stream() const { return impl_->stream; }
 const schedules::PipelineOrder& PipelineSchedule::order() const { return impl_->order; }
 schedules::ScheduleKind PipelineSchedule::kind() const { return impl_->kind; }
 int PipelineSchedule::num_microbatches() const { return impl_->n_microbatches; }

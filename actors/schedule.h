@@ -78,6 +78,9 @@ class PipelineSchedule {
   int num_ranks() const;
   /// True when the stages' other ranks run in other processes.
   bool is_distributed() const;
+  /// The stream that tags this schedule's traffic on the channel it shares with other schedules
+  /// across processes (0 in the embedded runtime); for diagnostics and protocol tests.
+  uint32_t transport_stream() const;
   /// The stages this process hosts, by stage index.
   const std::vector<std::shared_ptr<PipelineStage>>& stages() const;
 

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "actors/detail/caf_messages.h"
+#include "actors/detail/cluster.h"
 #include "actors/message_log.h"
 
 namespace tensorplay::pipelining::detail {
@@ -23,7 +24,9 @@ struct StageActorState {
   bool failed = false;
   bool resume_pending = false;  // a resume message is in the mailbox
   std::map<uint64_t, std::pair<int, std::string>> failed_elsewhere;  // step -> (rank, what)
-  std::map<int, std::string> gone;  // ranks whose stage actor went down, and why
+  std::map<int, std::string> gone;      // ranks whose stage actor went down, and why
+  std::vector<std::string> rank_names;  // "rank 3 (host)", by rank, for error messages
+  std::shared_ptr<const void> keep_alive;
 };
 
 using StageActor = caf::stateful_actor<StageActorState>;
@@ -94,6 +97,12 @@ void arrived(StageActor* self, const Notification& n) {
 void notify(StageActor* self, WireNote& wire, Direction dir) {
   auto& st = self->state;
   Notification n{wire.step, wire.stage, dir, wire.microbatch, wire.source, std::move(wire.tensors)};
+  if (st.distributed) {
+    if (std::string error = st.worker->check_notification(n); !error.empty()) {
+      note_rejected_message(st.worker->rank(), "notification " + error);
+      return;
+    }
+  }
   if (message_log_enabled()) log_event(st.worker->rank(), n.step, "recv", describe(n));
   bool now = false;
   try {
@@ -118,8 +127,11 @@ void check_gone(StageActor* self) {
   for (const auto& [rank, why] : st.gone) {
     if (!st.worker->needs_rank(st.stage_to_rank, rank)) continue;
     // The other ranks hear it too, so every rank's error names the rank that is gone.
+    std::string name = rank < static_cast<int>(st.rank_names.size())
+                           ? st.rank_names[rank]
+                           : "rank " + std::to_string(rank);
     fail(self,
-         "rank " + std::to_string(rank) + "'s stage actor is gone (" + why + ") and rank " +
+         name + " is gone (its stage actor is down: " + why + ") and rank " +
              std::to_string(st.worker->rank()) + " still waits for its tensors",
          true);
     return;
@@ -128,9 +140,23 @@ void check_gone(StageActor* self) {
 
 constexpr auto kGoneGrace = std::chrono::seconds(1);
 
+/// Messages that may come from other processes are accepted only from this job's members.
+bool trusted(StageActor* self, const char* what) {
+  const caf::strong_actor_ptr& sender = self->current_sender();
+  if (sender && sender->node() == self->node()) return true;
+  auto* cluster = distributed::detail::Cluster::current();
+  if (cluster && distributed::detail::from_member(sender, self->node(), *cluster->inbox))
+    return true;
+  distributed::detail::report_intruder(self->system(), self->state.worker->rank(),
+                                       sender ? sender->node() : caf::node_id(), what);
+  return false;
+}
+
 caf::behavior stage_actor(StageActor* self, std::shared_ptr<StageWorker> worker,
-                          std::vector<int> stage_to_rank, bool distributed) {
+                          std::vector<int> stage_to_rank, bool distributed,
+                          std::shared_ptr<const void> keep_alive) {
   self->state.worker = std::move(worker);
+  self->state.keep_alive = std::move(keep_alive);
   self->state.stage_to_rank = std::move(stage_to_rank);
   self->state.distributed = distributed;
   self->set_down_handler([self](const caf::down_msg& m) {
@@ -142,9 +168,10 @@ caf::behavior stage_actor(StageActor* self, std::shared_ptr<StageWorker> worker,
     }
   });
   return {
-      [self](peers_atom, std::vector<caf::actor> peers) {
+      [self](peers_atom, std::vector<caf::actor> peers, std::vector<std::string> names) {
         auto& st = self->state;
         st.peers = std::move(peers);
+        st.rank_names = std::move(names);
         // Across processes a peer can die: watch the others (CAF's heartbeats and the closed
         // connection tell).
         if (st.distributed)
@@ -171,13 +198,18 @@ caf::behavior stage_actor(StageActor* self, std::shared_ptr<StageWorker> worker,
         }
         pump(self);
       },
-      [self](forward_atom, WireNote& note) { notify(self, note, Direction::Forward); },
-      [self](backward_atom, WireNote& note) { notify(self, note, Direction::Backward); },
+      [self](forward_atom, WireNote& note) {
+        if (trusted(self, "a forward notification")) notify(self, note, Direction::Forward);
+      },
+      [self](backward_atom, WireNote& note) {
+        if (trusted(self, "a backward notification")) notify(self, note, Direction::Backward);
+      },
       [self](received_atom, uint64_t step, int32_t stage, int32_t dir, int32_t mb) {
         Notification n{step, stage, static_cast<Direction>(dir), mb, 0, {}};
         arrived(self, n);
       },
       [self](peer_failed_atom, uint64_t step, int32_t rank, const std::string& what) {
+        if (!trusted(self, "a step failure")) return;
         auto& st = self->state;
         if (step == st.step && st.driver) {
           if (!st.failed) {
@@ -192,10 +224,9 @@ caf::behavior stage_actor(StageActor* self, std::shared_ptr<StageWorker> worker,
         self->state.resume_pending = false;
         if (step == self->state.step) pump(self);
       },
-      [self](abort_atom) -> bool {
-        self->state.worker->abort_step();
+      [self](abort_atom, uint64_t step) {
+        self->state.worker->abort_step(step);
         self->state.driver = nullptr;
-        return true;
       },
       [self](status_atom) -> std::string { return self->state.worker->describe_wait(); },
   };
@@ -204,9 +235,34 @@ caf::behavior stage_actor(StageActor* self, std::shared_ptr<StageWorker> worker,
 }  // namespace
 
 caf::actor spawn_stage_actor(caf::actor_system& system, std::shared_ptr<StageWorker> worker,
-                             std::vector<int> stage_to_rank, bool distributed) {
+                             std::vector<int> stage_to_rank, bool distributed,
+                             std::shared_ptr<const void> keep_alive) {
   return system.spawn<caf::detached>(stage_actor, std::move(worker), std::move(stage_to_rank),
-                                     distributed);
+                                     distributed, std::move(keep_alive));
+}
+
+namespace {
+
+caf::behavior status_actor(caf::event_based_actor* self, std::shared_ptr<StageWorker> worker,
+                           caf::actor stage) {
+  self->link_to(stage);
+  return {
+      [self, worker, stage](status_atom) {
+        auto promise = self->make_response_promise();
+        std::string busy = worker->running();
+        if (!busy.empty())
+          promise.deliver(std::move(busy));
+        else
+          promise.delegate(stage, status_atom::value);
+      },
+  };
+}
+
+}  // namespace
+
+caf::actor spawn_status_actor(caf::actor_system& system, std::shared_ptr<StageWorker> worker,
+                              caf::actor stage) {
+  return system.spawn(status_actor, std::move(worker), std::move(stage));
 }
 
 }  // namespace tensorplay::pipelining::detail

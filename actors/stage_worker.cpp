@@ -71,6 +71,47 @@ std::string describe(const Notification& n) {
          std::to_string(n.stage) + ":" + std::to_string(n.microbatch);
 }
 
+std::string StageWorker::check_notification(const Notification& n) const {
+  constexpr uint64_t kMaxStep = 1ULL << 40;
+  constexpr uint64_t kMaxBytes = 1ULL << 36;  // 64 GiB: far above any one microbatch's tensors
+  const std::string what = describe(n) + " of step " + std::to_string(n.step);
+  if (n.step == 0 || n.step > kMaxStep) return what + ": step out of range";
+  if (n.stage < 0 || n.stage >= num_stages_ || !hosts(n.stage))
+    return what + ": stage " + std::to_string(n.stage) + " is not hosted by rank " +
+           std::to_string(rank_);
+  if (n.microbatch < 0 || n.microbatch >= num_microbatches_)
+    return what + ": microbatch out of range (the schedule has " +
+           std::to_string(num_microbatches_) + ")";
+  const bool forward = n.direction == Direction::Forward;
+  const int from_stage = forward ? n.stage - 1 : n.stage + 1;
+  if (from_stage < 0 || from_stage >= num_stages_)
+    return what + ": stage " + std::to_string(n.stage) + " gets no " +
+           (forward ? "input" : "gradient") + " from another stage";
+  if (!stage_to_peer_.empty() && n.source != stage_to_peer_.at(from_stage))
+    return what + ": sent by rank " + std::to_string(n.source) + ", but stage " +
+           std::to_string(from_stage) + " runs on rank " +
+           std::to_string(stage_to_peer_.at(from_stage));
+  const PipelineStage& s = stage(n.stage);
+  const std::vector<TensorMeta>& meta = forward ? s.input_meta() : s.output_meta();
+  if (n.tensors.size() != meta.size())
+    return what + ": " + std::to_string(n.tensors.size()) + " tensors, the stage has " +
+           std::to_string(meta.size());
+  for (size_t i = 0; i < meta.size(); ++i) {
+    const transport::TensorDescriptor& d = n.tensors[i];
+    if (!d.defined) {
+      if (forward) return what + ": input " + std::to_string(i) + " is absent";
+      continue;  // an input that needs no gradient
+    }
+    const std::string which = what + ": tensor " + std::to_string(i);
+    if (d.dtype != meta[i].dtype) return which + " has the wrong dtype";
+    if (d.shape.size() != meta[i].shape.size()) return which + " has the wrong number of dims";
+    for (size_t k = 1; k < d.shape.size(); ++k)
+      if (d.shape[k] != meta[i].shape[k]) return which + " has the wrong shape";
+    if (d.bytes > kMaxBytes) return which + " is larger than the limit";
+  }
+  return {};
+}
+
 bool StageWorker::post_receive(const Notification& n,
                                std::function<void(const Notification&)> arrived) {
   PipelineStage& s = stage(n.stage);
@@ -187,7 +228,17 @@ std::string StageWorker::describe_wait() const {
   return "rank " + std::to_string(rank_) + ": " + policy().describe_wait(ready_);
 }
 
-void StageWorker::abort_step() {
+std::string StageWorker::running() const {
+  std::lock_guard lock(busy_mutex_);
+  if (!busy_) return {};
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
+                                                                  busy_since_)
+                .count();
+  return "rank " + std::to_string(rank_) + " is running " + to_string(*busy_) + " for " +
+         std::to_string(ms) + " ms";
+}
+
+void StageWorker::abort_step(uint64_t failed_step) {
   for (PipelineStage* s : stages_) s->clear();
   if (step_) {
     policy().reset();
@@ -201,6 +252,7 @@ void StageWorker::abort_step() {
   }
   ready_.reset();
   step_.reset();
+  aborted_step_.store(failed_step, std::memory_order_release);
 }
 
 bool StageWorker::run_ready(const std::function<void(const Notification&)>& send,
@@ -212,7 +264,22 @@ bool StageWorker::run_ready(const std::function<void(const Notification&)>& send
     std::optional<Action> action = p.next(ready_);
     if (!action) return false;
     if (observe) observe("start", *action);
-    run(*action, send);
+    {
+      std::lock_guard lock(busy_mutex_);
+      busy_ = *action;
+      busy_since_ = std::chrono::steady_clock::now();
+    }
+    try {
+      run(*action, send);
+    } catch (...) {
+      std::lock_guard lock(busy_mutex_);
+      busy_.reset();
+      throw;
+    }
+    {
+      std::lock_guard lock(busy_mutex_);
+      busy_.reset();
+    }
     ready_.completed(*action);
     p.completed(*action);
     if (observe) observe("finish", *action);

@@ -3,10 +3,12 @@
 // actor can notify the ranks that host the receiving stages.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -58,6 +60,12 @@ class StageWorker {
 
   /// Starts a step.
   void begin_step(std::shared_ptr<StepData> step);
+  /// Checks a notification from another process before anything is posted for it: a stage this
+  /// rank hosts, a microbatch in range, the rank that hosts the neighbouring stage as source,
+  /// and descriptors matching the stage's inputs (or output gradients) in count, dtype and
+  /// shape (the batch dimension may differ) within the size limit. Returns what is wrong, or an
+  /// empty string. Reads only what construction fixed: safe from any thread.
+  std::string check_notification(const Notification& n) const;
   /// A neighbour posted the input (or output gradient) of one of this rank's stages: posts the
   /// receive on the channel. Returns true when the tensors arrived at once (call on_arrival
   /// now); otherwise `arrived` is called later, from the channel's thread, and the caller's
@@ -84,10 +92,16 @@ class StageWorker {
   /// True when the current step still needs a tensor from a stage that `stage_to_rank` places on
   /// rank `rank` (an input or gradient not yet here for an action not yet run).
   bool needs_rank(const std::vector<int>& stage_to_rank, int rank) const;
-  /// What the worker waits for (for timeout messages).
+  /// What the worker waits for (for timeout messages). Call from the actor's thread.
   std::string describe_wait() const;
-  /// Forgets the current step after an error: stashes cleared, policy reset.
-  void abort_step();
+  /// The action this worker is computing now and for how long ("rank 1 is running F 1:3 for
+  /// 1200 ms"), or empty between actions. Safe from any thread: a stage stuck in compute cannot
+  /// answer messages, so status requests read this instead of waiting for it.
+  std::string running() const;
+  /// The last step this worker has aborted (abort_step), readable from any thread.
+  uint64_t aborted_step() const { return aborted_step_.load(std::memory_order_acquire); }
+  /// Forgets the current step after step `step` failed: stashes cleared, policy reset.
+  void abort_step(uint64_t step);
 
  private:
   PipelineStage& stage(int index) const;
@@ -132,6 +146,11 @@ class StageWorker {
     std::unordered_map<uint64_t, Received> entries;
   };
   std::shared_ptr<Inbox> inbox_ = std::make_shared<Inbox>();
+  /// The action being computed (running()), guarded by busy_mutex_.
+  mutable std::mutex busy_mutex_;
+  std::optional<schedules::Action> busy_;
+  std::chrono::steady_clock::time_point busy_since_;
+  std::atomic<uint64_t> aborted_step_{0};
 };
 
 }  // namespace tensorplay::pipelining

@@ -76,7 +76,11 @@ std::vector<LogEvent> parse_message_log(std::istream& in) {
       throw std::invalid_argument("message log line " + std::to_string(number) + ": rank=" + rank +
                                   " is outside [0, " + std::to_string(kMaxRanks) + ")");
     e.rank = static_cast<int>(r);
-    e.step = static_cast<uint64_t>(to_integer(step, "step", number));
+    const int64_t step_number = to_integer(step, "step", number);
+    if (step_number < 0)
+      throw std::invalid_argument("message log line " + std::to_string(number) + ": step=" + step +
+                                  " is negative (steps count from 1; is the log damaged?)");
+    e.step = static_cast<uint64_t>(step_number);
     e.event = event;
     e.what = line.substr(what_at + 6, t_at - what_at - 6);
     e.t_us = to_integer(t_us, "t_us", number);

@@ -6,6 +6,7 @@ include(CMakeFindDependencyMacro)
 set(BLA_VENDOR OpenBLAS)
 find_package(BLAS REQUIRED)
 find_package(Threads REQUIRED)
+find_package(ZLIB REQUIRED)  # crc32 of checkpoint files (tensors/serialize.cpp)
 # oneDNN 2.6 (Debian's libdnnl-dev, built on OpenMP) runs the host products; OpenMP sets each
 # calling thread's product thread count. Debian's dnnl-config.cmake insists on OpenCL headers
 # (its GPU runtime) that the CPU path never uses, so the target is defined here instead.

@@ -21,6 +21,7 @@ PipelineStage build_stage(const Pipe& pipe, int stage_index, Device device) {
   for (const auto& [name, group] : pipe.tied_parameters())
     if (std::find(group.begin(), group.end(), stage_index) != group.end()) tied[name] = group;
   stage.set_tied_parameters(std::move(tied));
+  stage.set_pipe_id(pipe.id());
   return stage;
 }
 

@@ -1,6 +1,8 @@
 // Pipe: partitions a traced graph into stage plans and builds the stage modules.
 #include "stages/pipe.h"
 
+#include <atomic>
+
 #include <algorithm>
 #include <set>
 #include <stdexcept>
@@ -38,8 +40,15 @@ std::string owner_of(const std::string& name) {
 
 }  // namespace
 
+namespace {
+uint64_t next_pipe_id() {
+  static std::atomic<uint64_t> next{1};
+  return next.fetch_add(1);
+}
+}  // namespace
+
 Pipe::Pipe(std::shared_ptr<const Graph> graph, std::vector<int> cuts, nn::Module& root)
-    : graph_(std::move(graph)), cuts_(std::move(cuts)) {
+    : graph_(std::move(graph)), cuts_(std::move(cuts)), id_(next_pipe_id()) {
   const Graph& g = *graph_;
   const int num_nodes = static_cast<int>(g.nodes.size());
   for (size_t i = 0; i < cuts_.size(); ++i)

@@ -46,6 +46,9 @@ class Pipe {
   /// Cut positions in the graph (num_stages - 1 of them).
   const std::vector<int>& cuts() const { return cuts_; }
   const Graph& graph() const { return *graph_; }
+  /// Identifies this split within the process (every pipeline() call makes a new one); stages
+  /// built from it carry it, so a schedule can refuse stages of two different models.
+  uint64_t id() const { return id_; }
   /// Tie groups: parameter name -> the stages holding a copy of it (two or more).
   const std::map<std::string, std::vector<int>>& tied_parameters() const { return tied_; }
 
@@ -71,6 +74,7 @@ class Pipe {
  private:
   std::shared_ptr<const Graph> graph_;
   std::vector<int> cuts_;
+  uint64_t id_;
   std::vector<std::shared_ptr<StageModule>> stages_;
   std::map<std::string, std::vector<int>> tied_;
 };

@@ -213,4 +213,23 @@ void PipelineStage::backward_weight(int mb) {
 
 void PipelineStage::clear() { stash_.clear(); }
 
+void PipelineStage::claim(const void* owner, const std::string& owner_name) {
+  std::lock_guard lock(owner_->mutex);
+  if (owner_->holder && owner_->holder != owner)
+    throw std::logic_error("stage " + std::to_string(stage_index_) + " already belongs to a " +
+                           owner_->name +
+                           " that is still alive; a stage belongs to one schedule at a time: "
+                           "destroy that schedule first, or build separate stages for this one");
+  owner_->holder = owner;
+  owner_->name = owner_name;
+}
+
+void PipelineStage::release(const void* owner) {
+  std::lock_guard lock(owner_->mutex);
+  if (owner_->holder == owner) {
+    owner_->holder = nullptr;
+    owner_->name.clear();
+  }
+}
+
 }  // namespace tensorplay::pipelining

@@ -5,6 +5,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -68,6 +69,16 @@ class PipelineStage {
   void set_tied_parameters(std::map<std::string, std::vector<int>> tied) {
     tied_ = std::move(tied);
   }
+  /// The Pipe this stage was built from (Pipe::id; 0 for a stage built by hand).
+  uint64_t pipe_id() const { return pipe_id_; }
+  void set_pipe_id(uint64_t id) { pipe_id_ = id; }
+
+  /// A stage belongs to one schedule at a time: the schedule's constructor claims it (throws
+  /// std::logic_error naming the current owner when another live schedule holds it) and its
+  /// destructor releases it.
+  void claim(const void* owner, const std::string& owner_name);
+  void release(const void* owner);
+
   /// Microbatches whose activations are held (from forward until their backward is done).
   size_t stashed_microbatches() const { return stash_.size(); }
   /// Threads this stage's host products use (0: the computing thread's own count, see
@@ -125,6 +136,13 @@ class PipelineStage {
   int num_threads_ = 0;  // 0: the computing thread's own count
   std::vector<int> group_ranks_;
   std::map<int, Stash> stash_;
+  uint64_t pipe_id_ = 0;
+  struct Owner {
+    std::mutex mutex;
+    const void* holder = nullptr;
+    std::string name;
+  };
+  std::shared_ptr<Owner> owner_ = std::make_shared<Owner>();
 };
 
 }  // namespace tensorplay::pipelining

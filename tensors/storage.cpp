@@ -3,6 +3,7 @@
 #include "tensors/storage.h"
 
 #include <array>
+#include <new>
 #include <stdexcept>
 #include <string>
 
@@ -40,8 +41,26 @@ Allocator& allocator_for(Device device) {
   return *a;
 }
 
+namespace {
+
+// The allocator's std::bad_alloc says nothing; this names the size, the device and what to try.
+void* allocate_or_explain(size_t bytes, Device device) {
+  Allocator& allocator = allocator_for(device);
+  try {
+    return allocator.allocate(bytes, device);
+  } catch (const std::bad_alloc&) {
+    throw std::runtime_error("out of memory: cannot allocate " + std::to_string(bytes) +
+                             " bytes (" + std::to_string(bytes >> 20) + " MiB) on " +
+                             to_string(device) +
+                             " for a tensor; use smaller tensors (batch, microbatch, model "
+                             "width) or free tensors still referenced");
+  }
+}
+
+}  // namespace
+
 Storage::Storage(size_t bytes, Device device)
-    : data_(allocator_for(device).allocate(bytes, device)), bytes_(bytes), device_(device) {}
+    : data_(allocate_or_explain(bytes, device)), bytes_(bytes), device_(device) {}
 
 Storage::~Storage() { allocator_for(device_).deallocate(data_, bytes_, device_); }
 

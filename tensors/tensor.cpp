@@ -146,11 +146,10 @@ std::string to_string(const Tensor& t) {
 }
 
 Tensor empty(const Shape& shape, TensorOptions options) {
-  for (int64_t s : shape)
-    if (s < 0) throw std::invalid_argument("negative size in shape " + to_string(shape));
+  int64_t n = check_shape(shape, element_size(options.dtype), "tensor");
   auto impl = std::make_shared<TensorImpl>();
-  impl->storage =
-      std::make_shared<Storage>(numel(shape) * element_size(options.dtype), options.device);
+  impl->storage = std::make_shared<Storage>(static_cast<size_t>(n) * element_size(options.dtype),
+                                            options.device);
   impl->shape = shape;
   impl->dtype = options.dtype;
   impl->requires_grad = options.requires_grad;
@@ -194,6 +193,7 @@ Tensor from_vector(const std::vector<float>& values, const Shape& shape, TensorO
 Tensor scalar_tensor(float value, TensorOptions options) { return full({}, value, options); }
 
 Tensor arange(int64_t n, TensorOptions options) {
+  if (n < 0) throw std::invalid_argument("arange: n must be >= 0, got " + std::to_string(n));
   std::vector<float> v(n);
   for (int64_t i = 0; i < n; ++i) v[i] = static_cast<float>(i);
   return from_vector(v, {n}, options);

@@ -46,4 +46,8 @@ std::vector<Tensor> Channel::receive(int peer, const TransferTag& tag,
   return std::move(result->value->first);
 }
 
+void Channel::cancel_stream(uint32_t /*stream*/) {}
+
+void Channel::drop_peer(int /*peer*/, const std::string& /*why*/) {}
+
 }  // namespace tensorplay::transport

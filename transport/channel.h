@@ -61,6 +61,12 @@ class Channel {
   virtual void cancel_receive(int peer, const TransferTag& tag) = 0;
   /// Drops everything posted; pending receives complete with an error (after a failed step).
   virtual void cancel_all() = 0;
+  /// Drops what was posted under `stream` (one schedule's traffic on a shared channel): its
+  /// pending receives complete with an error. The default cancels nothing.
+  virtual void cancel_stream(uint32_t stream);
+  /// Rank `peer` is gone (`why`): its pending receives complete with an error naming it, sends
+  /// to it are dropped and later ones fail at once. The default does nothing.
+  virtual void drop_peer(int peer, const std::string& why);
 
   /// Posts a receive and waits for it: the tensors, or TransferError naming the tag.
   std::vector<Tensor> receive(int peer, const TransferTag& tag,

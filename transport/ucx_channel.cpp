@@ -234,6 +234,23 @@ void UcxChannel::Impl::cancel_all() {
   });
 }
 
+void UcxChannel::Impl::cancel_stream(uint32_t stream) {
+  call_on_thread([this, stream] {
+    std::vector<ReceiveOp*> ops;
+    for (auto& [key, op] : receives_)
+      if (key.tag.stream == stream) ops.push_back(op.get());
+    for (ReceiveOp* op : ops)
+      finish(op, "ucx channel: the receive of " + to_string(op->key.tag) + " from rank " +
+                     std::to_string(op->key.peer) + " was cancelled");
+    deliver_completions();
+  });
+}
+
+void UcxChannel::Impl::drop_peer(int peer, const std::string& why) {
+  if (peer < 0 || peer >= world_size_ || peer == rank_) return;
+  enqueue([this, peer, why] { fail_peer(peer, "ucx channel: " + why); });
+}
+
 // -- caller side: messages -----------------------------------------------------------------------
 
 void UcxChannel::Impl::send_message(int peer, uint32_t stream, std::string bytes) {
@@ -323,6 +340,10 @@ void UcxChannel::cancel_receive(int peer, const TransferTag& tag) {
 }
 
 void UcxChannel::cancel_all() { impl_->cancel_all(); }
+
+void UcxChannel::cancel_stream(uint32_t stream) { impl_->cancel_stream(stream); }
+
+void UcxChannel::drop_peer(int peer, const std::string& why) { impl_->drop_peer(peer, why); }
 
 void UcxChannel::send_message(int peer, uint32_t stream, std::string bytes) {
   impl_->send_message(peer, stream, std::move(bytes));

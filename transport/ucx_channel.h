@@ -62,6 +62,8 @@ class UcxChannel final : public Channel {
   /// Fails every pending receive and discards messages that arrived without a receive. Sends in
   /// flight stay (UCX cannot cancel them); they complete when the peer receives or discards them.
   void cancel_all() override;
+  void cancel_stream(uint32_t stream) override;
+  void drop_peer(int peer, const std::string& why) override;
   /// Messages travel as UCX active messages (eager, ordered per peer by UCX's endpoint).
   bool carries_messages() const override { return true; }
   void send_message(int peer, uint32_t stream, std::string bytes) override;

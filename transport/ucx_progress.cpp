@@ -396,9 +396,13 @@ void UcxChannel::Impl::mark_failed(int peer, const std::string& why) {
 void UcxChannel::Impl::handle_failed_peers() {
   std::vector<std::pair<int, ucs_status_t>> failed;
   failed.swap(failed_peers_);
-  for (auto [peer, status] : failed) {
-    const std::string why = "ucx channel: the connection to rank " + std::to_string(peer) +
-                            " failed (" + status_text(status) + ")";
+  for (auto [peer, status] : failed)
+    fail_peer(peer, "ucx channel: the connection to rank " + std::to_string(peer) + " failed (" +
+                        status_text(status) + ")");
+}
+
+void UcxChannel::Impl::fail_peer(int peer, const std::string& why) {
+  {
     mark_failed(peer, why);
     std::vector<ReceiveOp*> ops;
     for (auto& [key, op] : receives_)
@@ -417,6 +421,7 @@ void UcxChannel::Impl::handle_failed_peers() {
       }
     }
   }
+  deliver_completions();
 }
 
 }  // namespace tensorplay::transport

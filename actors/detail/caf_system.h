@@ -2,11 +2,16 @@
 #pragma once
 
 #include <caf/all.hpp>
+#include <chrono>
 
 namespace tensorplay::pipelining::detail {
 
 /// The one actor system of this process, created on first use: a small sharing scheduler (stage
 /// actors are detached and run on their own threads, so scheduler threads only carry messages).
 caf::actor_system& process_actor_system();
+
+/// How long a silent connection to another process lasts before that process counts as gone:
+/// TP_PEER_TIMEOUT seconds (default 10). Throws std::invalid_argument naming a bad value.
+std::chrono::milliseconds peer_timeout_from_env();
 
 }  // namespace tensorplay::pipelining::detail

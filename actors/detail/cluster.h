@@ -5,6 +5,7 @@
 #include <caf/all.hpp>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -27,6 +28,18 @@ class Inbox {
   void put(Contribution c);
   /// A peer's process is gone: waits that need it fail at once.
   void peer_down(int rank, const std::string& why);
+  /// Called (outside the inbox's lock) whenever a peer is reported down.
+  void on_peer_down(std::function<void(int, const std::string&)> hook);
+  /// The process on `node` holds the cluster token (it said hello with it, or rank 0 vouched for
+  /// it in the table): its messages are accepted.
+  void admit(const caf::node_id& node);
+  bool admitted(const caf::node_id& node);
+  /// A contribution from a node not admitted yet: kept (returns true) while this process has not
+  /// learnt the job's members, since a member may send before this process has read the table.
+  bool hold(const caf::node_id& node, Contribution& c);
+  /// The members are known: contributions held from them are put, the others returned (to be
+  /// reported); from now on nothing is held.
+  std::vector<caf::node_id> release_held();
   /// The contributions under `key` from every rank in `from`, by rank; waits until `deadline`.
   /// Throws DistributedError naming the missing ranks (and why, when one is known gone).
   std::map<int, Contribution> take(uint64_t key, const std::vector<int>& from,
@@ -38,7 +51,20 @@ class Inbox {
   std::condition_variable cv_;
   std::map<uint64_t, std::map<int, Contribution>> got_;
   std::map<int, std::string> down_;
+  std::set<caf::node_id> members_;
+  bool members_known_ = false;
+  std::function<void(int, const std::string&)> on_down_;
+  std::vector<std::pair<caf::node_id, Contribution>> held_;
 };
+
+/// True when a message from `sender` may be trusted: it comes from this process, or from a
+/// process admitted to the job. Messages without a sender are not.
+bool from_member(const caf::strong_actor_ptr& sender, const caf::node_id& here, Inbox& members);
+
+/// Logs (stderr and the message log) that this process dropped `what` from `node`, with the
+/// node's network address when the middleman knows it; at most a few lines per node.
+void report_intruder(caf::actor_system& system, int rank, const caf::node_id& node,
+                     const std::string& what);
 
 /// One process's membership in the job.
 class Cluster {

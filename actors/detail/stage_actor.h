@@ -13,7 +13,16 @@ namespace tensorplay::pipelining::detail {
 /// Spawns a detached stage actor (its own thread: stage compute blocks) for `worker`.
 /// `stage_to_rank` maps every stage to the rank whose actor hosts it. A `distributed` actor tells
 /// the other ranks when its step fails (their drivers are in other processes).
+/// `keep_alive` (e.g. the stages the worker points at) lives as long as the actor: an actor stuck
+/// in compute when its schedule goes away is detached, not waited for, and must not outlive them.
 caf::actor spawn_stage_actor(caf::actor_system& system, std::shared_ptr<StageWorker> worker,
-                             std::vector<int> stage_to_rank, bool distributed = false);
+                             std::vector<int> stage_to_rank, bool distributed = false,
+                             std::shared_ptr<const void> keep_alive = nullptr);
+
+/// Spawns the actor that answers status requests for `stage_actor` (linked to it): the action
+/// being computed, read from the worker at once, or (between actions) the stage actor's own
+/// answer. Status never waits behind compute.
+caf::actor spawn_status_actor(caf::actor_system& system, std::shared_ptr<StageWorker> worker,
+                              caf::actor stage_actor);
 
 }  // namespace tensorplay::pipelining::detail

@@ -253,7 +253,8 @@ class CpuBackend final : public Backend {
     if (cpu_kernels::vec::active()) return cpu_kernels::vec::unary(op, x, y, n);
     switch (op) {
       case UnaryOp::Relu:
-        for (int64_t i = 0; i < n; ++i) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+        // `x <= 0` is false for NaN, so NaN passes through as in PyTorch.
+        for (int64_t i = 0; i < n; ++i) y[i] = x[i] <= 0.0f ? 0.0f : x[i];
         return;
       case UnaryOp::Gelu:
         for (int64_t i = 0; i < n; ++i) {
@@ -290,7 +291,7 @@ class CpuBackend final : public Backend {
     if (cpu_kernels::vec::active()) return cpu_kernels::vec::unary_backward(op, x, y, gy, gx, n);
     switch (op) {
       case UnaryOp::Relu:
-        for (int64_t i = 0; i < n; ++i) gx[i] = x[i] > 0.0f ? gy[i] : 0.0f;
+        for (int64_t i = 0; i < n; ++i) gx[i] = x[i] <= 0.0f ? 0.0f : gy[i];  // PyTorch's rule
         return;
       case UnaryOp::Gelu:
         for (int64_t i = 0; i < n; ++i) {

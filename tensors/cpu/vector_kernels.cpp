@@ -168,7 +168,12 @@ HWY_INLINE V gelu(V v) {
   const V k = hn::Set(d, 0.7978845608028654f), c = hn::Set(d, 0.044715f);
   const V half = hn::Set(d, 0.5f), one = hn::Set(d, 1.0f);
   V inner = hn::Mul(k, hn::Add(v, hn::Mul(hn::Mul(hn::Mul(c, v), v), v)));
-  return hn::Mul(hn::Mul(half, v), hn::Add(one, fast_tanh(inner)));
+  V y = hn::Mul(hn::Mul(half, v), hn::Add(one, fast_tanh(inner)));
+  // PyTorch: gelu(-inf) = -inf * (1 + tanh(-inf)) = -inf * 0 = NaN. Whether 1 + fast_tanh rounds
+  // to exactly 0 depends on FMA contraction, so the rule is stated, not left to rounding.
+  const float inf = std::numeric_limits<float>::infinity();
+  return hn::IfThenElse(hn::Eq(v, hn::Set(d, -inf)),
+                        hn::Set(d, std::numeric_limits<float>::quiet_NaN()), y);
 }
 
 HWY_INLINE V gelu_grad(V v, V g) {

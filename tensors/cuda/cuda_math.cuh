@@ -33,7 +33,7 @@ __device__ __forceinline__ float binary_op(float x, float y) {
 
 template <UnaryOp Op>
 __device__ __forceinline__ float unary_op(float v) {
-  if constexpr (Op == UnaryOp::Relu) return v > 0.0f ? v : 0.0f;
+  if constexpr (Op == UnaryOp::Relu) return v <= 0.0f ? 0.0f : v;  // NaN passes, as in PyTorch
   if constexpr (Op == UnaryOp::Gelu)
     return 0.5f * v * (1.0f + tanhf(kSqrt2OverPi * (v + kGeluCoeff * v * v * v)));
   if constexpr (Op == UnaryOp::Tanh) return tanhf(v);
@@ -48,7 +48,7 @@ __device__ __forceinline__ float unary_op(float v) {
 /// gx for one element; x is the input, y = f(x), gy the incoming gradient.
 template <UnaryOp Op>
 __device__ __forceinline__ float unary_grad(float x, float y, float gy) {
-  if constexpr (Op == UnaryOp::Relu) return x > 0.0f ? gy : 0.0f;
+  if constexpr (Op == UnaryOp::Relu) return x <= 0.0f ? 0.0f : gy;
   if constexpr (Op == UnaryOp::Gelu) {
     float inner = kSqrt2OverPi * (x + kGeluCoeff * x * x * x);
     float t = tanhf(inner);

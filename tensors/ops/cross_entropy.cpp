@@ -51,7 +51,9 @@ int64_t count_targets(const Tensor& targets, int64_t classes, int64_t ignore_ind
   int64_t counted = 0;
   for (size_t i = 0; i < t.size(); ++i) {
     float v = t[i];
-    if (std::floor(v) == v && static_cast<int64_t>(v) == ignore_index) continue;
+    // The range check keeps the cast defined (NaN, infinities and huge values are not ids).
+    if (std::floor(v) == v && std::abs(v) < 9.2e18f && static_cast<int64_t>(v) == ignore_index)
+      continue;
     if (!(v >= 0.0f) || v >= static_cast<float>(classes) || std::floor(v) != v)
       throw std::invalid_argument("cross_entropy: target " + std::to_string(v) + " at row " +
                                   std::to_string(i) + " is not a class id in [0, " +

@@ -35,8 +35,9 @@ void check_ids(const Tensor& indices, int64_t vocab) {
   for (size_t i = 0; i < ids.size(); ++i) {
     float v = ids[i];
     if (!(v >= 0.0f) || v >= static_cast<float>(vocab) || std::floor(v) != v) {
-      std::string shown =
-          std::floor(v) == v ? std::to_string(static_cast<int64_t>(v)) : std::to_string(v);
+      std::string shown = std::floor(v) == v && std::abs(v) < 9.2e18f
+                              ? std::to_string(static_cast<int64_t>(v))
+                              : std::to_string(v);
       throw std::invalid_argument("embedding: id " + shown + " at position " + std::to_string(i) +
                                   " is outside the vocabulary of size " + std::to_string(vocab) +
                                   " (ids must be integers in [0, " + std::to_string(vocab) + "))");

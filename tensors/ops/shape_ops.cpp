@@ -1,6 +1,7 @@
 // Shape ops: reshape and dim-0 slices share storage; cat, narrow, permute and clone copy.
 #include "tensors/ops/shape_ops.h"
 
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 
@@ -112,16 +113,30 @@ Tensor reshape(const Tensor& x, Shape shape) {
   int64_t known = 1, infer = -1;
   for (size_t i = 0; i < shape.size(); ++i) {
     if (shape[i] == -1) {
-      if (infer >= 0) throw std::invalid_argument("reshape: only one size may be -1");
+      if (infer >= 0)
+        throw std::invalid_argument("reshape: only one size may be -1 (inferred), got " +
+                                    to_string(requested));
       infer = static_cast<int64_t>(i);
+    } else if (shape[i] < 0) {
+      throw std::invalid_argument("reshape: size " + std::to_string(shape[i]) + " of dimension " +
+                                  std::to_string(i) + " in " + to_string(requested) +
+                                  " is invalid; sizes must be >= 0, or -1 for one size inferred "
+                                  "from the others");
     } else {
-      known *= shape[i];
+      known = checked_mul(known, shape[i], "reshape");
     }
   }
-  if (infer >= 0 && known != 0 && x.numel() % known == 0) shape[infer] = x.numel() / known;
-  if (numel(shape) != x.numel())
+  if (infer >= 0) {
+    if (known == 0)
+      throw std::invalid_argument("reshape: the -1 in " + to_string(requested) +
+                                  " is ambiguous because the other sizes multiply to 0; give "
+                                  "every size explicitly");
+    if (x.numel() % known == 0) shape[infer] = x.numel() / known;
+  }
+  if (infer >= 0 ? shape[infer] < 0 : numel(shape) != x.numel())
     throw std::invalid_argument("reshape: cannot view shape " + to_string(x.shape()) + " (" +
-                                std::to_string(x.numel()) + " elements) as " + to_string(shape));
+                                std::to_string(x.numel()) + " elements) as " +
+                                to_string(requested));
   Tensor out = view_of(x, shape, 0);
   auto node = std::make_shared<ReshapeBackward>();
   node->input_shape = x.shape();
@@ -152,10 +167,16 @@ Tensor slice0(const Tensor& x, int64_t start, int64_t end) {
 
 Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length) {
   dim = wrap_dim(dim, x.dim(), "narrow");
-  if (dim == 0) return slice0(x, start, start + length);
-  if (start < 0 || length < 0 || start + length > x.shape()[dim])
-    throw std::invalid_argument("narrow: [" + std::to_string(start) + ", " +
-                                std::to_string(start + length) + ") out of range for dim " +
+  if (dim == 0) {
+    if (length < 0 || start > INT64_MAX - length)
+      throw std::invalid_argument("narrow: start " + std::to_string(start) + ", length " +
+                                  std::to_string(length) + " out of range for dim 0 of shape " +
+                                  to_string(x.shape()));
+    return slice0(x, start, start + length);
+  }
+  if (start < 0 || length < 0 || start > x.shape()[dim] || length > x.shape()[dim] - start)
+    throw std::invalid_argument("narrow: start " + std::to_string(start) + ", length " +
+                                std::to_string(length) + " out of range for dim " +
                                 std::to_string(dim) + " of shape " + to_string(x.shape()));
   Shape shape = x.shape();
   shape[dim] = length;
@@ -195,7 +216,7 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
                                   to_string(s) + ", incompatible with " + to_string(shape) +
                                   " along dim " + std::to_string(dim));
     lengths.push_back(s[dim]);
-    total += s[dim];
+    total = checked_add(total, s[dim], "cat");
   }
   shape[dim] = total;
   Tensor out = empty(shape, {.dtype = first.dtype(), .device = first.device()});

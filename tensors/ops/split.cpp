@@ -38,7 +38,7 @@ std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim) {
     throw std::invalid_argument("split: split_size must be positive, got " +
                                 std::to_string(split_size));
   std::vector<int64_t> starts;
-  for (int64_t s = 0; s < size; s += split_size) starts.push_back(s);
+  for (int64_t s = 0; s<size; s = split_size> size - s ? size : s + split_size) starts.push_back(s);
   if (starts.empty()) starts.push_back(0);
   return pieces_at(x, dim, starts, size);
 }
@@ -50,7 +50,7 @@ std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, in
   for (int64_t s : sizes) {
     if (s < 0) throw std::invalid_argument("split: negative piece size " + std::to_string(s));
     starts.push_back(total);
-    total += s;
+    total = checked_add(total, s, "split");
   }
   if (total != size)
     throw std::invalid_argument("split: sizes add up to " + std::to_string(total) +
@@ -64,7 +64,7 @@ std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim) {
     throw std::invalid_argument("chunk: number of chunks must be positive, got " +
                                 std::to_string(chunks));
   int64_t size = dim_size(x, dim, "chunk");
-  int64_t piece = std::max<int64_t>((size + chunks - 1) / chunks, 1);
+  int64_t piece = std::max<int64_t>(size / chunks + (size % chunks != 0 ? 1 : 0), 1);
   return split(x, piece, dim);
 }
 

@@ -31,7 +31,9 @@ float clip_grad_norm(const std::vector<Tensor>& parameters, float max_norm) {
   }
   float total = static_cast<float>(std::sqrt(total_sq));
   float coef = max_norm / (total + 1e-6f);
-  if (coef < 1.0f) {
+  // As in PyTorch, a NaN or infinite norm is not a reason to skip clipping: the NaN coefficient
+  // reaches every gradient (so the step visibly fails) instead of leaving them unclipped.
+  if (!(coef >= 1.0f)) {
     for (Tensor& g : grads) {
       if (g.device().is_cpu() && g.dtype() == DType::Float32) {
         float* d = g.data<float>();

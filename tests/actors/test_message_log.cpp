@@ -46,3 +46,56 @@ TEST_CASE("at debug level the log has every receive, start, finish and send", "[
       log, Catch::Contains("event=start what=1B1") && Catch::Contains("event=send what=grad 0:1"));
   CHECK_THAT(log, Catch::Contains("t_us="));
 }
+
+namespace {
+// The `start` events of one rank in a message log, in order ("1F0", "1B0", ...).
+std::vector<std::vector<std::string>> started_by_rank(const std::string& log, int ranks) {
+  std::vector<std::vector<std::string>> out(ranks);
+  std::istringstream in(log);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.find("event=start ") == std::string::npos) continue;
+    auto field = [&](const std::string& key) {
+      size_t at = line.find(key + "=");
+      size_t end = line.find(' ', at);
+      return line.substr(at + key.size() + 1, end - at - key.size() - 1);
+    };
+    out.at(std::stoi(field("rank"))).push_back(field("what"));
+  }
+  return out;
+}
+}  // namespace
+
+TEST_CASE("what ran is what was scheduled: every schedule's log lists its order per rank",
+          "[message_log][conformance]") {
+  namespace sc = tensorplay::schedules;
+  for (sc::ScheduleKind kind :
+       {sc::ScheduleKind::GPipe, sc::ScheduleKind::OneFOneB, sc::ScheduleKind::Interleaved1F1B,
+        sc::ScheduleKind::LoopedBFS, sc::ScheduleKind::InterleavedZeroBubble,
+        sc::ScheduleKind::ZBVZeroBubble, sc::ScheduleKind::DualPipeV}) {
+    const int ranks = 4;
+    const int stages_count = sc::is_single_stage_per_rank(kind) ? ranks : 2 * ranks;
+    const int microbatches = 8;
+    std::unique_ptr<pp::PipelineSchedule> schedule;
+    std::string log = log_capture::capture_message_log(
+        [&] {
+          std::vector<std::shared_ptr<pp::PipelineStage>> stages;
+          for (int i = 0; i < stages_count; ++i)
+            stages.push_back(std::make_shared<pp::PipelineStage>(
+                tp::nn::Linear(4, 4).ptr(), i, stages_count, tp::cpu(),
+                std::vector<tp::Tensor>{tp::zeros({1, 4})}));
+          schedule =
+              std::make_unique<pp::PipelineSchedule>(stages, microbatches, tp::nn::mse_loss, kind);
+          schedule->step({tp::randn({8, 4})}, {.target = tp::randn({8, 4})});
+        },
+        true);
+    INFO(sc::schedule_name(kind));
+    auto ran = started_by_rank(log, ranks);
+    for (int r = 0; r < ranks; ++r) {
+      std::vector<std::string> want;
+      for (const sc::Action& a : schedule->order()[r]) want.push_back(sc::to_string(a));
+      INFO("rank " << r);
+      CHECK(ran[r] == want);
+    }
+  }
+}

@@ -8,7 +8,9 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tensors/tensors.h"
@@ -52,6 +54,12 @@ struct OpCase {
   /// How many leading gradient-carrying inputs are activations in the split check (the rest
   /// are weights, whose gradients come only from backward_weight).
   int activations = 1;
+};
+
+/// Positions and values the non-finite check writes into every value input of a case.
+struct NonFinite {
+  std::string label;
+  std::vector<std::pair<double, double>> at;  // (fraction of the input's length, value)
 };
 
 // -- reference helpers ----------------------------------------------------------------------------
@@ -379,6 +387,45 @@ inline void check_cuda(const OpCase& c, uint64_t seed) {
   compare_cuda_with_cpu(c, make_inputs(c, seed), seeds, 1e-4, 1e-4, "cuda");
 }
 
+// -- NaN and infinities ---------------------------------------------------------------------------
+
+/// NaN alone, +Inf alone, -Inf alone, and all three in one input.
+inline std::vector<NonFinite> nonfinite_variants() {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double inf = std::numeric_limits<double>::infinity();
+  return {{"NaN", {{0.0, nan}}},
+          {"+Inf", {{0.5, inf}}},
+          {"-Inf", {{1.0, -inf}}},
+          {"NaN, +Inf and -Inf", {{0.0, nan}, {0.5, inf}, {1.0, -inf}}}};
+}
+
+/// Writes the variant's values into every value input (ids and targets stay as drawn).
+inline std::vector<tp::Tensor> with_nonfinite(const OpCase& c, std::vector<tp::Tensor> base,
+                                              const NonFinite& variant);
+
+/// Compares outputs with the float64 reference the way PyTorch's results read: NaN exactly where
+/// the reference has NaN, the same infinity where it has one, and finite values within
+/// tol x the largest finite reference value.
+template <typename A>
+void check_nonfinite_close(const std::string& what, const A& got, const Values& want, double tol) {
+  REQUIRE(got.size() == want.size());
+  double scale = 1e-3;
+  for (double v : want)
+    if (std::isfinite(v)) scale = std::max(scale, std::abs(v));
+  size_t bad = 0, first = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    double g = got[i], w = want[i];
+    bool ok = std::isnan(w)   ? std::isnan(g)
+              : std::isinf(w) ? g == w
+                              : std::isfinite(g) && std::abs(g - w) <= tol * scale;
+    if (!ok && bad++ == 0) first = i;
+  }
+  INFO(what << ": " << bad << " of " << got.size() << " elements differ from PyTorch's rule; "
+            << "first at " << first << ": got " << (got.empty() ? 0.0 : double(got[first]))
+            << ", want " << (want.empty() ? 0.0 : want[first]));
+  CHECK(bad == 0);
+}
+
 // -- bfloat16 -------------------------------------------------------------------------------------
 
 /// Whether input i of the case holds values (converted to bfloat16) rather than indices.
@@ -445,6 +492,49 @@ inline void check_cpu_bfloat16(const OpCase& c, uint64_t seed) {
   for (size_t i = 0; i < c.inputs.size(); ++i) {
     INFO("bfloat16 split backward (I then W) of input " << i << " equals full bit for bit");
     CHECK(split.grads[i] == full.grads[i]);
+  }
+}
+
+inline std::vector<tp::Tensor> with_nonfinite(const OpCase& c, std::vector<tp::Tensor> base,
+                                              const NonFinite& variant) {
+  for (size_t i = 0; i < base.size(); ++i) {
+    if (!holds_values(c, i) || base[i].numel() == 0) continue;
+    std::vector<float> v = base[i].to_vector();
+    for (const auto& [where, value] : variant.at) {
+      auto index = static_cast<size_t>(where * static_cast<double>(v.size() - 1) + 0.5);
+      v[index] = static_cast<float>(value);
+    }
+    base[i] = tp::from_vector(v, base[i].shape()).to(base[i].dtype());
+  }
+  return base;
+}
+
+/// Runs the forward of one case on `device` with NaN and infinities in its value inputs (in
+/// `dtype`), and checks the outputs against the float64 reference at the same inputs, whose
+/// formulas follow PyTorch's (relu(NaN) is NaN, a dropped NaN stays NaN, ...).
+inline void check_nonfinite(const OpCase& c, uint64_t seed, tp::Device device, tp::DType dtype) {
+  for (const NonFinite& variant : nonfinite_variants()) {
+    std::vector<tp::Tensor> base = make_inputs(c, seed);
+    if (dtype == tp::DType::BFloat16)
+      for (size_t i = 0; i < base.size(); ++i)
+        if (holds_values(c, i)) base[i] = base[i].to(tp::DType::BFloat16);
+    base = with_nonfinite(c, base, variant);
+    std::vector<Values> xs;
+    for (const auto& t : base) xs.push_back(to_double(values_of(t)));
+    std::vector<Values> want = c.reference(xs);
+    std::vector<tp::Tensor> in;
+    for (const auto& t : base) in.push_back(t.to(device));
+    std::vector<tp::Tensor> outs;
+    {
+      tp::NoGradGuard no_grad;
+      outs = c.run(in);
+    }
+    REQUIRE(outs.size() == want.size());
+    double tol = dtype == tp::DType::BFloat16 ? std::max(c.fwd_tol, kBfloat16ForwardTol)
+                                              : std::max(c.fwd_tol, 1e-5);
+    for (size_t k = 0; k < outs.size(); ++k)
+      check_nonfinite_close(variant.label + " in the inputs, output " + std::to_string(k),
+                            values_of(outs[k]), want[k], tol);
   }
 }
 

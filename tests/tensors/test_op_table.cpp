@@ -163,13 +163,14 @@ OpCase dropout_case(Shape s, float p, bool training) {
   };
   c.reference = [=](const VV& x) {
     // The documented contract: element i kept (scaled by 1/(1-p)) iff the i-th uniform() >= p.
+    // Dropped elements are multiplied by 0, as in PyTorch, so a dropped NaN or Inf gives NaN.
     tp::Generator g(seed);
     Values y(x[0].size());
     for (size_t i = 0; i < y.size(); ++i) {
       if (!training || p == 0.0f) {
         y[i] = x[0][i];
       } else {
-        y[i] = g.uniform() >= p ? x[0][i] / (1.0 - p) : 0.0;
+        y[i] = x[0][i] * (g.uniform() >= p ? 1.0 / (1.0 - p) : 0.0);
       }
     }
     return VV{y};
@@ -207,8 +208,10 @@ OpCase attention_case(Shape q, Shape k, Shape v, bool causal) {
         }
         double z = 0;
         for (int64_t j = 0; j < visible; ++j) z += std::exp(s[j] - mx);
-        for (int64_t j = 0; j < visible; ++j) {
-          double p = std::exp(s[j] - mx) / z;
+        // Masked positions weigh 0 and are still multiplied in, as in PyTorch's math backend:
+        // a NaN in v reaches every row that multiplies it, masked or not.
+        for (int64_t j = 0; j < tk; ++j) {
+          double p = j < visible ? std::exp(s[j] - mx) / z : 0.0;
           for (int64_t e = 0; e < dv; ++e)
             o[(b * tq + i) * dv + e] += p * x[2][(b * tk + j) * dv + e];
         }
@@ -408,7 +411,8 @@ std::vector<OpCase> op_table() {
       "neg", {5}, Fill::Normal, [](const Tensor& x) { return -x; }, [](double x) { return -x; }));
   // -- activations
   Shape u = {2, 3, 4};
-  t.push_back(unary("relu", u, Fill::Normal, tp::relu, [](double x) { return x > 0 ? x : 0; }));
+  // PyTorch's relu keeps NaN: `x <= 0` is false for it.
+  t.push_back(unary("relu", u, Fill::Normal, tp::relu, [](double x) { return x <= 0 ? 0 : x; }));
   t.push_back(unary("gelu", u, Fill::Normal, tp::gelu, [=](double x) {
     return 0.5 * x * (1 + std::tanh(kSqrt2OverPi * (x + 0.044715 * x * x * x)));
   }));
@@ -545,6 +549,25 @@ TEST_CASE("op table: bfloat16 forward, gradients and split backward on the CPU",
   }
 }
 
+TEST_CASE("op table: NaN and Inf propagate as in PyTorch", "[op_table][nonfinite]") {
+  std::vector<OpCase> table = op_table();
+  for (size_t i = 0; i < table.size(); ++i) {
+    DYNAMIC_SECTION(table[i].name) {
+      check_nonfinite(table[i], 1000 + i, tp::cpu(), tp::DType::Float32);
+    }
+  }
+}
+
+TEST_CASE("op table: NaN and Inf propagate as in PyTorch in bfloat16", "[op_table][nonfinite]") {
+  std::vector<OpCase> table = op_table();
+  for (size_t i = 0; i < table.size(); ++i) {
+    if (float32_by_design(table[i])) continue;
+    DYNAMIC_SECTION(table[i].name) {
+      check_nonfinite(table[i], 1000 + i, tp::cpu(), tp::DType::BFloat16);
+    }
+  }
+}
+
 TEST_CASE("op table: CUDA matches the CPU", "[op_table][cuda]") {
   if (!tp::cuda_available()) {
     WARN("no CUDA device: CUDA comparison skipped");
@@ -566,4 +589,117 @@ TEST_CASE("op table: CUDA matches the CPU in bfloat16", "[op_table][cuda]") {
     if (float32_by_design(table[i])) continue;
     DYNAMIC_SECTION(table[i].name) { check_cuda_bfloat16(table[i], 1000 + i); }
   }
+}
+
+TEST_CASE("op table: CUDA propagates NaN and Inf as in PyTorch", "[op_table][cuda]") {
+  if (!tp::cuda_available()) {
+    WARN("no CUDA device: CUDA comparison skipped");
+    return;
+  }
+  std::vector<OpCase> table = op_table();
+  for (size_t i = 0; i < table.size(); ++i) {
+    DYNAMIC_SECTION(table[i].name) {
+      check_nonfinite(table[i], 1000 + i, tp::Device("cuda:0"), tp::DType::Float32);
+    }
+  }
+}
+
+// -- PyTorch's own results ------------------------------------------------------------------------
+// The op table's references follow PyTorch's rules; these anchor the rules to PyTorch 2.15's
+// actual outputs on the CPU (tests/tensors/nonfinite_pytorch.py prints them), to 4 decimals.
+
+namespace {
+
+constexpr float kNan = std::numeric_limits<float>::quiet_NaN();
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+void check_like_pytorch(const std::string& op, const tp::Tensor& got,
+                        const std::vector<float>& pytorch) {
+  std::vector<float> v = got.to_vector();
+  REQUIRE(v.size() == pytorch.size());
+  for (size_t i = 0; i < v.size(); ++i) {
+    INFO(op << " element " << i << ": got " << v[i] << ", PyTorch gives " << pytorch[i]);
+    if (std::isnan(pytorch[i])) {
+      CHECK(std::isnan(v[i]));
+    } else if (std::isinf(pytorch[i])) {
+      CHECK(v[i] == pytorch[i]);
+    } else {
+      CHECK(std::abs(v[i] - pytorch[i]) <= 1e-4f);
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("non-finite inputs give PyTorch's results", "[op_table][nonfinite]") {
+  const tp::Tensor x = tp::from_vector({kNan, kInf, -kInf, 1.0f, -2.0f, 0.0f}, {6});
+  check_like_pytorch("relu", tp::relu(x), {kNan, kInf, 0, 1, 0, 0});
+  check_like_pytorch("gelu", tp::gelu(x), {kNan, kInf, kNan, 0.8412f, -0.0454f, 0});
+  check_like_pytorch("tanh", tp::tanh(x), {kNan, 1, -1, 0.7616f, -0.9640f, 0});
+  check_like_pytorch("exp", tp::exp(x), {kNan, kInf, 0, 2.7183f, 0.1353f, 1});
+  check_like_pytorch("log", tp::log(x), {kNan, kInf, kNan, 0, kNan, -kInf});
+  check_like_pytorch("sqrt", tp::sqrt(x), {kNan, kInf, kNan, 1, kNan, 0});
+  check_like_pytorch("sigmoid", tp::sigmoid(x), {kNan, 1, 0, 0.7311f, 0.1192f, 0.5f});
+  check_like_pytorch("square", tp::square(x), {kNan, kInf, kInf, 1, 4, 0});
+  check_like_pytorch("sum", tp::sum(x), {kNan});
+  check_like_pytorch("sum of +Inf and -Inf", tp::sum(tp::from_vector({kInf, -kInf}, {2})), {kNan});
+  check_like_pytorch("mean", tp::mean(tp::from_vector({kInf, 1}, {2})), {kInf});
+  {
+    tp::Tensor leaf = x.detach().requires_grad_();
+    tp::relu(leaf).backward(tp::ones({6}));
+    check_like_pytorch("relu gradient", leaf.grad(), {1, 1, 0, 1, 0, 0});
+  }
+  const tp::Tensor rows =
+      tp::from_vector({kNan, 1, 2, kInf, 1, 2, -kInf, 1, 2, -kInf, -kInf, -kInf, 0, 1, 2}, {5, 3});
+  check_like_pytorch("softmax", tp::softmax(rows, -1),
+                     {kNan, kNan, kNan, kNan, kNan, kNan, 0, 0.2689f, 0.7311f, kNan, kNan, kNan,
+                      0.0900f, 0.2447f, 0.6652f});
+  check_like_pytorch("log_softmax", tp::log_softmax(rows, -1),
+                     {kNan, kNan, kNan, kNan, kNan, kNan, -kInf, -1.3133f, -0.3133f, kNan, kNan,
+                      kNan, -2.4076f, -1.4076f, -0.4076f});
+  check_like_pytorch("layer_norm", tp::layer_norm(tp::narrow(rows, 0, 0, 3), 3),
+                     {kNan, kNan, kNan, kNan, kNan, kNan, kNan, kNan, kNan});
+  const tp::Tensor logits = tp::from_vector({kNan, 1, 2, 0, 1, 2}, {2, 3});
+  check_like_pytorch(
+      "cross_entropy",
+      tp::cross_entropy(logits, tp::from_vector({1, 0}, {2}), -100, tp::Reduction::None),
+      {kNan, 2.4076f});
+  check_like_pytorch(
+      "cross_entropy, NaN row ignored",
+      tp::cross_entropy(logits, tp::from_vector({-100, 0}, {2}), -100, tp::Reduction::None),
+      {0, 2.4076f});
+  check_like_pytorch("cross_entropy mean, NaN row ignored",
+                     tp::cross_entropy(logits, tp::from_vector({-100, 0}, {2})), {2.4076f});
+  check_like_pytorch("cross_entropy of infinite logits",
+                     tp::cross_entropy(tp::from_vector({kInf, 1, 2, -kInf, 1, 2}, {2, 3}),
+                                       tp::from_vector({1, 1}, {2}), -100, tp::Reduction::None),
+                     {kNan, 1.3133f});
+  check_like_pytorch("cross_entropy, target logit -Inf",
+                     tp::cross_entropy(tp::from_vector({-kInf, 1, 2}, {1, 3}),
+                                       tp::from_vector({0}, {1}), -100, tp::Reduction::None),
+                     {kInf});
+  check_like_pytorch("mse_loss",
+                     tp::mse_loss(tp::from_vector({kInf, 1}, {2}), tp::from_vector({kInf, 1}, {2}),
+                                  tp::Reduction::None),
+                     {kNan, 0});
+  check_like_pytorch(
+      "matmul, Inf times 0",
+      tp::matmul(tp::from_vector({kInf, 1}, {1, 2}), tp::from_vector({0, 1}, {2, 1})), {kNan});
+  {
+    tp::Generator gen(7);
+    std::vector<float> dropped = tp::dropout(tp::full({64}, kNan), 0.5f, true, &gen).to_vector();
+    INFO("dropout keeps NaN in dropped elements too (they are multiplied by 0)");
+    CHECK(std::all_of(dropped.begin(), dropped.end(), [](float v) { return std::isnan(v); }));
+  }
+}
+
+TEST_CASE("clip_grad_norm with a NaN or infinite norm clips as PyTorch does",
+          "[op_table][nonfinite]") {
+  tp::Tensor p = tp::ones({3}).requires_grad_();
+  p.set_grad(tp::from_vector({kNan, 1, 2}, {3}));
+  CHECK(std::isnan(tp::optim::clip_grad_norm({p}, 1.0f)));
+  check_like_pytorch("gradients after a NaN norm", p.grad(), {kNan, kNan, kNan});
+  p.set_grad(tp::from_vector({kInf, 1, 2}, {3}));
+  CHECK(std::isinf(tp::optim::clip_grad_norm({p}, 1.0f)));
+  check_like_pytorch("gradients after an infinite norm", p.grad(), {kNan, 0, 0});
 }

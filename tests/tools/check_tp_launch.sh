@@ -120,6 +120,28 @@ for rank in 0 1; do
 done
 ok "--log-dir writes rank_0.log and rank_1.log (unprefixed stdout and stderr) and sets TP_LOG_DIR"
 
+# -- --max-restarts ---------------------------------------------------------------------------------
+# Rank 1 fails on the first attempt only: one restart of every rank, then success.
+rc=0
+timeout 60 "$launch" --nproc-per-node 2 --grace-seconds 1 --max-restarts 2 -- bash -c \
+  'echo "attempt $TORCHELASTIC_RESTART_COUNT of $TORCHELASTIC_MAX_RESTARTS port $MASTER_PORT";
+   if [ "$RANK" = 1 ] && [ "$TORCHELASTIC_RESTART_COUNT" = 0 ]; then exit 7; fi; sleep 0.2' \
+  >"$work/restart.out" 2>"$work/restart.err" || rc=$?
+[ "$rc" = 0 ] || fail "a job that fails once under --max-restarts 2 exited $rc: $(cat "$work/restart.err")"
+[ "$(grep -c 'attempt 0 of 2' "$work/restart.out")" = 2 ] || fail "first attempt: $(cat "$work/restart.out")"
+[ "$(grep -c 'attempt 1 of 2' "$work/restart.out")" = 2 ] || fail "restart: $(cat "$work/restart.out")"
+grep -q 'attempt 2' "$work/restart.out" && fail "restarted after success: $(cat "$work/restart.out")"
+grep -q "rank 1 exited with status 7" "$work/restart.err" || fail "failure not named: $(cat "$work/restart.err")"
+grep -q "restarting every rank (restart 1 of 2)" "$work/restart.err" || fail "restart not announced"
+ok "--max-restarts 2: a rank failing once restarts every rank once, with TORCHELASTIC_RESTART_COUNT"
+rc=0
+timeout 60 "$launch" --nproc-per-node 2 --grace-seconds 1 --max-restarts 1 -- bash -c \
+  'echo "attempt $TORCHELASTIC_RESTART_COUNT"; [ "$RANK" = 0 ] || exit 5' \
+  >"$work/restart.out" 2>"$work/restart.err" || rc=$?
+[ "$rc" = 5 ] || fail "a job failing every time exited $rc, expected 5"
+[ "$(grep -c 'attempt' "$work/restart.out")" = 4 ] || fail "expected 2 attempts of 2 ranks: $(cat "$work/restart.out")"
+ok "--max-restarts 1: a job failing every time runs twice and exits with the failure's code"
+
 # -- bad command lines ----------------------------------------------------------------------------
 expect_error() {
   local flag=$1
@@ -135,7 +157,9 @@ expect_error --nproc-per-node --nproc-per-node 0 -- true
 expect_error --master-addr --nproc-per-node 2 --nnodes 2 --node-rank 0 --master-port 29500 -- true
 expect_error --node-rank --nproc-per-node 2 --nnodes 2 --node-rank 2 --master-addr h --master-port 1 -- true
 expect_error --master-port --nproc-per-node 1 --master-port 70000 -- true
-expect_error --max-restarts --nproc-per-node 1 --max-restarts 1 -- true
+expect_error --max-restarts --nproc-per-node 1 --max-restarts -1 -- true
+expect_error --max-restarts --nproc-per-node 2 --nnodes 2 --node-rank 0 --master-addr h \
+  --master-port 29500 --max-restarts 1 -- true
 expect_error --bogus --nproc-per-node 1 --bogus -- true
 expect_error 'no program' --nproc-per-node 2
 expect_error 'no program' --nproc-per-node 2 --

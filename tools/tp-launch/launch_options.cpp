@@ -53,9 +53,10 @@ void check_options(LaunchOptions& options, const CLI::App& app) {
           "--nnodes must be at least 1 (got " + std::to_string(options.nnodes) + ")");
   require(options.max_restarts >= 0,
           "--max-restarts must be 0 or more (got " + std::to_string(options.max_restarts) + ")");
-  require(options.max_restarts == 0,
+  require(options.max_restarts == 0 || options.nnodes == 1,
           "--max-restarts " + std::to_string(options.max_restarts) +
-              " is not implemented yet: only 0 (a failed rank stops the job) is supported");
+              " needs a single-node job (--nnodes 1): restarting the ranks of several nodes "
+              "together is not supported yet");
   require(options.rdzv_timeout_seconds >= 1, "--rdzv-timeout must be at least 1 second (got " +
                                                  std::to_string(options.rdzv_timeout_seconds) +
                                                  ")");
@@ -125,7 +126,8 @@ ParsedCommandLine parse_command_line(int argc, char** argv) {
   app.add_option("--log-dir,--log_dir", options.log_dir,
                  "Also write each rank's output to DIR/rank_R.log; sets TP_LOG_DIR for the ranks");
   app.add_option("--max-restarts,--max_restarts", options.max_restarts,
-                 "Restarts after a failure; only 0 is implemented")
+                 "Times to restart every rank after one fails (TORCHELASTIC_RESTART_COUNT "
+                 "tells a rank which attempt it is; resume from a checkpoint)")
       ->capture_default_str();
   app.add_option("--rdzv-timeout,--rdzv_timeout", options.rdzv_timeout_seconds,
                  "Seconds the ranks may take to find each other (TP_RDZV_TIMEOUT)")

@@ -40,10 +40,12 @@ void prepare_log_dir(tl::LaunchOptions& options) {
   options.log_dir = std::filesystem::absolute(options.log_dir).lexically_normal().string();
 }
 
-tl::UniqueFd open_rank_log(const tl::LaunchOptions& options, int rank) {
+tl::UniqueFd open_rank_log(const tl::LaunchOptions& options, int rank, bool restart) {
   if (options.log_dir.empty()) return {};
   const std::string path = options.log_dir + "/rank_" + std::to_string(rank) + ".log";
-  tl::UniqueFd file(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  // A restart appends: the log keeps what the failed attempt said.
+  const int mode = restart ? O_APPEND : O_TRUNC;
+  tl::UniqueFd file(::open(path.c_str(), O_WRONLY | O_CREAT | mode | O_CLOEXEC, 0644));
   if (!file) throw std::runtime_error("cannot open " + path + ": " + std::strerror(errno));
   return file;
 }
@@ -54,7 +56,7 @@ void start_ranks(const tl::LaunchOptions& options, const tl::JobEnvironment& job
   for (int local_rank = 0; local_rank < options.nproc_per_node; ++local_rank) {
     const int rank = options.node_rank * options.nproc_per_node + local_rank;
     try {
-      tl::UniqueFd log_file = open_rank_log(options, rank);
+      tl::UniqueFd log_file = open_rank_log(options, rank, job.restart_count > 0);
       supervisor.add_rank(
           tl::start_rank(rank, options.program, tl::rank_environment(options, job, local_rank)),
           std::move(log_file));
@@ -82,9 +84,23 @@ int main(int argc, char** argv) {
     return kSetupFailed;
   }
 
-  tl::Supervisor supervisor(options.grace_seconds);
-  start_ranks(options, job, supervisor);
-  const tl::Outcome outcome = supervisor.run();
-  if (!outcome.message.empty()) std::cerr << outcome.message << "\n";
-  return outcome.exit_code;
+  // torchrun's rule: when a rank fails, every rank is stopped and all are started again, up to
+  // --max-restarts times; the program resumes from its last checkpoint.
+  for (;;) {
+    tl::Supervisor supervisor(options.grace_seconds);
+    start_ranks(options, job, supervisor);
+    const tl::Outcome outcome = supervisor.run();
+    if (!outcome.message.empty()) std::cerr << outcome.message << "\n";
+    if (outcome.exit_code == 0 || outcome.launcher_signalled ||
+        job.restart_count >= options.max_restarts)
+      return outcome.exit_code;
+    try {
+      job = tl::restarted_job_environment(options, std::move(job));
+    } catch (const std::runtime_error& e) {
+      std::cerr << "tp-launch: cannot restart: " << e.what() << "\n";
+      return outcome.exit_code;
+    }
+    std::cerr << "tp-launch: restarting every rank (restart " << job.restart_count << " of "
+              << options.max_restarts << ")\n";
+  }
 }

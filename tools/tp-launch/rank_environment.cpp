@@ -84,6 +84,12 @@ JobEnvironment resolve_job_environment(const LaunchOptions& options) {
   return job;
 }
 
+JobEnvironment restarted_job_environment(const LaunchOptions& options, JobEnvironment job) {
+  if (options.master_port == 0) job.master_port = pick_free_port();
+  ++job.restart_count;
+  return job;
+}
+
 std::vector<std::string> rank_environment(const LaunchOptions& options, const JobEnvironment& job,
                                           int local_rank) {
   // A map keeps one value per name: ours replace any the launcher inherited (a stale RANK, say).
@@ -105,7 +111,13 @@ std::vector<std::string> rank_environment(const LaunchOptions& options, const Jo
   variables["MASTER_PORT"] = std::to_string(job.master_port);
   variables["TP_CLUSTER_TOKEN"] = job.cluster_token;
   variables["TP_RDZV_TIMEOUT"] = std::to_string(options.rdzv_timeout_seconds);
+  variables["TORCHELASTIC_RESTART_COUNT"] = std::to_string(job.restart_count);
+  variables["TORCHELASTIC_MAX_RESTARTS"] = std::to_string(options.max_restarts);
   if (!options.log_dir.empty()) variables["TP_LOG_DIR"] = options.log_dir;
+  // UCX's virtual file system (a debugging view of its objects) registers every endpoint a
+  // peer opens from UCX's own thread, and under heavy load that races with the progress thread
+  // (an assertion in vfs_obj.c aborts the rank). Off unless the user asks for it.
+  variables.emplace("UCX_VFS_ENABLE", "n");
 
   std::vector<std::string> environment;
   environment.reserve(variables.size());

@@ -15,12 +15,17 @@ struct JobEnvironment {
   std::string master_addr;
   int master_port = 0;
   std::string cluster_token;
+  int restart_count = 0;  ///< which restart this is (0: the first start)
 };
 
 /// Fills in what the options leave open: a free loopback port when none was given, and the
 /// cluster token (TP_CLUSTER_TOKEN from the environment, or 32 hex digits from /dev/urandom).
 /// Throws std::runtime_error when the system refuses either.
 JobEnvironment resolve_job_environment(const LaunchOptions& options);
+
+/// The same job started again after a failure: a fresh rendezvous port when the launcher chose
+/// it (the old one may still be held by a dying rank), the same token, the next restart count.
+JobEnvironment restarted_job_environment(const LaunchOptions& options, JobEnvironment job);
 
 /// The full environment, as "NAME=value" strings, for the rank with this local index.
 std::vector<std::string> rank_environment(const LaunchOptions& options, const JobEnvironment& job,

@@ -73,6 +73,7 @@ Outcome Supervisor::run() {
   // A stopped job leaves nothing behind: helpers a rank started die with it, whatever they ignore.
   if (stopping_) signal_running_ranks(SIGKILL);
   for (Rank& rank : ranks_) reap(rank.process);
+  outcome_.launcher_signalled = launcher_signal_ != 0;
   return outcome_;
 }
 

@@ -16,7 +16,8 @@ namespace tensorplay::launch {
 /// How the job ended, for the launcher to report and exit with.
 struct Outcome {
   int exit_code = 0;
-  std::string message;  ///< empty when every rank succeeded
+  std::string message;              ///< empty when every rank succeeded
+  bool launcher_signalled = false;  ///< the launcher itself was told to stop (no restart)
 };
 
 class Supervisor {

@@ -22,6 +22,7 @@
 #include "schedules/simulator.h"
 #include "schedules/timeline_export.h"
 #include "schedules/validator.h"
+#include "tools/cli_checks.h"
 #include "tools/timeline_output.h"
 
 namespace ts = tensorplay::schedules;
@@ -59,7 +60,8 @@ ts::CostModel parse_costs(const std::string& text) {
     }
     std::string key = item.substr(0, eq);
     std::transform(key.begin(), key.end(), key.begin(), ::toupper);
-    double value = std::stod(item.substr(eq + 1));
+    double value = tensorplay::tools::parse_number(item.substr(eq + 1), "--cost " + key);
+    tensorplay::tools::require_finite_nonnegative(value, "--cost " + key);
     if (key == "F")
       f = value;
     else if (key == "I")
@@ -78,11 +80,19 @@ ts::CostModel parse_costs(const std::string& text) {
       i = b - w;
     else if (w < 0)
       w = b - i;
+    if (i < 0 || w < 0)
+      throw std::invalid_argument("--cost: B=" + std::to_string(b) +
+                                  " is less than the I or W given with it (B = I + W)");
   }
   return ts::CostModel::uniform(f, i < 0 ? 1 : i, w < 0 ? 1 : w);
 }
 
 int run(const Options& opt) {
+  namespace tt = tensorplay::tools;
+  tt::require_finite_nonnegative(opt.latency, "--latency");
+  tt::require_finite_nonnegative(opt.bandwidth, "--bandwidth");
+  tt::require_finite_nonnegative(opt.bytes, "--bytes");
+  tt::require_finite_nonnegative(opt.overlap, "--overlap");
   ts::CostModel costs = parse_costs(opt.cost);
   costs.latency = opt.latency;
   costs.bandwidth = opt.bandwidth;
@@ -183,14 +193,16 @@ int main(int argc, char** argv) {
       ->required()
       ->check(CLI::PositiveNumber);
   app.add_option("--stages-per-rank", opt.stages_per_rank,
-                 "stages per rank (V); default 1 for GPipe/1F1B/Dynamic, 2 otherwise");
+                 "stages per rank (V); default 1 for GPipe/1F1B/Dynamic, 2 otherwise")
+      ->check(CLI::PositiveNumber);
   app.add_option("--cost", opt.cost, "per stage pass times, e.g. F=1,I=1,W=1 (B = I + W)")
       ->capture_default_str();
   app.add_option("--latency", opt.latency, "latency of every cross-rank transfer");
   app.add_option("--bandwidth", opt.bandwidth, "bytes per time unit (0 = infinite)");
   app.add_option("--bytes", opt.bytes, "bytes crossing each stage boundary");
   app.add_option("--overlap", opt.overlap, "OVERLAP_F_B costs overlap * (F + B)");
-  app.add_option("--cap", opt.cap, "Dynamic: most stashed activations per rank (0 = none)");
+  app.add_option("--cap", opt.cap, "Dynamic: most stashed activations per rank (0 = none)")
+      ->check(CLI::NonNegativeNumber);
   app.add_flag("--split-backward", opt.split_backward, "Dynamic: run backward as I then W");
   app.add_option("--placement", opt.placement,
                  "Dynamic: 'loop' (stage s on rank s % p) or 'v' (rank r holds r and 2p-1-r)");
@@ -198,6 +210,11 @@ int main(int argc, char** argv) {
   app.add_flag("--print-order", opt.print_order, "print the step-by-rank table");
   app.add_option("--csv", opt.csv, "write the compute-only order as CSV");
   tensorplay::tools::add_timeline_options(app, opt.out);
+  if (int status = tensorplay::tools::run_reporting_errors("tp-sim", [&] {
+        tensorplay::tools::reject_unknown_flags(app, argc, argv);
+        return 0;
+      }))
+    return status;
   CLI11_PARSE(app, argc, argv);
   return tensorplay::tools::run_reporting_errors("tp-sim", [&] { return run(opt); });
 }

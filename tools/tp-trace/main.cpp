@@ -15,13 +15,18 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <iterator>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <regex>
+#include <sstream>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
 #include "actors/trace_log.h"
+#include "tools/cli_checks.h"
 #include "tools/timeline_output.h"
 
 namespace pp = tensorplay::pipelining;
@@ -64,34 +69,97 @@ std::vector<std::string> log_files(const std::vector<std::string>& paths) {
   return files;
 }
 
-// Every file's events on rank 0's clock, as one list; a rank in two files is an error.
-std::vector<pp::LogEvent> read_logs(const std::vector<std::string>& paths) {
+// Reads a log file as text, reporting what a log cut or damaged by hand looks like: a last line
+// without its newline (the log was cut mid-line, or is still being written) is left out with a
+// warning naming the file and line, since its last field may be cut short; a negative step number
+// is an error naming the file and line (it would wrap to a huge unsigned step).
+std::string read_log_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error("cannot read log '" + path + "'");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  size_t lines = static_cast<size_t>(std::count(text.begin(), text.end(), '\n'));
+  if (!text.empty() && text.back() != '\n') {
+    std::cerr << "tp-trace: warning: '" << path << "' line " << lines + 1
+              << " is cut short (no newline at the end: the log was truncated mid-line or is "
+                 "still being written); that line is left out\n";
+    text.resize(text.rfind('\n') == std::string::npos ? 0 : text.rfind('\n') + 1);
+  }
+  size_t number = 0;
+  for (size_t begin = 0; begin < text.size();) {
+    size_t end = text.find('\n', begin);
+    ++number;
+    std::string_view line(text.data() + begin, end - begin);
+    size_t at = line.find(" step=");
+    if (at != std::string_view::npos && line.find(" event=") != std::string_view::npos &&
+        at + 6 < line.size() && line[at + 6] == '-')
+      throw std::runtime_error("'" + path + "' line " + std::to_string(number) + ": step=" +
+                               std::string(line.substr(at + 6, line.find(' ', at + 6) - at - 6)) +
+                               " is negative; steps count from 0 (a damaged log?)");
+    begin = end + 1;
+  }
+  return text;
+}
+
+// Every file's events on rank 0's clock, as one list; a rank in two files is an error. Fills
+// `file_of_rank` with the file each rank's events came from.
+std::vector<pp::LogEvent> read_logs(const std::vector<std::string>& paths,
+                                    std::map<int, std::string>& file_of_rank) {
   std::vector<pp::MessageLogFile> logs;
   for (const std::string& path : log_files(paths)) {
-    std::ifstream in(path);
-    if (!in) throw std::runtime_error("cannot read log '" + path + "'");
+    std::istringstream in(read_log_text(path));
     try {
       logs.push_back({path, pp::parse_message_log(in)});
     } catch (const std::invalid_argument& e) {
       throw std::runtime_error(path + ": " + e.what());
     }
+    for (const pp::LogEvent& e : logs.back().events) file_of_rank.emplace(e.rank, path);
   }
   return pp::merge_message_logs(logs);
 }
 
-// Busy longer than the step means a rank's actions overlap: figures that would read as negative
-// idle time are refused rather than printed.
-void check_no_overlap(const ts::SimulationResult& result, uint64_t step) {
+// A rank runs one action at a time, each finishing after it starts. Intervals that run backwards
+// or overlap come from a log appended to itself, logs of two runs in one file, or a damaged time;
+// they would print negative busy or idle times, so they are refused, naming the file.
+void check_intervals(const ts::SimulationResult& result, uint64_t step,
+                     const std::map<int, std::string>& file_of_rank) {
   auto us = [](double t) { return std::to_string(std::llround(t)) + " us"; };
-  for (size_t r = 0; r < result.idle.size(); ++r)
-    if (result.idle[r] < 0)
-      throw std::runtime_error("step " + std::to_string(step) + ": rank " + std::to_string(r) +
-                               " was busy " + us(result.busy[r]) + " in a " + us(result.makespan) +
-                               " step, so its actions overlap (two runs' logs in one file?)");
+  auto file = [&](int rank) {
+    auto it = file_of_rank.find(rank);
+    return it == file_of_rank.end() ? std::string("the log") : "'" + it->second + "'";
+  };
+  std::map<int, std::vector<const ts::TimelineEvent*>> per_rank;
+  for (const ts::TimelineEvent& entry : result.timeline) {
+    if (entry.end < entry.start)
+      throw std::runtime_error(file(entry.rank) + ": step " + std::to_string(step) + ": rank " +
+                               std::to_string(entry.rank) + " finished " +
+                               ts::to_string(entry.action) + " " + us(entry.start - entry.end) +
+                               " before it started (a damaged or hand-edited time?)");
+    per_rank[entry.rank].push_back(&entry);
+  }
+  for (auto& [rank, entries] : per_rank) {
+    std::sort(entries.begin(), entries.end(),
+              [](const auto* a, const auto* b) { return a->start < b->start; });
+    for (size_t k = 1; k < entries.size(); ++k) {
+      const ts::TimelineEvent& before = *entries[k - 1];
+      const ts::TimelineEvent& after = *entries[k];
+      if (after.start < before.end)
+        throw std::runtime_error(
+            file(rank) + ": step " + std::to_string(step) + ": rank " + std::to_string(rank) +
+            " runs " + ts::to_string(after.action) + " from " + us(after.start) +
+            " while it still runs " + ts::to_string(before.action) + " (until " + us(before.end) +
+            "): overlapping actions on one rank (the same log appended twice, or two runs' logs "
+            "in one file?); pass one run's log once");
+    }
+  }
 }
 
 int run(const Options& opt) {
-  std::vector<pp::LogEvent> events = read_logs(opt.logs);
+  if (opt.step < -1)
+    throw std::invalid_argument("--step " + std::to_string(opt.step) +
+                                " is negative; give a step number >= 0, or leave --step out for "
+                                "the last step logged");
+  std::map<int, std::string> file_of_rank;
+  std::vector<pp::LogEvent> events = read_logs(opt.logs, file_of_rank);
   std::vector<uint64_t> steps = pp::logged_steps(events);
   if (steps.empty())
     throw std::runtime_error(
@@ -102,7 +170,7 @@ int run(const Options& opt) {
     throw std::runtime_error("step " + std::to_string(step) + " is not in the log; it has steps " +
                              std::to_string(steps.front()) + " to " + std::to_string(steps.back()));
   ts::SimulationResult result = pp::step_timeline(events, step);
-  check_no_overlap(result, step);
+  check_intervals(result, step, file_of_rank);
   // Times are microseconds: one cost-model unit per microsecond in the trace.
   tensorplay::tools::write_timeline(opt.out, result, 1.0, "step " + std::to_string(step) + " (us)");
   const size_t ranks = result.busy.size();
@@ -141,6 +209,11 @@ int main(int argc, char** argv) {
       ->check(CLI::ExistingPath);
   app.add_option("--step", opt.step, "the step to show (default: the last one logged)");
   tensorplay::tools::add_timeline_options(app, opt.out);
+  if (int status = tensorplay::tools::run_reporting_errors("tp-trace", [&] {
+        tensorplay::tools::reject_unknown_flags(app, argc, argv);
+        return 0;
+      }))
+    return status;
   CLI11_PARSE(app, argc, argv);
   return tensorplay::tools::run_reporting_errors("tp-trace", [&] { return run(opt); });
 }

@@ -101,6 +101,8 @@ class UcxChannel::Impl {
                     Device device, std::chrono::milliseconds timeout, ReceiveDone done);
   void cancel_receive(int peer, const TransferTag& tag);
   void cancel_all();
+  void cancel_stream(uint32_t stream);
+  void drop_peer(int peer, const std::string& why);
   void send_message(int peer, uint32_t stream, std::string bytes);
   void set_message_handler(uint32_t stream, MessageHandler handler);
 
@@ -214,6 +216,8 @@ class UcxChannel::Impl {
   };
   void handle_failed_peers();
   void mark_failed(int peer, const std::string& why);
+  /// Fails every receive from `peer` with `why` and force-closes its endpoint (its sends end).
+  void fail_peer(int peer, const std::string& why);
 
   // -- state shared with callers (under mutex_) ---------------------------------------------------
 

@@ -1,0 +1,92 @@
+// CLI11 definitions of train_gpt's flags and the learning-rate schedule.
+#include "options.h"
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+
+namespace train_gpt {
+
+float Options::lr_at(int step) const {
+  if (warmup > 0 && step <= warmup) return lr * static_cast<float>(step) / warmup;
+  const int span = std::max(1, steps - warmup);
+  const double progress = std::clamp(static_cast<double>(step - warmup) / span, 0.0, 1.0);
+  return static_cast<float>(min_lr + 0.5 * (lr - min_lr) * (1.0 + std::cos(M_PI * progress)));
+}
+
+Options parse_options(int argc, char** argv) {
+  Options o;
+  CLI::App app{
+      "Trains a character-level GPT cut into pipeline stages at its blocks, on the embedded "
+      "single-process runtime, or one rank per process under tp-launch."};
+  app.option_defaults()->always_capture_default();
+  app.add_option("--data", o.data,
+                 "UTF-8 text file (default: the license texts in /usr/share/common-licenses)");
+  app.add_option("--held-out", o.held_out, "fraction of the text kept for validation")
+      ->check(CLI::Range(0.01, 0.5));
+  app.add_option("--layers", o.layers, "transformer blocks")->check(CLI::PositiveNumber);
+  app.add_option("--width", o.width, "embedding width")->check(CLI::PositiveNumber);
+  app.add_option("--heads", o.heads, "attention heads (must divide --width)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--context", o.context, "characters per sequence")->check(CLI::PositiveNumber);
+  app.add_option("--dropout", o.dropout, "dropout probability")->check(CLI::Range(0.0, 0.9));
+  app.add_option("--dtype", o.dtype, "float32 or bfloat16")
+      ->check(CLI::IsMember({"float32", "bfloat16"}));
+  app.add_option("--stages", o.stages, "pipeline stages (cut at block boundaries)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--schedule", o.schedule,
+                 "GPipe, 1F1B, Interleaved1F1B, LoopedBFS, InterleavedZeroBubble, "
+                 "ZBVZeroBubble or DualPipeV");
+  app.add_option("--microbatches", o.microbatches, "microbatches per step")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--batch", o.batch, "sequences per step")->check(CLI::PositiveNumber);
+  app.add_option("--device", o.device, "cpu, cuda or cuda:N");
+  app.add_option("--blas-threads", o.blas_threads,
+                 "product threads of each computing thread (oneDNN)")
+      ->check(CLI::PositiveNumber);
+  app.add_flag("--unsplit", o.unsplit,
+               "train the whole model in this thread without a pipeline (the baseline)");
+  app.add_option("--steps", o.steps, "optimizer steps in all (a resumed run goes on to it)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--lr", o.lr, "peak learning rate (AdamW)")->check(CLI::PositiveNumber);
+  app.add_option("--min-lr", o.min_lr, "learning rate at the end of the cosine decay");
+  app.add_option("--warmup", o.warmup, "steps of linear warm-up")->check(CLI::NonNegativeNumber);
+  app.add_option("--clip", o.clip, "gradient clipping: largest global norm (0: off)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--weight-decay", o.weight_decay, "AdamW weight decay");
+  app.add_option("--seed", o.seed, "seed of the weights, the batches and the samples");
+  app.add_option("--checkpoint-dir", o.checkpoint_dir,
+                 "where checkpoints, the timeline and the trace go (empty: no checkpoints)");
+  app.add_option("--checkpoint-interval", o.checkpoint_interval,
+                 "save every N steps (0: only at the end)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_flag("--resume", o.resume, "continue from the newest complete checkpoint");
+  app.add_option("--stop-after", o.stop_after,
+                 "stop after this step with a checkpoint, as if interrupted (--resume goes on)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--log-dir", o.log_dir, "write the message log to DIR/messages_rank_R.log");
+  app.add_option("--trace-step", o.trace_step,
+                 "write this step's timeline (SVG) and Chrome trace (0: none)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--val-interval", o.val_interval,
+                 "validation loss every N steps (0: only at the end)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--val-batches", o.val_batches, "held-out batches per validation")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--sample-chars", o.sample_chars, "characters generated at the end (0: none)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--temperature", o.temperature, "temperature of the sampled text")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--prompt", o.prompt, "text the samples start from");
+  app.add_flag("--json", o.json, "print the summary as one JSON line too");
+  app.add_flag("--quiet", o.quiet, "no line per step");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    std::exit(app.exit(e));
+  }
+  return o;
+}
+
+}  // namespace train_gpt

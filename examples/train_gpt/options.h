@@ -1,0 +1,65 @@
+// train_gpt's command line: the model, the pipeline, the optimizer, the run's files. The defaults
+// are the fastest configuration bench_train_gpt found on a 2-core machine (see the README).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace train_gpt {
+
+/// Every flag of train_gpt, with its default.
+struct Options {
+  // -- text ---------------------------------------------------------------------------------------
+  std::string data;  ///< UTF-8 file; empty: /usr/share/common-licenses
+  double held_out = 0.1;
+
+  // -- model --------------------------------------------------------------------------------------
+  int64_t layers = 4;
+  int64_t width = 128;
+  int64_t heads = 4;
+  int64_t context = 64;
+  float dropout = 0.0f;
+  std::string dtype = "float32";
+
+  // -- pipeline -----------------------------------------------------------------------------------
+  int stages = 4;
+  std::string schedule = "ZBVZeroBubble";
+  int microbatches = 8;
+  int64_t batch = 32;
+  std::string device = "cpu";
+  int blas_threads = 1;
+  bool unsplit = false;  ///< train the whole model in this thread, without a pipeline
+
+  // -- optimisation -------------------------------------------------------------------------------
+  int steps = 400;
+  float lr = 3e-3f;
+  float min_lr = 3e-4f;
+  int warmup = 20;
+  float clip = 1.0f;
+  float weight_decay = 0.01f;
+  uint64_t seed = 1337;
+
+  // -- what the run writes ------------------------------------------------------------------------
+  std::string checkpoint_dir = "train_gpt_run";
+  int checkpoint_interval = 100;  ///< 0: only at the end
+  bool resume = false;
+  int stop_after = 0;  ///< stop (with a checkpoint) after this step, as if interrupted; 0: never
+  std::string log_dir;
+  int trace_step = 20;  ///< 0: none
+  int val_interval = 50;
+  int val_batches = 4;
+  int sample_chars = 300;
+  float temperature = 0.8f;
+  std::string prompt = "This License";
+  bool json = false;   ///< also print the summary as one JSON line
+  bool quiet = false;  ///< no per-step lines
+
+  /// The learning rate of `step` (1-based): linear warm-up over `warmup` steps, then cosine decay
+  /// from lr to min_lr at the last step.
+  float lr_at(int step) const;
+};
+
+/// Parses argv (CLI11); on --help or a bad flag prints and exits, as CLI11 does.
+Options parse_options(int argc, char** argv);
+
+}  // namespace train_gpt

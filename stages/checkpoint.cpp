@@ -1,0 +1,412 @@
+// Pipeline checkpoints: per-stage files written atomically, completion markers, and loading the
+// newest complete step back into stages, optimizer and generators.
+#include "stages/checkpoint.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <unordered_map>
+
+#include "tensors/serialize.h"
+
+namespace tensorplay::pipelining {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* kStepPrefix = "step_";
+
+std::string step_folder(const std::string& dir, int64_t step) {
+  char name[32];
+  std::snprintf(name, sizeof(name), "step_%08lld", static_cast<long long>(step));
+  return (fs::path(dir) / name).string();
+}
+std::string stage_file(const std::string& folder, int stage) {
+  return (fs::path(folder) / ("stage_" + std::to_string(stage) + ".tpsd")).string();
+}
+std::string marker_file(const std::string& folder, int stage) {
+  return (fs::path(folder) / ("stage_" + std::to_string(stage) + ".done")).string();
+}
+
+// FNV-1a, 64 bits: enough to tell a damaged file from a whole one (not an adversary).
+uint64_t fnv1a64(const std::string& bytes) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : bytes) {
+    h ^= c;
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
+[[noreturn]] void throw_errno(const std::string& what, const std::string& path) {
+  throw CheckpointError("checkpoint: cannot " + what + " '" + path + "': " + std::strerror(errno));
+}
+
+void fsync_folder(const std::string& folder) {
+  int fd = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY);
+  if (fd < 0) throw_errno("open folder", folder);
+  int rc = ::fsync(fd);
+  ::close(fd);
+  if (rc != 0) throw_errno("flush folder", folder);
+}
+
+// Temporary file, fsync, rename over `path`, fsync the folder: readers see all or nothing.
+void write_atomically(const std::string& path, const std::string& bytes) {
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw_errno("create", tmp);
+  size_t done = 0;
+  while (done < bytes.size()) {
+    ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      ::close(fd);
+      throw_errno("write", tmp);
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (::fsync(fd) != 0) {
+    ::close(fd);
+    throw_errno("flush", tmp);
+  }
+  if (::close(fd) != 0) throw_errno("close", tmp);
+  if (::rename(tmp.c_str(), path.c_str()) != 0) throw_errno("rename into place", path);
+  fsync_folder(fs::path(path).parent_path().string());
+}
+
+std::string read_whole(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw CheckpointError("checkpoint: cannot open '" + path + "'");
+  std::ostringstream bytes;
+  bytes << in.rdbuf();
+  return bytes.str();
+}
+
+// Text (a step count, a generator state) as a float32 tensor of its bytes: every byte value is
+// exact in float32, and the tensor file format needs no change.
+Tensor text_tensor(const std::string& text) {
+  std::vector<float> values(text.begin(), text.end());
+  for (size_t i = 0; i < text.size(); ++i) values[i] = static_cast<unsigned char>(text[i]);
+  return from_vector(values, {static_cast<int64_t>(values.size())});
+}
+std::string tensor_text(const Tensor& tensor) {
+  std::string text;
+  for (float v : tensor.to_vector()) text.push_back(static_cast<char>(static_cast<int>(v)));
+  return text;
+}
+
+std::string generator_state(Generator& generator) {
+  auto guard = generator.lock();
+  std::ostringstream os;
+  os << generator.engine();
+  return os.str();
+}
+void restore_generator(Generator& generator, const std::string& state, const std::string& file,
+                       const std::string& name) {
+  auto guard = generator.lock();
+  std::istringstream is(state);
+  std::mt19937_64 engine;
+  is >> engine;
+  if (!is)
+    throw CheckpointError("checkpoint '" + file + "': generator state '" + name +
+                          "' does not parse (the file is damaged: pass an earlier step)");
+  generator.engine() = engine;
+}
+
+std::vector<std::pair<std::string, Generator*>> all_generators(const CheckpointOptions& options) {
+  std::vector<std::pair<std::string, Generator*>> generators{{"default", &default_generator()}};
+  for (const auto& [name, generator] : options.generators) {
+    if (generator == nullptr || name == "default" || generator == &default_generator())
+      throw CheckpointError("checkpoint: generator '" + name +
+                            "' is null or the default generator (which is always saved); name "
+                            "each extra generator once");
+    generators.emplace_back(name, generator);
+  }
+  return generators;
+}
+
+// Optimizer parameter index by tensor identity.
+std::unordered_map<const TensorImpl*, size_t> parameter_indices(const optim::Optimizer& opt) {
+  std::unordered_map<const TensorImpl*, size_t> index;
+  for (size_t i = 0; i < opt.parameters().size(); ++i)
+    index[opt.parameters()[i].impl_ptr().get()] = i;
+  return index;
+}
+
+struct Marker {
+  size_t bytes = 0;
+  uint64_t checksum = 0;
+};
+
+std::string marker_text(int stage, int num_stages, int64_t step, const std::string& bytes) {
+  char line[160];
+  std::snprintf(line, sizeof(line), "stage %d of %d\nstep %lld\nbytes %zu\nfnv1a64 %016llx\n",
+                stage, num_stages, static_cast<long long>(step), bytes.size(),
+                static_cast<unsigned long long>(fnv1a64(bytes)));
+  return line;
+}
+
+Marker read_marker(const std::string& path) {
+  std::istringstream in(read_whole(path));
+  Marker marker;
+  std::string key, value;
+  bool has_bytes = false, has_sum = false;
+  while (in >> key) {
+    if (key == "bytes" && (in >> marker.bytes)) {
+      has_bytes = true;
+    } else if (key == "fnv1a64" && (in >> value)) {
+      marker.checksum = std::stoull(value, nullptr, 16);
+      has_sum = true;
+    }
+  }
+  if (!has_bytes || !has_sum)
+    throw CheckpointError("checkpoint marker '" + path +
+                          "' is damaged (no size or checksum line): pass an earlier step");
+  return marker;
+}
+
+bool parse_step_name(const std::string& name, int64_t& step) {
+  if (name.rfind(kStepPrefix, 0) != 0 || name.size() == std::strlen(kStepPrefix)) return false;
+  const std::string digits = name.substr(std::strlen(kStepPrefix));
+  if (!std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
+    return false;
+  step = std::stoll(digits);
+  return true;
+}
+
+// Every step folder under `dir`, with whether all markers are present.
+std::map<int64_t, bool> scan_steps(const std::string& dir, int num_stages) {
+  std::map<int64_t, bool> steps;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return steps;
+  for (const fs::directory_entry& entry : fs::directory_iterator(dir, ec)) {
+    int64_t step = 0;
+    if (!entry.is_directory() || !parse_step_name(entry.path().filename().string(), step)) continue;
+    bool complete = true;
+    for (int s = 0; s < num_stages && complete; ++s)
+      complete = fs::exists(marker_file(entry.path().string(), s));
+    steps[step] = complete;
+  }
+  return steps;
+}
+
+int stage_count(const std::vector<std::shared_ptr<PipelineStage>>& stages) {
+  if (stages.empty()) throw CheckpointError("checkpoint: no stages given");
+  for (const auto& stage : stages)
+    if (!stage) throw CheckpointError("checkpoint: a null stage was given");
+  return stages.front()->num_stages();
+}
+
+// The stage's file contents: its tensors in the tensors/serialize.h format.
+StateDict stage_tensors(const PipelineStage& stage, const optim::Optimizer& optimizer,
+                        const std::unordered_map<const TensorImpl*, size_t>& index,
+                        const StateDict& optimizer_state, int64_t step,
+                        const std::vector<std::pair<std::string, std::string>>& rng_states) {
+  StateDict dict;
+  dict.insert("checkpoint.step", text_tensor(std::to_string(step)));
+  dict.insert("checkpoint.stage_index", scalar_tensor(static_cast<float>(stage.stage_index())));
+  dict.insert("checkpoint.num_stages", scalar_tensor(static_cast<float>(stage.num_stages())));
+  dict.insert("checkpoint.optimizer", text_tensor(optimizer.type_name()));
+  for (const auto& [name, tensor] : stage.module().state_dict())
+    dict.insert("model." + name, tensor);
+  for (const auto& [key, tensor] : optimizer_state)
+    if (key.rfind("options.", 0) == 0) dict.insert("optimizer." + key, tensor);
+  for (const auto& [name, parameter] : stage.module().named_parameters()) {
+    auto it = index.find(parameter.impl_ptr().get());
+    if (it == index.end()) continue;  // frozen: not in the optimizer
+    const std::string prefix = "state." + std::to_string(it->second) + ".";
+    for (const auto& [key, tensor] : optimizer_state)
+      if (key.rfind(prefix, 0) == 0)
+        dict.insert("optimizer.state." + name + "." + key.substr(prefix.size()), tensor);
+  }
+  for (const auto& [name, state] : rng_states) dict.insert("rng." + name, text_tensor(state));
+  return dict;
+}
+
+// Reads and checks one stage's file against its marker.
+StateDict read_stage_file(const std::string& folder, const PipelineStage& stage) {
+  const std::string path = stage_file(folder, stage.stage_index());
+  const Marker marker = read_marker(marker_file(folder, stage.stage_index()));
+  const std::string bytes = read_whole(path);
+  if (bytes.size() != marker.bytes)
+    throw CheckpointError("checkpoint file '" + path + "' is truncated or damaged: " +
+                          std::to_string(bytes.size()) + " bytes, its marker says " +
+                          std::to_string(marker.bytes) + " (pass an earlier step to resume)");
+  if (fnv1a64(bytes) != marker.checksum)
+    throw CheckpointError("checkpoint file '" + path +
+                          "' is corrupted: its checksum differs from its marker's (pass an "
+                          "earlier step to resume)");
+  std::istringstream in(bytes);
+  StateDict dict;
+  try {
+    dict = read_tensors(in, path);
+  } catch (const std::exception& e) {
+    throw CheckpointError(std::string("checkpoint file '") + path +
+                          "' does not parse: " + e.what());
+  }
+  for (const char* key : {"checkpoint.step", "checkpoint.stage_index", "checkpoint.num_stages"})
+    if (!dict.contains(key))
+      throw CheckpointError("checkpoint file '" + path + "' has no '" + key +
+                            "': it was not written by save_checkpoint");
+  const int saved_stage = static_cast<int>(dict.at("checkpoint.stage_index").item());
+  const int saved_count = static_cast<int>(dict.at("checkpoint.num_stages").item());
+  if (saved_stage != stage.stage_index() || saved_count != stage.num_stages())
+    throw CheckpointError("checkpoint file '" + path + "' holds stage " +
+                          std::to_string(saved_stage) + " of " + std::to_string(saved_count) +
+                          ", but stage " + std::to_string(stage.stage_index()) + " of " +
+                          std::to_string(stage.num_stages()) +
+                          " was asked for: resume with the split it was saved with");
+  return dict;
+}
+
+}  // namespace
+
+void save_checkpoint(const std::string& dir,
+                     const std::vector<std::shared_ptr<PipelineStage>>& stages,
+                     const optim::Optimizer& optimizer, int64_t step,
+                     const CheckpointOptions& options) {
+  const int num_stages = stage_count(stages);
+  if (step < 0) throw CheckpointError("checkpoint: step " + std::to_string(step) + " is negative");
+  const auto index = parameter_indices(optimizer);
+  // Every optimizer parameter must be saved with some stage, or its state would be lost.
+  std::vector<bool> covered(optimizer.parameters().size(), false);
+  for (const auto& stage : stages)
+    for (const auto& [name, parameter] : stage->module().named_parameters()) {
+      auto it = index.find(parameter.impl_ptr().get());
+      if (it != index.end()) covered[it->second] = true;
+    }
+  for (size_t i = 0; i < covered.size(); ++i)
+    if (!covered[i])
+      throw CheckpointError("checkpoint: optimizer parameter " + std::to_string(i) +
+                            " belongs to none of the stages given; pass every stage the "
+                            "optimizer updates");
+
+  std::vector<std::pair<std::string, std::string>> rng_states;
+  for (const auto& [name, generator] : all_generators(options))
+    rng_states.emplace_back(name, generator_state(*generator));
+
+  const std::string folder = step_folder(dir, step);
+  std::error_code ec;
+  fs::create_directories(folder, ec);
+  if (ec) throw CheckpointError("checkpoint: cannot create '" + folder + "': " + ec.message());
+  fsync_folder(fs::path(folder).parent_path().string());
+
+  const StateDict optimizer_state = optimizer.state_dict();
+  for (const auto& stage : stages) {
+    std::ostringstream out;
+    write_tensors(out, stage_tensors(*stage, optimizer, index, optimizer_state, step, rng_states));
+    const std::string bytes = out.str();
+    write_atomically(stage_file(folder, stage->stage_index()), bytes);
+    write_atomically(marker_file(folder, stage->stage_index()),
+                     marker_text(stage->stage_index(), num_stages, step, bytes));
+  }
+}
+
+int64_t load_checkpoint(const std::string& dir,
+                        const std::vector<std::shared_ptr<PipelineStage>>& stages,
+                        optim::Optimizer& optimizer, std::optional<int64_t> step,
+                        const CheckpointOptions& options) {
+  const int num_stages = stage_count(stages);
+  const auto steps = scan_steps(dir, num_stages);
+  int64_t chosen = -1;
+  if (step) {
+    auto it = steps.find(*step);
+    if (it == steps.end())
+      throw CheckpointError("checkpoint: no step " + std::to_string(*step) + " under '" + dir +
+                            "'");
+    if (!it->second)
+      throw CheckpointError("checkpoint: step " + std::to_string(*step) + " under '" + dir +
+                            "' is incomplete (some stage's marker is missing: a rank stopped "
+                            "while saving); pass another step");
+    chosen = *step;
+  } else {
+    for (auto it = steps.rbegin(); it != steps.rend() && chosen < 0; ++it)
+      if (it->second) chosen = it->first;
+    if (chosen < 0) {
+      std::string incomplete;
+      for (const auto& [s, complete] : steps) incomplete += " " + std::to_string(s);
+      throw CheckpointError("checkpoint: no complete checkpoint of " + std::to_string(num_stages) +
+                            " stages under '" + dir + "'" +
+                            (incomplete.empty() ? std::string(" (no step folders)")
+                                                : " (incomplete steps:" + incomplete + ")"));
+    }
+  }
+  const std::string folder = step_folder(dir, chosen);
+
+  // Read and check every file before changing anything.
+  std::vector<StateDict> files;
+  for (const auto& stage : stages) files.push_back(read_stage_file(folder, *stage));
+
+  const auto index = parameter_indices(optimizer);
+  StateDict optimizer_dict;
+  std::vector<StateDict> models(stages.size());
+  for (size_t k = 0; k < stages.size(); ++k) {
+    std::map<std::string, size_t> by_name;
+    for (const auto& [name, parameter] : stages[k]->module().named_parameters()) {
+      auto it = index.find(parameter.impl_ptr().get());
+      if (it != index.end()) by_name[name] = it->second;
+    }
+    for (const auto& [key, tensor] : files[k]) {
+      if (key.rfind("model.", 0) == 0) {
+        models[k].insert(key.substr(6), tensor);
+      } else if (key.rfind("optimizer.options.", 0) == 0) {
+        optimizer_dict.insert_or_assign(key.substr(10), tensor);
+      } else if (key.rfind("optimizer.state.", 0) == 0) {
+        const std::string rest = key.substr(16);
+        const size_t dot = rest.rfind('.');
+        auto it = dot == std::string::npos ? by_name.end() : by_name.find(rest.substr(0, dot));
+        if (it == by_name.end())
+          throw CheckpointError("checkpoint file '" + stage_file(folder, stages[k]->stage_index()) +
+                                "' has optimizer state for '" + rest +
+                                "', which is no parameter of the optimizer in this stage: build "
+                                "the optimizer over the same parameters as when saving");
+        optimizer_dict.insert("state." + std::to_string(it->second) + "." + rest.substr(dot + 1),
+                              tensor);
+      }
+    }
+  }
+  std::vector<std::pair<std::string, std::string>> rng_states;
+  for (const auto& [name, generator] : all_generators(options)) {
+    const Tensor* state = files.front().find("rng." + name);
+    if (state == nullptr)
+      throw CheckpointError(
+          "checkpoint file '" + stage_file(folder, stages.front()->stage_index()) +
+          "' has no state for generator '" + name + "': pass the generators it was saved with");
+    rng_states.emplace_back(name, tensor_text(*state));
+  }
+
+  try {
+    for (size_t k = 0; k < stages.size(); ++k) stages[k]->module().load_state_dict(models[k]);
+    optimizer.load_state_dict(optimizer_dict);
+  } catch (const std::invalid_argument& e) {
+    throw CheckpointError("checkpoint '" + folder + "' does not fit these stages: " + e.what());
+  }
+  auto generators = all_generators(options);
+  for (size_t g = 0; g < generators.size(); ++g)
+    restore_generator(*generators[g].second, rng_states[g].second,
+                      stage_file(folder, stages.front()->stage_index()), generators[g].first);
+  return chosen;
+}
+
+std::vector<int64_t> complete_checkpoint_steps(const std::string& dir, int num_stages) {
+  std::vector<int64_t> complete;
+  for (const auto& [step, done] : scan_steps(dir, num_stages))
+    if (done) complete.push_back(step);
+  return complete;
+}
+
+std::optional<int64_t> latest_checkpoint_step(const std::string& dir, int num_stages) {
+  auto steps = complete_checkpoint_steps(dir, num_stages);
+  if (steps.empty()) return std::nullopt;
+  return steps.back();
+}
+
+}  // namespace tensorplay::pipelining

@@ -1,0 +1,150 @@
+// Tests for stage_worker.h on its own (no actors): notifications out of order, a notification for
+// a step not yet begun, an abort in the middle of a step, and the checks on notifications from
+// other processes.
+#include <catch2/catch.hpp>
+
+#include "actors/stage_worker.h"
+#include "schedules/schedule_kind.h"
+#include "schedules/policy.h"
+#include "tensors/tensors.h"
+#include "transport/local_channel.h"
+
+namespace tp = tensorplay;
+namespace pp = tensorplay::pipelining;
+namespace sc = tensorplay::schedules;
+using tp::transport::Direction;
+
+namespace {
+
+constexpr int64_t kDim = 4;
+constexpr int kMicrobatches = 4;
+
+/// Rank 1 of a two-rank GPipe: stage 1 (the last), fed by a stand-in for rank 0 that posts its
+/// outputs on a local channel.
+struct LastRank {
+  std::shared_ptr<pp::PipelineStage> stage =
+      std::make_shared<pp::PipelineStage>(tp::nn::Linear(kDim, kDim).ptr(), 1, 2, tp::cpu(),
+                                          std::vector<tp::Tensor>{tp::zeros({2, kDim})});
+  std::shared_ptr<tp::transport::LocalChannel> channel =
+      std::make_shared<tp::transport::LocalChannel>();
+  sc::PipelineOrder order = sc::generate_order(sc::ScheduleKind::GPipe, 2, 1, kMicrobatches);
+  pp::StageWorker worker{1,
+                         {stage.get()},
+                         2,
+                         kMicrobatches,
+                         sc::make_static_order_policy(order[1]),
+                         sc::make_static_order_policy(order[1]),
+                         channel,
+                         std::chrono::seconds(5),
+                         {0, 1},
+                         1};
+  std::vector<std::string> ran;
+
+  std::shared_ptr<pp::StepData> step_data(uint64_t step) {
+    auto d = std::make_shared<pp::StepData>();
+    d->step = step;
+    d->loss_fn = tp::nn::mse_loss;
+    for (int mb = 0; mb < kMicrobatches; ++mb) d->targets.push_back(tp::zeros({2, kDim}));
+    return d;
+  }
+  /// Rank 0's part: posts microbatch `mb`'s activations and returns the notification.
+  pp::Notification from_rank0(uint64_t step, int mb) {
+    tp::transport::TransferTag tag{step, 1, Direction::Forward, mb};
+    auto descriptors = channel->send(1, tag, {tp::randn({2, kDim})});
+    return {step, 1, Direction::Forward, mb, 0, descriptors};
+  }
+  void arrive(const pp::Notification& n) {
+    bool now = worker.post_receive(n, [](const pp::Notification&) {});
+    REQUIRE(now);  // the local channel hands over at once
+    worker.on_arrival(n);
+  }
+  void run() {
+    worker.run_ready([](const pp::Notification&) {},
+                     [this](const char* event, const sc::Action& a) {
+                       if (std::string(event) == "start") ran.push_back(sc::to_string(a));
+                     });
+  }
+};
+
+}  // namespace
+
+TEST_CASE("StageWorker runs its order whatever order notifications arrive in", "[stage_worker]") {
+  LastRank r;
+  r.worker.begin_step(r.step_data(1));
+  for (int mb = kMicrobatches - 1; mb >= 1; --mb) {
+    r.arrive(r.from_rank0(1, mb));
+    r.run();
+    CHECK(r.ran.empty());  // GPipe's order starts with microbatch 0
+  }
+  r.arrive(r.from_rank0(1, 0));
+  r.run();
+  std::vector<std::string> want;
+  for (const sc::Action& a : r.order[1]) want.push_back(sc::to_string(a));
+  CHECK(r.ran == want);
+  CHECK(r.worker.finished());
+}
+
+TEST_CASE("StageWorker keeps a notification for a step it has not begun", "[stage_worker]") {
+  LastRank r;
+  r.worker.begin_step(r.step_data(1));
+  for (int mb = 0; mb < kMicrobatches; ++mb) r.arrive(r.from_rank0(1, mb));
+  // Step 2's first input arrives before this rank has finished step 1.
+  pp::Notification early = r.from_rank0(2, 0);
+  r.arrive(early);
+  r.run();
+  REQUIRE(r.worker.finished());
+  r.ran.clear();
+  r.worker.begin_step(r.step_data(2));
+  r.run();
+  REQUIRE(!r.ran.empty());
+  CHECK(r.ran.front() == "1F0");  // the early input was kept for step 2
+}
+
+TEST_CASE("StageWorker aborted midway drops the step and runs the next one", "[stage_worker]") {
+  LastRank r;
+  r.worker.begin_step(r.step_data(1));
+  r.arrive(r.from_rank0(1, 0));
+  r.arrive(r.from_rank0(1, 1));
+  r.run();
+  CHECK(r.stage->stashed_microbatches() == 2);
+  CHECK(r.worker.aborted_step() == 0);
+  r.worker.abort_step(1);
+  CHECK(r.worker.aborted_step() == 1);
+  CHECK(r.stage->stashed_microbatches() == 0);
+  CHECK(r.worker.running().empty());
+  r.ran.clear();
+  r.worker.begin_step(r.step_data(2));
+  for (int mb = 0; mb < kMicrobatches; ++mb) r.arrive(r.from_rank0(2, mb));
+  r.run();
+  CHECK(r.worker.finished());
+  CHECK(r.ran.size() == r.order[1].size());
+}
+
+TEST_CASE("StageWorker checks notifications from other processes", "[stage_worker]") {
+  LastRank r;
+  pp::Notification good{3, 1, Direction::Forward, 2, 0, {}};
+  good.tensors.push_back({{2, kDim}, tp::DType::Float32, 2 * kDim * 4, true});
+  CHECK(r.worker.check_notification(good).empty());
+  auto with = [&](auto change) {
+    pp::Notification n = good;
+    change(n);
+    return r.worker.check_notification(n);
+  };
+  CHECK_THAT(with([](auto& n) { n.stage = 0; }), Catch::Contains("not hosted by rank 1"));
+  CHECK_THAT(with([](auto& n) { n.microbatch = kMicrobatches; }),
+             Catch::Contains("microbatch out of range"));
+  CHECK_THAT(with([](auto& n) { n.source = 1; }), Catch::Contains("stage 0 runs on rank 0"));
+  CHECK_THAT(with([](auto& n) { n.direction = Direction::Backward; }),
+             Catch::Contains("gets no gradient"));
+  CHECK_THAT(with([](auto& n) { n.step = 0; }), Catch::Contains("step out of range"));
+  CHECK_THAT(with([](auto& n) { n.tensors.clear(); }), Catch::Contains("0 tensors"));
+  CHECK_THAT(with([](auto& n) { n.tensors[0].dtype = tp::DType::BFloat16; }),
+             Catch::Contains("wrong dtype"));
+  CHECK_THAT(with([](auto& n) {
+               n.tensors[0].shape = {2, kDim + 1};
+             }),
+             Catch::Contains("wrong shape"));
+  CHECK_THAT(with([](auto& n) { n.tensors[0].defined = false; }), Catch::Contains("absent"));
+  // The batch dimension may differ (an uneven last microbatch).
+  CHECK(with([](auto& n) { n.tensors[0].shape = {1, kDim}; }).empty());
+}
