@@ -15,7 +15,9 @@
 #include "actors/detail/caf_messages.h"
 #include "actors/detail/caf_system.h"
 #include "actors/detail/cluster.h"
+#include "actors/detail/given_order.h"
 #include "actors/detail/stage_actor.h"
+#include "actors/detail/step_io.h"
 #include "actors/detail/wire_note.h"
 #include "actors/message_log.h"
 #include "actors/process_group.h"
@@ -82,9 +84,15 @@ struct PipelineSchedule::Impl {
   std::vector<int> group_ranks;
   int my_rank = 0;
   std::map<std::string, distributed::ProcessGroup> tie_groups;  // ties spanning processes
+  CustomFunction overlap_fb;         ///< register_custom_function(OverlapFB, ...)
   uint32_t stream = 0;               ///< this schedule's traffic on a shared channel
   bool messages_registered = false;  ///< the channel routes `stream`'s messages to us
 
+  /// The policy rank `rank` trains with: the options' factory, or the order.
+  std::unique_ptr<schedules::SchedulePolicy> training_policy(int rank) const {
+    return schedules::make_policy(
+        options.policy, schedules::policy_context(rank, order, stage_to_rank, n_microbatches));
+  }
   /// Whether the stages are all of the pipeline, or this process's share of a process group's.
   void find_group();
   void check_stages();
@@ -98,8 +106,8 @@ struct PipelineSchedule::Impl {
   std::string describe_rank(int rank) const;
   /// Tells the other ranks this process's step `step` failed before it started.
   void fail_step_everywhere(uint64_t step, const std::string& what);
-  Tensor run_step(const std::vector<Tensor>& inputs, const StepOptions& step_options,
-                  bool training);
+  StepOutput run_step(const std::vector<Tensor>& inputs, const nn::TensorDict& kwargs,
+                      const StepOptions& step_options, bool training);
   /// Tells this process's ranks to drop step `step`, waits for them until `deadline`, and
   /// returns what each rank that did not answer in time is still doing.
   std::vector<std::string> abort_all(uint64_t step, std::chrono::steady_clock::time_point deadline);
@@ -252,6 +260,8 @@ void PipelineSchedule::Impl::check_local() {
   ranks = num_stages / stages_per_rank;
   order = schedules::generate_order(kind, ranks, stages_per_rank, n_microbatches);
   stage_to_rank = schedules::stage_to_rank(kind, ranks, stages_per_rank);
+  if (!options.order.empty())
+    order = detail::checked_order(name, options.order, num_stages, n_microbatches, stage_to_rank);
   // Ranks run concurrently: a parameter tensor shared by stages on two ranks would have its
   // gradient accumulated by two threads at once.
   std::map<const TensorImpl*, std::pair<int, std::string>> owners;  // tensor -> (stage, name)
@@ -278,10 +288,10 @@ void PipelineSchedule::Impl::setup_embedded() {
     std::vector<PipelineStage*> local;
     for (const auto& s : stages)
       if (stage_to_rank[s->stage_index()] == r) local.push_back(s.get());
-    auto worker = std::make_shared<StageWorker>(
-        r, local, num_stages, n_microbatches, schedules::make_static_order_policy(order[r]),
-        schedules::make_static_order_policy(forward_only(order[r])), channel,
-        options.transfer_timeout);
+    auto worker =
+        std::make_shared<StageWorker>(r, local, num_stages, n_microbatches, training_policy(r),
+                                      schedules::make_static_order_policy(forward_only(order[r])),
+                                      channel, options.transfer_timeout);
     actors.push_back(
         detail::spawn_stage_actor(system, worker, stage_to_rank, false, stages_handle()));
     status_actors.push_back(detail::spawn_status_actor(system, worker, actors.back()));
@@ -431,8 +441,7 @@ void PipelineSchedule::Impl::setup_distributed(const std::string& local_error) {
   }
   std::vector<PipelineStage*> local = stage_pointers(stages);
   auto worker = std::make_shared<StageWorker>(
-      my_rank, local, num_stages, n_microbatches,
-      schedules::make_static_order_policy(order[my_rank]),
+      my_rank, local, num_stages, n_microbatches, training_policy(my_rank),
       schedules::make_static_order_policy(forward_only(order[my_rank])), channel,
       options.transfer_timeout, stage_to_peer, self_peer);
   caf::actor_system& system = detail::process_actor_system();
@@ -663,8 +672,9 @@ void PipelineSchedule::Impl::check_not_stuck(const std::string& name) {
   last_failed_step = 0;
 }
 
-Tensor PipelineSchedule::Impl::run_step(const std::vector<Tensor>& inputs,
-                                        const StepOptions& step_options, bool training) {
+StepOutput PipelineSchedule::Impl::run_step(const std::vector<Tensor>& inputs,
+                                            const nn::TensorDict& kwargs,
+                                            const StepOptions& step_options, bool training) {
   std::string name(schedules::schedule_name(kind));
   StepGuard one_at_a_time(stepping, name);
   check_not_stuck(name);
@@ -674,7 +684,7 @@ Tensor PipelineSchedule::Impl::run_step(const std::vector<Tensor>& inputs,
   auto data = std::make_shared<StepData>();
   try {
     std::string where = distributed ? " on " + describe_rank(my_rank) : "";
-    if (training && hosts_last && !loss_fn)
+    if (training && hosts_last && !loss_fn && !options.outputs_loss_fn)
       throw std::invalid_argument(name + ".step" + where +
                                   ": training needs a loss function; pass one to the "
                                   "schedule, or call eval() for forward only");
@@ -682,36 +692,24 @@ Tensor PipelineSchedule::Impl::run_step(const std::vector<Tensor>& inputs,
       throw std::invalid_argument(name + ".step" + where +
                                   ": training needs a target (StepOptions::target)" +
                                   (distributed ? " on the rank hosting the last stage" : ""));
-    if (distributed && !first && !inputs.empty())
+    if (distributed && !first && (!inputs.empty() || !kwargs.empty()))
       throw std::invalid_argument(
           name + ".step" + where + ": got " + std::to_string(inputs.size()) +
           " input(s), but this rank does not host stage 0; only the rank hosting stage 0 feeds "
           "inputs (call step({}) here, as in PyTorch)");
-    if (distributed && first && inputs.empty())
+    if (distributed && first && inputs.empty() && kwargs.empty())
       throw std::invalid_argument(name + ".step" + where +
                                   ": this rank hosts stage 0 and must pass the batch's inputs");
     data->step = step;
     data->training = training;
-    data->loss_fn = loss_fn;
+    if (options.outputs_loss_fn)
+      data->loss_fn = options.outputs_loss_fn;
+    else
+      data->loss_fn = loss_fn;
+    data->overlap_fb = detail::overlap_runner(overlap_fb);
     data->loss_scale = options.scale_grads ? 1.0f / static_cast<float>(n_microbatches) : 1.0f;
-    if (first) {
-      data->microbatch_inputs =
-          split_into_microbatches(inputs, n_microbatches, options.args_chunk_spec);
-      for (int mb = 0; mb < n_microbatches; ++mb)
-        first->validate_inputs(mb, data->microbatch_inputs[mb]);
-    }
-    if (step_options.target.defined() && hosts_last) {
-      const Tensor& target = step_options.target;
-      if (options.args_chunk_spec.empty() && !inputs.empty() && inputs[0].defined() &&
-          inputs[0].dim() > 0 && (target.dim() == 0 || target.size(0) != inputs[0].size(0)))
-        throw std::invalid_argument(
-            name + ".step: the target's batch (" +
-            (target.dim() == 0 ? std::string("a scalar") : std::to_string(target.size(0))) +
-            " rows) differs from the input's (" + std::to_string(inputs[0].size(0)) +
-            " rows); both are split into microbatches along dim 0");
-      for (auto& chunk : split_into_microbatches({target}, n_microbatches))
-        data->targets.push_back(chunk[0]);
-    }
+    detail::prepare_step(*data, {name, n_microbatches, first, hosts_last, &options}, inputs, kwargs,
+                         step_options);
   } catch (const std::exception& e) {
     fail_step_everywhere(step, e.what());
     throw;
@@ -784,21 +782,38 @@ Tensor PipelineSchedule::Impl::run_step(const std::vector<Tensor>& inputs,
     step_options.losses->clear();
     for (const Tensor& l : data->losses) step_options.losses->push_back(l);
   }
-  if (data->outputs.empty() || !data->outputs[0].defined()) return Tensor();
-  if (data->outputs[0].dim() == 0) {  // one scalar per microbatch (a model returning its loss)
-    std::vector<Tensor> rows;
-    for (const Tensor& t : data->outputs) rows.push_back(t.reshape({1}));
-    return merge_chunks(rows);
-  }
-  return merge_chunks(data->outputs);
+  if (!step_options.return_outputs) return {};
+  return detail::collect_outputs(*data, options);
 }
 
+namespace {
+Tensor first_output(const StepOutput& out) {
+  return out.outputs.empty() ? Tensor() : out.outputs.front();
+}
+}  // namespace
+
 Tensor PipelineSchedule::step(const std::vector<Tensor>& inputs, const StepOptions& options) {
-  return impl_->run_step(inputs, options, true);
+  return first_output(impl_->run_step(inputs, {}, options, true));
+}
+
+StepOutput PipelineSchedule::step(const std::vector<Tensor>& args, const nn::TensorDict& kwargs,
+                                  const StepOptions& options) {
+  return impl_->run_step(args, kwargs, options, true);
 }
 
 Tensor PipelineSchedule::eval(const std::vector<Tensor>& inputs, const StepOptions& options) {
-  return impl_->run_step(inputs, options, false);
+  return first_output(impl_->run_step(inputs, {}, options, false));
+}
+
+StepOutput PipelineSchedule::eval(const std::vector<Tensor>& args, const nn::TensorDict& kwargs,
+                                  const StepOptions& options) {
+  return impl_->run_step(args, kwargs, options, false);
+}
+
+void PipelineSchedule::register_custom_function(schedules::ActionKind kind,
+                                                CustomFunction function) {
+  detail::check_custom_kind(kind);
+  impl_->overlap_fb = std::move(function);
 }
 
 bool PipelineSchedule::is_distributed() const { return impl_->distributed; }

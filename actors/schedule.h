@@ -4,11 +4,15 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
+#include <map>
 #include <memory>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "schedules/action.h"
+#include "schedules/policy_factory.h"
 #include "schedules/schedule_kind.h"
 #include "stages/build_stage.h"
 #include "stages/microbatch.h"
@@ -24,11 +28,15 @@ class PipelineError : public std::runtime_error {
 
 /// Options shared by every schedule.
 struct ScheduleOptions {
-  /// How each positional input is split into microbatches (dim 0 when empty).
-  std::vector<TensorChunkSpec> args_chunk_spec;
+  /// How each positional input is split into microbatches: TensorChunkSpec(dim) or Replicate
+  /// (dim 0 for every input when empty). A size that does not divide gives a smaller last
+  /// microbatch, as torch.tensor_split.
+  std::vector<ChunkSpec> args_chunk_spec;
   /// Seed each microbatch's loss gradient with 1/n_microbatches, so a step's gradients are the
   /// mean over microbatches (as PyTorch). The scaling is applied per step to the loss, never to
   /// accumulated gradients, so accumulating over several steps without zero_grad adds them up.
+  /// Uneven microbatches are weighted by their share of the target's rows instead, so the
+  /// gradients still equal those of the unsplit batch's mean loss.
   bool scale_grads = true;
   /// Longest a step may take before it fails with an error naming what each rank waits for.
   std::chrono::milliseconds step_timeout = std::chrono::minutes(5);
@@ -36,6 +44,30 @@ struct ScheduleOptions {
   int stages_per_rank = 0;
   /// Longest one tensor transfer may take.
   std::chrono::milliseconds transfer_timeout = std::chrono::minutes(2);
+  /// How each keyword input of step(args, kwargs, ...) is split (by name; dim 0 when absent).
+  std::map<std::string, ChunkSpec> kwargs_chunk_spec;
+  /// How the target is split into the microbatches' targets (dim 0 by default).
+  ChunkSpec target_chunk_spec = TensorChunkSpec{0};
+  /// How each output of the last stage is merged over microbatches: TensorChunkSpec(dim),
+  /// Replicate (the first microbatch's), a Reducer, or KeepMicrobatches (StepOutput's
+  /// microbatch_outputs only). Empty: every output concatenated along dim 0 (a scalar per
+  /// microbatch becomes one row each).
+  std::vector<MergeSpec> output_merge_spec;
+  /// Run this order instead of the schedule's generated one: PyTorch's `_load_csv`, e.g.
+  /// `schedules::load_csv("order.csv")` as `tp-sim --csv` writes it (SEND/RECV actions are
+  /// dropped: communication follows from the compute order). One row per rank, stages on the
+  /// ranks where the schedule places them. Checked when the schedule is built: an order that
+  /// misses or repeats an action, or would deadlock, throws schedules::ScheduleError with the
+  /// validator's step-by-rank table, before any step runs.
+  schedules::PipelineOrder order;
+  /// A loss from every output of the last stage, used instead of the schedule's loss function
+  /// (which takes the one output): what PyTorch's loss_fn gets from a multi-output stage.
+  OutputsLossFn outputs_loss_fn;
+  /// Builds each rank's policy (null: follow the order).
+  /// `schedules::dynamic_policies({.max_stashed_activations = 2})` runs any ready action under
+  /// an activation cap; your own factory may return any SchedulePolicy. Evaluation (eval) still
+  /// follows the order's forwards.
+  schedules::PolicyFactory policy;
 };
 
 /// What a step gets besides its inputs.
@@ -44,7 +76,30 @@ struct StepOptions {
   Tensor target;
   /// When set, receives each microbatch's loss (unscaled).
   std::vector<Tensor>* losses = nullptr;
+  /// Return the last stage's outputs (PyTorch's return_outputs); false skips merging them.
+  bool return_outputs = true;
 };
+
+/// What step(args, kwargs, options) returns on the rank hosting the last stage (empty elsewhere,
+/// or when return_outputs is false).
+struct StepOutput {
+  /// Every output of the last stage, merged over microbatches by output_merge_spec (undefined
+  /// for an output kept per microbatch).
+  std::vector<Tensor> outputs;
+  /// The same outputs per microbatch: microbatch_outputs[mb][i].
+  std::vector<std::vector<Tensor>> microbatch_outputs;
+};
+
+/// What a custom function (register_custom_function) gets besides its action.
+struct CustomFunctionContext {
+  int rank = 0;  ///< the schedule rank running the action
+  /// Runs one of the action's sub-actions (its forward or its backward) as the schedule would;
+  /// each must run exactly once.
+  std::function<void(const schedules::Action&)> run;
+};
+/// Runs a whole action of the registered kind on the rank's thread.
+using CustomFunction =
+    std::function<void(const schedules::Action& action, const CustomFunctionContext& context)>;
 
 /// A schedule driving stages hosted in this process through stage actors. In the embedded
 /// single-process default the process hosts every stage and each rank of the schedule is one
@@ -68,10 +123,26 @@ class PipelineSchedule {
   /// the rank hosting the last stage the target and gets the output and losses, and every other
   /// rank calls `step({})` and gets an undefined tensor.
   Tensor step(const std::vector<Tensor>& inputs, const StepOptions& options = {});
+  /// PyTorch's `step(*args, target=, losses=, return_outputs=, **kwargs)`: positional inputs
+  /// split by args_chunk_spec, keyword inputs (those pipeline() traced with `mb_kwargs`, by
+  /// name) split by kwargs_chunk_spec, and every output of the last stage returned. With no
+  /// keyword inputs, spell the empty dict (`step(args, nn::TensorDict{}, ...)`): `{}` would also
+  /// read as StepOptions.
+  StepOutput step(const std::vector<Tensor>& args, const nn::TensorDict& kwargs,
+                  const StepOptions& options = {});
   /// Forward only (no gradients); losses are computed when a target is given.
   Tensor eval(const std::vector<Tensor>& inputs, const StepOptions& options = {});
+  /// Forward only, with keyword inputs and every output (as step(args, kwargs, options)).
+  StepOutput eval(const std::vector<Tensor>& args, const nn::TensorDict& kwargs,
+                  const StepOptions& options = {});
 
-  /// Each rank's compute actions, as generated.
+  /// PyTorch's register_custom_function: `function` runs every action of `kind` in place of the
+  /// schedule's own handling. Only OVERLAP_F_B is supported (e.g. to interleave its forward and
+  /// backward on two streams); the function runs both sub-actions through the context, once
+  /// each, or the step fails naming the action. Throws std::invalid_argument for other kinds.
+  void register_custom_function(schedules::ActionKind kind, CustomFunction function);
+
+  /// Each rank's compute actions, as generated (or as given in ScheduleOptions::order).
   const schedules::PipelineOrder& order() const;
   schedules::ScheduleKind kind() const;
   int num_microbatches() const;

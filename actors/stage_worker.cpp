@@ -303,6 +303,10 @@ void StageWorker::run(const Action& action, const std::function<void(const Notif
       stage(action.stage).backward_weight(action.microbatch);
       return;
     case ActionKind::OverlapFB:
+      if (step_->overlap_fb) {  // register_custom_function
+        step_->overlap_fb(action, rank_, [&](const Action& sub) { run(sub, send); });
+        return;
+      }
       // On one CPU thread (or one stream) the pair runs back to back; the schedule still gains
       // from the order it implies.
       for (const Action& sub : action.sub_actions) run(sub, send);
@@ -324,23 +328,23 @@ void StageWorker::forward(int stage_index, int mb,
   }
   std::vector<Tensor> outputs;
   if (step_->training) {
-    outputs = s.forward(mb, inputs);
+    outputs = s.forward(mb, inputs, step_->kwargs_of(stage_index, mb));
   } else {
     NoGradGuard no_grad;
-    outputs = s.forward(mb, inputs);
+    outputs = s.forward(mb, inputs, step_->kwargs_of(stage_index, mb));
   }
   if (s.is_last()) {
     std::lock_guard lock(step_->results_mutex);
     if (step_->outputs.size() != static_cast<size_t>(num_microbatches_))
       step_->outputs.resize(num_microbatches_);
-    step_->outputs[mb] = outputs.empty() ? Tensor() : outputs[0];
+    step_->outputs[mb] = outputs;
     if (step_->loss_fn && !step_->targets.empty()) {
       Tensor loss;
       if (step_->training) {
         loss = s.compute_loss(mb, step_->targets.at(mb), step_->loss_fn);
       } else {
         NoGradGuard no_grad;
-        loss = step_->loss_fn(outputs.at(0), step_->targets.at(mb).to(s.device())).detach();
+        loss = step_->loss_fn(outputs, step_->targets.at(mb).to(s.device())).detach();
       }
       if (step_->losses.size() != static_cast<size_t>(num_microbatches_))
         step_->losses.resize(num_microbatches_);
@@ -362,9 +366,9 @@ void StageWorker::backward(int stage_index, int mb, bool input_only,
         "training step without a loss: pass a loss function to the schedule and a target to "
         "step()");
   }
-  std::vector<Tensor> input_grads = input_only
-                                        ? s.backward_input(mb, output_grads, step_->loss_scale)
-                                        : s.backward(mb, output_grads, step_->loss_scale);
+  std::vector<Tensor> input_grads =
+      input_only ? s.backward_input(mb, output_grads, step_->loss_scale_of(mb))
+                 : s.backward(mb, output_grads, step_->loss_scale_of(mb));
   if (s.is_first()) return;
   deliver(tag_of(step_->step, stage_index - 1, Direction::Backward, mb), std::move(input_grads),
           send);

@@ -180,15 +180,9 @@ schedules::SimulationResult step_timeline(const std::vector<LogEvent>& events, u
     if (result.first_start[rank] < 0) result.first_start[rank] = s;
     result.last_end[rank] = std::max(result.last_end[rank], f);
     result.makespan = std::max(result.makespan, f);
-    auto count = [&](const schedules::Action& a) {
-      if (a.kind == ActionKind::Forward) changes[rank].emplace_back(s, +1);
-      if (schedules::frees_activation(a.kind)) changes[rank].emplace_back(f, -1);
-    };
-    if (action.kind == ActionKind::OverlapFB) {
-      for (const auto& sub : action.sub_actions) count(sub);
-    } else {
-      count(action);
-    }
+    // The count the simulator and the policies keep: taken at the start, freed at the end.
+    if (int taken = schedules::activations_taken(action)) changes[rank].emplace_back(s, taken);
+    if (int freed = schedules::activations_freed(action)) changes[rank].emplace_back(f, -freed);
   }
   result.actions = runs.size();
   double idle_total = 0.0;

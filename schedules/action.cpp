@@ -79,8 +79,29 @@ Action make_overlap(Action forward, Action backward) {
   action.stage = -1;
   action.kind = ActionKind::OverlapFB;
   action.microbatch = -1;
-  action.sub_actions = {std::move(forward), std::move(backward)};
+  action.sub_actions.push_back(forward);
+  action.sub_actions.push_back(backward);
   return action;
+}
+
+Action SubActions::at(std::size_t i) const {
+  if (i >= size_)
+    throw std::out_of_range("sub-action " + std::to_string(i) + " of an action with " +
+                            std::to_string(size_));
+  return (*this)[i];
+}
+
+void SubActions::push_back(const Action& part) {
+  if (size_ >= kCapacity)
+    throw std::invalid_argument("an action holds at most " + std::to_string(kCapacity) +
+                                " sub-actions (OVERLAP_F_B: a forward and a backward)");
+  if (!part.sub_actions.empty())
+    throw std::invalid_argument("a sub-action cannot have sub-actions of its own: " +
+                                to_string(part));
+  stages_[size_] = part.stage;
+  microbatches_[size_] = part.microbatch;
+  kinds_[size_] = part.kind;
+  ++size_;
 }
 
 std::string_view kind_name(ActionKind kind) { return kKindNames[static_cast<std::size_t>(kind)]; }
@@ -136,7 +157,7 @@ Action parse_action(std::string_view text) {
       (subs[1].kind != ActionKind::FullBackward && subs[1].kind != ActionKind::BackwardInput)) {
     bad_action(original, "OVERLAP_F_B needs exactly a forward then a backward, as (0F7;7B3)");
   }
-  return make_overlap(std::move(subs[0]), std::move(subs[1]));
+  return make_overlap(subs[0], subs[1]);
 }
 
 std::string to_string(const RankOrder& order) {

@@ -4,8 +4,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 namespace tensorplay::schedules {
@@ -23,16 +25,86 @@ enum class ActionKind : uint8_t {
   RecvB,           ///< RECV_B: receive the output gradient of (stage, mb).
 };
 
+struct Action;
+
+/// The parts of an OVERLAP_F_B: up to two plain actions (a forward, then a backward), held
+/// inline so that an Action is a small trivially copyable value. Reads like a container of
+/// Actions (size, empty, [], at, begin/end yielding Action values).
+class SubActions {
+ public:
+  /// At most this many parts.
+  static constexpr std::size_t kCapacity = 2;
+
+  class Iterator {
+   public:
+    using iterator_category = std::input_iterator_tag;
+    using value_type = Action;
+    using difference_type = std::ptrdiff_t;
+    using pointer = void;
+    using reference = Action;
+    Iterator() = default;
+    Iterator(const SubActions* owner, std::size_t index) : owner_(owner), index_(index) {}
+    Action operator*() const;
+    Iterator& operator++() {
+      ++index_;
+      return *this;
+    }
+    Iterator operator++(int) {
+      Iterator before = *this;
+      ++index_;
+      return before;
+    }
+    friend bool operator==(const Iterator& a, const Iterator& b) { return a.index_ == b.index_; }
+    friend difference_type operator-(const Iterator& a, const Iterator& b) {
+      return static_cast<difference_type>(a.index_) - static_cast<difference_type>(b.index_);
+    }
+
+   private:
+    const SubActions* owner_ = nullptr;
+    std::size_t index_ = 0;
+  };
+
+  bool empty() const { return size_ == 0; }
+  std::size_t size() const { return size_; }
+  /// Part `i` (i < size()).
+  Action operator[](std::size_t i) const;
+  /// Part `i`; throws std::out_of_range past the end.
+  Action at(std::size_t i) const;
+  Iterator begin() const { return {this, 0}; }
+  Iterator end() const { return {this, size_}; }
+  /// Appends a plain action; throws std::invalid_argument when full or when `part` has parts.
+  void push_back(const Action& part);
+
+  friend bool operator==(const SubActions& a, const SubActions& b) = default;
+
+ private:
+  // Unused parts stay zero, so == compares the used ones. Field by field, so an Action is 32
+  // bytes: the simulator keeps one per rank and policies hand them out by value.
+  int32_t stages_[kCapacity] = {};
+  int32_t microbatches_[kCapacity] = {};
+  ActionKind kinds_[kCapacity] = {};
+  uint8_t size_ = 0;
+};
+
 /// One scheduled action. For OverlapFB, `sub_actions` is {forward action, backward action} and
-/// `stage`/`microbatch` are -1 (as in PyTorch, the container has no stage of its own).
+/// `stage`/`microbatch` are -1 (as in PyTorch, the container has no stage of its own). A plain
+/// value (trivially copyable): the runtime, the policies and the simulator pass it as it is.
 struct Action {
   int stage = 0;
   ActionKind kind = ActionKind::Forward;
   int microbatch = 0;
-  std::vector<Action> sub_actions;
+  SubActions sub_actions;
 
   friend bool operator==(const Action& a, const Action& b) = default;
 };
+static_assert(std::is_trivially_copyable_v<Action>);
+
+static_assert(sizeof(Action) <= 32);
+
+inline Action SubActions::operator[](std::size_t i) const {
+  return Action{stages_[i], kinds_[i], microbatches_[i], {}};
+}
+inline Action SubActions::Iterator::operator*() const { return (*owner_)[index_]; }
 
 /// Hash usable in unordered containers.
 struct ActionHash {
@@ -61,6 +133,25 @@ bool is_compute(ActionKind kind);
 bool is_input_backward(ActionKind kind);
 /// True for W and B: the actions that free the stashed activation of a microbatch.
 bool frees_activation(ActionKind kind);
+/// The one count of stashed activations (simulator, policies, stage actors' logs, tp-trace):
+/// how many activations `action` holds from its start (each F, an OVERLAP_F_B's forward
+/// included: a microbatch's activation on one stage, held until its W or B ends).
+inline int activations_taken(const Action& action) {
+  if (action.sub_actions.empty()) return action.kind == ActionKind::Forward ? 1 : 0;
+  int taken = 0;
+  for (const Action& sub : action.sub_actions) taken += sub.kind == ActionKind::Forward ? 1 : 0;
+  return taken;
+}
+/// How many activations `action` frees when it ends (each W or B, an OVERLAP_F_B's included).
+inline int activations_freed(const Action& action) {
+  auto frees = [](ActionKind k) {
+    return k == ActionKind::BackwardWeight || k == ActionKind::FullBackward;
+  };
+  if (action.sub_actions.empty()) return frees(action.kind) ? 1 : 0;
+  int freed = 0;
+  for (const Action& sub : action.sub_actions) freed += frees(sub.kind) ? 1 : 0;
+  return freed;
+}
 
 // -- text form ------------------------------------------------------------------------------------
 

@@ -68,7 +68,7 @@ class DynamicPolicy final : public SchedulePolicy {
       Action action = make_action(stages_[i], ActionKind::Forward, mb);
       if (!admits(stages_[i]) || !ready.ready(action)) continue;
       ++next_forward_[i];
-      ++stashed_;
+      stashed_ += activations_taken(action);
       // A new microbatch reserves room for its forwards on the other local stages.
       if (stages_[i] == first_stage_) {
         reserved_ += static_cast<int>(stages_.size()) - 1;
@@ -93,7 +93,7 @@ class DynamicPolicy final : public SchedulePolicy {
       pending_weights_.push_back(
           make_action(action.stage, ActionKind::BackwardWeight, action.microbatch));
     }
-    if (frees_activation(action.kind)) --stashed_;
+    stashed_ -= activations_freed(action);
   }
 
   bool finished() const override { return completed_ == total_actions(); }

@@ -56,7 +56,9 @@ PipelineOrder lower_to_communication(const PipelineOrder& compute_order,
       if (next[rank] >= static_cast<int>(compute_order[rank].size())) continue;
       const Action& action = compute_order[rank][next[rank]];
       const bool composite = !action.sub_actions.empty();
-      std::vector<Action> parts = composite ? action.sub_actions : std::vector<Action>{action};
+      std::vector<Action> parts =
+          composite ? std::vector<Action>(action.sub_actions.begin(), action.sub_actions.end())
+                    : std::vector<Action>{action};
       bool all_ready = true;
       for (const Action& part : parts) all_ready = all_ready && ready(part, rank);
       if (!all_ready) continue;

@@ -12,21 +12,6 @@
 
 namespace tensorplay::schedules {
 
-/// A compute action without sub-actions in a small value type: what the simulator's fast path
-/// passes around instead of an Action.
-struct SimpleAction {
-  int stage = 0;
-  ActionKind kind = ActionKind::Forward;
-  int microbatch = 0;
-};
-
-/// What SchedulePolicy::next_simple() handed out.
-enum class NextResult : uint8_t {
-  kWait,       ///< nothing to run now
-  kSimple,     ///< the action is in `out`
-  kComposite,  ///< the action has sub-actions (OverlapFB) and is in `composite`
-};
-
 /// Chooses one rank's next compute action. Protocol per step: call next() whenever the rank can
 /// start work; an action it returns is handed to the caller (it is not returned again) and must
 /// be reported with completed() when it ends; finished() turns true once every action of the
@@ -50,28 +35,6 @@ class SchedulePolicy {
   /// earlier or later within one instant then gives the same answer, so the simulator may ask
   /// as soon as the rank's state changes instead of after every event of that instant.
   virtual bool is_static_order() const { return false; }
-
-  // -- fast path (the simulator's; the default implementations wrap next() and completed()) ----
-
-  /// Same as next(), in a form that needs no Action per call: an action with sub-actions
-  /// (OverlapFB) is moved into `composite` and must be reported with completed(composite), any
-  /// other is written to `out` and must be reported with completed_simple(out).
-  virtual NextResult next_simple(const ReadySet& ready, SimpleAction& out, Action& composite) {
-    std::optional<Action> action = next(ready);
-    if (!action) return NextResult::kWait;
-    if (action->kind == ActionKind::OverlapFB || !action->sub_actions.empty()) {
-      composite = std::move(*action);
-      return NextResult::kComposite;
-    }
-    out = SimpleAction{action->stage, action->kind, action->microbatch};
-    return NextResult::kSimple;
-  }
-  /// Performance hint: next_simple() will be called soon (fetch what it reads into cache).
-  virtual void prefetch_next() const {}
-  /// completed() for an action handed out by next_simple() in `out`.
-  virtual void completed_simple(const SimpleAction& action) {
-    completed(Action{action.stage, action.kind, action.microbatch, {}});
-  }
 };
 
 /// Follows `compute_order` strictly and waits for the next action's inputs. Throws

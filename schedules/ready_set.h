@@ -21,6 +21,10 @@ namespace tensorplay::schedules {
 /// Storage: for each stage the rank touches, a flag byte per microbatch still in flight (a ring
 /// that forgets microbatches whose F, I and W are all done), found by a short linear search:
 /// small and cache-friendly at any pipeline size.
+namespace detail {
+struct ReadySetPrefetch;  // the simulator's cache hints
+}  // namespace detail
+
 class ReadySet {
  public:
   /// For `num_stages` stages in the whole pipeline and `num_microbatches` per step.
@@ -41,16 +45,6 @@ class ReadySet {
   void completed(int stage, ActionKind kind, int microbatch);
   /// Why `action` is not ready, e.g. "1B3: gradient not arrived" (for wait and timeout errors).
   std::string why_not_ready(const Action& action) const;
-  /// Performance hint: (stage, microbatch) will be touched soon (fetches its flags into cache).
-  void prefetch(int stage, int microbatch) const {
-    const Slot* slot = find(stage);
-    if (slot != nullptr && !slot->heap_ring.empty() && microbatch >= slot->base) {
-      uint32_t distance = static_cast<uint32_t>(microbatch - slot->base);
-      if (distance < slot->capacity) {
-        __builtin_prefetch(slot->ring() + ((slot->head + distance) & (slot->capacity - 1)));
-      }
-    }
-  }
   /// Forgets everything: a new training step.
   void reset();
 
@@ -69,6 +63,7 @@ class ReadySet {
   int num_microbatches() const { return num_microbatches_; }
 
  private:
+  friend struct detail::ReadySetPrefetch;
   enum Flag : uint8_t {
     kInput = 1,
     kGrad = 2,

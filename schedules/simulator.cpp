@@ -2,14 +2,30 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <string>
 
+#include "schedules/detail/static_order_policy.h"
 #include "schedules/errors.h"
 #include "schedules/ready_set.h"
 
 namespace tensorplay::schedules {
+
+// The simulator's own cache hint into a rank's ready set (not part of ReadySet's interface).
+struct detail::ReadySetPrefetch {
+  static void prefetch(const ReadySet& ready, int stage, int microbatch) {
+    const ReadySet::Slot* slot = ready.find(stage);
+    if (slot != nullptr && !slot->heap_ring.empty() && microbatch >= slot->base) {
+      uint32_t distance = static_cast<uint32_t>(microbatch - slot->base);
+      if (distance < slot->capacity) {
+        __builtin_prefetch(slot->ring() + ((slot->head + distance) & (slot->capacity - 1)));
+      }
+    }
+  }
+};
+
 namespace {
 
 enum class EventKind : uint8_t { ComputeDone, InputArrived, GradArrived };
@@ -76,17 +92,13 @@ struct alignas(64) RankState {
   double busy_time = 0.0;
   double first_start = -1.0;
   double last_end = 0.0;
-  SimpleAction running;    // the running action, unless `composite`
-  bool composite = false;  // the running action has sub-actions: it is in composites_[rank]
-  ReadySet ready;          // last: a rank with few stages touches only its first lines
+  Action running;  // the running action (a plain value, OVERLAP_F_B's parts inline)
+  ReadySet ready;  // last: a rank with few stages touches only its first lines
 };
 
-// The kind tests of action.h, inline: the event loop asks them for every action.
+// The kind test of action.h, inline: the event loop asks it for every action.
 constexpr bool input_backward(ActionKind kind) {
   return kind == ActionKind::BackwardInput || kind == ActionKind::FullBackward;
-}
-constexpr bool frees(ActionKind kind) {
-  return kind == ActionKind::BackwardWeight || kind == ActionKind::FullBackward;
 }
 
 class Simulation {
@@ -121,11 +133,11 @@ class Simulation {
       // The last stage sends nothing forward; its entry is never read.
       transfer_[stage] = stage + 1 < num_stages_ ? costs_.transfer_time(stage) : 0.0;
     }
-    composites_.resize(policies.size());
     states_.reserve(ranks);
     for (int rank = 0; rank < ranks; ++rank) {
       if (policies[rank] == nullptr) throw std::invalid_argument("null policy for a rank");
       policies[rank]->reset();
+      static_policies_.push_back(dynamic_cast<const detail::StaticOrderPolicy*>(policies[rank]));
       states_.emplace_back(policies[rank], num_stages_, num_microbatches);
     }
   }
@@ -152,7 +164,8 @@ class Simulation {
           }
           if (i + kPrefetchDistance < bucket.size()) {
             prefetch_peer(bucket[i + kPrefetchDistance]);
-            states_[bucket[i + kPrefetchDistance].rank].policy->prefetch_next();
+            if (const auto* p = static_policies_[bucket[i + kPrefetchDistance].rank])
+              p->prefetch_next();
           }
           handle(bucket[i], now);
         }
@@ -183,8 +196,8 @@ class Simulation {
   int peer_of(const Event& event) const {
     if (event.kind != EventKind::ComputeDone) return -1;
     const RankState& state = states_[event.rank];
-    if (state.composite) return -1;
-    const SimpleAction& action = state.running;
+    const Action& action = state.running;
+    if (!action.sub_actions.empty()) return -1;
     if (action.kind == ActionKind::Forward && action.stage + 1 < num_stages_) {
       return stage_to_rank_[action.stage + 1];
     }
@@ -200,16 +213,16 @@ class Simulation {
   void prefetch_peer(const Event& event) const {
     if (event.kind != EventKind::ComputeDone) return;
     const RankState& state = states_[event.rank];
-    if (state.composite) return;
-    const SimpleAction& action = state.running;
+    const Action& action = state.running;
+    if (!action.sub_actions.empty()) return;
     if (action.kind == ActionKind::Forward && action.stage + 1 < num_stages_) {
       const RankState& peer = states_[stage_to_rank_[action.stage + 1]];
       __builtin_prefetch(&peer);
-      peer.ready.prefetch(action.stage + 1, action.microbatch);
+      detail::ReadySetPrefetch::prefetch(peer.ready, action.stage + 1, action.microbatch);
     } else if (input_backward(action.kind) && action.stage > 0) {
       const RankState& peer = states_[stage_to_rank_[action.stage - 1]];
       __builtin_prefetch(&peer);
-      peer.ready.prefetch(action.stage - 1, action.microbatch);
+      detail::ReadySetPrefetch::prefetch(peer.ready, action.stage - 1, action.microbatch);
     }
   }
 
@@ -247,47 +260,24 @@ class Simulation {
   void try_start(int rank, double now) {
     RankState& state = states_[rank];
     if (state.busy) return;
-    const NextResult next =
-        state.policy->next_simple(state.ready, state.running, composites_[rank]);
-    if (next == NextResult::kWait) return;
+    const std::optional<Action> next = state.policy->next(state.ready);
+    if (!next) return;
     state.busy = true;
-    state.composite = next == NextResult::kComposite;
+    state.running = *next;
     state.running_start = now;
-    double duration;
-    if (state.composite) {
-      const Action& action = composites_[rank];
-      if (action.kind == ActionKind::OverlapFB) {
-        for (const Action& sub : action.sub_actions) {
-          if (sub.kind == ActionKind::Forward) ++state.stashed;
-        }
-      } else if (action.kind == ActionKind::Forward) {
-        ++state.stashed;
-      }
-      duration = costs_.duration(action);
-    } else {
-      if (state.running.kind == ActionKind::Forward) ++state.stashed;
-      duration = duration_of(state.running);
-    }
+    state.stashed += activations_taken(state.running);
+    const double duration = duration_of(state.running);
     state.peak = std::max(state.peak, state.stashed);
     if (state.first_start < 0) state.first_start = now;
     push(now + duration, rank, EventKind::ComputeDone, 0, 0);
   }
 
-  double duration_of(const SimpleAction& action) const {
+  double duration_of(const Action& action) const {
     const int kind = static_cast<int>(action.kind);
     if (kind < kComputeKinds && action.stage >= 0 && action.stage < num_stages_) {
       return durations_[action.stage * kComputeKinds + kind];
     }
-    return costs_.duration(Action{action.stage, action.kind, action.microbatch, {}});
-  }
-
-  template <typename F>
-  static void for_each_part(const Action& action, F&& f) {
-    if (action.kind == ActionKind::OverlapFB) {
-      for (const Action& sub : action.sub_actions) f(sub);
-    } else {
-      f(action);
-    }
+    return costs_.duration(action);
   }
 
   void handle(const Event& event, double now) {
@@ -317,30 +307,7 @@ class Simulation {
 
   void complete(int rank, double now) {
     RankState& state = states_[rank];
-    if (state.composite) {
-      complete_composite(rank, now);
-      return;
-    }
-    const SimpleAction action = state.running;
-    state.ready.completed(action.stage, action.kind, action.microbatch);
-    state.policy->completed_simple(action);
-    state.busy_time += now - state.running_start;
-    state.last_end = now;
-    ++result_.actions;
-    if (options_.record_timeline) {
-      result_.timeline.push_back(
-          TimelineEvent{rank, Action{action.stage, action.kind, action.microbatch, {}},
-                        state.running_start, now});
-    }
-    if (frees(action.kind)) --state.stashed;
-    hand_over(rank, now, action.stage, action.kind, action.microbatch);
-    state.busy = false;
-  }
-
-  void complete_composite(int rank, double now) {
-    RankState& state = states_[rank];
-    const Action& action = composites_[rank];
-    state.ready.completed(action);
+    const Action action = state.running;
     state.policy->completed(action);
     state.busy_time += now - state.running_start;
     state.last_end = now;
@@ -348,10 +315,15 @@ class Simulation {
     if (options_.record_timeline) {
       result_.timeline.push_back(TimelineEvent{rank, action, state.running_start, now});
     }
-    for_each_part(action, [&](const Action& a) {
-      if (frees(a.kind)) --state.stashed;
-      hand_over(rank, now, a.stage, a.kind, a.microbatch);
-    });
+    state.stashed -= activations_freed(action);
+    if (action.sub_actions.empty()) {
+      state.ready.completed(action.stage, action.kind, action.microbatch);
+      hand_over(rank, now, action.stage, action.kind, action.microbatch);
+    } else {
+      state.ready.completed(action);
+      for (const Action& part : action.sub_actions)
+        hand_over(rank, now, part.stage, part.kind, part.microbatch);
+    }
     state.busy = false;
   }
 
@@ -427,9 +399,10 @@ class Simulation {
   const CostModel& costs_;
   SimulationOptions options_;
   std::vector<RankState> states_;
-  std::vector<Action> composites_;  // per rank: its running action when that has sub-actions
-  std::vector<double> durations_;   // [stage * kComputeKinds + kind]: CostModel::duration
-  std::vector<double> transfer_;    // [stage]: CostModel::transfer_time
+  // Per rank: its policy when it is the static-order one (for its cache hint), else null.
+  std::vector<const detail::StaticOrderPolicy*> static_policies_;
+  std::vector<double> durations_;  // [stage * kComputeKinds + kind]: CostModel::duration
+  std::vector<double> transfer_;   // [stage]: CostModel::transfer_time
   EventQueue events_;
   std::vector<int> dirty_;
   SimulationResult result_;

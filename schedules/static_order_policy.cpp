@@ -1,142 +1,14 @@
 // The static-order policy: follows a generated (or loaded) order, waiting for each action's inputs.
+#include "schedules/detail/static_order_policy.h"
+
 #include <algorithm>
 #include <stdexcept>
 #include <string>
 
-#include "schedules/policy.h"
-
 namespace tensorplay::schedules {
-namespace {
-
-// Aligned so that the vtable pointer and the cursor share one cache line.
-class alignas(64) StaticOrderPolicy final : public SchedulePolicy {
- public:
-  explicit StaticOrderPolicy(RankOrder order) {
-    order_.reserve(order.size());
-    for (std::size_t i = 0; i < order.size(); ++i) {
-      Action& action = order[i];
-      if (!is_compute(action.kind)) {
-        throw std::invalid_argument(
-            "the static-order policy takes compute actions only, but position " +
-            std::to_string(i) + " holds '" + to_string(action) +
-            "'; pass the compute-only order (strip_communication)");
-      }
-      if (action.sub_actions.empty()) {
-        order_.push_back(Entry{action.stage, action.microbatch, action.kind});
-      } else {
-        order_.push_back(Entry{static_cast<int>(composites_.size()), -1, action.kind});
-        composites_.push_back(std::move(action));
-      }
-    }
-    total_ = order_.size();
-  }
-
-  std::optional<Action> next(const ReadySet& ready) override {
-    if (next_ >= order_.size()) return std::nullopt;
-    if (next_ - window_start_ >= window_size_) refill_window();
-    std::optional<Action> action(std::in_place);
-    unpack(window_[next_ - window_start_], *action);
-    if (!ready.ready(*action)) return std::nullopt;
-    ++next_;
-    return action;
-  }
-
-  NextResult next_simple(const ReadySet& ready, SimpleAction& out, Action& composite) override {
-    if (next_ >= total_) return NextResult::kWait;
-    if (next_ - window_start_ >= window_size_) refill_window();
-    const Entry entry = window_[next_ - window_start_];
-    if (entry.microbatch < 0) {
-      const Action& action = composites_[entry.stage];
-      if (!ready.ready(action)) return NextResult::kWait;
-      composite = action;
-      ++next_;
-      return NextResult::kComposite;
-    }
-    if (!ready.ready(entry.stage, entry.kind, entry.microbatch)) return NextResult::kWait;
-    out = SimpleAction{entry.stage, entry.kind, entry.microbatch};
-    ++next_;
-    return NextResult::kSimple;
-  }
-
-  void prefetch_next() const override {
-    const std::size_t index = next_ - window_start_;
-    if (index < window_size_) __builtin_prefetch(&window_[index]);
-  }
-
-  void completed(const Action&) override { ++completed_; }
-
-  void completed_simple(const SimpleAction&) override { ++completed_; }
-
-  bool finished() const override { return completed_ == order_.size(); }
-
-  void reset() override {
-    next_ = 0;
-    completed_ = 0;
-    window_start_ = 0;
-    window_size_ = 0;
-  }
-
-  std::string describe_wait(const ReadySet& ready) const override {
-    if (finished()) return "finished: all " + std::to_string(order_.size()) + " actions done";
-    if (next_ >= order_.size()) {
-      return "waiting for " + std::to_string(next_ - completed_) + " running action(s) to end";
-    }
-    Action action;
-    unpack(order_[next_], action);
-    std::string position = " (action " + std::to_string(next_) + " of " +
-                           std::to_string(order_.size()) + " in the static order)";
-    if (ready.ready(action)) return to_string(action) + " is ready" + position;
-    return "waiting for " + ready.why_not_ready(action) + position;
-  }
-
-  std::size_t total_actions() const override { return order_.size(); }
-
-  bool is_static_order() const override { return true; }
-
- private:
-  // Compact form of one action (this policy may hold millions): composites (OVERLAP_F_B) keep
-  // their full action in composites_, indexed by `stage`.
-  struct Entry {
-    int stage;
-    int microbatch;
-    ActionKind kind;
-  };
-
-  void unpack(const Entry& entry, Action& out) const {
-    if (entry.microbatch < 0) {
-      out = composites_[entry.stage];
-      return;
-    }
-    out.stage = entry.stage;
-    out.kind = entry.kind;
-    out.microbatch = entry.microbatch;
-  }
-
-  // The next few entries, copied into the policy object itself. A simulator of thousands of
-  // ranks visits each rank only after all others moved; reading a rank's long order in place
-  // would then miss cache and TLB on nearly every action, the window misses once per refill.
-  static constexpr std::size_t kWindow = 64;
-  void refill_window() {
-    window_start_ = next_;
-    window_size_ = std::min(kWindow, order_.size() - next_);
-    std::copy_n(order_.begin() + static_cast<std::ptrdiff_t>(next_), window_size_, window_);
-  }
-
-  // The cursor first: it shares a cache line with the vtable pointer.
-  std::size_t next_ = 0;
-  std::size_t completed_ = 0;
-  std::size_t window_start_ = 0;
-  std::size_t window_size_ = 0;
-  std::size_t total_ = 0;  // order_.size()
-  Entry window_[kWindow] = {};
-  std::vector<Entry> order_;
-  std::vector<Action> composites_;
-};
-
-}  // namespace
 
 std::unique_ptr<SchedulePolicy> make_static_order_policy(RankOrder compute_order) {
-  return std::make_unique<StaticOrderPolicy>(std::move(compute_order));
+  return std::make_unique<detail::StaticOrderPolicy>(std::move(compute_order));
 }
 
 }  // namespace tensorplay::schedules

@@ -1,6 +1,7 @@
 // Splitting inputs into microbatches and merging outputs.
 #include "stages/microbatch.h"
 
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 
@@ -131,12 +132,37 @@ std::vector<std::vector<Tensor>> split_into_microbatches(const std::vector<Tenso
   return out;
 }
 
+std::vector<float> microbatch_weights(const std::vector<Tensor>& chunks, const ChunkSpec& spec) {
+  const size_t n = chunks.size();
+  std::vector<float> equal(n, n == 0 ? 0.0f : 1.0f / static_cast<float>(n));
+  const auto* split = std::get_if<TensorChunkSpec>(&spec);
+  if (!split || n == 0) return equal;
+  std::vector<int64_t> sizes;
+  int64_t total = 0;
+  for (const Tensor& c : chunks) {
+    if (!c.defined() || c.dim() == 0) return equal;
+    sizes.push_back(c.shape()[wrap_dim(split->dim, c.dim(), "microbatch_weights")]);
+    total += sizes.back();
+  }
+  // Equal sizes keep exactly 1/n, the weight of the even case.
+  if (std::all_of(sizes.begin(), sizes.end(), [&](int64_t s) { return s == sizes.front(); }))
+    return equal;
+  std::vector<float> out;
+  for (int64_t s : sizes)
+    out.push_back(static_cast<float>(static_cast<double>(s) / static_cast<double>(total)));
+  return out;
+}
+
 Tensor merge_chunks(const std::vector<Tensor>& chunks, int64_t dim) { return cat(chunks, dim); }
 
 Tensor merge_chunks(const std::vector<Tensor>& chunks, const MergeSpec& spec) {
   if (chunks.empty()) throw std::invalid_argument("merge_chunks: no chunks to merge");
   if (const auto* s = std::get_if<TensorChunkSpec>(&spec)) return cat(chunks, s->dim);
   if (std::holds_alternative<Replicate>(spec)) return chunks.front();
+  if (std::holds_alternative<KeepMicrobatches>(spec))
+    throw std::invalid_argument(
+        "merge_chunks: KeepMicrobatches leaves the outputs per microbatch; there is no merged "
+        "tensor (read the per-microbatch outputs instead)");
   const Reducer& r = std::get<Reducer>(spec);
   if (!r.combine) throw std::invalid_argument("merge_chunks: the reducer has no function");
   Tensor acc = chunks.front();

@@ -34,9 +34,12 @@ struct Reducer {
 /// Adds the per-microbatch values (losses).
 Reducer sum_reducer();
 
+/// Leave an output per microbatch: no merged tensor (a schedule's step returns the chunks).
+struct KeepMicrobatches {};
+
 /// How per-microbatch outputs are merged: concatenated along a dim, taken from the first
-/// microbatch (Replicate), or reduced.
-using MergeSpec = std::variant<TensorChunkSpec, Replicate, Reducer>;
+/// microbatch (Replicate), reduced, or kept per microbatch.
+using MergeSpec = std::variant<TensorChunkSpec, Replicate, Reducer, KeepMicrobatches>;
 
 /// An input to a forward that is not necessarily a tensor; plain values are replicated.
 using Arg = std::variant<Tensor, int64_t, double, bool, std::string>;
@@ -66,9 +69,15 @@ std::vector<std::vector<Tensor>> split_into_microbatches(
     const std::vector<Tensor>& args, int n, const std::vector<TensorChunkSpec>& specs = {},
     bool allow_uneven = false);
 
+/// The weight of each microbatch in a batch mean: its size along `spec`'s dim over the batch's
+/// (1/n for each when the sizes are equal, or when `spec` is Replicate), so per-microbatch mean
+/// losses weighted by these add up to the mean over the whole batch, as the unsplit model's.
+std::vector<float> microbatch_weights(const std::vector<Tensor>& chunks, const ChunkSpec& spec);
+
 /// Concatenates per-microbatch tensors along `dim`.
 Tensor merge_chunks(const std::vector<Tensor>& chunks, int64_t dim = 0);
-/// Merges per-microbatch tensors as `spec` says.
+/// Merges per-microbatch tensors as `spec` says (KeepMicrobatches is an error: there is no one
+/// tensor to return).
 Tensor merge_chunks(const std::vector<Tensor>& chunks, const MergeSpec& spec);
 /// Merges per-microbatch output lists (chunks[mb][i]); `specs[i]` for output i (default: cat
 /// along dim 0).

@@ -27,23 +27,26 @@ void check_stage(const std::shared_ptr<nn::Module>& module, int stage_index, int
 
 PipelineStage::PipelineStage(std::shared_ptr<nn::Module> submodule, int stage_index, int num_stages,
                              Device device, std::vector<TensorMeta> input_meta,
-                             std::vector<TensorMeta> output_meta)
+                             std::vector<TensorMeta> output_meta, DwBuilder dw_builder)
     : module_(std::move(submodule)),
       stage_index_(stage_index),
       num_stages_(num_stages),
       device_(device),
       input_meta_(std::move(input_meta)),
-      output_meta_(std::move(output_meta)) {
+      output_meta_(std::move(output_meta)),
+      dw_builder_(std::move(dw_builder)) {
   check_stage(module_, stage_index, num_stages);
   module_->to(device_);
 }
 
 PipelineStage::PipelineStage(std::shared_ptr<nn::Module> submodule, int stage_index, int num_stages,
-                             Device device, std::vector<Tensor> example_inputs)
+                             Device device, std::vector<Tensor> example_inputs,
+                             DwBuilder dw_builder)
     : module_(std::move(submodule)),
       stage_index_(stage_index),
       num_stages_(num_stages),
-      device_(device) {
+      device_(device),
+      dw_builder_(std::move(dw_builder)) {
   check_stage(module_, stage_index, num_stages);
   if (example_inputs.empty())
     throw std::invalid_argument(stage_name(stage_index) +
@@ -96,7 +99,8 @@ void PipelineStage::apply_num_threads() const {
   if (num_threads_ > 0) tensorplay::set_num_threads(num_threads_);
 }
 
-std::vector<Tensor> PipelineStage::forward(int mb, const std::vector<Tensor>& inputs) {
+std::vector<Tensor> PipelineStage::forward(int mb, const std::vector<Tensor>& inputs,
+                                           const nn::TensorDict& kwargs) {
   validate_inputs(mb, inputs);
   apply_num_threads();
   if (stash_.count(mb))
@@ -110,7 +114,12 @@ std::vector<Tensor> PipelineStage::forward(int mb, const std::vector<Tensor>& in
     if (!is_first()) leaf.set_requires_grad(true);
     s.inputs.push_back(leaf);
   }
-  s.outputs = module_->forward_outputs(s.inputs, {});
+  if (!kwargs.empty() && !is_first())
+    throw std::invalid_argument(stage_name(stage_index_) +
+                                ": keyword inputs go to the first stage only");
+  nn::TensorDict on_device;
+  for (const auto& [name, t] : kwargs) on_device.emplace(name, t.detach().to(device_));
+  s.outputs = module_->forward_outputs(s.inputs, on_device);
   std::vector<Tensor> to_send;
   for (const Tensor& out : s.outputs) to_send.push_back(out.detach());
   if (!autograd::grad_enabled()) {
@@ -131,6 +140,16 @@ Tensor PipelineStage::compute_loss(int mb, const Tensor& target, const LossFn& l
         "loss, got " +
         std::to_string(s.outputs.size()));
   s.loss = loss_fn(s.outputs[0], target.to(device_));
+  if (!s.loss.defined() || s.loss.numel() != 1)
+    throw std::invalid_argument("loss function must return a scalar tensor");
+  return s.loss.detach();
+}
+
+Tensor PipelineStage::compute_loss(int mb, const Tensor& target, const OutputsLossFn& loss_fn) {
+  if (!is_last())
+    throw std::logic_error(stage_name(stage_index_) + " is not the last stage: no loss here");
+  Stash& s = stash_of(mb, "compute_loss");
+  s.loss = loss_fn(s.outputs, target.to(device_));
   if (!s.loss.defined() || s.loss.numel() != 1)
     throw std::invalid_argument("loss function must return a scalar tensor");
   return s.loss.detach();
@@ -182,6 +201,10 @@ std::vector<Tensor> PipelineStage::backward(int mb, const std::vector<Tensor>& o
   if (!roots.empty()) autograd::backward(roots, grads);
   std::vector<Tensor> result = input_grads(s);
   stash_.erase(mb);
+  // As PyTorch: a fused backward has computed the weight gradients, so its runner runs now.
+  if (dw_builder_) {
+    if (DwRunner runner = dw_builder_()) runner();
+  }
   return result;
 }
 
@@ -195,6 +218,7 @@ std::vector<Tensor> PipelineStage::backward_input(int mb, const std::vector<Tens
     if (in.requires_grad()) targets.push_back(in);
   if (!roots.empty()) s.weight_work = autograd::backward_input(roots, grads, targets);
   s.input_grads_done = true;
+  if (dw_builder_) s.dw_runner = dw_builder_();
   std::vector<Tensor> result = input_grads(s);
   s.outputs.clear();  // the graph lives on in the weight stash
   s.loss = Tensor();
@@ -208,7 +232,9 @@ void PipelineStage::backward_weight(int mb) {
     throw std::logic_error(stage_name(stage_index_) + ": backward_weight of microbatch " +
                            std::to_string(mb) + " before its backward_input");
   autograd::backward_weight(std::move(s.weight_work));
+  DwRunner runner = std::move(s.dw_runner);
   stash_.erase(mb);
+  if (runner) runner();
 }
 
 void PipelineStage::clear() { stash_.clear(); }

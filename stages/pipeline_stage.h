@@ -17,6 +17,21 @@ namespace tensorplay::pipelining {
 
 /// Computes a microbatch's loss from the last stage's output and the target.
 using LossFn = std::function<Tensor(const Tensor& output, const Tensor& target)>;
+/// The same from every output of the last stage (PyTorch passes a multi-output stage's tuple).
+using OutputsLossFn =
+    std::function<Tensor(const std::vector<Tensor>& outputs, const Tensor& target)>;
+
+/// What a DwBuilder builds: the weight-gradient step of one microbatch, beyond the stage's own
+/// weight gradients (e.g. starting a gradient all-reduce once the last microbatch's are in).
+using DwRunner = std::function<void()>;
+/// PyTorch's `dw_builder`: called when a microbatch's input-gradient backward (I) runs; the
+/// runner it returns runs when the schedule runs that microbatch's W, right after the stage has
+/// accumulated the microbatch's weight gradients. A full backward (B) builds a runner and runs it
+/// at once, after its weight gradients. So runners run once per W (or B) action, in the order the
+/// schedule runs them, on the rank's thread, and may overlap communication with the backward
+/// work still to come. (PyTorch's runner computes the weight gradients itself; here autograd's
+/// split backward computes them, and the runner adds to that.)
+using DwBuilder = std::function<DwRunner()>;
 
 /// Shape and dtype of one value crossing a stage boundary.
 struct TensorMeta {
@@ -38,12 +53,12 @@ class PipelineStage {
   /// A stage from a user-built submodule. `example_inputs` are one microbatch of this stage's
   /// inputs (on any device): the stage runs them once to learn its output shapes.
   PipelineStage(std::shared_ptr<nn::Module> submodule, int stage_index, int num_stages,
-                Device device, std::vector<Tensor> example_inputs);
+                Device device, std::vector<Tensor> example_inputs, DwBuilder dw_builder = nullptr);
   /// A stage whose input and output shapes are known already (build_stage takes them from the
   /// Pipe's trace), so no example forward runs.
   PipelineStage(std::shared_ptr<nn::Module> submodule, int stage_index, int num_stages,
                 Device device, std::vector<TensorMeta> input_meta,
-                std::vector<TensorMeta> output_meta);
+                std::vector<TensorMeta> output_meta, DwBuilder dw_builder = nullptr);
 
   // -- observers ---------------------------------------------------------------------------------
 
@@ -69,6 +84,9 @@ class PipelineStage {
   void set_tied_parameters(std::map<std::string, std::vector<int>> tied) {
     tied_ = std::move(tied);
   }
+  /// The weight-gradient step builder (PyTorch's `dw_builder`; null: none). Set it before a step.
+  const DwBuilder& dw_builder() const { return dw_builder_; }
+  void set_dw_builder(DwBuilder builder) { dw_builder_ = std::move(builder); }
   /// The Pipe this stage was built from (Pipe::id; 0 for a stage built by hand).
   uint64_t pipe_id() const { return pipe_id_; }
   void set_pipe_id(uint64_t id) { pipe_id_ = id; }
@@ -91,9 +109,13 @@ class PipelineStage {
   // -- per-microbatch work -----------------------------------------------------------------------
 
   /// Runs forward for microbatch `mb`; returns the outputs to send on (no autograd history).
-  std::vector<Tensor> forward(int mb, const std::vector<Tensor>& inputs);
+  /// `kwargs` (the first stage only) go to the module's forward as keyword inputs.
+  std::vector<Tensor> forward(int mb, const std::vector<Tensor>& inputs,
+                              const nn::TensorDict& kwargs = {});
   /// Last stage only: the loss of microbatch `mb` against `target` (kept for its backward).
   Tensor compute_loss(int mb, const Tensor& target, const LossFn& loss_fn);
+  /// The same from all of the stage's outputs (for a last stage with several).
+  Tensor compute_loss(int mb, const Tensor& target, const OutputsLossFn& loss_fn);
   /// Full backward of `mb`: from the loss (last stage, seeded with `loss_scale`) or from the
   /// gradients of this stage's outputs. Returns the gradients of the stage inputs to send back
   /// (empty on the first stage).
@@ -119,6 +141,7 @@ class PipelineStage {
     Tensor loss;
     autograd::WeightGradStash weight_work;
     bool input_grads_done = false;
+    DwRunner dw_runner;  // built at I, run at W
   };
   std::pair<std::vector<Tensor>, std::vector<Tensor>> backward_roots(
       int mb, Stash& s, const std::vector<Tensor>& output_grads, float loss_scale) const;
@@ -136,6 +159,7 @@ class PipelineStage {
   int num_threads_ = 0;  // 0: the computing thread's own count
   std::vector<int> group_ranks_;
   std::map<int, Stash> stash_;
+  DwBuilder dw_builder_;
   uint64_t pipe_id_ = 0;
   struct Owner {
     std::mutex mutex;

@@ -124,11 +124,13 @@ TEST_CASE("multi-stage schedules match the unpipelined model", "[schedule]") {
   }
 }
 
-TEST_CASE("a batch not divisible into microbatches is a clear error", "[schedule][errors]") {
+TEST_CASE("a batch smaller than the microbatch count is a clear error", "[schedule][errors]") {
   Setup setup(2, 2);
   pp::Schedule1F1B schedule(setup.stages, 4, tp::nn::mse_loss);
-  CHECK_THROWS_WITH(schedule.step({tp::randn({10, kDim})}, {.target = tp::randn({10, kDim})}),
-                    Catch::Contains("not divisible"));
+  // 10 rows split as torch.tensor_split does (3, 3, 2, 2); 3 rows cannot make 4 microbatches.
+  schedule.step({tp::randn({10, kDim})}, {.target = tp::randn({10, kDim})});
+  CHECK_THROWS_WITH(schedule.step({tp::randn({3, kDim})}, {.target = tp::randn({3, kDim})}),
+                    Catch::Contains("fewer than the 4 microbatches"));
 }
 
 TEST_CASE("1F1B with fewer microbatches than stages is a clear error", "[schedule][errors]") {

@@ -1,4 +1,6 @@
 #include <catch2/catch.hpp>
+#include <cstring>
+#include <type_traits>
 #include <unordered_set>
 
 #include "schedules/action.h"
@@ -68,4 +70,38 @@ TEST_CASE("rank orders print and parse as space-separated lists", "[action]") {
   RankOrder order = parse_rank_order("0F0 0F1, 0B0 (0F2;3B0)OVERLAP_F_B");
   REQUIRE(order.size() == 4);
   CHECK(to_string(order) == "0F0 0F1 0B0 (0F2;3B0)OVERLAP_F_B");
+}
+
+TEST_CASE("an action is a small plain value, with OVERLAP_F_B's parts inline", "[action]") {
+  static_assert(std::is_trivially_copyable_v<Action>);
+  static_assert(sizeof(Action) <= 32);
+  Action overlap = parse_action("(0F7;7B3)OVERLAP_F_B");
+  Action copy;
+  std::memcpy(&copy, &overlap, sizeof(Action));  // what trivially copyable allows
+  CHECK(copy == overlap);
+  CHECK(to_string(copy) == "(0F7;7B3)OVERLAP_F_B");
+  std::vector<Action> parts(overlap.sub_actions.begin(), overlap.sub_actions.end());
+  REQUIRE(parts.size() == 2);
+  CHECK(parts[1] == make_action(7, ActionKind::FullBackward, 3));
+  CHECK_THROWS_AS(overlap.sub_actions.at(2), std::out_of_range);
+  CHECK_THROWS_WITH(copy.sub_actions.push_back(make_action(1, ActionKind::Forward, 0)),
+                    Catch::Contains("at most 2"));
+  Action nested;
+  CHECK_THROWS_WITH(nested.sub_actions.push_back(overlap), Catch::Contains("cannot have"));
+  CHECK(make_overlap(make_action(0, ActionKind::Forward, 1),
+                     make_action(1, ActionKind::FullBackward, 0)) !=
+        make_overlap(make_action(0, ActionKind::Forward, 1),
+                     make_action(1, ActionKind::FullBackward, 1)));
+}
+
+TEST_CASE("one count of stashed activations", "[action]") {
+  CHECK(activations_taken(parse_action("0F0")) == 1);
+  CHECK(activations_freed(parse_action("0F0")) == 0);
+  CHECK(activations_taken(parse_action("0I0")) == 0);
+  CHECK(activations_freed(parse_action("0I0")) == 0);
+  CHECK(activations_freed(parse_action("0W0")) == 1);
+  CHECK(activations_freed(parse_action("0B0")) == 1);
+  Action overlap = parse_action("(0F7;7B3)OVERLAP_F_B");
+  CHECK(activations_taken(overlap) == 1);
+  CHECK(activations_freed(overlap) == 1);
 }

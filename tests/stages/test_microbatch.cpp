@@ -99,3 +99,33 @@ TEST_CASE("merge_chunks with a reducer sums losses", "[microbatch]") {
   CHECK_THROWS_WITH(pp::merge_chunks(std::vector<tp::Tensor>{}, pp::sum_reducer()),
                     Catch::Contains("no chunks"));
 }
+
+TEST_CASE("microbatch weights are each chunk's share of the batch", "[microbatch]") {
+  tp::Tensor x = tp::randn({10, 2});
+  auto mbs = pp::split_into_microbatches({x}, 4, {}, true);
+  std::vector<tp::Tensor> chunks;
+  for (auto& mb : mbs) chunks.push_back(mb[0]);
+  auto w = pp::microbatch_weights(chunks, pp::TensorChunkSpec{0});
+  REQUIRE(w.size() == 4);
+  CHECK(w[0] == Approx(0.3f));
+  CHECK(w[1] == Approx(0.3f));
+  CHECK(w[2] == Approx(0.2f));
+  CHECK(w[3] == Approx(0.2f));
+  // Even chunks: exactly 1/n (the even step's seed, bit for bit); Replicate: 1/n as well.
+  auto even = pp::split_into_microbatches({tp::randn({6, 2})}, 3);
+  std::vector<tp::Tensor> even_chunks;
+  for (auto& mb : even) even_chunks.push_back(mb[0]);
+  for (float v : pp::microbatch_weights(even_chunks, pp::TensorChunkSpec{0}))
+    CHECK(v == 1.0f / 3.0f);
+  for (float v : pp::microbatch_weights(chunks, pp::Replicate{})) CHECK(v == 0.25f);
+  // Along another dim.
+  auto cols = pp::split_into_microbatches({tp::randn({2, 5})}, 2, {pp::TensorChunkSpec{1}}, true);
+  auto wc = pp::microbatch_weights({cols[0][0], cols[1][0]}, pp::TensorChunkSpec{1});
+  CHECK(wc[0] == Approx(0.6f));
+  CHECK(wc[1] == Approx(0.4f));
+}
+
+TEST_CASE("KeepMicrobatches has no merged tensor", "[microbatch]") {
+  CHECK_THROWS_WITH(pp::merge_chunks({tp::randn({2}), tp::randn({2})}, pp::KeepMicrobatches{}),
+                    Catch::Contains("KeepMicrobatches"));
+}

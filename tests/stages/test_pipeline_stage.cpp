@@ -110,3 +110,43 @@ TEST_CASE("a stage's thread count applies on the thread that runs its work", "[s
   }).join();
   CHECK(seen == 1);
 }
+
+TEST_CASE("dw_builder builds at I and runs at W, after the weight gradients", "[stage][dw]") {
+  tp::manual_seed(3);
+  auto m = block(4);
+  std::vector<std::string> events;
+  tp::Tensor weight = m->find_tensor("0.weight");
+  int built = 0;
+  pp::PipelineStage stage(m, 1, 3, tp::cpu(), {tp::zeros({2, 4})}, [&] {
+    int id = built++;
+    events.push_back("build " + std::to_string(id));
+    return [&, id] {
+      // The runner sees this microbatch's weight gradients already accumulated.
+      events.push_back("run " + std::to_string(id) +
+                       (weight.grad().defined() ? " with grad" : " without grad"));
+    };
+  });
+  tp::Tensor x = tp::randn({2, 4}), g = tp::randn({2, 4});
+  stage.forward(0, {x});
+  stage.forward(1, {x});
+  stage.backward_input(0, {g});
+  stage.backward_input(1, {g});
+  CHECK(events == std::vector<std::string>{"build 0", "build 1"});
+  stage.backward_weight(1);
+  stage.backward_weight(0);
+  CHECK(events ==
+        std::vector<std::string>{"build 0", "build 1", "run 1 with grad", "run 0 with grad"});
+
+  // A full backward builds and runs at once.
+  events.clear();
+  stage.forward(2, {x});
+  stage.backward(2, {g});
+  CHECK(events == std::vector<std::string>{"build 2", "run 2 with grad"});
+
+  // A stage cleared after an error drops its unrun runners.
+  events.clear();
+  stage.forward(3, {x});
+  stage.backward_input(3, {g});
+  stage.clear();
+  CHECK(events == std::vector<std::string>{"build 3"});
+}

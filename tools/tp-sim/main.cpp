@@ -18,6 +18,7 @@
 #include "schedules/errors.h"
 #include "schedules/format.h"
 #include "schedules/policy.h"
+#include "schedules/policy_factory.h"
 #include "schedules/schedule_kind.h"
 #include "schedules/simulator.h"
 #include "schedules/timeline_export.h"
@@ -133,21 +134,12 @@ int run(const Options& opt) {
     if (!opt.csv.empty()) ts::save_csv(opt.csv, order);
   }
 
-  std::vector<std::unique_ptr<ts::SchedulePolicy>> owned;
+  // The factory the runtime uses (ScheduleOptions::policy), so what runs here runs there.
+  std::vector<std::unique_ptr<ts::SchedulePolicy>> owned = ts::make_policies(
+      dynamic ? ts::dynamic_policies({opt.split_backward, opt.cap}) : ts::static_order_policies(),
+      order, placement, opt.microbatches);
   std::vector<ts::SchedulePolicy*> policies;
-  for (int rank = 0; rank < opt.ranks; ++rank) {
-    if (dynamic) {
-      std::vector<int> local;
-      for (int s = 0; s < static_cast<int>(placement.size()); ++s) {
-        if (placement[s] == rank) local.push_back(s);
-      }
-      owned.push_back(ts::make_dynamic_policy(local, static_cast<int>(placement.size()),
-                                              opt.microbatches, {opt.split_backward, opt.cap}));
-    } else {
-      owned.push_back(ts::make_static_order_policy(order[rank]));
-    }
-    policies.push_back(owned.back().get());
-  }
+  for (auto& policy : owned) policies.push_back(policy.get());
   ts::SimulationOptions sim_options;
   sim_options.record_timeline = opt.out.wants_timeline();
   ts::SimulationResult result =
