@@ -123,6 +123,7 @@ int main(int argc, char** argv) {
     }
   }
   openblas_set_num_threads(1);
+  tp::set_default_num_threads(1);
   const double tokens = static_cast<double>(s.batch * s.context);
   double ours_best = 0, theirs_best = 0, ours_cpu_best = 0, theirs_cpu_best = 0;
   bool have_torch = true;

@@ -93,6 +93,7 @@ Clock time_raw(const Shape3& s, const float* x, const float* w, const float* b, 
 int main(int argc, char** argv) {
   int repeats = argc > 1 ? std::max(1, std::atoi(argv[1])) : 7;
   openblas_set_num_threads(1);
+  tp::set_default_num_threads(1);
   const std::vector<Shape3> shapes = {{512, 1024, 1024}, {2048, 768, 3072}, {128, 256, 256}};
   double log_sum = 0, worst = 1e9;
   for (const Shape3& s : shapes) {

@@ -111,6 +111,7 @@ inline double process_cpu_seconds() {
 /// 1/microbatches); with it true, the whole batch at once. Then the SGD step.
 inline double one_process_samples_per_s(const MlpJob& job, bool whole_batch = false) {
   openblas_set_num_threads(1);
+  tp::set_default_num_threads(1);
   tp::manual_seed(0);
   Mlp model(job.width, job.blocks);
   tp::optim::SGD opt(model->parameters(), {.lr = job.lr});
@@ -152,6 +153,7 @@ inline pp::Pipe split_mlp(Mlp& model, const MlpJob& job, int num_stages) {
 inline int run_worker(const MlpJob& job, const std::string& schedule) {
   namespace dist = tp::distributed;
   openblas_set_num_threads(1);
+  tp::set_default_num_threads(1);
   dist::init_process_group({.timeout = std::chrono::seconds(60)});
   const int rank = dist::get_rank(), world = dist::get_world_size();
   const auto kind = tp::schedules::parse_schedule_kind(schedule);

@@ -7,6 +7,22 @@ set(BLA_VENDOR OpenBLAS)
 find_package(BLAS REQUIRED)
 find_package(Threads REQUIRED)
 find_package(ZLIB REQUIRED)  # crc32 of checkpoint files (tensors/serialize.cpp)
+# oneDNN 2.6 (Debian's libdnnl-dev, built on OpenMP) runs the host products; OpenMP sets each
+# calling thread's product thread count. Debian's dnnl-config.cmake insists on OpenCL headers
+# (its GPU runtime) that the CPU path never uses, so the target is defined here instead.
+find_package(OpenMP REQUIRED COMPONENTS CXX)
+# Highway 1.0 (Debian's libhwy-dev): the vectorised host kernels, dispatched at run time.
+find_package(hwy CONFIG REQUIRED)
+if(NOT TARGET DNNL::dnnl)
+  find_path(DNNL_INCLUDE_DIR dnnl.hpp)
+  find_library(DNNL_LIBRARY dnnl)
+  if(NOT DNNL_INCLUDE_DIR OR NOT DNNL_LIBRARY)
+    message(FATAL_ERROR "oneDNN not found: install Debian's libdnnl-dev (bash scripts/setup.sh)")
+  endif()
+  add_library(DNNL::dnnl SHARED IMPORTED)
+  set_target_properties(DNNL::dnnl PROPERTIES IMPORTED_LOCATION ${DNNL_LIBRARY}
+    INTERFACE_INCLUDE_DIRECTORIES ${DNNL_INCLUDE_DIR})
+endif()
 find_package(spdlog CONFIG REQUIRED)
 find_package(ucx CONFIG REQUIRED)
 

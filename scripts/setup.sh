@@ -3,7 +3,8 @@
 set -euo pipefail
 
 packages=(build-essential cmake ninja-build libcaf-dev libucx-dev ucx-utils catch2 libspdlog-dev
-          libopenblas-dev libcli11-dev nlohmann-json3-dev zlib1g-dev clang libclang-rt-14-dev)
+          libopenblas-dev libdnnl-dev libhwy-dev libcli11-dev nlohmann-json3-dev zlib1g-dev clang
+          libclang-rt-14-dev)
 
 missing=()
 for p in "${packages[@]}"; do

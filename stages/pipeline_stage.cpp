@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "tensors/autograd/grad_mode.h"
+#include "tensors/cpu_threads.h"
 
 namespace tensorplay::pipelining {
 
@@ -85,9 +86,23 @@ void PipelineStage::validate_inputs(int mb, const std::vector<Tensor>& inputs) c
   }
 }
 
+void PipelineStage::set_num_threads(int n) {
+  if (n < 0)
+    throw std::invalid_argument(stage_name(stage_index_) +
+                                ": set_num_threads needs n >= 1 (or 0 "
+                                "for the thread's own count), got " +
+                                std::to_string(n));
+  num_threads_ = n;
+}
+
+void PipelineStage::apply_num_threads() const {
+  if (num_threads_ > 0) tensorplay::set_num_threads(num_threads_);
+}
+
 std::vector<Tensor> PipelineStage::forward(int mb, const std::vector<Tensor>& inputs,
                                            const nn::TensorDict& kwargs) {
   validate_inputs(mb, inputs);
+  apply_num_threads();
   if (stash_.count(mb))
     throw std::logic_error(stage_name(stage_index_) + ": forward of microbatch " +
                            std::to_string(mb) + " ran twice without its backward");
@@ -115,6 +130,7 @@ std::vector<Tensor> PipelineStage::forward(int mb, const std::vector<Tensor>& in
 }
 
 Tensor PipelineStage::compute_loss(int mb, const Tensor& target, const LossFn& loss_fn) {
+  apply_num_threads();
   if (!is_last())
     throw std::logic_error(stage_name(stage_index_) + " is not the last stage: no loss here");
   Stash& s = stash_of(mb, "compute_loss");
@@ -180,6 +196,7 @@ std::vector<Tensor> PipelineStage::input_grads(const Stash& s) const {
 std::vector<Tensor> PipelineStage::backward(int mb, const std::vector<Tensor>& output_grads,
                                             float loss_scale) {
   Stash& s = stash_of(mb, "backward");
+  apply_num_threads();
   auto [roots, grads] = backward_roots(mb, s, output_grads, loss_scale);
   if (!roots.empty()) autograd::backward(roots, grads);
   std::vector<Tensor> result = input_grads(s);
@@ -194,6 +211,7 @@ std::vector<Tensor> PipelineStage::backward(int mb, const std::vector<Tensor>& o
 std::vector<Tensor> PipelineStage::backward_input(int mb, const std::vector<Tensor>& output_grads,
                                                   float loss_scale) {
   Stash& s = stash_of(mb, "backward_input");
+  apply_num_threads();
   auto [roots, grads] = backward_roots(mb, s, output_grads, loss_scale);
   std::vector<Tensor> targets;
   for (const Tensor& in : s.inputs)
@@ -209,6 +227,7 @@ std::vector<Tensor> PipelineStage::backward_input(int mb, const std::vector<Tens
 
 void PipelineStage::backward_weight(int mb) {
   Stash& s = stash_of(mb, "backward_weight");
+  apply_num_threads();
   if (!s.input_grads_done)
     throw std::logic_error(stage_name(stage_index_) + ": backward_weight of microbatch " +
                            std::to_string(mb) + " before its backward_input");

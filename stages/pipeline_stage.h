@@ -99,6 +99,12 @@ class PipelineStage {
 
   /// Microbatches whose activations are held (from forward until their backward is done).
   size_t stashed_microbatches() const { return stash_.size(); }
+  /// Threads this stage's host products use (0: the computing thread's own count, see
+  /// tensors/cpu_threads.h). Each forward and backward sets it on the thread that runs it (a
+  /// stage actor's own thread), where it stays.
+  int num_threads() const { return num_threads_; }
+  /// Sets the stage's product thread count (>= 1; 0 restores the thread's own count).
+  void set_num_threads(int n);
 
   // -- per-microbatch work -----------------------------------------------------------------------
 
@@ -127,6 +133,8 @@ class PipelineStage {
   void validate_inputs(int mb, const std::vector<Tensor>& inputs) const;
 
  private:
+  void apply_num_threads() const;
+
   struct Stash {
     std::vector<Tensor> inputs;   // leaves that require grad
     std::vector<Tensor> outputs;  // with history
@@ -148,6 +156,7 @@ class PipelineStage {
   std::vector<TensorMeta> output_meta_;
   std::vector<std::string> input_names_;
   std::map<std::string, std::vector<int>> tied_;
+  int num_threads_ = 0;  // 0: the computing thread's own count
   std::vector<int> group_ranks_;
   std::map<int, Stash> stash_;
   DwBuilder dw_builder_;

@@ -157,6 +157,28 @@ class Backend {
     missing("embedding_backward");
   }
 
+  // -- fused attention ---------------------------------------------------------------------------
+
+  /// out = softmax(scale q k^T (+ causal mask, as causal_softmax)) v for `batch` contiguous heads
+  /// q [t_q, d], k [t_k, d], v [t_k, d_v], without materialising the [t_q, t_k] probabilities;
+  /// lse [batch, t_q] receives each row's log-sum-exp for the backward.
+  virtual void flash_attention(const float* /*q*/, const float* /*k*/, const float* /*v*/,
+                               float* /*out*/, float* /*lse*/, int64_t /*batch*/, int64_t /*t_q*/,
+                               int64_t /*t_k*/, int64_t /*d*/, int64_t /*d_v*/, float /*scale*/,
+                               bool /*causal*/) const {
+    missing("flash_attention");
+  }
+  /// Gradients of flash_attention from the output gradient gout; gq, gk, gv may be null (not
+  /// computed).
+  virtual void flash_attention_backward(const float* /*q*/, const float* /*k*/, const float* /*v*/,
+                                        const float* /*out*/, const float* /*lse*/,
+                                        const float* /*gout*/, float* /*gq*/, float* /*gk*/,
+                                        float* /*gv*/, int64_t /*batch*/, int64_t /*t_q*/,
+                                        int64_t /*t_k*/, int64_t /*d*/, int64_t /*d_v*/,
+                                        float /*scale*/, bool /*causal*/) const {
+    missing("flash_attention_backward");
+  }
+
   // -- cross entropy -----------------------------------------------------------------------------
 
   /// loss[r] = -logp[r, targets[r]], or 0 where targets[r] == ignore_index.

@@ -4,6 +4,7 @@
 
 #include "tensors/autograd/engine.h"
 #include "tensors/autograd/grad_mode.h"
+#include "tensors/cpu_threads.h"
 #include "tensors/cuda_memory.h"
 #include "tensors/device_info.h"
 #include "tensors/host_memory.h"

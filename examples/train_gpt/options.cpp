@@ -42,7 +42,8 @@ Options parse_options(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   app.add_option("--batch", o.batch, "sequences per step")->check(CLI::PositiveNumber);
   app.add_option("--device", o.device, "cpu, cuda or cuda:N");
-  app.add_option("--blas-threads", o.blas_threads, "OpenBLAS threads (per process)")
+  app.add_option("--blas-threads", o.blas_threads,
+                 "product threads of each computing thread (oneDNN)")
       ->check(CLI::PositiveNumber);
   app.add_flag("--unsplit", o.unsplit,
                "train the whole model in this thread without a pipeline (the baseline)");

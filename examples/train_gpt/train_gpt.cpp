@@ -8,7 +8,6 @@
 //   ./train_gpt --schedule 1F1B --stages 2 --steps 200 --data book.txt
 //   ./train_gpt --resume                          # continue from the newest checkpoint
 //   tp-launch --nproc-per-node 2 -- ./train_gpt   # one rank (two stages of the V) per process
-#include <cblas.h>
 
 #include <algorithm>
 #include <chrono>
@@ -464,7 +463,7 @@ void print_json(const Options& o, const Job& job, const RunResult& run, double e
 
 int run(const Options& o) {
   dist::init_process_group();
-  openblas_set_num_threads(o.blas_threads);
+  tp::set_default_num_threads(o.blas_threads);  // product threads of each stage thread
   const TextCorpus corpus(o.data, o.held_out, o.context);
   Job job(o, corpus);
   const bool prints = job.gets_losses();  // the rank with the last stage knows the losses

@@ -286,7 +286,14 @@ void backward_weight(WeightGradStash&& stash) {
     std::vector<Tensor> grads = entry.node->run(entry.grad_output, entry.needed);
     for (size_t i = 0; i < entry.needed.size(); ++i) {
       if (!entry.needed[i] || i >= grads.size() || !grads[i].defined()) continue;
-      seeds.emplace_back(entry.node->next_edges[i], grads[i]);
+      const Edge& edge = entry.node->next_edges[i];
+      // A weight's gradient was just computed here and nothing else sees it: it becomes .grad
+      // as it is (as in a full backward) instead of being copied.
+      if (edge.leaf) {
+        accumulate_into_leaf(*edge.leaf, grads[i], /*owned=*/true);
+        continue;
+      }
+      seeds.emplace_back(edge, std::move(grads[i]));
     }
     entry.node->release();
   }

@@ -1,13 +1,15 @@
-// The host kernel table: products through OpenBLAS, elementwise and reduction loops in plain C++.
-#include <cblas.h>
-
+// The host kernel table: products through oneDNN (cpu/onednn_products.cpp), elementwise and
+// reduction loops in plain C++.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
 
 #include "tensors/backend.h"
+#include "tensors/cpu/flash_attention.h"
 #include "tensors/cpu/nn_kernels.h"
+#include "tensors/cpu/onednn_products.h"
+#include "tensors/cpu/vector_kernels.h"
 #include "tensors/storage.h"
 
 namespace tensorplay {
@@ -38,13 +40,15 @@ inline float fast_tanh(float x) {
   return p / q;
 }
 
-template <typename F>
-void binary_loop(F f, const float* a, const int64_t* as, const float* b, const int64_t* bs,
-                 float* out, const int64_t* shape, int rank) {
+// Walks out[i] = a[ia] op b[ib] over `shape` as contiguous rows: `row(a, a_step, b, b_step, out,
+// n)` computes n outputs from operands that advance by their step (0 or 1) per element.
+template <typename Row>
+bool binary_rows(const Row& row, const float* a, const int64_t* as, const float* b,
+                 const int64_t* bs, float* out, const int64_t* shape, int rank) {
   int64_t n = 1;
   for (int d = 0; d < rank; ++d) n *= shape[d];
-  if (n == 0) return;
-  // Fast paths: both contiguous, or one operand a scalar, or a row broadcast.
+  if (n == 0) return true;
+  // Fast paths: both contiguous, or one operand a scalar.
   bool a_contig = true, b_contig = true, b_scalar = true, a_scalar = true;
   int64_t expect = 1;
   for (int d = rank - 1; d >= 0; --d) {
@@ -56,44 +60,52 @@ void binary_loop(F f, const float* a, const int64_t* as, const float* b, const i
     }
     expect *= shape[d];
   }
-  if (a_contig && b_contig) {
-    for (int64_t i = 0; i < n; ++i) out[i] = f(a[i], b[i]);
-    return;
-  }
-  if (a_contig && b_scalar) {
-    float bv = b[0];
-    for (int64_t i = 0; i < n; ++i) out[i] = f(a[i], bv);
-    return;
+  if (a_contig && (b_contig || b_scalar)) {
+    row(a, 1, b, b_contig ? 1 : 0, out, n);
+    return true;
   }
   if (a_scalar && b_contig) {
-    float av = a[0];
-    for (int64_t i = 0; i < n; ++i) out[i] = f(av, b[i]);
-    return;
+    row(a, 0, b, 1, out, n);
+    return true;
   }
-  // General case: iterate the last dimension in an inner loop, an odometer over the rest.
+  // An odometer over all but the last dimension; rows whose steps are 0 or 1 go to `row`.
   int64_t inner = rank > 0 ? shape[rank - 1] : 1;
   int64_t ais = rank > 0 ? as[rank - 1] : 0, bis = rank > 0 ? bs[rank - 1] : 0;
+  if ((ais != 0 && ais != 1) || (bis != 0 && bis != 1)) return false;
   int64_t index[8] = {0};
   int64_t aoff = 0, boff = 0;
   for (int64_t o = 0; o < n; o += inner) {
-    if (ais == 1 && bis == 1) {  // rows of both contiguous (a bias added to every row)
-      const float* ar = a + aoff;
-      const float* br = b + boff;
-      float* orow = out + o;
-      for (int64_t i = 0; i < inner; ++i) orow[i] = f(ar[i], br[i]);
-    } else if (ais == 1 && bis == 0) {  // a row with one value of b (a bias broadcast over rows)
-      const float* ar = a + aoff;
-      const float bv = b[boff];
-      float* orow = out + o;
-      for (int64_t i = 0; i < inner; ++i) orow[i] = f(ar[i], bv);
-    } else if (ais == 0 && bis == 1) {
-      const float av = a[aoff];
-      const float* br = b + boff;
-      float* orow = out + o;
-      for (int64_t i = 0; i < inner; ++i) orow[i] = f(av, br[i]);
-    } else {
-      for (int64_t i = 0; i < inner; ++i) out[o + i] = f(a[aoff + i * ais], b[boff + i * bis]);
+    row(a + aoff, static_cast<int>(ais), b + boff, static_cast<int>(bis), out + o, inner);
+    for (int d = rank - 2; d >= 0; --d) {
+      if (++index[d] < shape[d]) {
+        aoff += as[d];
+        boff += bs[d];
+        break;
+      }
+      aoff -= as[d] * (shape[d] - 1);
+      boff -= bs[d] * (shape[d] - 1);
+      index[d] = 0;
     }
+  }
+  return true;
+}
+
+template <typename F>
+void binary_loop(F f, const float* a, const int64_t* as, const float* b, const int64_t* bs,
+                 float* out, const int64_t* shape, int rank) {
+  auto row = [&f](const float* ar, int a_step, const float* br, int b_step, float* orow,
+                  int64_t n) {
+    for (int64_t i = 0; i < n; ++i) orow[i] = f(ar[i * a_step], br[i * b_step]);
+  };
+  if (binary_rows(row, a, as, b, bs, out, shape, rank)) return;
+  // Rows with other strides: an odometer over every element.
+  int64_t n = 1;
+  for (int d = 0; d < rank; ++d) n *= shape[d];
+  int64_t inner = shape[rank - 1], ais = as[rank - 1], bis = bs[rank - 1];
+  int64_t index[8] = {0};
+  int64_t aoff = 0, boff = 0;
+  for (int64_t o = 0; o < n; o += inner) {
+    for (int64_t i = 0; i < inner; ++i) out[o + i] = f(a[aoff + i * ais], b[boff + i * bis]);
     for (int d = rank - 2; d >= 0; --d) {
       if (++index[d] < shape[d]) {
         aoff += as[d];
@@ -146,27 +158,36 @@ class CpuBackend final : public Backend {
         for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = beta == 0 ? 0.0f : beta * c[i * ldc + j];
       return;
     }
-    cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
-                trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    cpu_kernels::gemm_f32(trans_a, trans_b, 1, m, n, k, alpha, a, lda, 0, b, ldb, 0, beta, c, ldc,
+                          0);
   }
 
   void gemm_batched(bool trans_a, bool trans_b, int64_t batch, int64_t m, int64_t n, int64_t k,
                     float alpha, const float* a, int64_t lda, int64_t stride_a, const float* b,
                     int64_t ldb, int64_t stride_b, float beta, float* c, int64_t ldc,
                     int64_t stride_c) const override {
-    for (int64_t i = 0; i < batch; ++i) {
-      gemm(trans_a, trans_b, m, n, k, alpha, a + i * stride_a, lda, b + i * stride_b, ldb, beta,
-           c + i * stride_c, ldc);
+    if (batch == 1 || k == 0 || m == 0 || n == 0) {
+      for (int64_t i = 0; i < batch; ++i) {
+        gemm(trans_a, trans_b, m, n, k, alpha, a + i * stride_a, lda, b + i * stride_b, ldb, beta,
+             c + i * stride_c, ldc);
+      }
+      return;
     }
+    cpu_kernels::gemm_f32(trans_a, trans_b, batch, m, n, k, alpha, a, lda, stride_a, b, ldb,
+                          stride_b, beta, c, ldc, stride_c);
   }
 
-  // bfloat16 products: the operands widen exactly to float32 scratch, sgemm accumulates, and each
+  // bfloat16 products: oneDNN's bfloat16 kernels where the machine has them (AVX-512), else the
+  // operands widen exactly to float32 scratch and the float32 product accumulates. Either way each
   // result rounds once, which is what a GPU's bfloat16 gemm with float32 accumulation computes.
   void gemm_batched_bf16(bool trans_a, bool trans_b, int64_t batch, int64_t m, int64_t n, int64_t k,
                          float alpha, const uint16_t* a, int64_t lda, int64_t stride_a,
                          const uint16_t* b, int64_t ldb, int64_t stride_b, float beta, uint16_t* c,
                          int64_t ldc, int64_t stride_c) const override {
     if (batch == 0 || m == 0 || n == 0) return;
+    if (k > 0 && cpu_kernels::gemm_bf16(trans_a, trans_b, batch, m, n, k, alpha, a, lda, stride_a,
+                                        b, ldb, stride_b, beta, c, ldc, stride_c))
+      return;
     // Elements a strided batch of row-major matrices spans (rows x cols with leading dim ld).
     auto span = [batch](int64_t rows, int64_t cols, int64_t ld, int64_t stride) {
       if (rows == 0 || cols == 0) return int64_t{0};
@@ -204,6 +225,13 @@ class CpuBackend final : public Backend {
   void binary(BinaryOp op, const float* a, const int64_t* as, const float* b, const int64_t* bs,
               float* out, const int64_t* shape, int rank) const override {
     if (rank > 8) throw std::invalid_argument("elementwise ops support at most 8 dimensions");
+    if (cpu_kernels::vec::active()) {
+      auto row = [op](const float* ar, int a_step, const float* br, int b_step, float* orow,
+                      int64_t n) {
+        cpu_kernels::vec::binary_row(op, ar, a_step, br, b_step, orow, n);
+      };
+      if (binary_rows(row, a, as, b, bs, out, shape, rank)) return;
+    }
     switch (op) {
       case BinaryOp::Add:
         return binary_loop([](float x, float y) { return x + y; }, a, as, b, bs, out, shape, rank);
@@ -217,10 +245,12 @@ class CpuBackend final : public Backend {
   }
 
   void affine(const float* x, float* out, int64_t n, float alpha, float beta) const override {
+    if (cpu_kernels::vec::active()) return cpu_kernels::vec::affine(x, out, n, alpha, beta);
     for (int64_t i = 0; i < n; ++i) out[i] = x[i] * alpha + beta;
   }
 
   void unary(UnaryOp op, const float* x, float* y, int64_t n) const override {
+    if (cpu_kernels::vec::active()) return cpu_kernels::vec::unary(op, x, y, n);
     switch (op) {
       case UnaryOp::Relu:
         // `x <= 0` is false for NaN, so NaN passes through as in PyTorch.
@@ -258,6 +288,7 @@ class CpuBackend final : public Backend {
 
   void unary_backward(UnaryOp op, const float* x, const float* y, const float* gy, float* gx,
                       int64_t n) const override {
+    if (cpu_kernels::vec::active()) return cpu_kernels::vec::unary_backward(op, x, y, gy, gx, n);
     switch (op) {
       case UnaryOp::Relu:
         for (int64_t i = 0; i < n; ++i) gx[i] = x[i] <= 0.0f ? 0.0f : gy[i];  // PyTorch's rule
@@ -297,6 +328,7 @@ class CpuBackend final : public Backend {
 
   void sum_dim(const float* x, float* out, int64_t outer, int64_t reduce,
                int64_t inner) const override {
+    if (cpu_kernels::vec::active()) return cpu_kernels::vec::sum_dim(x, out, outer, reduce, inner);
     for (int64_t o = 0; o < outer; ++o) {
       float* dst = out + o * inner;
       for (int64_t i = 0; i < inner; ++i) dst[i] = 0.0f;
@@ -316,28 +348,40 @@ class CpuBackend final : public Backend {
   }
   void softmax(const float* x, float* y, int64_t outer, int64_t n, int64_t inner,
                bool log) const override {
+    if (inner == 1 && cpu_kernels::vec::active())
+      return cpu_kernels::vec::softmax_rows(x, y, outer, n, log);
     cpu_kernels::softmax(x, y, outer, n, inner, log);
   }
   void softmax_backward(const float* y, const float* gy, float* gx, int64_t outer, int64_t n,
                         int64_t inner, bool log) const override {
+    if (inner == 1 && cpu_kernels::vec::active())
+      return cpu_kernels::vec::softmax_rows_backward(y, gy, gx, outer, n, log);
     cpu_kernels::softmax_backward(y, gy, gx, outer, n, inner, log);
   }
   void causal_softmax(const float* x, float* y, int64_t batch, int64_t t_q,
                       int64_t t_k) const override {
+    if (cpu_kernels::vec::active()) return cpu_kernels::vec::causal_softmax(x, y, batch, t_q, t_k);
     cpu_kernels::causal_softmax(x, y, batch, t_q, t_k);
   }
   void layer_norm(const float* x, const float* weight, const float* bias, float* y, float* mean,
                   float* rstd, int64_t rows, int64_t cols, float eps) const override {
+    if (cpu_kernels::vec::active())
+      return cpu_kernels::vec::layer_norm(x, weight, bias, y, mean, rstd, rows, cols, eps);
     cpu_kernels::layer_norm(x, weight, bias, y, mean, rstd, rows, cols, eps);
   }
   void layer_norm_backward_input(const float* x, const float* weight, const float* mean,
                                  const float* rstd, const float* gy, float* gx, int64_t rows,
                                  int64_t cols) const override {
+    if (cpu_kernels::vec::active())
+      return cpu_kernels::vec::layer_norm_backward_input(x, weight, mean, rstd, gy, gx, rows, cols);
     cpu_kernels::layer_norm_backward_input(x, weight, mean, rstd, gy, gx, rows, cols);
   }
   void layer_norm_backward_params(const float* x, const float* mean, const float* rstd,
                                   const float* gy, float* gweight, float* gbias, int64_t rows,
                                   int64_t cols) const override {
+    if (cpu_kernels::vec::active())
+      return cpu_kernels::vec::layer_norm_backward_params(x, mean, rstd, gy, gweight, gbias, rows,
+                                                          cols);
     cpu_kernels::layer_norm_backward_params(x, mean, rstd, gy, gweight, gbias, rows, cols);
   }
   void embedding(const float* ids, const float* weight, float* out, int64_t n,
@@ -346,7 +390,21 @@ class CpuBackend final : public Backend {
   }
   void embedding_backward(const float* ids, const float* gy, float* gweight, int64_t n, int64_t dim,
                           int64_t vocab) const override {
+    if (cpu_kernels::vec::active())
+      return cpu_kernels::vec::embedding_backward(ids, gy, gweight, n, dim, vocab);
     cpu_kernels::embedding_backward(ids, gy, gweight, n, dim, vocab);
+  }
+  void flash_attention(const float* q, const float* k, const float* v, float* out, float* lse,
+                       int64_t batch, int64_t t_q, int64_t t_k, int64_t d, int64_t d_v, float scale,
+                       bool causal) const override {
+    cpu_kernels::flash_attention(*this, q, k, v, out, lse, batch, t_q, t_k, d, d_v, scale, causal);
+  }
+  void flash_attention_backward(const float* q, const float* k, const float* v, const float* out,
+                                const float* lse, const float* gout, float* gq, float* gk,
+                                float* gv, int64_t batch, int64_t t_q, int64_t t_k, int64_t d,
+                                int64_t d_v, float scale, bool causal) const override {
+    cpu_kernels::flash_attention_backward(*this, q, k, v, out, lse, gout, gq, gk, gv, batch, t_q,
+                                          t_k, d, d_v, scale, causal);
   }
   void nll_rows(const float* logp, const float* targets, float* loss, int64_t rows, int64_t classes,
                 int64_t ignore_index) const override {
@@ -355,6 +413,9 @@ class CpuBackend final : public Backend {
   void cross_entropy_backward(const float* logp, const float* targets, const float* grad_rows,
                               float* gx, int64_t rows, int64_t classes,
                               int64_t ignore_index) const override {
+    if (cpu_kernels::vec::active())
+      return cpu_kernels::vec::cross_entropy_backward(logp, targets, grad_rows, gx, rows, classes,
+                                                      ignore_index);
     cpu_kernels::cross_entropy_backward(logp, targets, grad_rows, gx, rows, classes, ignore_index);
   }
 };

@@ -3,7 +3,8 @@
 // sqrt(D). P is kept when it is smaller than q, k and v together, and recomputed from them (the
 // same kernels on the same inputs, so the same bits) when it is larger: for long sequences P
 // would dominate the memory a stage holds per microbatch. Each input's gradient is computed the
-// same way whichever are requested.
+// same way whichever are requested. On the host, long contexts take the fused kernel instead
+// (cpu/flash_attention.cpp): tiles with an online softmax, keeping only a log-sum-exp per row.
 #include "tensors/ops/attention.h"
 
 #include <cmath>
@@ -91,6 +92,33 @@ struct AttentionBackward : autograd::Node {
   std::vector<Tensor*> saved_tensors() override { return {&q, &k, &v}; }
 };
 
+struct FlashAttentionBackward : autograd::Node {
+  Tensor q, k, v, out, lse;
+  AttentionDims s;
+  bool causal = false;
+  const char* name() const override { return "FlashAttentionBackward"; }
+  std::vector<Tensor> apply(const Tensor& g, const std::vector<bool>& needed) override {
+    std::vector<Tensor> grads(3);
+    for (int i = 0; i < 3; ++i)
+      if (needed[i])
+        grads[i] = empty((i == 0 ? q : i == 1 ? k : v).shape(), {.device = g.device()});
+    auto data = [](Tensor& t) { return t.defined() ? t.data<float>() : nullptr; };
+    detail::backend_of(g).flash_attention_backward(
+        q.data<float>(), k.data<float>(), v.data<float>(), out.data<float>(), lse.data<float>(),
+        g.data<float>(), data(grads[0]), data(grads[1]), data(grads[2]), s.batch, s.t_q, s.t_k, s.d,
+        s.d_v, s.scale, causal);
+    return grads;
+  }
+  void release() override {
+    q = Tensor();
+    k = Tensor();
+    v = Tensor();
+    out = Tensor();
+    lse = Tensor();
+  }
+  std::vector<Tensor*> saved_tensors() override { return {&q, &k, &v, &out, &lse}; }
+};
+
 AttentionDims check_attention(const Tensor& q, const Tensor& k, const Tensor& v) {
   const char* op = "scaled_dot_product_attention";
   detail::check_defined(op, q, "q");
@@ -127,14 +155,56 @@ AttentionDims check_attention(const Tensor& q, const Tensor& k, const Tensor& v)
 
 }  // namespace
 
-Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
-                                    bool causal) {
+namespace {
+
+Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionDims& s,
+                       bool causal) {
+  Shape out_shape = q.shape();
+  out_shape.back() = s.d_v;
+  Tensor out = empty(out_shape, {.device = q.device()});
+  Tensor lse = empty({s.batch, s.t_q}, {.device = q.device()});
+  detail::backend_of(q).flash_attention(q.data<float>(), k.data<float>(), v.data<float>(),
+                                        out.data<float>(), lse.data<float>(), s.batch, s.t_q, s.t_k,
+                                        s.d, s.d_v, s.scale, causal);
+  if (autograd::any_needs_grad({q, k, v})) {
+    auto node = std::make_shared<FlashAttentionBackward>();
+    node->q = q.detach();
+    node->k = k.detach();
+    node->v = v.detach();
+    node->out = out.detach();
+    node->lse = lse;
+    node->s = s;
+    node->causal = causal;
+    out = autograd::attach(out, node, {q, k, v});
+  }
+  return out;
+}
+
+}  // namespace
+
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal,
+                                    AttentionKernel kernel) {
   if (detail::any_bfloat16({q, k, v}))
     return detail::in_float32({q, k, v}, detail::promoted_dtype({q, k, v}),
-                              [causal](const std::vector<Tensor>& in) {
-                                return scaled_dot_product_attention(in[0], in[1], in[2], causal);
+                              [causal, kernel](const std::vector<Tensor>& in) {
+                                return scaled_dot_product_attention(in[0], in[1], in[2], causal,
+                                                                    kernel);
                               });
   AttentionDims s = check_attention(q, k, v);
+  const bool fused = kernel == AttentionKernel::Fused ||
+                     (kernel == AttentionKernel::Auto && q.device().is_cpu() && recompute_probs(s));
+  if (fused) {
+    if (!q.device().is_cpu())
+      throw std::invalid_argument(
+          "scaled_dot_product_attention: the fused kernel runs on the host only; use "
+          "AttentionKernel::Auto or Plain for tensors on " +
+          to_string(q.device()));
+    Tensor out = fused_attention(q, k, v, s, causal);
+    return trace::record("scaled_dot_product_attention", {q, k, v}, out,
+                         [causal, kernel](const std::vector<Tensor>& in) {
+                           return scaled_dot_product_attention(in[0], in[1], in[2], causal, kernel);
+                         });
+  }
   const Backend& be = detail::backend_of(q);
   const int64_t pq = s.t_q * s.t_k;
   Tensor probs = attention_probs(q, k, s, causal);
@@ -155,8 +225,8 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
     out = autograd::attach(out, node, {q, k, v});
   }
   return trace::record("scaled_dot_product_attention", {q, k, v}, out,
-                       [causal](const std::vector<Tensor>& in) {
-                         return scaled_dot_product_attention(in[0], in[1], in[2], causal);
+                       [causal, kernel](const std::vector<Tensor>& in) {
+                         return scaled_dot_product_attention(in[0], in[1], in[2], causal, kernel);
                        });
 }
 

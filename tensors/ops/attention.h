@@ -8,6 +8,14 @@ namespace tensorplay {
 /// softmax(q k^T / sqrt(D) + mask) v for q [B, H, Tq, D], k [B, H, Tk, D], v [B, H, Tk, Dv]
 /// (any equal leading dimensions). With `causal`, query i attends to keys j <= i (top-left
 /// aligned, as PyTorch's is_causal). Output [B, H, Tq, Dv].
-Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal);
+/// Which kernel computes it. Plain: batched products and a row softmax over the whole [Tq, Tk]
+/// probability matrix (kept for the backward when smaller than q, k and v together, else
+/// recomputed). Fused: tiles with an online softmax that never hold that matrix (host only; the
+/// causal mask skips the blocks above the diagonal). Auto: Fused on the host where the matrix
+/// would be larger than q, k and v together (long contexts), else Plain.
+enum class AttentionKernel { Auto, Plain, Fused };
+
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal,
+                                    AttentionKernel kernel = AttentionKernel::Auto);
 
 }  // namespace tensorplay

@@ -1,7 +1,9 @@
 // Tests for pipeline_stage.h: per-microbatch forward/backward against the unsplit module.
 #include <catch2/catch.hpp>
+#include <thread>
 
 #include "stages/pipeline_stage.h"
+#include "tensors/cpu_threads.h"
 #include "tensors/tensors.h"
 
 namespace tp = tensorplay;
@@ -92,6 +94,21 @@ TEST_CASE("a microbatch of the wrong shape gets a typed error naming the stage",
 TEST_CASE("backward before forward is an error", "[stage]") {
   pp::PipelineStage s(block(4), 1, 2, tp::cpu(), {tp::zeros({2, 4})});
   CHECK_THROWS_WITH(s.backward(3, {}), Catch::Contains("before its forward"));
+}
+
+TEST_CASE("a stage's thread count applies on the thread that runs its work", "[stage]") {
+  auto m0 = block(8);
+  pp::PipelineStage s0(m0, 0, 1, tp::cpu(), {tp::zeros({4, 8})});
+  CHECK(s0.num_threads() == 0);
+  CHECK_THROWS_WITH(s0.set_num_threads(-1), Catch::Contains("set_num_threads needs n >= 1"));
+  s0.set_num_threads(1);
+  int seen = 0;
+  std::thread([&] {
+    tp::set_num_threads(2);
+    s0.forward(0, {tp::ones({4, 8})});
+    seen = tp::get_num_threads();
+  }).join();
+  CHECK(seen == 1);
 }
 
 TEST_CASE("dw_builder builds at I and runs at W, after the weight gradients", "[stage][dw]") {
