@@ -118,6 +118,12 @@ std::vector<std::string> rank_environment(const LaunchOptions& options, const Jo
   // peer opens from UCX's own thread, and under heavy load that races with the progress thread
   // (an assertion in vfs_obj.c aborts the rank). Off unless the user asks for it.
   variables.emplace("UCX_VFS_ENABLE", "n");
+  // UCX's memory-event hooks patch the C library's mmap, munmap and brk at run time for its
+  // registration cache; they stay patched after UCX has closed, and a rank's exit handlers then
+  // free into them (seen as heap corruption or SIGSEGV at exit, rarely, under load; TSan builds
+  // crash there every time). Shared memory, CMA and tcp do not need that cache. Off unless the
+  // user asks for it.
+  variables.emplace("UCX_MEM_EVENTS", "no");
 
   std::vector<std::string> environment;
   environment.reserve(variables.size());
