@@ -1,0 +1,116 @@
+// The job's membership and the collectives' inbox: contributions put and held until the members
+// are known, which processes are admitted (they hold the cluster token), and intruders reported.
+#include <caf/io/all.hpp>
+#include <cstdio>
+#include <map>
+#include <mutex>
+#include <string>
+
+#include "actors/detail/cluster.h"
+#include "actors/message_log.h"
+
+namespace tensorplay::distributed::detail {
+
+void Inbox::put(Contribution c) {
+  {
+    std::lock_guard lock(mutex_);
+    got_[c.key][c.source] = std::move(c);
+  }
+  cv_.notify_all();
+}
+
+void Inbox::admit(const caf::node_id& node) {
+  std::lock_guard lock(mutex_);
+  members_.insert(node);
+}
+
+bool Inbox::admitted(const caf::node_id& node) {
+  std::lock_guard lock(mutex_);
+  return members_.count(node) > 0;
+}
+
+bool Inbox::hold(const caf::node_id& node, Contribution& c) {
+  constexpr size_t kMaxHeld = 1024;
+  std::lock_guard lock(mutex_);
+  if (members_known_ || held_.size() >= kMaxHeld) return false;
+  held_.emplace_back(node, std::move(c));
+  return true;
+}
+
+std::vector<caf::node_id> Inbox::release_held() {
+  std::vector<std::pair<caf::node_id, Contribution>> held;
+  {
+    std::lock_guard lock(mutex_);
+    members_known_ = true;
+    held.swap(held_);
+  }
+  std::vector<caf::node_id> strangers;
+  for (auto& [node, c] : held) {
+    if (admitted(node))
+      put(std::move(c));
+    else
+      strangers.push_back(node);
+  }
+  return strangers;
+}
+
+bool from_member(const caf::strong_actor_ptr& sender, const caf::node_id& here, Inbox& members) {
+  if (!sender) return false;
+  return sender->node() == here || members.admitted(sender->node());
+}
+
+void report_intruder(caf::actor_system& system, int rank, const caf::node_id& node,
+                     const std::string& what) {
+  static std::mutex mutex;
+  static std::map<caf::node_id, int> reported;
+  {
+    std::lock_guard lock(mutex);
+    if (++reported[node] > 5) return;  // a flood is reported once, not line by line
+  }
+  auto report = [rank, what](const std::string& from) {
+    std::fprintf(stderr,
+                 "tensorplay: rank %d dropped %s from %s: not a member of this job (no "
+                 "or wrong cluster token, TP_CLUSTER_TOKEN)\n",
+                 rank, what.c_str(), from.c_str());
+    pipelining::log_event(rank, 0, "refused", what + " from " + from);
+  };
+  if (node == caf::node_id()) {
+    report("an unknown sender");
+    return;
+  }
+  // The middleman knows the address of every node it has a connection to.
+  caf::scoped_actor self{system};
+  self->request(system.middleman().actor_handle(), std::chrono::seconds(1), caf::get_atom::value,
+                node)
+      .receive(
+          [&](const caf::node_id&, const std::string& host, uint16_t port) {
+            report(host.empty()
+                       ? "node " + to_string(node)
+                       : host + ":" + std::to_string(port) + " (node " + to_string(node) + ")");
+          },
+          [&](const caf::error&) { report("node " + to_string(node)); });
+}
+
+void Inbox::peer_down(int rank, const std::string& why) {
+  {
+    std::lock_guard lock(mutex_);
+    down_[rank] = why;
+  }
+  cv_.notify_all();
+}
+
+void Inbox::transport_down(int rank, const std::string& why) {
+  std::function<void(int, const std::string&)> hook;
+  {
+    std::lock_guard lock(mutex_);
+    hook = on_down_;
+  }
+  if (hook) hook(rank, why);
+}
+
+void Inbox::on_peer_down(std::function<void(int, const std::string&)> hook) {
+  std::lock_guard lock(mutex_);
+  on_down_ = std::move(hook);
+}
+
+}  // namespace tensorplay::distributed::detail
