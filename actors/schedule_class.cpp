@@ -33,18 +33,18 @@ std::unique_ptr<PipelineSchedule> ScheduleClass::operator()(
 }
 
 ScheduleClass get_schedule_class(std::string_view name) {
-  std::string wanted = lower(name);
-  if (wanted.rfind("schedule", 0) == 0 && wanted.size() > 8) wanted = wanted.substr(8);
-  std::string valid;
-  for (schedules::ScheduleKind kind : schedules::all_schedule_kinds()) {
-    std::string_view kind_name = schedules::schedule_name(kind);
-    if (lower(kind_name) == wanted) return ScheduleClass{kind};
-    valid += valid.empty() ? "" : ", ";
-    valid += kind_name;
+  std::string_view bare = name;
+  if (bare.size() > 8 && lower(bare.substr(0, 8)) == "schedule") bare.remove_prefix(8);
+  try {
+    return ScheduleClass{schedules::parse_schedule_kind(bare)};
+  } catch (const std::invalid_argument&) {
+    std::string valid;
+    for (schedules::ScheduleKind kind : schedules::all_schedule_kinds())
+      valid += (valid.empty() ? "" : ", ") + std::string(schedules::schedule_name(kind));
+    throw std::invalid_argument("get_schedule_class: unknown schedule '" + std::string(name) +
+                                "'; valid names are " + valid +
+                                " (case-insensitive, with or without the 'Schedule' prefix)");
   }
-  throw std::invalid_argument("get_schedule_class: unknown schedule '" + std::string(name) +
-                              "'; valid names are " + valid +
-                              " (case-insensitive, with or without the 'Schedule' prefix)");
 }
 
 }  // namespace tensorplay::pipelining
