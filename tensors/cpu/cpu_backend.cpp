@@ -42,6 +42,29 @@ inline float fast_tanh(float x) {
 
 // Walks out[i] = a[ia] op b[ib] over `shape` as contiguous rows: `row(a, a_step, b, b_step, out,
 // n)` computes n outputs from operands that advance by their step (0 or 1) per element.
+/// An odometer over all but the last dimension of `shape` (`n` elements): calls
+/// visit(a_offset, b_offset, out_offset) for each innermost row, in order.
+template <typename V>
+void for_each_row(const int64_t* as, const int64_t* bs, const int64_t* shape, int rank, int64_t n,
+                  V visit) {
+  const int64_t inner = rank > 0 ? shape[rank - 1] : 1;
+  int64_t index[8] = {0};
+  int64_t aoff = 0, boff = 0;
+  for (int64_t o = 0; o < n; o += inner) {
+    visit(aoff, boff, o);
+    for (int d = rank - 2; d >= 0; --d) {
+      if (++index[d] < shape[d]) {
+        aoff += as[d];
+        boff += bs[d];
+        break;
+      }
+      aoff -= as[d] * (shape[d] - 1);
+      boff -= bs[d] * (shape[d] - 1);
+      index[d] = 0;
+    }
+  }
+}
+
 template <typename Row>
 bool binary_rows(const Row& row, const float* a, const int64_t* as, const float* b,
                  const int64_t* bs, float* out, const int64_t* shape, int rank) {
@@ -72,21 +95,9 @@ bool binary_rows(const Row& row, const float* a, const int64_t* as, const float*
   int64_t inner = rank > 0 ? shape[rank - 1] : 1;
   int64_t ais = rank > 0 ? as[rank - 1] : 0, bis = rank > 0 ? bs[rank - 1] : 0;
   if ((ais != 0 && ais != 1) || (bis != 0 && bis != 1)) return false;
-  int64_t index[8] = {0};
-  int64_t aoff = 0, boff = 0;
-  for (int64_t o = 0; o < n; o += inner) {
+  for_each_row(as, bs, shape, rank, n, [&](int64_t aoff, int64_t boff, int64_t o) {
     row(a + aoff, static_cast<int>(ais), b + boff, static_cast<int>(bis), out + o, inner);
-    for (int d = rank - 2; d >= 0; --d) {
-      if (++index[d] < shape[d]) {
-        aoff += as[d];
-        boff += bs[d];
-        break;
-      }
-      aoff -= as[d] * (shape[d] - 1);
-      boff -= bs[d] * (shape[d] - 1);
-      index[d] = 0;
-    }
-  }
+  });
   return true;
 }
 
@@ -102,21 +113,9 @@ void binary_loop(F f, const float* a, const int64_t* as, const float* b, const i
   int64_t n = 1;
   for (int d = 0; d < rank; ++d) n *= shape[d];
   int64_t inner = shape[rank - 1], ais = as[rank - 1], bis = bs[rank - 1];
-  int64_t index[8] = {0};
-  int64_t aoff = 0, boff = 0;
-  for (int64_t o = 0; o < n; o += inner) {
+  for_each_row(as, bs, shape, rank, n, [&](int64_t aoff, int64_t boff, int64_t o) {
     for (int64_t i = 0; i < inner; ++i) out[o + i] = f(a[aoff + i * ais], b[boff + i * bis]);
-    for (int d = rank - 2; d >= 0; --d) {
-      if (++index[d] < shape[d]) {
-        aoff += as[d];
-        boff += bs[d];
-        break;
-      }
-      aoff -= as[d] * (shape[d] - 1);
-      boff -= bs[d] * (shape[d] - 1);
-      index[d] = 0;
-    }
-  }
+  });
 }
 
 class CpuBackend final : public Backend {
