@@ -11,6 +11,7 @@
 
 #include "actors/launch_env.h"
 #include "stages/build_stage.h"
+#include "stages/device_mesh.h"
 #include "tensors/tensor.h"
 
 namespace tensorplay::distributed {
@@ -38,6 +39,10 @@ class ProcessGroup {
  public:
   /// The world group.
   ProcessGroup();
+  /// The group of a one-dimensional mesh's ranks (PyTorch's `mesh["dp"].get_group()`), e.g.
+  /// `build_stage(pipe, s, device, mesh["pp"])`. Throws std::invalid_argument for a mesh of
+  /// another dimension count.
+  ProcessGroup(const DeviceMesh& mesh);  // NOLINT: converts, as PyTorch passes meshes for groups
   /// Global ranks of the members, ascending.
   const std::vector<int>& ranks() const { return ranks_; }
   int size() const { return static_cast<int>(ranks_.size()); }

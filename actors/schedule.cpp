@@ -168,6 +168,15 @@ PipelineSchedule::PipelineSchedule(std::vector<std::shared_ptr<PipelineStage>> s
     im.setup_distributed(local_error);
   else
     im.setup_embedded();
+  try {
+    im.setup_data_parallel();
+  } catch (...) {
+    // No destructor runs for a constructor that throws: the stage actors stop here.
+    for (const caf::actor& a : im.local_actors)
+      caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+    if (im.messages_registered) im.channel->set_message_handler(im.stream, nullptr);
+    throw;
+  }
 }
 
 void PipelineSchedule::Impl::check_local() {
@@ -426,6 +435,7 @@ StepOutput PipelineSchedule::Impl::run_step(const std::vector<Tensor>& inputs,
   std::vector<PipelineStage*> local = stage_pointers(stages);
   TiedGradients tied;
   if (training) tied = begin_tied_step(local);
+  if (training && reducer) reducer->begin_step(step, sync_gradients, tied_copies());
 
   caf::scoped_actor self{detail::process_actor_system()};
   // Last rank first: every rank has its step before any neighbour can notify it.
@@ -469,6 +479,11 @@ StepOutput PipelineSchedule::Impl::run_step(const std::vector<Tensor>& inputs,
     // waited for: the next step refuses to start until it has returned.
     stuck = abort_all(data->step, std::chrono::steady_clock::now() + wind_down);
     last_failed_step = data->step;
+    if (reducer)
+      reducer->abandon_step([this] {
+        if (auto* cluster = distributed::detail::Cluster::current(); cluster && cluster->ucx)
+          cluster->ucx->cancel_stream(dp_stream);
+      });
   }
   if (training && !distributed && stuck.empty()) finish_tied_step(local, std::move(tied));
   if (!failure.empty()) {
@@ -486,6 +501,9 @@ StepOutput PipelineSchedule::Impl::run_step(const std::vector<Tensor>& inputs,
       if (auto it = tie_groups.find(tie); it != tie_groups.end()) it->second.all_reduce(sum);
     });
   }
+  // Data-parallel averaging: buckets already handed over during the backward are running or
+  // done; the rest, and the tied parameters (now summed over their copies), go now.
+  if (training && reducer) reducer->finish_step(started + options.step_timeout);
   if (step_options.losses) {
     step_options.losses->clear();
     for (const Tensor& l : data->losses) step_options.losses->push_back(l);

@@ -26,6 +26,32 @@ class PipelineError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+/// Data-parallel gradient averaging, for stages built on a device mesh with a "dp" dimension
+/// (build_stage(pipe, s, device, mesh)): each stage is replicated over its dp group, every replica
+/// trains on its own share of the batch, and the replicas' gradients are averaged every step.
+struct DataParallelOptions {
+  /// Bytes per gradient bucket (PyTorch DDP's bucket_cap_mb, 25 MiB). Buckets hold one stage's
+  /// parameters of one dtype, in reverse registration order (the order backward finishes them).
+  int64_t bucket_cap_bytes = int64_t{25} << 20;
+  /// Start a bucket's all-reduce as soon as the weight-gradient work that produces it is done
+  /// (through the stage's dw_builder and gradient hooks), so it overlaps the backward work still
+  /// to come; false: all-reduce every bucket after the step's backward (for comparison).
+  bool overlap = true;
+  /// At construction, give every replica dp rank 0's parameters and buffers (as DDP does).
+  bool broadcast_parameters = true;
+};
+
+/// What the last step's data-parallel gradient averaging did (empty without a "dp" dimension).
+struct DataParallelStats {
+  int buckets = 0;           ///< all-reduces run (the tied parameters' counts as one)
+  int64_t bytes = 0;         ///< gradient bytes averaged
+  double all_reduce_ms = 0;  ///< time the all-reduces took, summed
+  /// Time the step spent waiting for them after its own backward work was done: what the
+  /// overlap did not hide.
+  double exposed_ms = 0;
+  bool synced = false;  ///< false for a step under no_sync
+};
+
 /// Options shared by every schedule.
 struct ScheduleOptions {
   /// How each positional input is split into microbatches: TensorChunkSpec(dim) or Replicate
@@ -68,6 +94,8 @@ struct ScheduleOptions {
   /// an activation cap; your own factory may return any SchedulePolicy. Evaluation (eval) still
   /// follows the order's forwards.
   schedules::PolicyFactory policy;
+  /// Data-parallel gradient averaging over the stages' mesh "dp" dimension (ignored without one).
+  DataParallelOptions data_parallel;
 };
 
 /// What a step gets besides its inputs.
@@ -141,6 +169,28 @@ class PipelineSchedule {
   /// backward on two streams); the function runs both sub-actions through the context, once
   /// each, or the step fails naming the action. Throws std::invalid_argument for other kinds.
   void register_custom_function(schedules::ActionKind kind, CustomFunction function);
+
+  /// PyTorch DDP's `no_sync()`: while the returned guard lives, steps accumulate gradients
+  /// locally without averaging them over the "dp" replicas; the first step after it averages
+  /// everything accumulated (so k steps under no_sync and one after equal one step over the
+  /// k+1 batches). Does nothing without a "dp" dimension.
+  class NoSync {
+   public:
+    explicit NoSync(PipelineSchedule& schedule);
+    ~NoSync();
+    NoSync(const NoSync&) = delete;
+    NoSync& operator=(const NoSync&) = delete;
+
+   private:
+    PipelineSchedule& schedule_;
+    bool before_;
+  };
+  [[nodiscard]] NoSync no_sync() { return NoSync(*this); }
+  /// FSDP2's spelling of the same switch: false keeps the next steps' gradients local.
+  void set_requires_gradient_sync(bool sync);
+  bool requires_gradient_sync() const;
+  /// What the last training step's data-parallel averaging did.
+  DataParallelStats data_parallel_stats() const;
 
   /// Each rank's compute actions, as generated (or as given in ScheduleOptions::order).
   const schedules::PipelineOrder& order() const;

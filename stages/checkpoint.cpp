@@ -293,6 +293,14 @@ void save_checkpoint(const std::string& dir,
   for (const auto& [name, generator] : all_generators(options))
     rng_states.emplace_back(name, generator_state(*generator));
 
+  // A stage replicated over a mesh's "dp" dimension is written once, by its first replica (the
+  // replicas hold the same values after every averaged step).
+  auto writes = [](const PipelineStage& stage) {
+    const distributed::DeviceMesh& mesh = stage.get_mesh();
+    return !mesh.has_dim("dp") || mesh.get_local_rank("dp") == 0;
+  };
+  if (std::none_of(stages.begin(), stages.end(), [&](const auto& s) { return writes(*s); }))
+    return;
   const std::string folder = step_folder(dir, step);
   std::error_code ec;
   fs::create_directories(folder, ec);
@@ -301,6 +309,7 @@ void save_checkpoint(const std::string& dir,
 
   const StateDict optimizer_state = optimizer.state_dict();
   for (const auto& stage : stages) {
+    if (!writes(*stage)) continue;
     std::ostringstream out;
     write_tensors(out, stage_tensors(*stage, optimizer, index, optimizer_state, step, rng_states));
     const std::string bytes = out.str();

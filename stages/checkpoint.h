@@ -49,7 +49,9 @@ struct CheckpointOptions {
 /// Call it after the optimizer step of `step` (and before the next schedule step), on every
 /// process, with the stages that process hosts and the optimizer over their parameters (every
 /// parameter of `optimizer` must belong to one of `stages`). Throws CheckpointError when a file
-/// cannot be written, naming it.
+/// cannot be written, naming it. Stages built on a device mesh with a "dp" dimension are written
+/// by their first replica only (dp rank 0; the others return at once) and loaded by every
+/// replica: a replica that loads right after a save waits for the writer first (a barrier).
 void save_checkpoint(const std::string& dir,
                      const std::vector<std::shared_ptr<PipelineStage>>& stages,
                      const optim::Optimizer& optimizer, int64_t step,

@@ -202,9 +202,7 @@ std::vector<Tensor> PipelineStage::backward(int mb, const std::vector<Tensor>& o
   std::vector<Tensor> result = input_grads(s);
   stash_.erase(mb);
   // As PyTorch: a fused backward has computed the weight gradients, so its runner runs now.
-  if (dw_builder_) {
-    if (DwRunner runner = dw_builder_()) runner();
-  }
+  if (DwRunner runner = build_dw_runner()) runner();
   return result;
 }
 
@@ -218,7 +216,7 @@ std::vector<Tensor> PipelineStage::backward_input(int mb, const std::vector<Tens
     if (in.requires_grad()) targets.push_back(in);
   if (!roots.empty()) s.weight_work = autograd::backward_input(roots, grads, targets);
   s.input_grads_done = true;
-  if (dw_builder_) s.dw_runner = dw_builder_();
+  s.dw_runner = build_dw_runner();
   std::vector<Tensor> result = input_grads(s);
   s.outputs.clear();  // the graph lives on in the weight stash
   s.loss = Tensor();
@@ -235,6 +233,17 @@ void PipelineStage::backward_weight(int mb) {
   DwRunner runner = std::move(s.dw_runner);
   stash_.erase(mb);
   if (runner) runner();
+}
+
+DwRunner PipelineStage::build_dw_runner() const {
+  DwRunner user = dw_builder_ ? dw_builder_() : nullptr;
+  DwRunner runtime = runtime_dw_builder_ ? runtime_dw_builder_() : nullptr;
+  if (!runtime) return user;
+  if (!user) return runtime;
+  return [user = std::move(user), runtime = std::move(runtime)] {
+    user();
+    runtime();
+  };
 }
 
 void PipelineStage::clear() { stash_.clear(); }

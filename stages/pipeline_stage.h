@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "stages/device_mesh.h"
 #include "tensors/autograd/engine.h"
 #include "tensors/nn/module.h"
 #include "tensors/tensor.h"
@@ -81,12 +82,20 @@ class PipelineStage {
   /// Global ranks of the process group this stage's traffic goes over (empty: the world group).
   const std::vector<int>& group_ranks() const { return group_ranks_; }
   void set_group_ranks(std::vector<int> ranks) { group_ranks_ = std::move(ranks); }
+  /// The device mesh this stage was built on (build_stage with a mesh; empty otherwise). Its
+  /// "pp" dimension carries the stage-to-stage traffic; across its "dp" dimension the stage is
+  /// replicated and schedules average its gradients every step.
+  const distributed::DeviceMesh& get_mesh() const { return mesh_; }
+  void set_mesh(distributed::DeviceMesh mesh) { mesh_ = std::move(mesh); }
   void set_tied_parameters(std::map<std::string, std::vector<int>> tied) {
     tied_ = std::move(tied);
   }
   /// The weight-gradient step builder (PyTorch's `dw_builder`; null: none). Set it before a step.
   const DwBuilder& dw_builder() const { return dw_builder_; }
   void set_dw_builder(DwBuilder builder) { dw_builder_ = std::move(builder); }
+  /// The runtime's own weight-gradient step (a schedule's data-parallel gradient sync): built
+  /// and run like dw_builder, after the user's. Schedules set it; null: none.
+  void set_runtime_dw_builder(DwBuilder builder) { runtime_dw_builder_ = std::move(builder); }
   /// The Pipe this stage was built from (Pipe::id; 0 for a stage built by hand).
   uint64_t pipe_id() const { return pipe_id_; }
   void set_pipe_id(uint64_t id) { pipe_id_ = id; }
@@ -141,8 +150,9 @@ class PipelineStage {
     Tensor loss;
     autograd::WeightGradStash weight_work;
     bool input_grads_done = false;
-    DwRunner dw_runner;  // built at I, run at W
+    DwRunner dw_runner;  // built at I, run at W (the user's, then the runtime's)
   };
+  DwRunner build_dw_runner() const;
   std::pair<std::vector<Tensor>, std::vector<Tensor>> backward_roots(
       int mb, Stash& s, const std::vector<Tensor>& output_grads, float loss_scale) const;
   Stash& stash_of(int mb, const char* what);
@@ -160,6 +170,8 @@ class PipelineStage {
   std::vector<int> group_ranks_;
   std::map<int, Stash> stash_;
   DwBuilder dw_builder_;
+  DwBuilder runtime_dw_builder_;
+  distributed::DeviceMesh mesh_;
   uint64_t pipe_id_ = 0;
   struct Owner {
     std::mutex mutex;

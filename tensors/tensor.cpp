@@ -1,6 +1,7 @@
 // Tensor handle methods and factories. Methods with autograd delegate to the ops in ops/.
 #include "tensors/tensor.h"
 
+#include <atomic>
 #include <cstring>
 #include <iomanip>
 #include <sstream>
@@ -66,6 +67,23 @@ void Tensor::set_grad(const Tensor& grad) {
     throw std::invalid_argument("set_grad: gradient shape " + to_string(grad.shape()) +
                                 " differs from tensor shape " + to_string(shape()));
   impl().grad = grad.defined() ? grad.impl_ptr() : nullptr;
+}
+
+uint64_t Tensor::register_post_accumulate_grad_hook(PostAccumulateGradHook hook) const {
+  if (!is_leaf())
+    throw std::invalid_argument(
+        "register_post_accumulate_grad_hook: the tensor is not a leaf (it has a grad_fn); only "
+        "leaves accumulate gradients");
+  if (!hook) throw std::invalid_argument("register_post_accumulate_grad_hook: the hook is empty");
+  static std::atomic<uint64_t> next_id{0};
+  const uint64_t id = ++next_id;
+  impl().post_accumulate_hooks.emplace_back(id, std::move(hook));
+  return id;
+}
+
+void Tensor::remove_post_accumulate_grad_hook(uint64_t id) const {
+  auto& hooks = impl().post_accumulate_hooks;
+  std::erase_if(hooks, [id](const auto& h) { return h.first == id; });
 }
 
 Tensor Tensor::detach() const {

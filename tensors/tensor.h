@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <memory>
 #include <ostream>
@@ -19,6 +20,10 @@ namespace tensorplay {
 namespace autograd {
 class Node;
 }
+class Tensor;
+
+/// Called after autograd accumulated a gradient into a leaf's .grad, with the leaf.
+using PostAccumulateGradHook = std::function<void(const Tensor& leaf)>;
 
 /// Shared state behind Tensor handles. Contiguous row-major layout starting at `offset` elements.
 struct TensorImpl {
@@ -29,6 +34,7 @@ struct TensorImpl {
   bool requires_grad = false;
   std::shared_ptr<autograd::Node> grad_fn;  // null for leaves
   std::shared_ptr<TensorImpl> grad;         // accumulated gradient of a leaf
+  std::vector<std::pair<uint64_t, PostAccumulateGradHook>> post_accumulate_hooks;  // by id
 };
 
 /// Options for tensor factories.
@@ -81,6 +87,11 @@ class Tensor {
   /// Accumulated gradient (undefined until a backward reaches this leaf).
   Tensor grad() const;
   void set_grad(const Tensor& grad);
+  /// PyTorch's register_post_accumulate_grad_hook: `hook` runs on the backward's thread each
+  /// time autograd has accumulated a gradient into this leaf's .grad (not on set_grad). Returns
+  /// an id for remove_post_accumulate_grad_hook. Register and remove outside backward passes.
+  uint64_t register_post_accumulate_grad_hook(PostAccumulateGradHook hook) const;
+  void remove_post_accumulate_grad_hook(uint64_t id) const;
   /// Same data, no history, requires_grad false.
   Tensor detach() const;
   /// Full backward from this tensor (a scalar unless `grad` is given).

@@ -19,12 +19,17 @@
 #include "tensors/cuda/cuda_check.h"
 #include "tensors/cuda/cuda_device.h"
 #include "tensors/device_info.h"
+#include "transport/detail/nccl_support.h"
 
 namespace tensorplay::transport {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using detail::Clock;
+using detail::deadline_after;
+using detail::finish;
+using detail::nccl_message;
+using detail::wait_ready;
 using std::chrono::milliseconds;
 
 constexpr int kLanes = 2;  // 0: forward traffic, 1: backward traffic
@@ -42,44 +47,6 @@ constexpr auto kCloseGrace = std::chrono::seconds(1);
 
 int lane_of(Direction direction) { return direction == Direction::Forward ? 0 : 1; }
 std::string lane_name(int lane) { return lane == 0 ? "forward" : "backward"; }
-
-std::string nccl_message(ncclResult_t result) {
-  std::string text = ncclGetErrorString(result);
-  const char* last = ncclGetLastError(nullptr);
-  if (last != nullptr && *last != '\0') text += std::string(": ") + last;
-  if (last != nullptr && std::strstr(last, "Duplicate GPU") != nullptr)
-    text += " (NCCL needs a different GPU for every rank of a group)";
-  return text;
-}
-
-// Waits until a nonblocking communicator's last call has finished its host-side work. Returns its
-// state: ncclSuccess, an error, or ncclInProgress when `deadline` came first.
-ncclResult_t wait_ready(ncclComm_t comm, Clock::time_point deadline) {
-  while (true) {
-    ncclResult_t state = ncclSuccess;
-    ncclResult_t result = ncclCommGetAsyncError(comm, &state);
-    if (result != ncclSuccess) return result;
-    if (state != ncclInProgress) return state;
-    if (Clock::now() >= deadline) return ncclInProgress;
-    std::this_thread::sleep_for(std::chrono::microseconds(50));
-  }
-}
-
-// Completes a call on a nonblocking communicator: waits out ncclInProgress, throws on errors.
-void finish(ncclResult_t result, ncclComm_t comm, Clock::time_point deadline,
-            const std::string& what) {
-  if (result == ncclInProgress) result = wait_ready(comm, deadline);
-  if (result == ncclInProgress)
-    throw TransferError("nccl channel: " + what + " did not finish in time");
-  if (result != ncclSuccess)
-    throw TransferError("nccl channel: " + what + " failed: " + nccl_message(result));
-}
-
-// Deadlines far in the future (a timeout of "forever") must not overflow the clock.
-Clock::time_point deadline_after(milliseconds timeout) {
-  if (timeout >= std::chrono::hours(24 * 365)) return Clock::time_point::max();
-  return Clock::now() + timeout;
-}
 
 // One send or receive queued on a lane.
 struct Transfer {

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "actors/detail/grad_reducer.h"
 #include "actors/process_group.h"
 #include "actors/schedule.h"
 #include "actors/stage_worker.h"
@@ -63,6 +64,12 @@ struct PipelineSchedule::Impl {
   CustomFunction overlap_fb;         ///< register_custom_function(OverlapFB, ...)
   uint32_t stream = 0;               ///< this schedule's traffic on a shared channel
   bool messages_registered = false;  ///< the channel routes `stream`'s messages to us
+  // Data parallelism over the stages' mesh "dp" dimension (null reducer: none).
+  std::vector<int> dp_ranks;   ///< global ranks of the dp group
+  uint32_t dp_stream = 0;      ///< the reducer's traffic on the UCX channel
+  bool sync_gradients = true;  ///< false under no_sync
+  /// Declared last: destroyed first, while the stages it hooks are alive.
+  std::unique_ptr<detail::GradReducer> reducer;
 
   /// The policy rank `rank` trains with: the options' factory, or the order.
   std::unique_ptr<schedules::SchedulePolicy> training_policy(int rank) const {
@@ -79,6 +86,10 @@ struct PipelineSchedule::Impl {
   /// every rank then reports.
   void setup_distributed(const std::string& local_error);
   void check_agreement(const std::vector<std::string>& infos);
+  /// Builds the gradient reducer when the stages' mesh has a "dp" dimension of more than one.
+  void setup_data_parallel();
+  /// Local copies of each tied parameter, by name (what the reducer averages after the sums).
+  std::map<std::string, std::vector<Tensor>> tied_copies() const;
   std::string describe_rank(int rank) const;
   /// Tells the other ranks this process's step `step` failed before it started.
   void fail_step_everywhere(uint64_t step, const std::string& what);

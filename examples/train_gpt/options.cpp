@@ -40,7 +40,13 @@ Options parse_options(int argc, char** argv) {
                  "ZBVZeroBubble or DualPipeV");
   app.add_option("--microbatches", o.microbatches, "microbatches per step")
       ->check(CLI::PositiveNumber);
-  app.add_option("--batch", o.batch, "sequences per step")->check(CLI::PositiveNumber);
+  app.add_option("--batch", o.batch, "sequences per step (over all data-parallel replicas)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--dp", o.dp,
+                 "data-parallel replicas of the pipeline: tp-launch starts (pipeline ranks) x dp "
+                 "processes on a {pp, dp} device mesh; each replica trains on its share of the "
+                 "batch and gradients are averaged every step")
+      ->check(CLI::PositiveNumber);
   app.add_option("--device", o.device, "cpu, cuda or cuda:N");
   app.add_option("--blas-threads", o.blas_threads,
                  "product threads of each computing thread (oneDNN)")

@@ -24,8 +24,9 @@ struct Options {
   // -- pipeline -----------------------------------------------------------------------------------
   int stages = 4;
   std::string schedule = "ZBVZeroBubble";
-  int microbatches = 8;
-  int64_t batch = 32;
+  int microbatches = 8;  ///< per replica
+  int64_t batch = 32;    ///< sequences per step, over all data-parallel replicas
+  int dp = 1;            ///< data-parallel replicas of the pipeline (tp-launch: stages/spr x dp)
   std::string device = "cpu";
   int blas_threads = 1;
   bool unsplit = false;  ///< train the whole model in this thread, without a pipeline

@@ -86,8 +86,10 @@ pp::PipelineOptions cut_at_blocks(int64_t layers, int stages) {
 
 // Global gradient norm clipping over every process's stages, each tied parameter counted once
 // (by the lowest stage holding a copy), so the norm is the unsplit model's.
+// Across processes the squares are summed over `pipeline` (one replica's ranks): data-parallel
+// replicas hold the same averaged gradients.
 float clip_pipeline_gradients(const std::vector<std::shared_ptr<pp::PipelineStage>>& stages,
-                              float max_norm, bool distributed) {
+                              float max_norm, const dist::ProcessGroup* pipeline) {
   std::vector<tp::Tensor> grads;
   double squares = 0;
   for (const auto& stage : stages) {
@@ -101,9 +103,9 @@ float clip_pipeline_gradients(const std::vector<std::shared_ptr<pp::PipelineStag
       for (float v : p.grad().to_vector()) squares += static_cast<double>(v) * v;
     }
   }
-  if (distributed) {
+  if (pipeline) {
     tp::Tensor total = tp::scalar_tensor(static_cast<float>(squares));
-    dist::all_reduce(total);
+    pipeline->all_reduce(total);
     squares = total.item();
   }
   const float norm = static_cast<float>(std::sqrt(squares));
@@ -199,23 +201,32 @@ struct Job {
                                   std::to_string(stages_per_rank) +
                                   " stages per rank: --stages must be a multiple of it");
     ranks = o.stages / stages_per_rank;
-    if (o.batch % o.microbatches != 0)
-      throw std::invalid_argument("--batch " + std::to_string(o.batch) +
-                                  " does not divide into --microbatches " +
-                                  std::to_string(o.microbatches));
-    auto pipe = pp::pipeline(model, {tp::zeros({o.batch / o.microbatches, o.context})},
+    if (o.batch % (o.microbatches * o.dp) != 0)
+      throw std::invalid_argument(
+          "--batch " + std::to_string(o.batch) + " does not divide into --microbatches " +
+          std::to_string(o.microbatches) +
+          (o.dp > 1 ? " per replica times --dp " + std::to_string(o.dp) : std::string()));
+    auto pipe = pp::pipeline(model, {tp::zeros({o.batch / o.dp / o.microbatches, o.context})},
                              cut_at_blocks(o.layers, o.stages));
-    if (world == 1) {
+    if (world == 1 && o.dp == 1) {
       stages = pp::build_stages(pipe, {device});
     } else {
-      if (world != ranks)
-        throw std::invalid_argument("tp-launch started " + std::to_string(world) +
-                                    " processes, but " + o.schedule + " over --stages " +
-                                    std::to_string(o.stages) + " needs " + std::to_string(ranks) +
-                                    " (one rank each)");
+      if (world != ranks * o.dp)
+        throw std::invalid_argument(
+            "tp-launch started " + std::to_string(world) + " processes, but " + o.schedule +
+            " over --stages " + std::to_string(o.stages) + " needs " + std::to_string(ranks) +
+            " (one rank each)" +
+            (o.dp > 1 ? " times --dp " + std::to_string(o.dp) + ": " + std::to_string(ranks * o.dp)
+                      : std::string()));
       if (device.is_cuda()) device = dist::local_devices().at(0);
-      stages = pp::build_stages(pipe, pp::stages_of_rank(kind, rank, o.stages, stages_per_rank),
-                                device, dist::world_group());
+      // Ranks row-major over {pp, dp}: a stage's replicas are consecutive ranks.
+      mesh = dist::init_device_mesh(device.is_cuda() ? "cuda" : "cpu", {ranks, o.dp}, {"pp", "dp"});
+      pipeline_group = mesh["pp"];
+      dp_group = mesh["dp"];
+      dp_rank = mesh.get_local_rank("dp");
+      stages = pp::build_stages(
+          pipe, pp::stages_of_rank(kind, mesh.get_local_rank("pp"), o.stages, stages_per_rank),
+          device, mesh);
     }
     activation_bytes = activation_bytes_per_microbatch(stages);
     schedule = std::make_unique<pp::PipelineSchedule>(stages, o.microbatches, loss_fn, kind,
@@ -239,11 +250,13 @@ struct Job {
       if (options.clip > 0) tp::optim::clip_grad_norm(opt->parameters(), options.clip);
     } else {
       std::vector<tp::Tensor> losses;
+      // Each data-parallel replica trains on its share of the batch (all of it without --dp).
+      tp::Tensor mx = dist::shard_batch(x, mesh), my = dist::shard_batch(y, mesh);
       schedule->step(
-          feeds_inputs() ? std::vector<tp::Tensor>{x.to(device)} : std::vector<tp::Tensor>{},
-          {.target = y.to(device), .losses = &losses});
-      if (gets_losses()) loss = mean_of(losses);
-      clip_pipeline_gradients(stages, options.clip, distributed());
+          feeds_inputs() ? std::vector<tp::Tensor>{mx.to(device)} : std::vector<tp::Tensor>{},
+          {.target = my.to(device), .losses = &losses});
+      if (gets_losses()) loss = replicas_mean(mean_of(losses));
+      clip_pipeline_gradients(stages, options.clip, distributed() ? &pipeline_group : nullptr);
     }
     opt->options().lr = lr;
     opt->step();
@@ -264,13 +277,25 @@ struct Job {
     tp::Tensor out = schedule->eval(
         feeds_inputs() ? std::vector<tp::Tensor>{x.to(device)} : std::vector<tp::Tensor>{},
         {.target = y.defined() ? y.to(device) : tp::Tensor(), .losses = loss ? &losses : nullptr});
-    if (loss) *loss = gets_losses() ? mean_of(losses) : NAN;
+    if (loss) *loss = gets_losses() ? replicas_mean(mean_of(losses)) : NAN;
     return out;
+  }
+
+  // The mean of a value over the data-parallel replicas (each knows its share's).
+  double replicas_mean(double value) const {
+    if (options.dp == 1) return value;
+    tp::Tensor t = tp::scalar_tensor(static_cast<float>(value));
+    dp_group.all_reduce(t);
+    return t.item() / options.dp;
   }
 
   const Options& options;
   int64_t vocab;
   int rank = 0, world = 1, ranks = 1, stages_per_rank = 1;
+  // The {pp, dp} mesh across processes (empty in one process); this rank's groups along it.
+  dist::DeviceMesh mesh;
+  dist::ProcessGroup pipeline_group, dp_group;
+  int dp_rank = 0;
   tp::Device device;
   sc::ScheduleKind kind = sc::ScheduleKind::OneFOneB;
   tp::nn::GPT model{nullptr};
@@ -287,7 +312,7 @@ double validation_loss(Job& job, const TextCorpus& corpus, train_gpt::StepWatch*
   for (int b = 0; b < job.options.val_batches; ++b) {
     auto [x, y] = corpus.batch(job.options.batch, job.options.context, val, /*held_out=*/true);
     double loss = NAN;
-    job.forward(x, y, &loss);
+    job.forward(dist::shard_batch(x, job.mesh), dist::shard_batch(y, job.mesh), &loss);
     sum += loss;
   }
   if (watch) watch->discard();
@@ -338,7 +363,7 @@ std::pair<std::string, std::string> generate(Job& job, const TextCorpus& corpus,
     }
     if (job.distributed()) {
       tp::Tensor shared = tp::from_vector(next, {2});
-      dist::all_reduce(shared);
+      job.pipeline_group.all_reduce(shared);
       next = shared.to_vector();
     }
     for (int r = 0; r < 2; ++r) seq[r].push_back(static_cast<int64_t>(next[r]));
@@ -386,7 +411,12 @@ void print_header(const Options& o, const Job& job, const TextCorpus& corpus) {
       "sequences, %d BLAS thread(s), on %s\n",
       o.stages, std::string(sc::schedule_name(job.kind)).c_str(), job.ranks,
       job.distributed() ? "one process each" : "one process, embedded runtime", o.microbatches,
-      static_cast<long long>(o.batch / o.microbatches), o.blas_threads, o.device.c_str());
+      static_cast<long long>(o.batch / o.dp / o.microbatches), o.blas_threads, o.device.c_str());
+  if (o.dp > 1)
+    std::printf(
+        "data parallel: %d replicas of the pipeline (%s), %lld sequences each, gradients "
+        "averaged every step\n",
+        o.dp, tp::distributed::to_string(job.mesh).c_str(), static_cast<long long>(o.batch / o.dp));
 }
 
 // The step's timeline as an SVG picture and a Chrome trace (times in microseconds).
@@ -451,6 +481,7 @@ void print_json(const Options& o, const Job& job, const RunResult& run, double e
       {"vocab", job.vocab},
       {"batch", o.batch},
       {"microbatches", o.microbatches},
+      {"dp", o.dp},
       {"steps", run.last_step - run.first_step + 1},
       {"tokens_per_second", static_cast<double>(o.batch * o.context) / run.seconds_per_step()},
       {"seconds_per_step", run.seconds_per_step()},
@@ -466,7 +497,8 @@ int run(const Options& o) {
   tp::set_default_num_threads(o.blas_threads);  // product threads of each stage thread
   const TextCorpus corpus(o.data, o.held_out, o.context);
   Job job(o, corpus);
-  const bool prints = job.gets_losses();  // the rank with the last stage knows the losses
+  // The rank with the last stage (of the first replica) knows the losses.
+  const bool prints = job.gets_losses() && job.dp_rank == 0;
   if (prints) print_header(o, job, corpus);
 
   if (!o.log_dir.empty()) {
@@ -486,9 +518,9 @@ int run(const Options& o) {
   // the newest complete checkpoint, as --resume does, when there is one.
   const char* restart_count = std::getenv("TORCHELASTIC_RESTART_COUNT");
   const bool restarted = restart_count != nullptr && std::atoi(restart_count) > 0;
-  if (o.resume || (restarted && saves &&
-                   pp::latest_checkpoint_step(o.checkpoint_dir,
-                                              job.stages.front()->num_stages()))) {
+  if (o.resume ||
+      (restarted && saves &&
+       pp::latest_checkpoint_step(o.checkpoint_dir, job.stages.front()->num_stages()))) {
     if (!saves) throw std::invalid_argument("--resume needs --checkpoint-dir (and a pipeline)");
     result.first_step = static_cast<int>(pp::load_checkpoint(o.checkpoint_dir, job.stages, *job.opt,
                                                              std::nullopt, checkpoint_options)) +

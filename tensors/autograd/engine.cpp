@@ -51,7 +51,18 @@ void add_into(Tensor out, const Tensor& a, const Tensor& b) {
 // it (`owned`: the engine holds the only reference to a tensor that is the only user of its
 // storage), copied otherwise. Later gradients are added. Either way the first .grad equals g
 // exactly, so full and split backward agree bit for bit.
-void accumulate_into_leaf(TensorImpl& leaf, const Tensor& g, bool owned = false) {
+void accumulate_into(TensorImpl& leaf, const Tensor& g, bool owned);
+
+// Accumulates, then runs the leaf's post-accumulate hooks (register_post_accumulate_grad_hook).
+void accumulate_into_leaf(const std::shared_ptr<TensorImpl>& leaf, const Tensor& g,
+                          bool owned = false) {
+  accumulate_into(*leaf, g, owned);
+  if (leaf->post_accumulate_hooks.empty()) return;
+  const Tensor handle(leaf);
+  for (const auto& [id, hook] : leaf->post_accumulate_hooks) hook(handle);
+}
+
+void accumulate_into(TensorImpl& leaf, const Tensor& g, bool owned) {
   if (g.shape() != leaf.shape) {
     throw std::logic_error("autograd: gradient of shape " + to_string(g.shape()) +
                            " for a leaf of shape " + to_string(leaf.shape));
@@ -126,7 +137,7 @@ void execute(std::vector<std::pair<Edge, Tensor>> seeds, const EdgeFilter& follo
   std::priority_queue<Node*, std::vector<Node*>, ByLaterSequence> ready;
   for (auto& [edge, grad] : seeds) {
     if (edge.leaf) {
-      if (grad.defined()) accumulate_into_leaf(*edge.leaf, grad);
+      if (grad.defined()) accumulate_into_leaf(edge.leaf, grad);
       continue;
     }
     if (!edge.node) continue;
@@ -159,7 +170,7 @@ void execute(std::vector<std::pair<Edge, Tensor>> seeds, const EdgeFilter& follo
       const Edge& e = n->next_edges[i];
       Tensor g = i < input_grads.size() ? std::move(input_grads[i]) : Tensor();
       if (e.leaf) {
-        if (g.defined()) accumulate_into_leaf(*e.leaf, g, /*owned=*/true);
+        if (g.defined()) accumulate_into_leaf(e.leaf, g, /*owned=*/true);
         continue;
       }
       NodeState& s = states[e.node.get()];
@@ -290,7 +301,7 @@ void backward_weight(WeightGradStash&& stash) {
       // A weight's gradient was just computed here and nothing else sees it: it becomes .grad
       // as it is (as in a full backward) instead of being copied.
       if (edge.leaf) {
-        accumulate_into_leaf(*edge.leaf, grads[i], /*owned=*/true);
+        accumulate_into_leaf(edge.leaf, grads[i], /*owned=*/true);
         continue;
       }
       seeds.emplace_back(edge, std::move(grads[i]));

@@ -1,7 +1,9 @@
 // One rank of a multi-process pipeline check, started by tp-launch: trains a model with a tied
 // weight on the first and last stage and a skip connection across stages under a schedule, and
 // compares losses and every gradient with the embedded single-process run of the same model.
-// Also runs misuse cases: each must fail on every rank with a clear error, without hanging.
+// With --dp N the ranks form a {pp, dp} device mesh: each replica trains on its share of the
+// batch and the gradients are averaged. Also runs misuse cases: each must fail on every rank
+// with a clear error, without hanging.
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -11,6 +13,7 @@
 #include <string>
 #include <thread>
 
+#include "actors/device_mesh.h"
 #include "actors/process_group.h"
 #include "actors/schedule.h"
 #include "stages/pipe_split.h"
@@ -28,10 +31,12 @@ constexpr int64_t kWidth = 16;
 
 // layers.0 runs in stage 0, layers.i in stage i; the last stage reads layers.0's weight again
 // (a tie across the first and last rank) and stage 0's output (a skip across every stage).
+// Without `tie` the last stage has its own head instead.
 struct TieSkipNetImpl : tp::nn::Module {
-  explicit TieSkipNetImpl(int num_stages) {
+  explicit TieSkipNetImpl(int num_stages, bool tie = true) {
     layers = register_module("layers", tp::nn::ModuleList());
     for (int i = 0; i < num_stages - 1; ++i) layers->push_back(tp::nn::Linear(kWidth, kWidth));
+    if (!tie) head = register_module("head", tp::nn::Linear(kWidth, kWidth));
   }
   tp::Tensor forward(const tp::Tensor& x) override {
     tp::Tensor h0 = tp::relu((*(*layers)[0])(x));
@@ -41,9 +46,11 @@ struct TieSkipNetImpl : tp::nn::Module {
       h = tp::tanh((*(*layers)[i])(h));
     }
     pp::pipe_split();
+    if (head) return head(h + h0);
     return tp::linear(h + h0, layers->at<tp::nn::LinearImpl>(0)->weight);
   }
   tp::nn::ModuleList layers{nullptr};
+  tp::nn::Linear head{nullptr};
 };
 TENSORPLAY_MODULE(TieSkipNet);
 
@@ -64,6 +71,8 @@ struct Args {
   std::string misuse;          // empty: the equivalence run
   std::string device = "cpu";  // "cuda": each rank's stages on its local GPU (NCCL or staged UCX)
   double tolerance = 1e-5;     // relative, of each value's size (at least 1)
+  int dp = 1;                  // data-parallel replicas (a {pp, dp} mesh when more than 1)
+  bool tie = true;             // the last stage reads the first stage's weight
 };
 
 Args parse(int argc, char** argv) {
@@ -82,6 +91,10 @@ Args parse(int argc, char** argv) {
       a.device = value;
     else if (flag == "--tolerance")
       a.tolerance = std::atof(value.c_str());
+    else if (flag == "--dp")
+      a.dp = std::atoi(value.c_str());
+    else if (flag == "--tie")
+      a.tie = value != "0";
     else
       throw std::invalid_argument("unknown flag " + flag);
   }
@@ -92,26 +105,42 @@ int equivalence(const Args& args) {
   const int rank = dist::get_rank(), world = dist::get_world_size();
   sc::ScheduleKind kind = sc::parse_schedule_kind(args.schedule);
   int spr = sc::is_single_stage_per_rank(kind) ? 1 : sc::default_stages_per_rank(kind);
-  int num_stages = world * spr;
-  const int64_t batch = 2 * args.microbatches;
+  if (args.dp < 1 || world % args.dp != 0)
+    throw std::invalid_argument("--dp " + std::to_string(args.dp) + " does not divide the " +
+                                std::to_string(world) + " processes");
+  const int pp_size = world / args.dp;
+  int num_stages = pp_size * spr;
+  // Each replica trains `microbatches` microbatches of 2 rows; the reference runs the whole batch.
+  const int64_t rows = 2, batch = rows * args.microbatches * args.dp;
 
   tp::manual_seed(11);
-  TieSkipNet model(num_stages), twin(num_stages);
+  TieSkipNet model(num_stages, args.tie), twin(num_stages, args.tie);
   twin->load_state_dict(model->state_dict());
-  auto pipe = pp::pipeline(model, {tp::zeros({batch / args.microbatches, kWidth})});
+  auto pipe = pp::pipeline(model, {tp::zeros({rows, kWidth})});
   tp::Device device = args.device == "cpu" ? tp::cpu() : dist::local_devices().at(0);
   if (args.device != "cpu" && !device.is_cuda()) {
     std::printf("rank %d: no CUDA device: skipped\n", rank);
     return 77;
   }
-  auto local = pp::build_stages(pipe, pp::stages_of_rank(kind, rank, num_stages), device,
-                                dist::world_group());
+  dist::DeviceMesh mesh;
+  std::vector<std::shared_ptr<pp::PipelineStage>> local;
+  int pp_rank = rank, dp_rank = 0;
+  if (args.dp > 1) {
+    mesh =
+        dist::init_device_mesh(device.is_cuda() ? "cuda" : "cpu", {pp_size, args.dp}, {"pp", "dp"});
+    pp_rank = mesh.get_local_rank("pp");
+    dp_rank = mesh.get_local_rank("dp");
+    local = pp::build_stages(pipe, pp::stages_of_rank(kind, pp_rank, num_stages), device, mesh);
+  } else {
+    local = pp::build_stages(pipe, pp::stages_of_rank(kind, rank, num_stages), device,
+                             dist::world_group());
+  }
   pp::PipelineSchedule schedule(local, args.microbatches, tp::nn::mse_loss, kind);
   if (!schedule.is_distributed()) throw std::logic_error("the schedule did not go distributed");
 
-  auto ref_pipe = pp::pipeline(twin, {tp::zeros({batch / args.microbatches, kWidth})});
+  auto ref_pipe = pp::pipeline(twin, {tp::zeros({rows, kWidth})});
   auto ref_stages = pp::build_stages(ref_pipe, {tp::cpu()});
-  pp::PipelineSchedule reference(ref_stages, args.microbatches, tp::nn::mse_loss, kind);
+  pp::PipelineSchedule reference(ref_stages, args.microbatches * args.dp, tp::nn::mse_loss, kind);
 
   tp::optim::SGD opt(pp::parameters(local), {.lr = 0.05f, .momentum = 0.9f});
   tp::optim::SGD ref_opt(pp::parameters(ref_stages), {.lr = 0.05f, .momentum = 0.9f});
@@ -119,84 +148,109 @@ int equivalence(const Args& args) {
   tp::Generator data(23);
   int compared = 0, bad = 0;
   double worst = 0;
-  for (int step = 0; step < args.steps; ++step) {
+  auto compare = [&](const tp::Tensor& got, const tp::Tensor& want, const std::string& what) {
+    double d = rel_diff(got, want);
+    worst = std::max(worst, d);
+    ++compared;
+    if (d > args.tolerance) {
+      std::printf("rank %d: %s differs by %g\n", rank, what.c_str(), d);
+      ++bad;
+    }
+  };
+  // Every rank draws the whole batch (the same generator); a replica trains on its share.
+  auto draw = [&] {
     tp::Tensor x = tp::randn({batch, kWidth}, {}, &data), y = tp::randn({batch, kWidth}, {}, &data);
+    return std::make_pair(x, y);
+  };
+  auto local_step = [&](const tp::Tensor& x, const tp::Tensor& y, std::vector<tp::Tensor>* losses) {
+    tp::Tensor mx = dist::shard_batch(x, mesh), my = dist::shard_batch(y, mesh);
+    return schedule.step(
+        hosts_first ? std::vector<tp::Tensor>{mx.to(device)} : std::vector<tp::Tensor>{},
+        {.target = my.to(device), .losses = losses});
+  };
+  for (int step = 0; step < args.steps; ++step) {
+    std::string at = "step " + std::to_string(step);
+    if (args.dp > 1 && step == args.steps - 1) {
+      // The last step accumulates a batch under no_sync first: the synced step then averages
+      // both, as the reference accumulates both.
+      auto [x, y] = draw();
+      {
+        auto guard = schedule.no_sync();
+        local_step(x, y, nullptr);
+      }
+      if (schedule.data_parallel_stats().synced) {
+        std::printf("rank %d: a step under no_sync averaged gradients\n", rank);
+        ++bad;
+      }
+      reference.step({x}, {.target = y});
+    }
+    auto [x, y] = draw();
     std::vector<tp::Tensor> losses, ref_losses;
-    tp::Tensor out =
-        schedule.step(hosts_first ? std::vector<tp::Tensor>{x} : std::vector<tp::Tensor>{},
-                      {.target = y, .losses = &losses});
+    tp::Tensor out = local_step(x, y, &losses);
     tp::Tensor ref_out = reference.step({x}, {.target = y, .losses = &ref_losses});
     if (hosts_last) {
-      if (losses.size() != ref_losses.size()) {
-        std::printf("rank %d step %d: %zu losses, expected %zu\n", rank, step, losses.size(),
-                    ref_losses.size());
+      if (losses.size() != static_cast<size_t>(args.microbatches)) {
+        std::printf("rank %d %s: %zu losses, expected %d\n", rank, at.c_str(), losses.size(),
+                    args.microbatches);
         ++bad;
       }
-      for (size_t mb = 0; mb < std::min(losses.size(), ref_losses.size()); ++mb) {
-        double d = rel_diff(losses[mb], ref_losses[mb]);
-        worst = std::max(worst, d);
-        ++compared;
-        if (d > args.tolerance) {
-          std::printf("rank %d step %d: loss of microbatch %zu differs by %g\n", rank, step, mb, d);
-          ++bad;
-        }
-      }
-      double d = rel_diff(out, ref_out);
-      if (d > args.tolerance) {
-        std::printf("rank %d step %d: output differs by %g\n", rank, step, d);
-        ++bad;
-      }
+      for (size_t mb = 0; mb < losses.size(); ++mb)
+        compare(losses[mb], ref_losses.at(dp_rank * args.microbatches + mb),
+                at + ": loss of microbatch " + std::to_string(mb));
+      compare(out, dist::shard_batch(ref_out, mesh), at + ": output");
     } else if (out.defined()) {
-      std::printf("rank %d step %d: a rank without the last stage got an output\n", rank, step);
+      std::printf("rank %d %s: a rank without the last stage got an output\n", rank, at.c_str());
       ++bad;
+    }
+    if (args.dp > 1) {
+      pp::DataParallelStats st = schedule.data_parallel_stats();
+      if (!st.synced || st.buckets < 1 || st.bytes <= 0) {
+        std::printf("rank %d %s: no data-parallel averaging ran (%d buckets, %lld bytes)\n", rank,
+                    at.c_str(), st.buckets, static_cast<long long>(st.bytes));
+        ++bad;
+      }
     }
     for (const auto& s : local) {
       for (const auto& [name, p] : s->module().named_parameters()) {
         tp::Tensor want = ref_stages[s->stage_index()]->module().find_tensor(name).grad();
         if (!p.grad().defined() || !want.defined()) {
-          std::printf("rank %d step %d: stage %d %s has no gradient\n", rank, step,
+          std::printf("rank %d %s: stage %d %s has no gradient\n", rank, at.c_str(),
                       s->stage_index(), name.c_str());
           ++bad;
           continue;
         }
-        double d = rel_diff(p.grad(), want);
-        worst = std::max(worst, d);
-        ++compared;
-        if (d > args.tolerance) {
-          std::printf("rank %d step %d: stage %d %s gradient differs by %g\n", rank, step,
-                      s->stage_index(), name.c_str(), d);
-          ++bad;
-        }
+        compare(p.grad().cpu(), want,
+                at + ": stage " + std::to_string(s->stage_index()) + " " + name + " gradient");
       }
     }
     opt.step();
     opt.zero_grad();
     ref_opt.step();
     ref_opt.zero_grad();
+    for (const auto& s : local)
+      for (const auto& [name, p] : s->module().named_parameters())
+        compare(p.cpu(), ref_stages[s->stage_index()]->module().find_tensor(name),
+                at + ": stage " + std::to_string(s->stage_index()) + " " + name + " after update");
   }
   // Forward only (eval) after the training steps: the same outputs and losses.
-  tp::Tensor x = tp::randn({batch, kWidth}, {}, &data), y = tp::randn({batch, kWidth}, {}, &data);
+  auto [x, y] = draw();
   std::vector<tp::Tensor> losses, ref_losses;
-  tp::Tensor out =
-      schedule.eval(hosts_first ? std::vector<tp::Tensor>{x.to(device)} : std::vector<tp::Tensor>{},
-                    {.target = y.to(device), .losses = &losses});
+  tp::Tensor mx = dist::shard_batch(x, mesh), my = dist::shard_batch(y, mesh);
+  tp::Tensor out = schedule.eval(
+      hosts_first ? std::vector<tp::Tensor>{mx.to(device)} : std::vector<tp::Tensor>{},
+      {.target = my.to(device), .losses = &losses});
   tp::Tensor ref_out = reference.eval({x}, {.target = y, .losses = &ref_losses});
   if (hosts_last) {
-    double d = rel_diff(out, ref_out);
-    for (size_t mb = 0; mb < losses.size() && mb < ref_losses.size(); ++mb)
-      d = std::max(d, rel_diff(losses[mb], ref_losses[mb]));
-    ++compared;
-    worst = std::max(worst, d);
-    if (d > args.tolerance || losses.size() != ref_losses.size()) {
-      std::printf("rank %d eval: outputs or losses differ by %g (%zu losses, expected %zu)\n", rank,
-                  d, losses.size(), ref_losses.size());
-      ++bad;
-    }
+    compare(out, dist::shard_batch(ref_out, mesh), "eval output");
+    for (size_t mb = 0; mb < losses.size(); ++mb)
+      compare(losses[mb], ref_losses.at(dp_rank * args.microbatches + mb), "eval loss");
+    if (losses.size() != static_cast<size_t>(args.microbatches)) ++bad;
   }
   std::printf(
-      "rank %d: %s over %d processes, %d stages, %d steps: %d values compared, largest "
-      "relative difference %.3g, %d mismatches\n",
-      rank, args.schedule.c_str(), world, num_stages, args.steps, compared, worst, bad);
+      "rank %d: %s over %d processes (pp %d x dp %d), %d stages, %d steps, %s: %d values "
+      "compared, largest relative difference %.3g, %d mismatches\n",
+      rank, args.schedule.c_str(), world, pp_size, args.dp, num_stages, args.steps,
+      args.tie ? "tied weight" : "no tied weight", compared, worst, bad);
   return bad == 0 && compared > 0 ? 0 : 1;
 }
 

@@ -179,3 +179,23 @@ TEST_CASE("a checkpoint of another split or optimizer does not load", "[checkpoi
                                         {.generators = {{"extra", &extra}}}),
                     Catch::Contains("generator 'extra'"));
 }
+
+TEST_CASE("a stage replicated over a dp dimension is written by its first replica only",
+          "[checkpoint]") {
+  TempDir dir;
+  Job job(5);
+  job.train(6);
+  // Replica 1 of a {1, 2} mesh: writes nothing, and the step is not complete.
+  for (auto& s : job.stages) s->set_mesh(tp::distributed::DeviceMesh("cpu", {1, 2}, {"pp", "dp"}, 1));
+  pp::save_checkpoint(dir.path, job.stages, *job.opt, 7);
+  CHECK_FALSE(fs::exists(dir.path + "/step_00000007"));
+  // Replica 0 writes; both replicas load it.
+  for (auto& s : job.stages) s->set_mesh(tp::distributed::DeviceMesh("cpu", {1, 2}, {"pp", "dp"}, 0));
+  pp::save_checkpoint(dir.path, job.stages, *job.opt, 7);
+  CHECK(pp::latest_checkpoint_step(dir.path, 2) == 7);
+  Job replica(8);
+  for (auto& s : replica.stages)
+    s->set_mesh(tp::distributed::DeviceMesh("cpu", {1, 2}, {"pp", "dp"}, 1));
+  CHECK(pp::load_checkpoint(dir.path, replica.stages, *replica.opt) == 7);
+  CHECK(replica.values() == job.values());
+}

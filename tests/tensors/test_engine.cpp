@@ -144,3 +144,41 @@ TEST_CASE("the weight-only backward hands a weight its gradient without copying 
   CHECK(peak < static_cast<size_t>(w.nbytes()) * 3 / 2);  // the gradient once, not twice
   CHECK(w.grad().to_vector()[0] == 16.0f);
 }
+
+TEST_CASE("post-accumulate hooks run after each accumulation, in full and split backward",
+          "[engine]") {
+  TwoLayer net(5);
+  tp::Tensor x = tp::randn({2, 4});
+  std::vector<std::string> events;
+  std::vector<float> seen;
+  uint64_t id_w1 = net.w1.register_post_accumulate_grad_hook([&](const tp::Tensor& leaf) {
+    events.push_back("w1");
+    seen = leaf.grad().to_vector();  // the gradient is already in place
+  });
+  net.w2.register_post_accumulate_grad_hook([&](const tp::Tensor&) { events.push_back("w2"); });
+  tp::sum(net.forward(x)).backward();
+  // Backward reaches the last layer first.
+  REQUIRE(events.size() == 2);
+  CHECK(events[0] == "w2");
+  CHECK(events[1] == "w1");
+  CHECK(seen == net.w1.grad().to_vector());
+
+  // Split backward: none during I (the weights wait for W), each during W.
+  events.clear();
+  tp::Tensor in = x.detach().requires_grad_();
+  auto stash = tp::autograd::backward_input({tp::sum(net.forward(in))}, {}, {in});
+  CHECK(events.empty());
+  tp::autograd::backward_weight(std::move(stash));
+  CHECK(events.size() == 2);
+
+  net.w1.remove_post_accumulate_grad_hook(id_w1);
+  events.clear();
+  tp::sum(net.forward(x)).backward();
+  CHECK(events == std::vector<std::string>{"w2"});
+  // set_grad is not an accumulation.
+  net.w2.set_grad(tp::zeros({3, 6}));
+  CHECK(events.size() == 1);
+  CHECK_THROWS_WITH(tp::sum(net.w1 * 2.0f).register_post_accumulate_grad_hook(
+                        [](const tp::Tensor&) {}),
+                    Catch::Contains("not a leaf"));
+}

@@ -1,0 +1,381 @@
+// Data-parallel gradient averaging: buckets built per stage, handed over by gradient hooks and
+// dw_builder runners, all-reduced in bucket order on one thread.
+#include "actors/detail/grad_reducer.h"
+
+#include <algorithm>
+#include <set>
+#include <stdexcept>
+
+#include "tensors/autograd/grad_mode.h"
+#include "tensors/ops/elementwise.h"
+
+namespace tensorplay::pipelining::detail {
+
+namespace {
+
+double ms_between(std::chrono::steady_clock::time_point a,
+                  std::chrono::steady_clock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+}  // namespace
+
+uint64_t GradReducer::call_of(size_t job) const {
+  // Distinct per step and job on every replica alike (the steps are numbered alike).
+  return step_ * 4096 + job;
+}
+
+struct GradReducer::Bucket {
+  size_t index = 0;              // in buckets_ (the order replicas run them in)
+  size_t stage = 0;              // index into stages_
+  std::vector<Tensor> params;    // in bucket order
+  std::vector<int64_t> offsets;  // element offset of each parameter in `flat`
+  int64_t numel = 0;
+  DType dtype = DType::Float32;
+  Device device;
+  Tensor flat;
+  // Per step, on the stage's thread: parameters whose gradients are not final yet.
+  size_t pending = 0;
+  bool handed = false;
+};
+
+struct GradReducer::StageState {
+  std::vector<Tensor> params;     // by slot
+  std::vector<size_t> bucket_of;  // slot -> bucket
+  std::vector<int> hits;          // accumulations in the current action, by slot
+  std::vector<int> expected;      // accumulations per action (-1: not learnt yet)
+  int actions_done = 0;           // W (or B) actions of the current step
+  std::vector<size_t> buckets;    // this stage's buckets, in order
+  bool late = false;              // a gradient came after its bucket was handed over
+  std::string late_name;
+  std::vector<std::string> names;  // by slot
+};
+
+GradReducer::GradReducer(std::vector<PipelineStage*> stages, int n_microbatches, int dp_size,
+                         DataParallelOptions options, FlatAllReduce all_reduce, std::string name)
+    : stages_(std::move(stages)),
+      n_microbatches_(n_microbatches),
+      dp_size_(dp_size),
+      options_(options),
+      all_reduce_(std::move(all_reduce)),
+      name_(std::move(name)) {
+  if (options_.bucket_cap_bytes < 1)
+    throw std::invalid_argument(name_ +
+                                ": DataParallelOptions::bucket_cap_bytes must be positive, got " +
+                                std::to_string(options_.bucket_cap_bytes));
+  // Later stages finish their backward first: their buckets come first.
+  std::vector<size_t> order(stages_.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return stages_[a]->stage_index() > stages_[b]->stage_index();
+  });
+  stage_state_.resize(stages_.size());
+  std::set<const TensorImpl*> seen;  // a tensor two local stages share is averaged once
+  for (size_t si : order) {
+    PipelineStage* stage = stages_[si];
+    auto st = std::make_unique<StageState>();
+    std::set<std::string> tied;
+    for (const auto& [tie, holders] : stage->tied_parameters()) tied.insert(tie);
+    auto named = stage->module().named_parameters();
+    for (const auto& [pname, p] : named) {
+      if (!p.requires_grad() || tied.count(pname) || !seen.insert(p.impl_ptr().get()).second)
+        continue;
+      st->params.push_back(p);
+      st->names.push_back(pname);
+    }
+    const size_t n = st->params.size();
+    st->bucket_of.assign(n, 0);
+    st->hits.assign(n, 0);
+    st->expected.assign(n, -1);
+    // Reverse registration order: the backward reaches the last layers first.
+    Bucket* open = nullptr;
+    int64_t open_bytes = 0;
+    for (size_t k = n; k-- > 0;) {
+      const Tensor& p = st->params[k];
+      const int64_t bytes = static_cast<int64_t>(p.nbytes());
+      if (!open || open->dtype != p.dtype() || open->device != p.device() ||
+          (open_bytes > 0 && open_bytes + bytes > options_.bucket_cap_bytes)) {
+        buckets_.push_back(std::make_unique<Bucket>());
+        open = buckets_.back().get();
+        open->index = buckets_.size() - 1;
+        open->stage = si;
+        open->dtype = p.dtype();
+        open->device = p.device();
+        open_bytes = 0;
+        st->buckets.push_back(buckets_.size() - 1);
+      }
+      open->params.push_back(p);
+      open->offsets.push_back(open->numel);
+      open->numel += p.numel();
+      open_bytes += bytes;
+      st->bucket_of[k] = buckets_.size() - 1;
+    }
+    stage_state_[si] = std::move(st);
+  }
+  for (auto& b : buckets_) b->flat = empty({b->numel}, {.dtype = b->dtype, .device = b->device});
+  // Gradient hooks and the runtime dw_builder of every stage.
+  for (size_t si = 0; si < stages_.size(); ++si) {
+    StageState& st = *stage_state_[si];
+    for (size_t k = 0; k < st.params.size(); ++k) {
+      uint64_t id = st.params[k].register_post_accumulate_grad_hook(
+          [this, si, k](const Tensor&) { on_accumulate(si, k); });
+      hooks_.emplace_back(st.params[k], id);
+    }
+    stages_[si]->set_runtime_dw_builder(
+        [this, si]() -> DwRunner { return [this, si] { on_action_done(si); }; });
+  }
+  thread_ = std::thread([this] { run(); });
+}
+
+GradReducer::~GradReducer() {
+  {
+    std::lock_guard lock(mutex_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+  for (PipelineStage* s : stages_) s->set_runtime_dw_builder(nullptr);
+  for (auto& [p, id] : hooks_) p.remove_post_accumulate_grad_hook(id);
+}
+
+std::string GradReducer::layout() const {
+  std::string out;
+  for (const auto& b : buckets_)
+    out += std::to_string(stages_[b->stage]->stage_index()) + ":" + std::to_string(b->numel) + ":" +
+           to_string(b->dtype) + ",";
+  return out;
+}
+
+void GradReducer::broadcast_from_first(bool is_first) {
+  NoGradGuard no_grad;
+  uint64_t call = 0;
+  for (PipelineStage* s : stages_) {
+    auto tensors = s->module().named_parameters();
+    auto buffers = s->module().named_buffers();
+    tensors.insert(tensors.end(), buffers.begin(), buffers.end());
+    for (auto& [tname, t] : tensors) {
+      if (t.dtype() != DType::Float32 && t.dtype() != DType::BFloat16) continue;
+      Tensor flat = t.detach().reshape({t.numel()}).clone();
+      if (!is_first) flat.zero_();
+      all_reduce_(flat, ++call);
+      t.detach().copy_(flat.reshape(t.shape()));
+    }
+  }
+}
+
+void GradReducer::begin_step(uint64_t step, bool sync,
+                             std::map<std::string, std::vector<Tensor>> tied) {
+  std::lock_guard lock(mutex_);
+  step_ = step;
+  active_ = sync;
+  stats_ = {};
+  stats_.synced = sync;
+  error_.clear();
+  abandon_ = false;
+  tied_ = sync ? std::move(tied) : std::map<std::string, std::vector<Tensor>>{};
+  jobs_ = sync ? buckets_.size() + (tied_.empty() ? 0 : 1) : 0;
+  ready_.assign(jobs_, false);
+  next_ = done_ = 0;
+  tied_ready_ = false;
+  for (auto& b : buckets_) {
+    b->pending = b->params.size();
+    b->handed = false;
+  }
+  for (auto& st : stage_state_) {
+    std::fill(st->hits.begin(), st->hits.end(), 0);
+    st->actions_done = 0;
+    st->late = false;
+  }
+}
+
+void GradReducer::on_accumulate(size_t stage, size_t slot) {
+  if (!active_ || !options_.overlap) return;  // set before the step's actors start
+  StageState& st = *stage_state_[stage];
+  const int hits = ++st.hits[slot];
+  Bucket& b = *buckets_[st.bucket_of[slot]];
+  if (b.handed) {
+    st.late = true;
+    st.late_name = st.names[slot];
+    return;
+  }
+  // The stage's last action of the step: a parameter is final once it has had as many
+  // accumulations as every action gives it.
+  if (st.actions_done == n_microbatches_ - 1 && st.expected[slot] > 0 &&
+      hits == st.expected[slot] && --b.pending == 0)
+    hand_over(st.bucket_of[slot]);
+}
+
+void GradReducer::on_action_done(size_t stage) {
+  if (!active_) return;
+  StageState& st = *stage_state_[stage];
+  for (size_t k = 0; k < st.hits.size(); ++k) {
+    if (st.expected[k] < 0) st.expected[k] = st.hits[k];
+    st.hits[k] = 0;
+  }
+  if (++st.actions_done < n_microbatches_ || !options_.overlap) return;
+  for (size_t b : st.buckets)
+    if (!buckets_[b]->handed) hand_over(b);
+}
+
+void GradReducer::hand_over(size_t bucket) {
+  buckets_[bucket]->handed = true;
+  {
+    std::lock_guard lock(mutex_);
+    ready_.at(bucket) = true;
+  }
+  cv_.notify_all();
+}
+
+void GradReducer::finish_step(std::chrono::steady_clock::time_point deadline) {
+  if (!active_) return;
+  std::unique_lock lock(mutex_);
+  backward_done_ = std::chrono::steady_clock::now();
+  for (size_t i = 0; i < buckets_.size(); ++i) {
+    buckets_[i]->handed = true;
+    ready_[i] = true;
+  }
+  if (!tied_.empty()) ready_.back() = true;
+  cv_.notify_all();
+  const bool finished = cv_.wait_until(lock, deadline, [&] { return done_ == jobs_; });
+  stats_.exposed_ms = ms_between(backward_done_, std::chrono::steady_clock::now());
+  active_ = false;
+  std::string late;
+  for (size_t si = 0; si < stage_state_.size(); ++si)
+    if (stage_state_[si]->late)
+      late = "stage " + std::to_string(stages_[si]->stage_index()) + "'s parameter '" +
+             stage_state_[si]->late_name + "'";
+  if (!finished) {
+    abandon_ = true;
+    throw PipelineError(name_ + ": step " + std::to_string(step_) +
+                        ": the data-parallel gradient all-reduce did not finish in time (" +
+                        std::to_string(done_) + " of " + std::to_string(jobs_) +
+                        " buckets done); a replica in the dp group is slow or gone");
+  }
+  if (!error_.empty())
+    throw PipelineError(name_ + ": step " + std::to_string(step_) +
+                        ": data-parallel gradient averaging failed: " + error_ +
+                        " (gradients of this step are partial: zero_grad before retrying)");
+  if (!late.empty())
+    throw PipelineError(name_ + ": step " + std::to_string(step_) + ": " + late +
+                        " got a gradient after its bucket was averaged (its stage's backward "
+                        "accumulates into it a varying number of times); set "
+                        "DataParallelOptions::overlap = false for this model");
+}
+
+void GradReducer::abandon_step(const std::function<void()>& cancel) {
+  std::unique_lock lock(mutex_);
+  if (!active_) return;
+  active_ = false;
+  abandon_ = true;
+  cv_.notify_all();
+  lock.unlock();
+  if (cancel) cancel();
+  lock.lock();
+  // The running all-reduce ends with an error once its transfers are cancelled.
+  cv_.wait_for(lock, std::chrono::seconds(2), [&] { return next_ >= jobs_ || done_ == next_; });
+}
+
+DataParallelStats GradReducer::stats() const { return stats_; }
+
+void GradReducer::run() {
+  std::unique_lock lock(mutex_);
+  for (;;) {
+    cv_.wait(lock, [&] { return stop_ || (!abandon_ && next_ < jobs_ && ready_[next_]); });
+    if (stop_) return;
+    const size_t job = next_;
+    const uint64_t job_step = step_;
+    lock.unlock();
+    std::string error;
+    const auto t0 = std::chrono::steady_clock::now();
+    try {
+      if (job < buckets_.size())
+        reduce_bucket(*buckets_[job]);
+      else
+        reduce_tied();
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+    const double took = ms_between(t0, std::chrono::steady_clock::now());
+    lock.lock();
+    if (step_ != job_step) continue;  // an abandoned step's job ended after the next began
+    stats_.all_reduce_ms += took;
+    ++stats_.buckets;
+    if (!error.empty() && error_.empty()) error_ = error;
+    next_ = job + 1;
+    done_ = job + 1;
+    // After a failure the replicas' calls no longer match: the rest of the step is dropped.
+    if (!error.empty()) abandon_ = true;
+    cv_.notify_all();
+  }
+}
+
+void GradReducer::reduce_bucket(Bucket& b) {
+  NoGradGuard no_grad;
+  for (size_t i = 0; i < b.params.size(); ++i) {
+    Tensor part = b.flat.slice0(b.offsets[i], b.offsets[i] + b.params[i].numel());
+    Tensor g = b.params[i].grad();
+    // A parameter without a gradient on this replica counts as zeros (DDP's unused parameters).
+    if (g.defined())
+      part.copy_(g.reshape({g.numel()}));
+    else
+      part.zero_();
+  }
+  all_reduce_(b.flat, call_of(b.index));
+  Tensor mean = affine(b.flat, 1.0f / static_cast<float>(dp_size_), 0.0f);
+  for (size_t i = 0; i < b.params.size(); ++i) {
+    Tensor part =
+        mean.slice0(b.offsets[i], b.offsets[i] + b.params[i].numel()).reshape(b.params[i].shape());
+    Tensor g = b.params[i].grad();
+    if (g.defined())
+      g.copy_(part);
+    else
+      b.params[i].set_grad(part.clone());
+  }
+  std::lock_guard lock(mutex_);
+  stats_.bytes += static_cast<int64_t>(b.flat.nbytes());
+}
+
+void GradReducer::reduce_tied() {
+  NoGradGuard no_grad;
+  // One copy per tie (the schedule has summed the copies: they are equal), one all-reduce per
+  // dtype and device, in name order on every replica.
+  uint64_t call = call_of(buckets_.size());
+  std::map<std::pair<int, std::string>, std::vector<std::string>> groups;
+  for (const auto& [tie, copies] : tied_) {
+    const Tensor& p = copies.at(0);
+    groups[{static_cast<int>(p.dtype()), to_string(p.device())}].push_back(tie);
+  }
+  for (const auto& [key, ties] : groups) {
+    int64_t total = 0;
+    for (const std::string& t : ties) total += tied_.at(t)[0].numel();
+    const Tensor& like = tied_.at(ties[0])[0];
+    Tensor flat = empty({total}, {.dtype = like.dtype(), .device = like.device()});
+    int64_t off = 0;
+    for (const std::string& t : ties) {
+      const Tensor& p = tied_.at(t)[0];
+      Tensor part = flat.slice0(off, off + p.numel());
+      if (p.grad().defined())
+        part.copy_(p.grad().reshape({p.numel()}));
+      else
+        part.zero_();
+      off += p.numel();
+    }
+    all_reduce_(flat, call++);
+    Tensor mean = affine(flat, 1.0f / static_cast<float>(dp_size_), 0.0f);
+    off = 0;
+    for (const std::string& t : ties) {
+      for (const Tensor& copy : tied_.at(t)) {
+        Tensor part = mean.slice0(off, off + copy.numel()).reshape(copy.shape());
+        if (copy.grad().defined())
+          copy.grad().copy_(part);
+        else
+          const_cast<Tensor&>(copy).set_grad(part.clone());
+      }
+      off += tied_.at(t)[0].numel();
+    }
+    std::lock_guard lock(mutex_);
+    stats_.bytes += static_cast<int64_t>(flat.nbytes());
+  }
+}
+
+}  // namespace tensorplay::pipelining::detail
