@@ -85,6 +85,14 @@ void PipelineSchedule::Impl::check_agreement(const std::vector<std::string>& inf
                                     "; each stage belongs to exactly one rank");
     }
   }
+  // A transfer's tag names its receiving stage in 12 bits, the last value kept for collectives:
+  // stages 0 to kCollectiveStage - 1 fit.
+  if (num_stages > transport::kCollectiveStage)
+    throw std::invalid_argument(
+        name + ": " + std::to_string(num_stages) +
+        " stages; a schedule across processes holds at most " +
+        std::to_string(transport::kCollectiveStage) + " (transfer tags number stages 0 to " +
+        std::to_string(transport::kCollectiveStage - 1) + "; the next one tags collectives)");
   if (static_cast<int>(group_ranks.size()) != ranks)
     throw std::invalid_argument(
         name + ": " + std::to_string(num_stages) + " stages at " + std::to_string(stages_per_rank) +

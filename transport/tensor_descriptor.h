@@ -13,10 +13,15 @@ namespace tensorplay::transport {
 /// Which way a transfer goes through the pipeline.
 enum class Direction : uint8_t { Forward, Backward };
 
+/// The receiving stage that collectives (ring_all_reduce.h) put in their tags: the highest a
+/// UCX tag holds. A pipeline's own stages are 0 to kCollectiveStage - 1 (schedules across
+/// processes refuse more stages), so a collective never matches a pipeline transfer.
+inline constexpr int32_t kCollectiveStage = 4095;
+
 /// Tag naming one boundary value of one microbatch of one step.
 struct TransferTag {
   uint64_t step = 0;
-  int32_t stage = 0;  ///< receiving stage
+  int32_t stage = 0;  ///< receiving stage (kCollectiveStage: a collective's transfer)
   Direction direction = Direction::Forward;
   int32_t microbatch = 0;
   /// Which schedule's traffic this is, where several share one channel (0 in one process).
