@@ -1,12 +1,17 @@
 // The seed example: a model of two Blocks (Linear(128,128) + ReLU), traced and split into two
 // stages at `layer1`, trained with Schedule1F1B over 4 microbatches on a fixed synthetic
 // regression task. Run alone, it hosts both stages (the embedded single-process runtime); under
-// `tp-launch --nproc-per-node 2` each process hosts its own stage. Prints the loss as it falls.
+// `tp-launch --nproc-per-node 2` each process hosts its own stage; with `--dp N` under
+// `tp-launch --nproc-per-node 2N` the two stages are replicated N times over a {pp, dp} device
+// mesh, each replica training on its share of the batch. Prints the loss as it falls.
+//
+//   seed_mlp [steps] [--dp N]
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
 #include <string>
 
+#include "actors/device_mesh.h"
 #include "actors/process_group.h"
 #include "actors/schedule.h"
 #include "stages/build_stage.h"
@@ -38,7 +43,14 @@ struct ModelImpl : tp::nn::Module {
 TENSORPLAY_MODULE(Model);
 
 int main(int argc, char** argv) {
-  const int steps = argc > 1 ? std::atoi(argv[1]) : 300;
+  int steps = 300, dp = 1;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--dp" && i + 1 < argc)
+      dp = std::atoi(argv[++i]);
+    else
+      steps = std::atoi(arg.c_str());
+  }
   const int64_t dim = 128, batch = 32;
   tp::manual_seed(0);
 
@@ -53,9 +65,17 @@ int main(int argc, char** argv) {
   auto pipe = pp::pipeline(model, {tp::zeros({batch / 4, dim})},
                            {.split_spec = {{"layer1", pp::SplitPoint::Beginning}}});
   if (rank == 0) std::cout << pipe << "\n";
-  std::vector<std::shared_ptr<pp::PipelineStage>> stages =
-      world == 1 ? pp::build_stages(pipe, {tp::cpu()})
-                 : pp::build_stages(pipe, {rank}, tp::cpu(), tp::distributed::world_group());
+  std::vector<std::shared_ptr<pp::PipelineStage>> stages;
+  tp::distributed::DeviceMesh mesh;
+  if (world == 1) {
+    stages = pp::build_stages(pipe, {tp::cpu()});
+  } else if (dp > 1) {
+    // Ranks row-major over {pp, dp}: rank r runs stage r / dp as replica r % dp.
+    mesh = tp::distributed::init_device_mesh("cpu", {world / dp, dp}, {"pp", "dp"});
+    stages = pp::build_stages(pipe, {mesh.get_local_rank("pp")}, tp::cpu(), mesh);
+  } else {
+    stages = pp::build_stages(pipe, {rank}, tp::cpu(), tp::distributed::world_group());
+  }
   pp::Schedule1F1B schedule(stages, /*n_microbatches=*/4, tp::nn::mse_loss);
   tp::optim::SGD opt(pp::parameters(stages), {.lr = 0.05f, .momentum = 0.9f});
   const bool feeds_inputs = stages.front()->is_first(), gets_losses = stages.back()->is_last();
@@ -69,11 +89,15 @@ int main(int argc, char** argv) {
   for (int step = 1; step <= steps; ++step) {
     std::vector<tp::Tensor> losses;
     // PyTorch's rule: the first stage's rank feeds the inputs, the last one's gets the losses.
-    schedule.step(feeds_inputs ? std::vector<tp::Tensor>{x} : std::vector<tp::Tensor>{},
-                  {.target = y, .losses = &losses});
+    // Each replica takes its share of the batch (all of it without a "dp" dimension).
+    tp::Tensor mx = tp::distributed::shard_batch(x, mesh),
+               my = tp::distributed::shard_batch(y, mesh);
+    schedule.step(feeds_inputs ? std::vector<tp::Tensor>{mx} : std::vector<tp::Tensor>{},
+                  {.target = my, .losses = &losses});
     opt.step();
     opt.zero_grad();
-    if (gets_losses && (step == 1 || step % 25 == 0)) {
+    if (gets_losses && (mesh.empty() || mesh.get_local_rank("dp") == 0) &&
+        (step == 1 || step % 25 == 0)) {
       float mean = 0;
       for (const auto& l : losses) mean += l.item() / losses.size();
       std::printf("step %4d  loss %.6f\n", step, mean);

@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "actors/device_mesh.h"
 #include "actors/message_log.h"
 #include "actors/process_group.h"
 #include "actors/schedule.h"
