@@ -298,7 +298,11 @@ std::vector<std::string> run_workers(const Options& o, int procs) {
   bool open = true;
   while ((open || running > 0) && failure.empty()) {
     if (Clock::now() > deadline) {
-      failure = "the workers did not finish within " + std::to_string(kWorkerLimit.count()) + " s";
+      std::string late;
+      for (int r = 0; r < procs; ++r)
+        if (!exited[r]) late += (late.empty() ? "" : ", ") + std::to_string(r);
+      failure = "worker rank(s) " + late + " of " + std::to_string(procs) +
+                " did not finish within " + std::to_string(kWorkerLimit.count()) + " s";
       break;
     }
     if (open) {
