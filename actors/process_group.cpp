@@ -19,6 +19,7 @@
 #include "actors/message_log.h"
 #include "tensors/device_info.h"
 #include "tensors/tensors.h"
+#include "transport/ring_all_reduce.h"
 #include "transport/ucx_channel.h"
 
 namespace tensorplay::distributed {
@@ -291,6 +292,15 @@ uint32_t Cluster::next_stream(const std::vector<int>& ranks) {
   return static_cast<uint32_t>(hash >> 32) * 16 + ++streams_[hash];
 }
 
+uint32_t Cluster::collective_stream(const std::vector<int>& ranks) const {
+  return static_cast<uint32_t>(group_hash(ranks) >> 32) * 16;
+}
+
+uint64_t Cluster::next_collective_call(const std::vector<int>& ranks) {
+  std::lock_guard lock(seq_mutex_);
+  return ++calls_[group_hash(ranks)];
+}
+
 std::vector<Contribution> Cluster::exchange(const std::vector<int>& ranks, std::string bytes,
                                             std::vector<caf::actor> actors,
                                             const std::string& what) {
@@ -512,26 +522,22 @@ void ProcessGroup::all_reduce(Tensor& tensor) const {
   if (!tensor.defined()) throw std::invalid_argument("all_reduce: the tensor is undefined");
   if (ranks_.size() == 1 && ranks_[0] == get_rank()) return;
   Cluster& c = cluster_or_throw("all_reduce");
-  Tensor host = tensor.detach().cpu();
-  std::string header = std::to_string(static_cast<int>(tensor.dtype())) + ":";
-  for (int64_t d : tensor.shape()) header += std::to_string(d) + ",";
-  header += ";";
-  std::string bytes = header;
-  bytes.append(static_cast<const char*>(host.raw_data()), host.nbytes());
-  auto got = c.exchange(ranks_, std::move(bytes), {}, "all_reduce");
+  const std::string where = "all_reduce on group " + detail::join_ranks(ranks_);
+  const int me = rank();
+  if (me < 0)
+    throw DistributedError(where + ": rank " + std::to_string(c.env.rank) +
+                           " is not a member of the group");
+  if (!c.ucx) throw DistributedError(where + ": this process has no UCX channel to the others");
   NoGradGuard no_grad;
-  Tensor sum;
-  for (size_t i = 0; i < got.size(); ++i) {
-    const std::string& b = got[i].bytes;
-    if (b.size() != header.size() + host.nbytes() || b.compare(0, header.size(), header) != 0)
-      throw DistributedError("all_reduce: rank " + std::to_string(ranks_[i]) +
-                             " contributed a tensor of another shape or dtype than rank " +
-                             std::to_string(get_rank()) + "'s " + to_string(tensor.shape()));
-    Tensor part = empty(host.shape(), {.dtype = host.dtype(), .device = cpu()});
-    std::memcpy(part.raw_data(), b.data() + header.size(), host.nbytes());
-    sum = sum.defined() ? add(sum, part) : part;
+  // Host tensors are summed in place; device tensors through a host copy.
+  Tensor host = tensor.is_cuda() ? tensor.detach().cpu() : tensor.detach();
+  transport::RingGroup ring{c.ucx.get(), ranks_, me, c.collective_stream(ranks_), c.timeout};
+  try {
+    transport::ring_all_reduce(ring, c.next_collective_call(ranks_), host);
+  } catch (const transport::TransferError& e) {
+    throw DistributedError(where + " failed: " + e.what());
   }
-  tensor.copy_(sum);
+  if (tensor.is_cuda()) tensor.copy_(host);
 }
 
 // -- free functions

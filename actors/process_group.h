@@ -51,8 +51,12 @@ class ProcessGroup {
   bool contains(int global_rank) const;
   /// Blocks until every member has called barrier (or throws after the group's timeout).
   void barrier() const;
-  /// Sums `tensor` over the members in place (host or device tensor, float32 or bfloat16). Every
-  /// member gets the same bits: the sum runs in rank order.
+  /// Sums `tensor` over the members in place (host or device tensor, float32 or bfloat16; device
+  /// tensors go through a host copy) with a ring all-reduce over UCX (at most 128 members).
+  /// Every member gets the same bits, and the same inputs give the same bits from run to run.
+  /// Every member passes a tensor of the same shape and dtype; a member that passed another, or
+  /// did not take part within the group's timeout, makes every member throw DistributedError
+  /// naming it.
   void all_reduce(Tensor& tensor) const;
   /// Every member's `bytes`, by group rank.
   std::vector<std::string> all_gather_bytes(const std::string& bytes) const;

@@ -97,11 +97,19 @@ class Cluster {
   /// A stream id for the next schedule built over the group of global `ranks`: the same on every
   /// member, since members build their schedules in the same order (construction is collective).
   uint32_t next_stream(const std::vector<int>& ranks);
+  /// The stream tagging the ring collectives (all_reduce) on the group of global `ranks`: the
+  /// same on every member and fixed per group. Its low four bits are 0, and the ring's tags keep
+  /// the twelve above them, so two groups' collectives stay apart (transport/ring_all_reduce.h).
+  uint32_t collective_stream(const std::vector<int>& ranks) const;
+  /// Numbers the ring collectives on the group of global `ranks`: 1, 2, ... alike on every
+  /// member, a count of its own (exchange() counts the group's barriers and gathers).
+  uint64_t next_collective_call(const std::vector<int>& ranks);
 
  private:
   std::mutex seq_mutex_;
   std::map<uint64_t, uint32_t> seq_;      // calls made per group
   std::map<uint64_t, uint32_t> streams_;  // schedules built per group
+  std::map<uint64_t, uint64_t> calls_;    // ring collectives made per group
 };
 
 }  // namespace tensorplay::distributed::detail

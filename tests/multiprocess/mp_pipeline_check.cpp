@@ -379,8 +379,9 @@ int misuse(const Args& args) {
   return 1;
 }
 
-// Collectives across processes: barrier, all_reduce (float32 and bfloat16, world and a subgroup),
-// all_gather; last, a barrier one rank skips fails on the others naming it.
+// Collectives across processes: barrier, all_reduce (float32 and bfloat16, world and a subgroup,
+// large and tiny, mismatched shapes), all_gather; last, a barrier one rank skips fails on the
+// others naming it.
 int collectives() {
   const int rank = dist::get_rank(), world = dist::get_world_size();
   int bad = 0;
@@ -397,6 +398,28 @@ int collectives() {
     float want = world * (world + 1) / 2.0f;
     expect(t.dtype() == dtype, "all_reduce keeps the dtype");
     for (float v : t.to_vector()) expect(v == want, "all_reduce sums over the world");
+  }
+  {  // Every rank's own values over many elements, and fewer elements than ranks.
+    for (int64_t n : {int64_t{100003}, int64_t{1}}) {
+      std::vector<float> mine(n), want(n, 0.0f);
+      for (int64_t i = 0; i < n; ++i) {
+        mine[i] = static_cast<float>((i * 7 + rank * 3) % 17) - 8.0f;
+        for (int r = 0; r < world; ++r) want[i] += static_cast<float>((i * 7 + r * 3) % 17) - 8.0f;
+      }
+      tp::Tensor t = tp::from_vector(mine, {n});
+      dist::all_reduce(t);
+      expect(t.to_vector() == want, "all_reduce of " + std::to_string(n) + " elements");
+    }
+  }
+  try {  // A rank that passes another shape fails every rank at once, saying so.
+    tp::Tensor t = tp::ones({rank == 0 ? 6 : 5});
+    dist::all_reduce(t);
+    expect(false, "an all_reduce of mismatched tensors returned");
+  } catch (const dist::DistributedError& e) {
+    // Rank 0's neighbours name its tensor, the others pass their reason on.
+    const std::string what = e.what();
+    expect(what.find("float32 tensor of 6 elements") != std::string::npos,
+           "the mismatch is named: " + what);
   }
   dist::ProcessGroup ends = dist::new_group({0, world - 1});
   if (ends.contains(rank)) {
