@@ -222,6 +222,7 @@ void GradReducer::hand_over(size_t bucket) {
   {
     std::lock_guard lock(mutex_);
     ready_.at(bucket) = true;
+    ++stats_.buckets_overlapped;
   }
   cv_.notify_all();
 }
@@ -236,7 +237,9 @@ void GradReducer::finish_step(std::chrono::steady_clock::time_point deadline) {
   }
   if (!tied_.empty()) ready_.back() = true;
   cv_.notify_all();
-  const bool finished = cv_.wait_until(lock, deadline, [&] { return done_ == jobs_; });
+  // A failed all-reduce ends the step's averaging: the replicas' calls no longer pair up.
+  const bool finished =
+      cv_.wait_until(lock, deadline, [&] { return done_ == jobs_ || !error_.empty(); });
   stats_.exposed_ms = ms_between(backward_done_, std::chrono::steady_clock::now());
   active_ = false;
   std::string late;
@@ -264,7 +267,6 @@ void GradReducer::finish_step(std::chrono::steady_clock::time_point deadline) {
 
 void GradReducer::abandon_step(const std::function<void()>& cancel) {
   std::unique_lock lock(mutex_);
-  if (!active_) return;
   active_ = false;
   abandon_ = true;
   cv_.notify_all();
@@ -272,10 +274,13 @@ void GradReducer::abandon_step(const std::function<void()>& cancel) {
   if (cancel) cancel();
   lock.lock();
   // The running all-reduce ends with an error once its transfers are cancelled.
-  cv_.wait_for(lock, std::chrono::seconds(2), [&] { return next_ >= jobs_ || done_ == next_; });
+  cv_.wait_for(lock, std::chrono::seconds(2), [&] { return !running_; });
 }
 
-DataParallelStats GradReducer::stats() const { return stats_; }
+DataParallelStats GradReducer::stats() const {
+  std::lock_guard lock(mutex_);
+  return stats_;
+}
 
 void GradReducer::run() {
   std::unique_lock lock(mutex_);
@@ -284,6 +289,7 @@ void GradReducer::run() {
     if (stop_) return;
     const size_t job = next_;
     const uint64_t job_step = step_;
+    running_ = true;
     lock.unlock();
     std::string error;
     const auto t0 = std::chrono::steady_clock::now();
@@ -297,6 +303,8 @@ void GradReducer::run() {
     }
     const double took = ms_between(t0, std::chrono::steady_clock::now());
     lock.lock();
+    running_ = false;
+    cv_.notify_all();
     if (step_ != job_step) continue;  // an abandoned step's job ended after the next began
     stats_.all_reduce_ms += took;
     ++stats_.buckets;

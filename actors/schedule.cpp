@@ -479,11 +479,7 @@ StepOutput PipelineSchedule::Impl::run_step(const std::vector<Tensor>& inputs,
     // waited for: the next step refuses to start until it has returned.
     stuck = abort_all(data->step, std::chrono::steady_clock::now() + wind_down);
     last_failed_step = data->step;
-    if (reducer)
-      reducer->abandon_step([this] {
-        if (auto* cluster = distributed::detail::Cluster::current(); cluster && cluster->ucx)
-          cluster->ucx->cancel_stream(dp_stream);
-      });
+    if (reducer) abandon_data_parallel();
   }
   if (training && !distributed && stuck.empty()) finish_tied_step(local, std::move(tied));
   if (!failure.empty()) {
@@ -503,7 +499,14 @@ StepOutput PipelineSchedule::Impl::run_step(const std::vector<Tensor>& inputs,
   }
   // Data-parallel averaging: buckets already handed over during the backward are running or
   // done; the rest, and the tied parameters (now summed over their copies), go now.
-  if (training && reducer) reducer->finish_step(started + options.step_timeout);
+  if (training && reducer) {
+    try {
+      reducer->finish_step(started + options.step_timeout);
+    } catch (...) {
+      abandon_data_parallel();
+      throw;
+    }
+  }
   if (step_options.losses) {
     step_options.losses->clear();
     for (const Tensor& l : data->losses) step_options.losses->push_back(l);

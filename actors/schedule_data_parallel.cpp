@@ -103,6 +103,13 @@ void PipelineSchedule::Impl::setup_data_parallel() {
   if (options.data_parallel.broadcast_parameters) reducer->broadcast_from_first(me == 0);
 }
 
+void PipelineSchedule::Impl::abandon_data_parallel() {
+  reducer->abandon_step([this] {
+    if (auto* cluster = distributed::detail::Cluster::current(); cluster && cluster->ucx)
+      cluster->ucx->cancel_stream(dp_stream);
+  });
+}
+
 PipelineSchedule::NoSync::NoSync(PipelineSchedule& schedule)
     : schedule_(schedule), before_(schedule.requires_gradient_sync()) {
   schedule_.set_requires_gradient_sync(false);

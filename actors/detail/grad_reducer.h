@@ -79,7 +79,7 @@ class GradReducer {
   std::vector<std::unique_ptr<StageState>> stage_state_;
   std::vector<std::pair<Tensor, uint64_t>> hooks_;  // parameter, hook id
 
-  std::mutex mutex_;
+  mutable std::mutex mutex_;
   std::condition_variable cv_;
   std::thread thread_;
   bool stop_ = false;
@@ -92,6 +92,7 @@ class GradReducer {
   size_t jobs_ = 0;  // buckets, plus one for the tied parameters when any
   bool tied_ready_ = false;
   bool abandon_ = false;
+  bool running_ = false;  // the thread is in an all-reduce
   std::string error_;
   std::map<std::string, std::vector<Tensor>> tied_;
   DataParallelStats stats_;

@@ -88,6 +88,9 @@ struct PipelineSchedule::Impl {
   void check_agreement(const std::vector<std::string>& infos);
   /// Builds the gradient reducer when the stages' mesh has a "dp" dimension of more than one.
   void setup_data_parallel();
+  /// Drops the step's averaging after a failure: cancels the reducer's transfers and waits
+  /// (bounded) for the all-reduce running.
+  void abandon_data_parallel();
   /// Local copies of each tied parameter, by name (what the reducer averages after the sums).
   std::map<std::string, std::vector<Tensor>> tied_copies() const;
   std::string describe_rank(int rank) const;

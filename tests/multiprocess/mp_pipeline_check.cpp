@@ -136,7 +136,8 @@ int equivalence(const Args& args) {
                              dist::world_group());
   }
   pp::PipelineSchedule schedule(local, args.microbatches, tp::nn::mse_loss, kind);
-  if (!schedule.is_distributed()) throw std::logic_error("the schedule did not go distributed");
+  if (pp_size > 1 && !schedule.is_distributed())
+    throw std::logic_error("the schedule did not go distributed");
 
   auto ref_pipe = pp::pipeline(twin, {tp::zeros({rows, kWidth})});
   auto ref_stages = pp::build_stages(ref_pipe, {tp::cpu()});
@@ -367,6 +368,39 @@ int misuse(const Args& args) {
         std::_Exit(0);  // abrupt, but exit 0 so the launcher lets the others finish
       }
       return expect_step_failure(schedule, rank, {expect, "rank " + std::to_string(world - 1)}, 15);
+    } else if (args.misuse == "dp-model-mismatch" || args.misuse == "dp-dead-replica") {
+      // Every rank a replica of a whole two-stage V pipeline ({1, world} mesh).
+      auto mesh = dist::init_device_mesh("cpu", {1, world}, {"pp", "dp"});
+      const bool mismatch = args.misuse == "dp-model-mismatch";
+      TieSkipNet model(2, /*tie=*/!(mismatch && rank == 1));  // rank 1: an extra head
+      auto pipe = pp::pipeline(model, {tp::zeros({2, kWidth})});
+      auto stages = pp::build_stages(pipe, {0, 1}, tp::cpu(), mesh);
+      expect = mismatch ? "their parameters differ" : "rank 1";
+      pp::ScheduleZBVZeroBubble schedule(
+          stages, 2, tp::nn::mse_loss,
+          {.step_timeout = std::chrono::seconds(60), .transfer_timeout = std::chrono::seconds(30)});
+      if (mismatch) {
+        std::printf("rank %d: the mismatched replicas built their schedules\n", rank);
+        return 1;
+      }
+      if (rank == 1) {
+        std::printf("rank %d: dying\n", rank);
+        std::fflush(stdout);
+        std::_Exit(0);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      auto t0 = std::chrono::steady_clock::now();
+      try {
+        schedule.step({tp::randn({4, kWidth})}, {.target = tp::randn({4, kWidth})});
+      } catch (const std::exception& e) {
+        double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        bool ok = std::string(e.what()).find(expect) != std::string::npos && s < 15;
+        std::printf("rank %d: %s error after %.2f s: %s\n", rank,
+                    ok ? "the expected" : "an UNEXPECTED", s, e.what());
+        return ok ? 0 : 1;
+      }
+      std::printf("rank %d: the step finished without its replica\n", rank);
+      return 1;
     } else {
       throw std::invalid_argument("unknown misuse case " + args.misuse);
     }
