@@ -170,12 +170,7 @@ int main(int argc, char** argv) {
     }
   }
   std::string tp_launch;
-  try {
-    tp_launch = bench::find_tp_launch(tp_launch_flag);
-  } catch (const std::exception& e) {
-    std::cerr << e.what() << "\n";
-    return 1;
-  }
+  if (!bench::locate_tp_launch(tp_launch_flag, tp_launch)) return 1;
   std::vector<double> hidden, step_plain, step_overlap, all_reduce, exposed_overlap;
   for (int round = 0; round < rounds; ++round) {
     RunFigures runs[2];

@@ -38,12 +38,7 @@ int main(int argc, char** argv) {
     }
   }
   std::string tp_launch;
-  try {
-    tp_launch = bench::find_tp_launch(tp_launch_flag);
-  } catch (const std::exception& e) {
-    std::cerr << e.what() << "\n";
-    return 1;
-  }
+  if (!bench::locate_tp_launch(tp_launch_flag, tp_launch)) return 1;
 
   double one_process = 0, whole_batch = 0, one_f_one_b = 0, zbv = 0;
   for (int round = 0; round < rounds; ++round) {

@@ -99,12 +99,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::string tp_launch;
-  try {
-    tp_launch = bench::find_tp_launch(tp_launch_flag);
-  } catch (const std::exception& e) {
-    std::cerr << e.what() << "\n";
-    return 1;
-  }
+  if (!bench::locate_tp_launch(tp_launch_flag, tp_launch)) return 1;
   std::cout << "{\"pytorch\":" << bench::json_quote(peer.torch_version)
             << ",\"python\":" << bench::json_quote(peer.python) << "}" << std::endl;
 

@@ -255,6 +255,18 @@ inline std::string find_tp_launch(const std::string& flag_value = "") {
                            "target, or pass --tp-launch PATH or set TENSORPLAY_TP_LAUNCH");
 }
 
+/// find_tp_launch for a benchmark's main: the launcher in `out`, or false after printing why it
+/// was not found.
+inline bool locate_tp_launch(const std::string& flag_value, std::string& out) {
+  try {
+    out = find_tp_launch(flag_value);
+    return true;
+  } catch (const std::exception& e) {
+    std::cerr << e.what() << "\n";
+    return false;
+  }
+}
+
 /// What a two-process run measured, or why it failed.
 struct PipelineRun {
   double samples_per_s = 0;
