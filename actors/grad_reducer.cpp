@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "tensors/autograd/grad_mode.h"
+#include "tensors/backend.h"
 #include "tensors/ops/elementwise.h"
 
 namespace tensorplay::pipelining::detail {
@@ -319,26 +320,27 @@ void GradReducer::run() {
 
 void GradReducer::reduce_bucket(Bucket& b) {
   NoGradGuard no_grad;
+  const float share = 1.0f / static_cast<float>(dp_size_);
+  const bool host_float = !b.flat.is_cuda() && b.dtype == DType::Float32;
   for (size_t i = 0; i < b.params.size(); ++i) {
-    Tensor part = b.flat.slice0(b.offsets[i], b.offsets[i] + b.params[i].numel());
+    const int64_t n = b.params[i].numel();
+    Tensor part = b.flat.slice0(b.offsets[i], b.offsets[i] + n);
     Tensor g = b.params[i].grad();
-    // A parameter without a gradient on this replica counts as zeros (DDP's unused parameters).
-    if (g.defined())
-      part.copy_(g.reshape({g.numel()}));
-    else
+    // Each gradient enters the bucket divided by the replicas (as DDP pre-divides), in one pass;
+    // a parameter without a gradient on this replica counts as zeros (DDP's unused parameters).
+    if (!g.defined())
       part.zero_();
+    else if (host_float && !g.is_cuda() && g.dtype() == DType::Float32)
+      backend_for(cpu()).affine(g.data<float>(), part.data<float>(), n, share, 0.0f);
+    else
+      part.copy_(affine(g.reshape({n}), share, 0.0f));
   }
   all_reduce_(b.flat, call_of(b.index));
-  Tensor mean = affine(b.flat, 1.0f / static_cast<float>(dp_size_), 0.0f);
-  for (size_t i = 0; i < b.params.size(); ++i) {
-    Tensor part =
-        mean.slice0(b.offsets[i], b.offsets[i] + b.params[i].numel()).reshape(b.params[i].shape());
-    Tensor g = b.params[i].grad();
-    if (g.defined())
-      g.copy_(part);
-    else
-      b.params[i].set_grad(part.clone());
-  }
+  // The mean stays in the bucket: each .grad becomes its view (DDP's gradient_as_bucket_view),
+  // where later accumulations (no_sync, or steps without zero_grad) add in place.
+  for (size_t i = 0; i < b.params.size(); ++i)
+    b.params[i].set_grad(b.flat.slice0(b.offsets[i], b.offsets[i] + b.params[i].numel())
+                             .reshape(b.params[i].shape()));
   std::lock_guard lock(mutex_);
   stats_.bytes += static_cast<int64_t>(b.flat.nbytes());
 }

@@ -13,6 +13,11 @@
 // its backward. The figure: hidden = (step time without overlap - step time with it) / the
 // all-reduce time without overlap, per round, the median over rounds in the last line as
 // "ratio" (goal: at least 0.5, half of the all-reduce hidden). Prints JSON lines.
+//
+// `--compute timed` runs the same shapes with stages whose forward and backward are waits
+// (timed_stage.h: --wait-us per block and pass, the weights' gradients of the MLP's sizes), so
+// the cores stay free while the stages "compute", as the host's cores do while a GPU computes:
+// what the overlap hides when the all-reduce does not compete with compute for the cores.
 #include <algorithm>
 #include <iostream>
 #include <string>
@@ -20,6 +25,7 @@
 
 #include "actors/device_mesh.h"
 #include "mlp_pipeline_job.h"
+#include "timed_stage.h"
 
 namespace {
 
@@ -29,7 +35,54 @@ struct Config {
   std::string schedule = "1F1B";
   double bucket_mb = 4;
   bool overlap = true;
+  std::string compute = "mlp";  ///< "mlp" (the products) or "timed" (waits)
+  int wait_us = 1000;           ///< timed: each block's forward, I and W
 };
+
+/// Timed stand-ins for a stage's `blocks` Linear(width, width) layers: one wait per block and
+/// pass, a weight of width * width values each.
+struct TimedStackImpl : bench::tp::nn::Module {
+  TimedStackImpl(int64_t blocks, int64_t width, timed_stage::Waits waits) {
+    for (int64_t b = 0; b < blocks; ++b)
+      layers.push_back(
+          register_module("block" + std::to_string(b),
+                          std::make_shared<timed_stage::TimedModule>(waits, width * width)));
+  }
+  bench::tp::Tensor forward(const bench::tp::Tensor& x) override {
+    bench::tp::Tensor h = x;
+    for (const auto& l : layers) h = l->forward(h);
+    return h;
+  }
+  std::vector<std::shared_ptr<timed_stage::TimedModule>> layers;
+};
+
+/// This rank's stages of the job's shapes, each built on `mesh`: the MLP's blocks, or timed ones.
+std::vector<std::shared_ptr<bench::pp::PipelineStage>> job_stages(
+    const bench::MlpJob& replica, const Config& config, bench::Mlp& model,
+    const dist::DeviceMesh& mesh, bench::tp::schedules::ScheduleKind kind, int num_stages) {
+  const std::vector<int> mine =
+      bench::pp::stages_of_rank(kind, mesh.get_local_rank("pp"), num_stages);
+  if (config.compute == "mlp")
+    return bench::pp::build_stages(bench::split_mlp(model, replica, num_stages), mine,
+                                   bench::tp::cpu(), mesh);
+  if (config.compute != "timed")
+    throw std::invalid_argument("--compute " + config.compute + " is not mlp or timed");
+  const std::chrono::microseconds wait(config.wait_us);
+  const bench::pp::TensorMeta meta{
+      bench::tp::Shape{replica.batch / replica.microbatches, replica.width}};
+  std::vector<std::shared_ptr<bench::pp::PipelineStage>> stages;
+  for (int s : mine) {
+    auto stage = std::make_shared<bench::pp::PipelineStage>(
+        std::make_shared<TimedStackImpl>(replica.blocks / num_stages, replica.width,
+                                         timed_stage::Waits{wait, wait, wait}),
+        s, num_stages, bench::tp::cpu(), std::vector<bench::pp::TensorMeta>{meta},
+        std::vector<bench::pp::TensorMeta>{meta});
+    stage->set_group_ranks(mesh["pp"].ranks());
+    stage->set_mesh(mesh);
+    stages.push_back(stage);
+  }
+  return stages;
+}
 
 // One rank: trains the job on its replica's half of the batch; prints its figures.
 int run_rank(const bench::MlpJob& job, const Config& config) {
@@ -45,10 +98,7 @@ int run_rank(const bench::MlpJob& job, const Config& config) {
   bench::Mlp model(job.width, job.blocks);
   bench::MlpJob replica = job;
   replica.batch = job.batch / 2;  // each replica's share; the split follows its microbatches
-  bench::pp::Pipe pipe = bench::split_mlp(model, replica, num_stages);
-  auto stages = bench::pp::build_stages(
-      pipe, bench::pp::stages_of_rank(kind, mesh.get_local_rank("pp"), num_stages),
-      bench::tp::cpu(), mesh);
+  auto stages = job_stages(replica, config, model, mesh, kind, num_stages);
   bench::pp::ScheduleOptions options{.step_timeout = std::chrono::seconds(60)};
   options.data_parallel.bucket_cap_bytes = static_cast<int64_t>(config.bucket_mb * (1 << 20));
   options.data_parallel.overlap = config.overlap;
@@ -100,7 +150,9 @@ RunFigures launch(const std::string& tp_launch, const bench::MlpJob& job, const 
                         " --nproc-per-node 4 --grace-seconds 2 -- " +
                         bench::shell_quote(bench::self_executable()) + " --worker --schedule " +
                         config.schedule + " --bucket-mb " + std::to_string(config.bucket_mb) +
-                        " --overlap " + (config.overlap ? "1" : "0") + " " + job.flags() + " 2>&1";
+                        " --overlap " + (config.overlap ? "1" : "0") + " --compute " +
+                        config.compute + " --wait-us " + std::to_string(config.wait_us) + " " +
+                        job.flags() + " 2>&1";
   bench::CommandOutput out = bench::run_command(command);
   RunFigures f;
   int ranks = 0;
@@ -155,8 +207,13 @@ int main(int argc, char** argv) {
       config.bucket_mb = std::stod(value);
     else if (flag == "--overlap")
       config.overlap = value != "0";
+    else if (flag == "--compute")
+      config.compute = value;
+    else if (flag == "--wait-us")
+      config.wait_us = std::stoi(value);
     else if (!job.parse_flag(flag, value)) {
-      std::cerr << "unknown flag " << flag << " (known: --rounds, --schedule, --bucket-mb, "
+      std::cerr << "unknown flag " << flag
+                << " (known: --rounds, --schedule, --bucket-mb, --compute, --wait-us, "
                 << "--tp-launch, and the job's " << job.flags() << ")\n";
       return 2;
     }
@@ -204,9 +261,10 @@ int main(int argc, char** argv) {
             << ",\"step_ms_overlap\":" << median(step_overlap)
             << ",\"all_reduce_ms_no_overlap\":" << median(all_reduce)
             << ",\"exposed_ms_overlap\":" << median(exposed_overlap) << ",\"schedule\":\""
-            << config.schedule << "\",\"bucket_mb\":" << config.bucket_mb
-            << ",\"width\":" << job.width << ",\"blocks\":" << job.blocks
-            << ",\"batch\":" << job.batch << ",\"microbatches\":" << job.microbatches
+            << config.schedule << "\",\"compute\":\"" << config.compute
+            << "\",\"bucket_mb\":" << config.bucket_mb << ",\"width\":" << job.width
+            << ",\"blocks\":" << job.blocks << ",\"batch\":" << job.batch
+            << ",\"microbatches\":" << job.microbatches
             << ",\"processes\":4,\"pp\":2,\"dp\":2,\"steps\":" << job.steps
             << ",\"rounds\":" << rounds << "}" << std::endl;
   return 0;

@@ -64,11 +64,12 @@ class TimedBackward : public tp::autograd::Node {
   tp::Shape weight_shape_;
 };
 
-/// A stage module: passes its input on after the forward wait; backward waits as above.
+/// A stage module: passes its input on after the forward wait; backward waits as above. Its
+/// weight has `weight_numel` elements (gradients of that size, e.g. for data-parallel averaging).
 class TimedModule : public tp::nn::Module {
  public:
-  explicit TimedModule(Waits waits) : waits_(waits) {
-    weight_ = register_parameter("weight", tp::zeros({1}));
+  explicit TimedModule(Waits waits, int64_t weight_numel = 1) : waits_(waits) {
+    weight_ = register_parameter("weight", tp::zeros({weight_numel}));
   }
   tp::Tensor forward(const tp::Tensor& x) override {
     wait_exactly(waits_.forward);
