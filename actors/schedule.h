@@ -39,6 +39,9 @@ struct DataParallelOptions {
   bool overlap = true;
   /// At construction, give every replica dp rank 0's parameters and buffers (as DDP does).
   bool broadcast_parameters = true;
+  // After an averaged step each parameter's .grad is a view into its bucket (DDP's
+  // gradient_as_bucket_view): zero_grad drops it, later accumulations add into it, and the next
+  // averaged step overwrites it, so clone a step's gradient to keep it past the next step.
 };
 
 /// What the last step's data-parallel gradient averaging did (empty without a "dp" dimension).
