@@ -368,6 +368,14 @@ int misuse(const Args& args) {
         std::_Exit(0);  // abrupt, but exit 0 so the launcher lets the others finish
       }
       return expect_step_failure(schedule, rank, {expect, "rank " + std::to_string(world - 1)}, 15);
+    } else if (args.misuse == "too-many-stages") {
+      // Transfer tags number stages in 12 bits, the last value kept for collectives.
+      expect = "a schedule across processes holds at most 4095";
+      pp::PipelineStage stage(tp::nn::Linear(kWidth, kWidth).ptr(), rank, 4096, tp::cpu(),
+                              std::vector<pp::TensorMeta>{{tp::Shape{2, kWidth}}},
+                              std::vector<pp::TensorMeta>{{tp::Shape{2, kWidth}}});
+      stage.set_group_ranks(dist::world_group().ranks());
+      pp::ScheduleGPipe schedule(stage, 2, tp::nn::mse_loss);
     } else if (args.misuse == "dp-model-mismatch" || args.misuse == "dp-dead-replica") {
       // Every rank a replica of a whole two-stage V pipeline ({1, world} mesh).
       auto mesh = dist::init_device_mesh("cpu", {1, world}, {"pp", "dp"});
