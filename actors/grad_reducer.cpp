@@ -177,7 +177,6 @@ void GradReducer::begin_step(uint64_t step, bool sync,
   jobs_ = sync ? buckets_.size() + (tied_.empty() ? 0 : 1) : 0;
   ready_.assign(jobs_, false);
   next_ = done_ = 0;
-  tied_ready_ = false;
   for (auto& b : buckets_) {
     b->pending = b->params.size();
     b->handed = false;

@@ -90,7 +90,6 @@ class GradReducer {
   size_t next_ = 0;
   size_t done_ = 0;
   size_t jobs_ = 0;  // buckets, plus one for the tied parameters when any
-  bool tied_ready_ = false;
   bool abandon_ = false;
   bool running_ = false;  // the thread is in an all-reduce
   std::string error_;
