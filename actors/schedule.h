@@ -46,7 +46,7 @@ struct DataParallelOptions {
 
 /// What the last step's data-parallel gradient averaging did (empty without a "dp" dimension).
 struct DataParallelStats {
-  int buckets = 0;           ///< all-reduces run (the tied parameters' counts as one)
+  int buckets = 0;  ///< all-reduces run (the tied parameters' counts as one)
   /// Buckets handed over to the all-reduce while the step's backward work was still running.
   int buckets_overlapped = 0;
   int64_t bytes = 0;         ///< gradient bytes averaged

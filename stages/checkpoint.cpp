@@ -299,8 +299,7 @@ void save_checkpoint(const std::string& dir,
     const distributed::DeviceMesh& mesh = stage.get_mesh();
     return !mesh.has_dim("dp") || mesh.get_local_rank("dp") == 0;
   };
-  if (std::none_of(stages.begin(), stages.end(), [&](const auto& s) { return writes(*s); }))
-    return;
+  if (std::none_of(stages.begin(), stages.end(), [&](const auto& s) { return writes(*s); })) return;
   const std::string folder = step_folder(dir, step);
   std::error_code ec;
   fs::create_directories(folder, ec);

@@ -98,7 +98,8 @@ TEST_CASE("a checkpoint restores parameters, optimizer state, step and generator
   CHECK(fresh.values() == saved.values());
 }
 
-TEST_CASE("each process saves its own stages and a step is complete when all have", "[checkpoint]") {
+TEST_CASE("each process saves its own stages and a step is complete when all have",
+          "[checkpoint]") {
   TempDir dir;
   Job job(3);
   job.train(4);
@@ -186,11 +187,13 @@ TEST_CASE("a stage replicated over a dp dimension is written by its first replic
   Job job(5);
   job.train(6);
   // Replica 1 of a {1, 2} mesh: writes nothing, and the step is not complete.
-  for (auto& s : job.stages) s->set_mesh(tp::distributed::DeviceMesh("cpu", {1, 2}, {"pp", "dp"}, 1));
+  for (auto& s : job.stages)
+    s->set_mesh(tp::distributed::DeviceMesh("cpu", {1, 2}, {"pp", "dp"}, 1));
   pp::save_checkpoint(dir.path, job.stages, *job.opt, 7);
   CHECK_FALSE(fs::exists(dir.path + "/step_00000007"));
   // Replica 0 writes; both replicas load it.
-  for (auto& s : job.stages) s->set_mesh(tp::distributed::DeviceMesh("cpu", {1, 2}, {"pp", "dp"}, 0));
+  for (auto& s : job.stages)
+    s->set_mesh(tp::distributed::DeviceMesh("cpu", {1, 2}, {"pp", "dp"}, 0));
   pp::save_checkpoint(dir.path, job.stages, *job.opt, 7);
   CHECK(pp::latest_checkpoint_step(dir.path, 2) == 7);
   Job replica(8);

@@ -178,7 +178,7 @@ TEST_CASE("post-accumulate hooks run after each accumulation, in full and split 
   // set_grad is not an accumulation.
   net.w2.set_grad(tp::zeros({3, 6}));
   CHECK(events.size() == 1);
-  CHECK_THROWS_WITH(tp::sum(net.w1 * 2.0f).register_post_accumulate_grad_hook(
-                        [](const tp::Tensor&) {}),
-                    Catch::Contains("not a leaf"));
+  CHECK_THROWS_WITH(
+      tp::sum(net.w1 * 2.0f).register_post_accumulate_grad_hook([](const tp::Tensor&) {}),
+      Catch::Contains("not a leaf"));
 }
