@@ -121,11 +121,16 @@ done
 ok "--log-dir writes rank_0.log and rank_1.log (unprefixed stdout and stderr) and sets TP_LOG_DIR"
 
 # -- --max-restarts ---------------------------------------------------------------------------------
-# Rank 1 fails on the first attempt only: one restart of every rank, then success.
+# Rank 1 fails on the first attempt only: one restart of every rank, then success. It fails only
+# once rank 0 has printed (a marker file says so, at most 5 s later): stopped before its first
+# line, rank 0 would have nothing to show for the attempt.
 rc=0
-timeout 60 "$launch" --nproc-per-node 2 --grace-seconds 1 --max-restarts 2 -- bash -c \
+MARKS="$work" timeout 60 "$launch" --nproc-per-node 2 --grace-seconds 1 --max-restarts 2 -- bash -c \
   'echo "attempt $TORCHELASTIC_RESTART_COUNT of $TORCHELASTIC_MAX_RESTARTS port $MASTER_PORT";
-   if [ "$RANK" = 1 ] && [ "$TORCHELASTIC_RESTART_COUNT" = 0 ]; then exit 7; fi; sleep 0.2' \
+   [ "$RANK" = 0 ] && touch "$MARKS/printed_$TORCHELASTIC_RESTART_COUNT";
+   if [ "$RANK" = 1 ] && [ "$TORCHELASTIC_RESTART_COUNT" = 0 ]; then
+     for _ in $(seq 50); do [ -e "$MARKS/printed_0" ] && break; sleep 0.1; done; exit 7
+   fi; sleep 0.2' \
   >"$work/restart.out" 2>"$work/restart.err" || rc=$?
 [ "$rc" = 0 ] || fail "a job that fails once under --max-restarts 2 exited $rc: $(cat "$work/restart.err")"
 [ "$(grep -c 'attempt 0 of 2' "$work/restart.out")" = 2 ] || fail "first attempt: $(cat "$work/restart.out")"
