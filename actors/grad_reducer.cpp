@@ -3,6 +3,7 @@
 #include "actors/detail/grad_reducer.h"
 
 #include <algorithm>
+#include <bit>
 #include <set>
 #include <stdexcept>
 
@@ -22,8 +23,10 @@ double ms_between(std::chrono::steady_clock::time_point a,
 }  // namespace
 
 uint64_t GradReducer::call_of(size_t job) const {
-  // Distinct per step and job on every replica alike (the steps are numbered alike).
-  return step_ * 4096 + job;
+  // Numbered alike on every replica (the steps are). The transfer tags keep the call's low 12
+  // bits, so the step fills them above the job: what a failed step leaves in flight can match
+  // only a call thousands of jobs later, never the next step's same bucket.
+  return step_ * stride_ + job;
 }
 
 struct GradReducer::Bucket {
@@ -125,6 +128,13 @@ GradReducer::GradReducer(std::vector<PipelineStage*> stages, int n_microbatches,
     stages_[si]->set_runtime_dw_builder(
         [this, si]() -> DwRunner { return [this, si] { on_action_done(si); }; });
   }
+  // The tied parameters' all-reduces follow the buckets, one per dtype and device.
+  std::set<std::pair<int, std::string>> tied_groups;
+  for (PipelineStage* stage : stages_)
+    for (const auto& [tie, holders] : stage->tied_parameters())
+      if (Tensor p = stage->module().find_tensor(tie); p.defined())
+        tied_groups.emplace(static_cast<int>(p.dtype()), to_string(p.device()));
+  stride_ = std::bit_ceil(std::max<size_t>(buckets_.size() + tied_groups.size(), 1));
   thread_ = std::thread([this] { run(); });
 }
 
@@ -149,17 +159,32 @@ std::string GradReducer::layout() const {
 
 void GradReducer::broadcast_from_first(bool is_first) {
   NoGradGuard no_grad;
-  uint64_t call = 0;
+  // Every float parameter and buffer, one all-reduce per dtype and device (in step 0, which no
+  // step uses).
+  std::map<std::pair<int, std::string>, std::vector<Tensor>> groups;
   for (PipelineStage* s : stages_) {
     auto tensors = s->module().named_parameters();
     auto buffers = s->module().named_buffers();
     tensors.insert(tensors.end(), buffers.begin(), buffers.end());
-    for (auto& [tname, t] : tensors) {
-      if (t.dtype() != DType::Float32 && t.dtype() != DType::BFloat16) continue;
-      Tensor flat = t.detach().reshape({t.numel()}).clone();
-      if (!is_first) flat.zero_();
-      all_reduce_(flat, ++call);
-      t.detach().copy_(flat.reshape(t.shape()));
+    for (auto& [tname, t] : tensors)
+      if (t.dtype() == DType::Float32 || t.dtype() == DType::BFloat16)
+        groups[{static_cast<int>(t.dtype()), to_string(t.device())}].push_back(t.detach());
+  }
+  uint64_t call = 0;
+  for (auto& [key, tensors] : groups) {
+    int64_t total = 0;
+    for (const Tensor& t : tensors) total += t.numel();
+    Tensor flat = zeros({total}, {.dtype = tensors[0].dtype(), .device = tensors[0].device()});
+    int64_t off = 0;
+    for (const Tensor& t : tensors) {
+      if (is_first) flat.slice0(off, off + t.numel()).copy_(t.reshape({t.numel()}));
+      off += t.numel();
+    }
+    all_reduce_(flat, call++);
+    off = 0;
+    for (Tensor& t : tensors) {
+      t.copy_(flat.slice0(off, off + t.numel()).reshape(t.shape()));
+      off += t.numel();
     }
   }
 }

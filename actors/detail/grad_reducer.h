@@ -78,6 +78,7 @@ class GradReducer {
   std::vector<std::unique_ptr<Bucket>> buckets_;
   std::vector<std::unique_ptr<StageState>> stage_state_;
   std::vector<std::pair<Tensor, uint64_t>> hooks_;  // parameter, hook id
+  uint64_t stride_ = 1;  // calls per step: the jobs, rounded up to a power of two
 
   mutable std::mutex mutex_;
   std::condition_variable cv_;

@@ -93,8 +93,12 @@ TEST_CASE("the reducer averages identical replicas back to the local gradients, 
     // to first (the second layer's bias and weight, then the first layer's), a call id each.
     REQUIRE(calls.numels.size() == 4u * num_stages);
     for (size_t i = 0; i < calls.numels.size(); ++i) CHECK(calls.numels[i] == kDim * kDim + kDim);
-    CHECK(calls.ids[0] == 4096);  // step 1, bucket 0
-    CHECK(calls.ids[2 * num_stages] == 2 * 4096);
+    // Call ids step * (jobs rounded up to a power of two) + bucket: consecutive steps differ in
+    // the low bits the transfer tags keep.
+    const uint64_t stride = 2 * num_stages;
+    CHECK(calls.ids[0] == stride);  // step 1, bucket 0
+    CHECK(calls.ids[1] == stride + 1);
+    CHECK(calls.ids[2 * num_stages] == 2 * stride);
   }
 }
 

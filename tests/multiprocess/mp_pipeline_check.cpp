@@ -116,6 +116,12 @@ int equivalence(const Args& args) {
   tp::manual_seed(11);
   TieSkipNet model(num_stages, args.tie), twin(num_stages, args.tie);
   twin->load_state_dict(model->state_dict());
+  if (args.dp > 1 && rank % args.dp != 0) {
+    // Replicas other than the first start from other values: the schedule gives every replica
+    // the first one's (as DDP does), so they still match the reference.
+    tp::NoGradGuard no_grad;
+    for (auto& [name, p] : model->named_parameters()) p.copy_(tp::randn(p.shape()));
+  }
   auto pipe = pp::pipeline(model, {tp::zeros({rows, kWidth})});
   tp::Device device = args.device == "cpu" ? tp::cpu() : dist::local_devices().at(0);
   if (args.device != "cpu" && !device.is_cuda()) {
