@@ -113,4 +113,18 @@ void Inbox::on_peer_down(std::function<void(int, const std::string&)> hook) {
   on_down_ = std::move(hook);
 }
 
+void Inbox::on_stream_failure(uint32_t stream, StreamFailure hook) {
+  std::lock_guard lock(failure_mutex_);
+  if (hook)
+    failure_hooks_[stream] = std::move(hook);
+  else
+    failure_hooks_.erase(stream);
+}
+
+void Inbox::stream_failed(uint32_t stream, uint64_t step, int rank, const std::string& why) {
+  std::lock_guard lock(failure_mutex_);
+  if (auto it = failure_hooks_.find(stream); it != failure_hooks_.end())
+    it->second(step, rank, why);
+}
+
 }  // namespace tensorplay::distributed::detail

@@ -206,6 +206,13 @@ void GradReducer::begin_step(uint64_t step, bool sync,
     b->pending = b->params.size();
     b->handed = false;
   }
+  // A replica that already reported this step failed takes no part: fail at the end at once.
+  peer_failures_.erase(peer_failures_.begin(),
+                       peer_failures_.lower_bound(step > 64 ? step - 64 : 0));
+  if (auto it = peer_failures_.find(step); sync && it != peer_failures_.end()) {
+    error_ = it->second;
+    abandon_ = true;
+  }
   for (auto& st : stage_state_) {
     std::fill(st->hits.begin(), st->hits.end(), 0);
     st->actions_done = 0;
@@ -300,6 +307,16 @@ void GradReducer::abandon_step(const std::function<void()>& cancel) {
   lock.lock();
   // The running all-reduce ends with an error once its transfers are cancelled.
   cv_.wait_for(lock, std::chrono::seconds(2), [&] { return !running_; });
+}
+
+bool GradReducer::peer_failed(uint64_t step, const std::string& why) {
+  std::lock_guard lock(mutex_);
+  peer_failures_.emplace(step, why);
+  if (step != step_ || !active_) return false;
+  if (error_.empty()) error_ = why;
+  abandon_ = true;
+  cv_.notify_all();
+  return true;
 }
 
 DataParallelStats GradReducer::stats() const {

@@ -1,15 +1,14 @@
 // spdlog-backed message log.
 #include "actors/message_log.h"
 
-#include <atomic>
-#include <cstdio>
-
 #include <spdlog/cfg/env.h>
 #include <spdlog/sinks/basic_file_sink.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 
 namespace tensorplay::pipelining {

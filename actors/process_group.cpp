@@ -154,6 +154,15 @@ caf::behavior process_actor(ProcessActor* self, std::shared_ptr<Inbox> inbox, in
         }
         self->state.inbox->put(std::move(c));
       },
+      [self](pipelining::detail::dp_failed_atom, uint32_t stream, uint64_t step, int32_t rank,
+             const std::string& why) {
+        if (!from_member(self->current_sender(), self->node(), *self->state.inbox)) {
+          report_intruder(self->system(), self->state.rank, sender_node(self),
+                          "a data-parallel failure notice");
+          return;
+        }
+        self->state.inbox->stream_failed(stream, step, rank, why);
+      },
       [self](drop_atom, int rank, const std::string& why) {
         if (self->current_sender() && self->current_sender()->node() == self->node())
           self->state.inbox->transport_down(rank, why);
@@ -283,6 +292,14 @@ std::string Cluster::describe(int rank) const {
   if (rank >= 0 && rank < static_cast<int>(peers.size()) && !peers[rank].host.empty())
     return "rank " + std::to_string(rank) + " (" + peers[rank].host + ")";
   return "rank " + std::to_string(rank);
+}
+
+void Cluster::notify_stream_failure(const std::vector<int>& ranks, uint32_t stream, uint64_t step,
+                                    const std::string& why) {
+  for (int r : ranks)
+    if (r != env.rank && r >= 0 && r < static_cast<int>(peers.size()) && peers[r].actor)
+      caf::send_as(self_actor, peers[r].actor, pipelining::detail::dp_failed_atom::value, stream,
+                   step, static_cast<int32_t>(env.rank), why);
 }
 
 uint32_t Cluster::next_stream(const std::vector<int>& ranks) {

@@ -429,6 +429,7 @@ StepOutput PipelineSchedule::Impl::run_step(const std::vector<Tensor>& inputs,
                          step_options);
   } catch (const std::exception& e) {
     fail_step_everywhere(step, e.what());
+    if (training && reducer) abandon_data_parallel(step, e.what());
     throw;
   }
 
@@ -479,7 +480,7 @@ StepOutput PipelineSchedule::Impl::run_step(const std::vector<Tensor>& inputs,
     // waited for: the next step refuses to start until it has returned.
     stuck = abort_all(data->step, std::chrono::steady_clock::now() + wind_down);
     last_failed_step = data->step;
-    if (reducer) abandon_data_parallel();
+    if (training && reducer) abandon_data_parallel(data->step, failure);
   }
   if (training && !distributed && stuck.empty()) finish_tied_step(local, std::move(tied));
   if (!failure.empty()) {
@@ -502,8 +503,8 @@ StepOutput PipelineSchedule::Impl::run_step(const std::vector<Tensor>& inputs,
   if (training && reducer) {
     try {
       reducer->finish_step(started + options.step_timeout);
-    } catch (...) {
-      abandon_data_parallel();
+    } catch (const std::exception& e) {
+      abandon_data_parallel(data->step, e.what());
       throw;
     }
   }

@@ -101,12 +101,26 @@ void PipelineSchedule::Impl::setup_data_parallel() {
           " replicate the same stages over the \"dp\" dimension but their parameters differ in "
           "shape, dtype or order; every replica must build the same model");
   if (options.data_parallel.broadcast_parameters) reducer->broadcast_from_first(me == 0);
+  // A replica whose step fails says so (abandon_data_parallel): this one's averaging of that
+  // step then fails at once, naming it, instead of waiting out the transfer timeout.
+  cluster->inbox->on_stream_failure(
+      dp_stream, [reducer = reducer.get(), ucx, stream = dp_stream](uint64_t step, int rank,
+                                                                    const std::string& why) {
+        const std::string what = "rank " + std::to_string(rank) + " (a replica) failed step " +
+                                 std::to_string(step) + ": " + why;
+        if (reducer->peer_failed(step, what) && ucx) ucx->cancel_stream(stream);
+      });
+  dp_failure_hook =
+      std::shared_ptr<void>(nullptr, [inbox = cluster->inbox, stream = dp_stream](void*) {
+        inbox->on_stream_failure(stream, nullptr);
+      });
 }
 
-void PipelineSchedule::Impl::abandon_data_parallel() {
-  reducer->abandon_step([this] {
-    if (auto* cluster = distributed::detail::Cluster::current(); cluster && cluster->ucx)
-      cluster->ucx->cancel_stream(dp_stream);
+void PipelineSchedule::Impl::abandon_data_parallel(uint64_t step, const std::string& why) {
+  auto* cluster = distributed::detail::Cluster::current();
+  if (cluster && sync_gradients) cluster->notify_stream_failure(dp_ranks, dp_stream, step, why);
+  reducer->abandon_step([this, cluster] {
+    if (cluster && cluster->ucx) cluster->ucx->cancel_stream(dp_stream);
   });
 }
 

@@ -40,9 +40,10 @@ using resume_atom = caf::atom_constant<caf::atom("resume")>;       // run more r
 using check_gone_atom = caf::atom_constant<caf::atom("chkgone")>;  // does the step need a gone rank
 
 // Process actors (cluster.cpp).
-using hello_atom = caf::atom_constant<caf::atom("hello")>;      // rank -> rank 0: joining
-using ping_atom = caf::atom_constant<caf::atom("ping")>;        // rank 0 -> rank: clock sample
-using collective_atom = caf::atom_constant<caf::atom("coll")>;  // one member's contribution
+using hello_atom = caf::atom_constant<caf::atom("hello")>;         // rank -> rank 0: joining
+using ping_atom = caf::atom_constant<caf::atom("ping")>;           // rank 0 -> rank: clock sample
+using collective_atom = caf::atom_constant<caf::atom("coll")>;     // one member's contribution
+using dp_failed_atom = caf::atom_constant<caf::atom("dpfailed")>;  // a replica's step failed
 
 /// A forward or backward notification: the tensors for `stage`'s `microbatch` of `step` were
 /// posted by rank `source` (a global rank, for the channel) and are described by `tensors`.

@@ -32,6 +32,13 @@ class Inbox {
   void transport_down(int rank, const std::string& why);
   /// The hook transport_down calls.
   void on_peer_down(std::function<void(int, const std::string&)> hook);
+  /// What a data-parallel peer's failed step is told to: step, the peer's rank, why.
+  using StreamFailure = std::function<void(uint64_t step, int rank, const std::string& why)>;
+  /// Routes peers' failure notices for `stream` to `hook` (null: drops them from now on; when
+  /// this returns, no call of the old hook is still running).
+  void on_stream_failure(uint32_t stream, StreamFailure hook);
+  /// A peer says its step `step` on `stream` failed: calls the stream's hook, if any.
+  void stream_failed(uint32_t stream, uint64_t step, int rank, const std::string& why);
   /// The process on `node` holds the cluster token (it said hello with it, or rank 0 vouched for
   /// it in the table): its messages are accepted.
   void admit(const caf::node_id& node);
@@ -57,6 +64,8 @@ class Inbox {
   bool members_known_ = false;
   std::function<void(int, const std::string&)> on_down_;
   std::vector<std::pair<caf::node_id, Contribution>> held_;
+  std::mutex failure_mutex_;  // held while a hook runs, so removing one waits for it
+  std::map<uint32_t, StreamFailure> failure_hooks_;
 };
 
 /// True when a message from `sender` may be trusted: it comes from this process, or from a
@@ -94,6 +103,10 @@ class Cluster {
                                      std::vector<caf::actor> actors, const std::string& what);
   /// "rank R (host H)" for messages.
   std::string describe(int rank) const;
+  /// Tells the process actors of `ranks` (this rank skipped) that this rank's step `step` on
+  /// `stream` failed, and why. Never waits.
+  void notify_stream_failure(const std::vector<int>& ranks, uint32_t stream, uint64_t step,
+                             const std::string& why);
   /// A stream id for the next schedule built over the group of global `ranks`: the same on every
   /// member, since members build their schedules in the same order (construction is collective).
   uint32_t next_stream(const std::vector<int>& ranks);

@@ -57,6 +57,10 @@ class GradReducer {
   /// `cancel` ends (it cancels the reducer's transfers).
   void abandon_step(const std::function<void()>& cancel);
   DataParallelStats stats() const;
+  /// A replica says its step `step` failed (`why`): that step's averaging fails at once with the
+  /// reason (now, or when the step begins here), instead of waiting for the replica's buckets.
+  /// Returns true when a step now running here is affected.
+  bool peer_failed(uint64_t step, const std::string& why);
 
  private:
   struct Bucket;
@@ -95,6 +99,7 @@ class GradReducer {
   bool running_ = false;  // the thread is in an all-reduce
   std::string error_;
   std::map<std::string, std::vector<Tensor>> tied_;
+  std::map<uint64_t, std::string> peer_failures_;  // recent steps a replica reported failed
   DataParallelStats stats_;
   std::chrono::steady_clock::time_point backward_done_;
 };

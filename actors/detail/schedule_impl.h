@@ -68,8 +68,10 @@ struct PipelineSchedule::Impl {
   std::vector<int> dp_ranks;   ///< global ranks of the dp group
   uint32_t dp_stream = 0;      ///< the reducer's traffic on the UCX channel
   bool sync_gradients = true;  ///< false under no_sync
-  /// Declared last: destroyed first, while the stages it hooks are alive.
+  /// Destroyed before the stages it hooks.
   std::unique_ptr<detail::GradReducer> reducer;
+  /// Routes the replicas' failure notices to the reducer; destroyed before it (unregisters).
+  std::shared_ptr<void> dp_failure_hook;
 
   /// The policy rank `rank` trains with: the options' factory, or the order.
   std::unique_ptr<schedules::SchedulePolicy> training_policy(int rank) const {
@@ -88,9 +90,10 @@ struct PipelineSchedule::Impl {
   void check_agreement(const std::vector<std::string>& infos);
   /// Builds the gradient reducer when the stages' mesh has a "dp" dimension of more than one.
   void setup_data_parallel();
-  /// Drops the step's averaging after a failure: cancels the reducer's transfers and waits
-  /// (bounded) for the all-reduce running.
-  void abandon_data_parallel();
+  /// Drops step `step`'s averaging after a failure (`why`): tells the other replicas, so their
+  /// all-reduces fail at once instead of waiting for this one, cancels the reducer's transfers
+  /// and waits (bounded) for the all-reduce running.
+  void abandon_data_parallel(uint64_t step, const std::string& why);
   /// Local copies of each tied parameter, by name (what the reducer averages after the sums).
   std::map<std::string, std::vector<Tensor>> tied_copies() const;
   std::string describe_rank(int rank) const;

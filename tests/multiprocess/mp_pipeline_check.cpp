@@ -382,6 +382,34 @@ int misuse(const Args& args) {
                               std::vector<pp::TensorMeta>{{tp::Shape{2, kWidth}}});
       stage.set_group_ranks(dist::world_group().ranks());
       pp::ScheduleGPipe schedule(stage, 2, tp::nn::mse_loss);
+    } else if (args.misuse == "dp-failed-replica") {
+      // Rank 1's step fails (a target of the wrong width): rank 0's averaging of that step fails
+      // at once naming it, not after the transfer timeout; the next step runs on both.
+      auto mesh = dist::init_device_mesh("cpu", {1, world}, {"pp", "dp"});
+      TieSkipNet model(2);
+      auto pipe = pp::pipeline(model, {tp::zeros({2, kWidth})});
+      auto stages = pp::build_stages(pipe, {0, 1}, tp::cpu(), mesh);
+      pp::ScheduleZBVZeroBubble schedule(
+          stages, 2, tp::nn::mse_loss,
+          {.step_timeout = std::chrono::seconds(60), .transfer_timeout = std::chrono::seconds(60)});
+      tp::Tensor x = tp::randn({4, kWidth}), y = tp::randn({4, kWidth});
+      expect = rank == 1 ? "" : "rank 1 (a replica) failed step 1";
+      auto t0 = std::chrono::steady_clock::now();
+      std::string error;
+      try {
+        schedule.step({x}, {.target = rank == 1 ? tp::randn({4, kWidth + 1}) : y});
+      } catch (const std::exception& e) {
+        error = e.what();
+      }
+      double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      bool ok = !error.empty() && error.find(expect) != std::string::npos && s < 10;
+      std::printf("rank %d: %s error after %.2f s: %s\n", rank,
+                  ok ? "the expected" : "an UNEXPECTED", s,
+                  error.empty() ? "(none)" : error.c_str());
+      schedule.step({x}, {.target = y});  // both replicas again: the next step averages
+      std::printf("rank %d: the next step ran (%d buckets averaged)\n", rank,
+                  schedule.data_parallel_stats().buckets);
+      return ok && schedule.data_parallel_stats().buckets > 0 ? 0 : 1;
     } else if (args.misuse == "dp-model-mismatch" || args.misuse == "dp-dead-replica") {
       // Every rank a replica of a whole two-stage V pipeline ({1, world} mesh).
       auto mesh = dist::init_device_mesh("cpu", {1, world}, {"pp", "dp"});
