@@ -20,6 +20,35 @@ double ms_between(std::chrono::steady_clock::time_point a,
   return std::chrono::duration<double, std::milli>(b - a).count();
 }
 
+/// All-reduces run per dtype and device: the group a tensor belongs to.
+using Group = std::pair<int, std::string>;
+Group group_of(const Tensor& t) { return {static_cast<int>(t.dtype()), to_string(t.device())}; }
+
+/// The slices of `flat` that hold `tensors` end to end, each shaped as its tensor.
+std::vector<Tensor> slices(const Tensor& flat, const std::vector<Tensor>& tensors) {
+  std::vector<Tensor> out;
+  int64_t off = 0;
+  for (const Tensor& t : tensors) {
+    out.push_back(flat.slice0(off, off + t.numel()).reshape(t.shape()));
+    off += t.numel();
+  }
+  return out;
+}
+
+/// Writes `param`'s gradient times `share` into `part` in one pass, or zeros when this replica
+/// has no gradient for it (DDP's unused parameters).
+void pack_gradient(Tensor& part, const Tensor& param, float share) {
+  const Tensor g = param.grad();
+  if (!g.defined()) {
+    part.zero_();
+  } else if (!part.is_cuda() && !g.is_cuda() && part.dtype() == DType::Float32 &&
+             g.dtype() == DType::Float32) {
+    backend_for(cpu()).affine(g.data<float>(), part.data<float>(), g.numel(), share, 0.0f);
+  } else {
+    part.copy_(affine(g, share, 0.0f));
+  }
+}
+
 }  // namespace
 
 uint64_t GradReducer::call_of(size_t job) const {
@@ -30,10 +59,9 @@ uint64_t GradReducer::call_of(size_t job) const {
 }
 
 struct GradReducer::Bucket {
-  size_t index = 0;              // in buckets_ (the order replicas run them in)
-  size_t stage = 0;              // index into stages_
-  std::vector<Tensor> params;    // in bucket order
-  std::vector<int64_t> offsets;  // element offset of each parameter in `flat`
+  size_t index = 0;            // in buckets_ (the order replicas run them in)
+  size_t stage = 0;            // index into stages_
+  std::vector<Tensor> params;  // in bucket order
   int64_t numel = 0;
   DType dtype = DType::Float32;
   Device device;
@@ -109,7 +137,6 @@ GradReducer::GradReducer(std::vector<PipelineStage*> stages, int n_microbatches,
         st->buckets.push_back(buckets_.size() - 1);
       }
       open->params.push_back(p);
-      open->offsets.push_back(open->numel);
       open->numel += p.numel();
       open_bytes += bytes;
       st->bucket_of[k] = buckets_.size() - 1;
@@ -129,11 +156,10 @@ GradReducer::GradReducer(std::vector<PipelineStage*> stages, int n_microbatches,
         [this, si]() -> DwRunner { return [this, si] { on_action_done(si); }; });
   }
   // The tied parameters' all-reduces follow the buckets, one per dtype and device.
-  std::set<std::pair<int, std::string>> tied_groups;
+  std::set<Group> tied_groups;
   for (PipelineStage* stage : stages_)
     for (const auto& [tie, holders] : stage->tied_parameters())
-      if (Tensor p = stage->module().find_tensor(tie); p.defined())
-        tied_groups.emplace(static_cast<int>(p.dtype()), to_string(p.device()));
+      if (Tensor p = stage->module().find_tensor(tie); p.defined()) tied_groups.insert(group_of(p));
   stride_ = std::bit_ceil(std::max<size_t>(buckets_.size() + tied_groups.size(), 1));
   thread_ = std::thread([this] { run(); });
 }
@@ -161,31 +187,25 @@ void GradReducer::broadcast_from_first(bool is_first) {
   NoGradGuard no_grad;
   // Every float parameter and buffer, one all-reduce per dtype and device (in step 0, which no
   // step uses).
-  std::map<std::pair<int, std::string>, std::vector<Tensor>> groups;
+  std::map<Group, std::vector<Tensor>> groups;
   for (PipelineStage* s : stages_) {
     auto tensors = s->module().named_parameters();
     auto buffers = s->module().named_buffers();
     tensors.insert(tensors.end(), buffers.begin(), buffers.end());
     for (auto& [tname, t] : tensors)
       if (t.dtype() == DType::Float32 || t.dtype() == DType::BFloat16)
-        groups[{static_cast<int>(t.dtype()), to_string(t.device())}].push_back(t.detach());
+        groups[group_of(t)].push_back(t.detach());
   }
   uint64_t call = 0;
   for (auto& [key, tensors] : groups) {
     int64_t total = 0;
     for (const Tensor& t : tensors) total += t.numel();
     Tensor flat = zeros({total}, {.dtype = tensors[0].dtype(), .device = tensors[0].device()});
-    int64_t off = 0;
-    for (const Tensor& t : tensors) {
-      if (is_first) flat.slice0(off, off + t.numel()).copy_(t.reshape({t.numel()}));
-      off += t.numel();
-    }
+    std::vector<Tensor> parts = slices(flat, tensors);
+    if (is_first)
+      for (size_t i = 0; i < tensors.size(); ++i) parts[i].copy_(tensors[i]);
     all_reduce_(flat, call++);
-    off = 0;
-    for (Tensor& t : tensors) {
-      t.copy_(flat.slice0(off, off + t.numel()).reshape(t.shape()));
-      off += t.numel();
-    }
+    for (size_t i = 0; i < tensors.size(); ++i) tensors[i].copy_(parts[i]);
   }
 }
 
@@ -361,27 +381,14 @@ void GradReducer::run() {
 
 void GradReducer::reduce_bucket(Bucket& b) {
   NoGradGuard no_grad;
-  const float share = 1.0f / static_cast<float>(dp_size_);
-  const bool host_float = !b.flat.is_cuda() && b.dtype == DType::Float32;
-  for (size_t i = 0; i < b.params.size(); ++i) {
-    const int64_t n = b.params[i].numel();
-    Tensor part = b.flat.slice0(b.offsets[i], b.offsets[i] + n);
-    Tensor g = b.params[i].grad();
-    // Each gradient enters the bucket divided by the replicas (as DDP pre-divides), in one pass;
-    // a parameter without a gradient on this replica counts as zeros (DDP's unused parameters).
-    if (!g.defined())
-      part.zero_();
-    else if (host_float && !g.is_cuda() && g.dtype() == DType::Float32)
-      backend_for(cpu()).affine(g.data<float>(), part.data<float>(), n, share, 0.0f);
-    else
-      part.copy_(affine(g.reshape({n}), share, 0.0f));
-  }
+  std::vector<Tensor> parts = slices(b.flat, b.params);
+  // Each gradient enters the bucket divided by the replicas (as DDP pre-divides).
+  for (size_t i = 0; i < b.params.size(); ++i)
+    pack_gradient(parts[i], b.params[i], 1.0f / static_cast<float>(dp_size_));
   all_reduce_(b.flat, call_of(b.index));
   // The mean stays in the bucket: each .grad becomes its view (DDP's gradient_as_bucket_view),
   // where later accumulations (no_sync, or steps without zero_grad) add in place.
-  for (size_t i = 0; i < b.params.size(); ++i)
-    b.params[i].set_grad(b.flat.slice0(b.offsets[i], b.offsets[i] + b.params[i].numel())
-                             .reshape(b.params[i].shape()));
+  for (size_t i = 0; i < b.params.size(); ++i) b.params[i].set_grad(parts[i]);
   std::lock_guard lock(mutex_);
   stats_.bytes += static_cast<int64_t>(b.flat.nbytes());
 }
@@ -391,39 +398,28 @@ void GradReducer::reduce_tied() {
   // One copy per tie (the schedule has summed the copies: they are equal), one all-reduce per
   // dtype and device, in name order on every replica.
   uint64_t call = call_of(buckets_.size());
-  std::map<std::pair<int, std::string>, std::vector<std::string>> groups;
-  for (const auto& [tie, copies] : tied_) {
-    const Tensor& p = copies.at(0);
-    groups[{static_cast<int>(p.dtype()), to_string(p.device())}].push_back(tie);
-  }
+  std::map<Group, std::vector<std::string>> groups;
+  for (const auto& [tie, copies] : tied_) groups[group_of(copies.at(0))].push_back(tie);
   for (const auto& [key, ties] : groups) {
+    std::vector<Tensor> firsts;
     int64_t total = 0;
-    for (const std::string& t : ties) total += tied_.at(t)[0].numel();
-    const Tensor& like = tied_.at(ties[0])[0];
-    Tensor flat = empty({total}, {.dtype = like.dtype(), .device = like.device()});
-    int64_t off = 0;
     for (const std::string& t : ties) {
-      const Tensor& p = tied_.at(t)[0];
-      Tensor part = flat.slice0(off, off + p.numel());
-      if (p.grad().defined())
-        part.copy_(p.grad().reshape({p.numel()}));
-      else
-        part.zero_();
-      off += p.numel();
+      firsts.push_back(tied_.at(t)[0]);
+      total += firsts.back().numel();
     }
+    Tensor flat = empty({total}, {.dtype = firsts[0].dtype(), .device = firsts[0].device()});
+    std::vector<Tensor> parts = slices(flat, firsts);
+    for (size_t i = 0; i < firsts.size(); ++i) pack_gradient(parts[i], firsts[i], 1.0f);
     all_reduce_(flat, call++);
-    Tensor mean = affine(flat, 1.0f / static_cast<float>(dp_size_), 0.0f);
-    off = 0;
-    for (const std::string& t : ties) {
-      for (const Tensor& copy : tied_.at(t)) {
-        Tensor part = mean.slice0(off, off + copy.numel()).reshape(copy.shape());
+    std::vector<Tensor> means =
+        slices(affine(flat, 1.0f / static_cast<float>(dp_size_), 0.0f), firsts);
+    for (size_t i = 0; i < ties.size(); ++i)
+      for (Tensor copy : tied_.at(ties[i])) {
         if (copy.grad().defined())
-          copy.grad().copy_(part);
+          copy.grad().copy_(means[i]);
         else
-          const_cast<Tensor&>(copy).set_grad(part.clone());
+          copy.set_grad(means[i].clone());
       }
-      off += tied_.at(t)[0].numel();
-    }
     std::lock_guard lock(mutex_);
     stats_.bytes += static_cast<int64_t>(flat.nbytes());
   }
