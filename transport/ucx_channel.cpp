@@ -37,6 +37,33 @@ uint64_t UcxChannel::ucx_tag(const TransferTag& tag, size_t index) {
          static_cast<uint64_t>(tag.microbatch) << 15 | index;
 }
 
+// -- channels alive at process exit ---------------------------------------------------------------
+//
+// UCX's library destructor (run by the dynamic loader after every atexit handler) walks UCX's
+// registry of objects without its lock. A channel whose last owner lets go on another thread at
+// that moment (a stage actor ending on a CAF thread, say) destroys its worker concurrently and
+// corrupts the registry: a rank aborts at exit (an assertion in vfs_obj.c) after its work is
+// done. So every channel is registered, and an atexit handler, installed by the first channel
+// and hence run before the loader's cleanup, closes those still alive. Destruction holds the
+// registry's lock while closing, so the handler never returns while a channel is half closed.
+
+struct UcxChannel::Impl::LiveChannels {
+  std::mutex mutex;
+  std::unordered_set<Impl*> channels;
+  std::once_flag at_exit_registered;
+};
+
+UcxChannel::Impl::LiveChannels& UcxChannel::Impl::live_channels() {
+  static auto* live = new LiveChannels;  // never destroyed: channels may close during exit
+  return *live;
+}
+
+void UcxChannel::Impl::close_live_channels() {
+  LiveChannels& live = live_channels();
+  std::lock_guard lock(live.mutex);
+  for (Impl* channel : live.channels) channel->close();
+}
+
 UcxChannel::Impl::Impl(int rank, int world_size)
     : rank_(rank), world_size_(world_size), peers_(world_size), peer_args_(world_size) {
   for (int r = 0; r < world_size; ++r) peer_args_[r] = {this, r};
@@ -61,13 +88,31 @@ UcxChannel::Impl::Impl(int rank, int world_size)
   }
   // From here on only the progress thread touches the worker, until it is joined.
   thread_ = std::thread([this] { run(); });
+  thread_id_ = thread_.get_id();
+  LiveChannels& live = live_channels();
+  std::call_once(live.at_exit_registered, [] { std::atexit(close_live_channels); });
+  std::lock_guard lock(live.mutex);
+  live.channels.insert(this);
 }
 
 UcxChannel::Impl::~Impl() {
+  LiveChannels& live = live_channels();
+  std::lock_guard lock(live.mutex);
+  live.channels.erase(this);
+  close();
+}
+
+void UcxChannel::Impl::close() {
+  if (closing_) return;
+  closing_ = true;
   stop_.store(true);
   queued_.store(true);  // ends a spin at once
   ucp_worker_signal(worker_);
   thread_.join();
+  {
+    std::lock_guard lock(mutex_);  // callers check closed_ under it before signalling the worker
+    closed_ = true;
+  }
   ucp_worker_destroy(worker_);
   ucp_cleanup(context_);
 }
@@ -83,6 +128,7 @@ void UcxChannel::Impl::check_peer(int peer, const char* verb) const {
     throw TransferError("ucx channel: rank " + std::to_string(rank_) + " cannot " + verb +
                         " itself (use the local channel inside one process)");
   std::lock_guard lock(mutex_);
+  check_open(verb);
   if (!peers_[peer].connected)
     throw TransferError("ucx channel: cannot " + std::string(verb) + " rank " +
                         std::to_string(peer) + ": it is not connected (call connect() with " +
@@ -91,31 +137,41 @@ void UcxChannel::Impl::check_peer(int peer, const char* verb) const {
     throw TransferError(peers_[peer].failure + "; cannot " + verb + " it");
 }
 
-void UcxChannel::Impl::enqueue(std::function<void()> operation) {
+TransferError UcxChannel::Impl::closed_error(const char* verb) const {
+  return TransferError("ucx channel: rank " + std::to_string(rank_) + " cannot " + verb +
+                       ": the channel was closed because the process is exiting");
+}
+
+void UcxChannel::Impl::check_open(const char* verb) const {
+  if (closed_) throw closed_error(verb);
+}
+
+bool UcxChannel::Impl::enqueue(std::function<void()> operation) {
   // On the progress thread, outside UCX's own callbacks (a receive callback answering with a
   // send, say), the operation runs at once: no queue, no extra turn of the loop.
-  if (!in_ucx_callback_ && std::this_thread::get_id() == thread_.get_id()) {
+  if (std::this_thread::get_id() == thread_id_ && !in_ucx_callback_) {
     operation();
-    return;
+    return true;
   }
-  {
-    std::lock_guard lock(mutex_);
-    queue_.push_back(std::move(operation));
-    queued_.store(true);
-  }
+  std::lock_guard lock(mutex_);
+  if (closed_) return false;
+  queue_.push_back(std::move(operation));
+  queued_.store(true);
   // The thread sets sleeping_ before it checks queued_ and arms: one of the two sides sees the
-  // other's store, so either the thread finds the operation or the signal wakes it.
+  // other's store, so either the thread finds the operation or the signal wakes it. Under the
+  // lock: close() destroys the worker only after setting closed_ under it.
   if (sleeping_.load()) ucp_worker_signal(worker_);
+  return true;
 }
 
 void UcxChannel::Impl::call_on_thread(std::function<void()> operation) {
-  if (std::this_thread::get_id() == thread_.get_id()) {
+  if (std::this_thread::get_id() == thread_id_) {
     operation();
     return;
   }
   auto task = std::make_shared<std::packaged_task<void()>>(std::move(operation));
   auto result = task->get_future();
-  enqueue([task] { (*task)(); });
+  if (!enqueue([task] { (*task)(); })) return;
   if (result.wait_for(kCallTime) != std::future_status::ready)
     throw TransferError("ucx channel: the progress thread did not answer within " +
                         std::to_string(kCallTime.count()) + " s (is a receive callback blocked?)");
@@ -129,6 +185,7 @@ void UcxChannel::Impl::connect(const std::vector<std::vector<uint8_t>>& addresse
                         " addresses for " + std::to_string(world_size_) + " ranks");
   {
     std::lock_guard lock(mutex_);
+    check_open("connect");
     if (connected_) throw TransferError("ucx channel: connect() was already called");
     connected_ = true;
   }
@@ -171,7 +228,10 @@ std::vector<TensorDescriptor> UcxChannel::Impl::send(int peer, const TransferTag
   }
   if (op->pieces.empty()) return descriptors;
   pending_ += op->pieces.size();
-  enqueue([this, op] { start_send(op); });
+  if (!enqueue([this, op] { start_send(op); })) {
+    pending_ -= op->pieces.size();
+    throw closed_error("send");
+  }
   return descriptors;
 }
 
@@ -210,7 +270,12 @@ void UcxChannel::Impl::post_receive(int peer, const TransferTag& tag,
                           std::to_string(peer) + " is already posted");
   }
   pending_ += op->tensors.size();
-  enqueue([this, op] { start_receive(op); });
+  if (!enqueue([this, op] { start_receive(op); })) {
+    pending_ -= op->tensors.size();
+    std::lock_guard lock(mutex_);
+    posted_.erase(op->key);
+    throw closed_error("receive");
+  }
 }
 
 void UcxChannel::Impl::cancel_receive(int peer, const TransferTag& tag) {
@@ -256,7 +321,7 @@ void UcxChannel::Impl::drop_peer(int peer, const std::string& why) {
 void UcxChannel::Impl::send_message(int peer, uint32_t stream, std::string bytes) {
   check_peer(peer, "send a message to");
   auto* op = new MessageOp{{static_cast<uint32_t>(rank_), stream}, std::move(bytes)};
-  enqueue([this, peer, op] {
+  const bool queued = enqueue([this, peer, op] {
     ucp_request_param_t param{};
     param.op_attr_mask =
         UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS;
@@ -274,6 +339,10 @@ void UcxChannel::Impl::send_message(int peer, uint32_t stream, std::string bytes
       delete op;  // sent at once
     }
   });
+  if (!queued) {
+    delete op;
+    throw closed_error("send a message");
+  }
   // A message ends a hand-off (the tensors were queued just before it): give the core to the
   // progress thread now, so the bytes leave before the caller's next computation rather than
   // when the scheduler next looks (measured: hand-offs of 1 to 4 ms shrank to ~100 us on a

@@ -93,6 +93,10 @@ class UcxChannel::Impl {
   Impl(int rank, int world_size);
   ~Impl();
 
+  /// Stops the progress thread and destroys the worker and context; idempotent. Called by the
+  /// destructor and, for channels still alive then, at process exit (see ucx_channel.cpp).
+  void close();
+
   // Caller side (any thread).
   void connect(const std::vector<std::vector<uint8_t>>& addresses,
                const std::vector<bool>& same_host);
@@ -173,11 +177,23 @@ class UcxChannel::Impl {
     int rank = 0;
   };
 
+  // -- channels alive in this process, closed at exit (ucx_channel.cpp)
+  // ----------------------------
+
+  struct LiveChannels;
+  static LiveChannels& live_channels();
+  static void close_live_channels();  // the atexit handler
+
   // -- caller side --------------------------------------------------------------------------------
 
   void check_peer(int peer, const char* verb) const;
-  void enqueue(std::function<void()> operation);
-  /// Runs `operation` on the progress thread and waits for it (inline when already there).
+  /// Throws when the channel was closed at process exit. Call with mutex_ held.
+  void check_open(const char* verb) const;
+  TransferError closed_error(const char* verb) const;
+  /// Hands `operation` to the progress thread; false (and dropped) once the channel is closed.
+  bool enqueue(std::function<void()> operation);
+  /// Runs `operation` on the progress thread and waits for it (inline when already there); does
+  /// nothing once the channel is closed (nothing is pending then, and no handler runs again).
   void call_on_thread(std::function<void()> operation);
 
   // -- progress thread ----------------------------------------------------------------------------
@@ -227,6 +243,7 @@ class UcxChannel::Impl {
   std::unordered_set<ReceiveKey, ReceiveKeyHash> posted_;  // receives not completed
   std::unordered_map<uint32_t, MessageHandler> handlers_;  // by stream
   bool connected_ = false;
+  bool closed_ = false;                // the thread is joined; worker_ is gone or going
   std::atomic<bool> queued_{false};    // queue_ is not empty
   std::atomic<bool> sleeping_{false};  // the thread is (about to be) blocked in poll
   std::atomic<bool> stop_{false};
@@ -251,6 +268,8 @@ class UcxChannel::Impl {
   std::vector<std::function<void()>> running_;       // operations taken from queue_
   std::vector<std::unique_ptr<Discard>> discards_;   // messages nobody will receive
   std::thread thread_;
+  std::thread::id thread_id_;  // thread_'s, kept apart: close() may join thread_ meanwhile
+  bool closing_ = false;       // close() ran (under the live channels' lock)
 };
 
 }  // namespace tensorplay::transport
