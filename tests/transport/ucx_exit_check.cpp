@@ -24,6 +24,8 @@ namespace {
 std::mutex outcome_mutex;
 std::string receive_error;             // the pending receive's error, once it ends
 tr::UcxChannel* still_held = nullptr;  // owned by the holding thread, which never lets go
+// Made before exit and never freed: the tensor library's statics may be gone when it is sent.
+const tp::Tensor* late_tensor = nullptr;
 std::atomic<bool> main_returning{false};
 
 void fail(const std::string& why) {
@@ -44,7 +46,7 @@ void check_after_channels_closed() {
   if (error.empty() || error == "(it completed)")
     fail("at exit the pending receive had not ended with the channels' closing");
   try {
-    still_held->send(1, tr::TransferTag{.step = 0}, {tp::ones({4})});
+    still_held->send(1, tr::TransferTag{.step = 0}, {*late_tensor});
     fail("a send after the channel was closed at exit did not throw");
   } catch (const tr::TransferError& e) {
     if (std::string(e.what()).find("process is exiting") == std::string::npos)
@@ -86,6 +88,7 @@ int main(int argc, char** argv) {
                       });
   if (mode == "held") {
     still_held = rank0.get();
+    late_tensor = new tp::Tensor(tp::ones({4}));
     std::thread([rank0 = std::move(rank0), rank1 = std::move(rank1)] {
       std::this_thread::sleep_for(std::chrono::seconds(600));  // outlives the process
     }).detach();
