@@ -61,7 +61,8 @@ UcxChannel::Impl::LiveChannels& UcxChannel::Impl::live_channels() {
 void UcxChannel::Impl::close_live_channels() {
   LiveChannels& live = live_channels();
   std::lock_guard lock(live.mutex);
-  for (Impl* channel : live.channels) channel->close();
+  for (Impl* channel : live.channels)
+    if (channel->owner_pid_ == getpid()) channel->close();  // not a forked child's copies
 }
 
 UcxChannel::Impl::Impl(int rank, int world_size)

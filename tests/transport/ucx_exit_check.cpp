@@ -4,6 +4,13 @@
 //                                has failed and later operations fail clearly
 //        ucx_exit_check released a thread lets go of the channels just as main returns: the
 //                                process must still exit cleanly (run it in a loop)
+//        ucx_exit_check forked   a child forked while the channels live exits through exit():
+//                                it leaves the parent's channels alone (it has no progress
+//                                threads to stop) and exits cleanly
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -60,8 +67,8 @@ void check_after_channels_closed() {
 
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
-  if (mode != "held" && mode != "released") {
-    std::fprintf(stderr, "usage: ucx_exit_check held|released\n");
+  if (mode != "held" && mode != "released" && mode != "forked") {
+    std::fprintf(stderr, "usage: ucx_exit_check held|released|forked\n");
     return 2;
   }
   std::atexit(check_after_channels_closed);
@@ -86,6 +93,24 @@ int main(int argc, char** argv) {
                         std::lock_guard lock(outcome_mutex);
                         receive_error = error.empty() ? "(it completed)" : error;
                       });
+  if (mode == "forked") {
+    const pid_t child = fork();
+    if (child < 0) fail("fork failed");
+    if (child == 0) std::exit(0);  // runs the exit handlers, the channels' among them
+    int status = 0;
+    for (int i = 0; i < 1000; ++i) {  // 10 s at most
+      if (waitpid(child, &status, WNOHANG) == child) break;
+      if (i == 999) {
+        kill(child, SIGKILL);
+        waitpid(child, &status, 0);
+        fail("a forked child did not exit within 10 s");
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+      fail("a forked child's exit failed (status " + std::to_string(status) + ")");
+    std::printf("a child forked while channels lived exited cleanly\n");
+  }
   if (mode == "held") {
     still_held = rank0.get();
     late_tensor = new tp::Tensor(tp::ones({4}));

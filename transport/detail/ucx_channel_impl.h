@@ -4,6 +4,7 @@
 #pragma once
 
 #include <ucp/api/ucp.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -268,8 +269,9 @@ class UcxChannel::Impl {
   std::vector<std::function<void()>> running_;       // operations taken from queue_
   std::vector<std::unique_ptr<Discard>> discards_;   // messages nobody will receive
   std::thread thread_;
-  std::thread::id thread_id_;  // thread_'s, kept apart: close() may join thread_ meanwhile
-  bool closing_ = false;       // close() ran (under the live channels' lock)
+  std::thread::id thread_id_;         // thread_'s, kept apart: close() may join thread_ meanwhile
+  const pid_t owner_pid_ = getpid();  // a forked child's copy has no progress thread to stop
+  bool closing_ = false;              // close() ran (under the live channels' lock)
 };
 
 }  // namespace tensorplay::transport
