@@ -1,5 +1,6 @@
-# Prints PyTorch's results for the non-finite inputs of test_nonfinite_pytorch.cpp ("non-finite inputs give
-# PyTorch's results"), so the expected values there can be checked again against a new PyTorch:
+# Prints PyTorch's results for the non-finite inputs of test_nonfinite_pytorch.cpp ("non-finite
+# inputs give PyTorch's results"), so the expected values there can be checked again against a
+# new PyTorch:
 #   python3 tests/tensors/nonfinite_pytorch.py   (in an environment with torch installed)
 import torch
 import torch.nn.functional as F
