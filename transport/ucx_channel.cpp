@@ -104,8 +104,7 @@ UcxChannel::Impl::~Impl() {
 }
 
 void UcxChannel::Impl::close() {
-  if (closing_) return;
-  closing_ = true;
+  if (closed_) return;  // written only here, under the live channels' lock, which callers hold
   stop_.store(true);
   queued_.store(true);  // ends a spin at once
   ucp_worker_signal(worker_);

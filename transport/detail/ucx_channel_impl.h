@@ -94,8 +94,9 @@ class UcxChannel::Impl {
   Impl(int rank, int world_size);
   ~Impl();
 
-  /// Stops the progress thread and destroys the worker and context; idempotent. Called by the
-  /// destructor and, for channels still alive then, at process exit (see ucx_channel.cpp).
+  /// Stops the progress thread and destroys the worker and context; idempotent. Called, with the
+  /// live channels' lock held, by the destructor and, for channels still alive then, at process
+  /// exit (see ucx_channel.cpp).
   void close();
 
   // Caller side (any thread).
@@ -178,8 +179,7 @@ class UcxChannel::Impl {
     int rank = 0;
   };
 
-  // -- channels alive in this process, closed at exit (ucx_channel.cpp)
-  // ----------------------------
+  // -- channels alive in this process, closed at exit (ucx_channel.cpp) --------------------------
 
   struct LiveChannels;
   static LiveChannels& live_channels();
@@ -244,8 +244,8 @@ class UcxChannel::Impl {
   std::unordered_set<ReceiveKey, ReceiveKeyHash> posted_;  // receives not completed
   std::unordered_map<uint32_t, MessageHandler> handlers_;  // by stream
   bool connected_ = false;
-  bool closed_ = false;                // the thread is joined; worker_ is gone or going
-  std::atomic<bool> queued_{false};    // queue_ is not empty
+  bool closed_ = false;              // set by close() (under both locks) once the thread is joined
+  std::atomic<bool> queued_{false};  // queue_ is not empty
   std::atomic<bool> sleeping_{false};  // the thread is (about to be) blocked in poll
   std::atomic<bool> stop_{false};
 
@@ -271,7 +271,6 @@ class UcxChannel::Impl {
   std::thread thread_;
   std::thread::id thread_id_;         // thread_'s, kept apart: close() may join thread_ meanwhile
   const pid_t owner_pid_ = getpid();  // a forked child's copy has no progress thread to stop
-  bool closing_ = false;              // close() ran (under the live channels' lock)
 };
 
 }  // namespace tensorplay::transport
