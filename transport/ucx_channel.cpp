@@ -14,6 +14,9 @@
 //   bit  35      direction            (1: backward)
 //   bits 34..15  microbatch           (< 2^20)
 //   bits 14..0   tensor index         (< 2^15)
+// A collective's transfer (stage kCollectiveStage) carries one or two tensors, a chunk and its
+// header: its bits 14..1 hold bits 12..25 of the step (the call number) and bit 0 the index, so
+// what a failed call leaves in UCX's queue matches again only 2^26 calls later, not 4096.
 #include "transport/ucx_channel.h"
 
 #include "transport/detail/ucx_channel_impl.h"
@@ -30,11 +33,18 @@ uint64_t UcxChannel::ucx_tag(const TransferTag& tag, size_t index) {
                         to_string(tag) + " does not fit a UCX tag (microbatches 0 to 2^20-1)");
   if (index >= (size_t{1} << kIndexBits))
     throw TransferError("ucx channel: " + to_string(tag) + " has more than 32768 tensors");
+  uint64_t low = index;
+  if (tag.stage == kCollectiveStage) {
+    if (index >= 2)
+      throw TransferError("ucx channel: collective transfer " + to_string(tag) +
+                          " has more than 2 tensors");
+    low = (tag.step >> kStepBits & ((uint64_t{1} << (kIndexBits - 1)) - 1)) << 1 | index;
+  }
   const uint64_t stream = tag.stream & ((uint64_t{1} << kStreamBits) - 1);
   const uint64_t step = tag.step & ((uint64_t{1} << kStepBits) - 1);
   const uint64_t backward = tag.direction == Direction::Backward ? 1 : 0;
   return stream << 60 | step << 48 | static_cast<uint64_t>(tag.stage) << 36 | backward << 35 |
-         static_cast<uint64_t>(tag.microbatch) << 15 | index;
+         static_cast<uint64_t>(tag.microbatch) << 15 | low;
 }
 
 // -- channels alive at process exit ---------------------------------------------------------------

@@ -101,6 +101,25 @@ TEST_CASE("ucx tags keep every field of the transfer in its own bits", "[transpo
                     Catch::Contains("microbatch -1"));
 }
 
+TEST_CASE("ucx tags of collectives tell calls apart over 2^26 calls, not 4096",
+          "[transport][ucx]") {
+  // A transfer left over from a failed call must not match a later call of the same shape.
+  tr::TransferTag call{5, tr::kCollectiveStage, tr::Direction::Forward, 0x301, 0x21};
+  tr::TransferTag later = call;
+  later.step += 4096;
+  CHECK(tr::UcxChannel::ucx_tag(call, 0) != tr::UcxChannel::ucx_tag(later, 0));
+  CHECK(tr::UcxChannel::ucx_tag(call, 1) != tr::UcxChannel::ucx_tag(later, 1));
+  CHECK(tr::UcxChannel::ucx_tag(call, 0) != tr::UcxChannel::ucx_tag(call, 1));
+  later.step = call.step + (uint64_t{1} << 26);  // the window's end: the same tag again
+  CHECK(tr::UcxChannel::ucx_tag(call, 1) == tr::UcxChannel::ucx_tag(later, 1));
+  // A pipeline transfer keeps the 4096-step window and its 15 bits of tensor index.
+  tr::TransferTag stage{5, 3, tr::Direction::Forward, 0, 0};
+  tr::TransferTag stage_later = stage;
+  stage_later.step += 4096;
+  CHECK(tr::UcxChannel::ucx_tag(stage, 7) == tr::UcxChannel::ucx_tag(stage_later, 7));
+  CHECK_THROWS_WITH(tr::UcxChannel::ucx_tag(call, 2), Catch::Contains("more than 2 tensors"));
+}
+
 TEST_CASE("ucx channel moves float32 and bfloat16 tensors of every size between ranks",
           "[transport][ucx]") {
   ConnectedPair pair;
