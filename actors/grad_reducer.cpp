@@ -52,9 +52,9 @@ void pack_gradient(Tensor& part, const Tensor& param, float share) {
 }  // namespace
 
 uint64_t GradReducer::call_of(size_t job) const {
-  // Numbered alike on every replica (the steps are). The transfer tags keep the call's low 12
-  // bits, so the step fills them above the job: what a failed step leaves in flight can match
-  // only a call thousands of jobs later, never the next step's same bucket.
+  // Numbered alike on every replica (the steps are), one number per job. A UCX tag keeps the
+  // call's low 26 bits (transport/ucx_channel.cpp): what a failed step leaves in flight can match
+  // only a call 2^26 jobs later, never a later step's same bucket in practice.
   return step_ * stride_ + job;
 }
 
