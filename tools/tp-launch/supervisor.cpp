@@ -94,11 +94,18 @@ void Supervisor::handle_signals() {
       continue;
     }
     launcher_signal_ = signal_number;
+    // SIGHUP (a closed terminal or session) means "stop", as for torchrun, but a rank has no
+    // terminal and may not stop for it: UCX takes SIGHUP as its debug signal (it raises its log
+    // level and the rank runs on). The ranks get SIGTERM instead, the usual way to stop them.
+    const int forwarded = signal_number == SIGHUP ? SIGTERM : signal_number;
     if (outcome_.message.empty()) {
-      outcome_ = {128 + signal_number, "tp-launch: received " + signal_name(signal_number) +
-                                           "; forwarded it to every rank and stopped them"};
+      outcome_ = {128 + signal_number,
+                  "tp-launch: received " + signal_name(signal_number) + "; " +
+                      (forwarded == signal_number ? std::string("forwarded it")
+                                                  : "sent " + signal_name(forwarded)) +
+                      " to every rank and stopped them"};
     }
-    stop_ranks(signal_number);
+    stop_ranks(forwarded);
   }
 }
 
