@@ -30,10 +30,11 @@ Supervisor::Supervisor(double grace_seconds) : grace_seconds_(grace_seconds) {}
 
 void Supervisor::add_rank(RankProcess process, UniqueFd log_file) {
   const int rank = process.rank;
-  const int log_fd = log_file.get();
-  ranks_.push_back(Rank{std::move(process), std::move(log_file),
-                        LineRelay(rank, STDOUT_FILENO, log_fd),
-                        LineRelay(rank, STDERR_FILENO, log_fd)});
+  auto log = std::make_unique<RankLog>(RankLog{log_file.get()});
+  RankLog* shared_log = log.get();
+  ranks_.push_back(Rank{std::move(process), std::move(log_file), std::move(log),
+                        LineRelay(rank, STDOUT_FILENO, shared_log),
+                        LineRelay(rank, STDERR_FILENO, shared_log)});
 }
 
 void Supervisor::abort_launch(const std::string& message, int exit_code) {
