@@ -18,9 +18,11 @@ constexpr const char* kFooter = R"(Each rank's environment (as torchrun sets it)
   GROUP_WORLD_SIZE (nnodes), MASTER_ADDR, MASTER_PORT,
   TP_CLUSTER_TOKEN (kept if set, else 32 random hex digits shared by all ranks),
   TP_RDZV_TIMEOUT (seconds), TP_LOG_DIR (with --log-dir).
-Each line a rank prints is prefixed with "[rank R] " on tp-launch's stdout or stderr. When a rank
-fails, the others get SIGTERM, then SIGKILL after --grace-seconds; tp-launch exits with the failed
-rank's status (128 + signal if it was killed). SIGINT, SIGTERM and SIGHUP are forwarded to all ranks.
+Each line a rank prints is prefixed with "[rank R] " on tp-launch's stdout or stderr; a line over
+64 KiB comes in pieces, each further piece prefixed "[rank R+] ". When a rank fails, the others get
+SIGTERM, then SIGKILL after --grace-seconds; tp-launch exits with the failed rank's status (128 +
+signal if it was killed). SIGINT and SIGTERM are forwarded to all ranks; on SIGHUP they get SIGTERM
+(tp-launch exits 129). Ranks get SIGKILL when tp-launch dies.
 
 Examples:
   tp-launch --nproc-per-node 4 -- ./train --steps 100

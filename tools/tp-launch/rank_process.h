@@ -1,6 +1,7 @@
 // One rank's child process: started in a process group of its own, with stdin from /dev/null and
 // stdout and stderr into pipes the launcher reads. Signals go to the whole group, so helpers the
-// rank started (a shell's children, say) stop with it.
+// rank started (a shell's children, say) stop with it. A rank dies with the launcher (a
+// parent-death signal), even when the launcher is killed with SIGKILL.
 #pragma once
 
 #include <sys/types.h>
@@ -35,8 +36,10 @@ struct RankProcess {
   RankEnding ending;     ///< how it ended, once exited
 };
 
-/// Starts `program` (searched in PATH) as `rank` with `environment`. Throws std::runtime_error,
-/// naming the program and the reason, when it cannot be started.
+/// Starts `program` (searched in PATH) as `rank` with `environment`; the rank gets SIGKILL when the
+/// launcher dies. Call from the launcher's main thread only (the parent-death signal follows the
+/// thread that forked). Throws std::runtime_error, naming the program and the reason, when it
+/// cannot be started.
 RankProcess start_rank(int rank, const std::vector<std::string>& program,
                        const std::vector<std::string>& environment);
 

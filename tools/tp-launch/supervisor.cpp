@@ -30,10 +30,11 @@ Supervisor::Supervisor(double grace_seconds) : grace_seconds_(grace_seconds) {}
 
 void Supervisor::add_rank(RankProcess process, UniqueFd log_file) {
   const int rank = process.rank;
-  const int log_fd = log_file.get();
-  ranks_.push_back(Rank{std::move(process), std::move(log_file),
-                        LineRelay(rank, STDOUT_FILENO, log_fd),
-                        LineRelay(rank, STDERR_FILENO, log_fd)});
+  auto log = std::make_unique<RankLog>(RankLog{log_file.get()});
+  RankLog* shared_log = log.get();
+  ranks_.push_back(Rank{std::move(process), std::move(log_file), std::move(log),
+                        LineRelay(rank, STDOUT_FILENO, shared_log),
+                        LineRelay(rank, STDERR_FILENO, shared_log)});
 }
 
 void Supervisor::abort_launch(const std::string& message, int exit_code) {
@@ -94,11 +95,18 @@ void Supervisor::handle_signals() {
       continue;
     }
     launcher_signal_ = signal_number;
+    // SIGHUP (a closed terminal or session) means "stop", as for torchrun, but a rank has no
+    // terminal and may not stop for it: UCX takes SIGHUP as its debug signal (it raises its log
+    // level and the rank runs on). The ranks get SIGTERM instead, the usual way to stop them.
+    const int forwarded = signal_number == SIGHUP ? SIGTERM : signal_number;
     if (outcome_.message.empty()) {
-      outcome_ = {128 + signal_number, "tp-launch: received " + signal_name(signal_number) +
-                                           "; forwarded it to every rank and stopped them"};
+      outcome_ = {128 + signal_number,
+                  "tp-launch: received " + signal_name(signal_number) + "; " +
+                      (forwarded == signal_number ? std::string("forwarded it")
+                                                  : "sent " + signal_name(forwarded)) +
+                      " to every rank and stopped them"};
     }
-    stop_ranks(signal_number);
+    stop_ranks(forwarded);
   }
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <chrono>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,7 @@ class Supervisor {
   struct Rank {
     RankProcess process;
     UniqueFd log_file;
+    std::unique_ptr<RankLog> log;  ///< on the heap: the relays point to it while ranks_ grows
     LineRelay stdout_relay;
     LineRelay stderr_relay;
   };
