@@ -3,6 +3,7 @@
 
 #include <charconv>
 #include <cstdlib>
+#include <limits>
 #include <stdexcept>
 
 namespace tensorplay::distributed {
@@ -135,6 +136,18 @@ LaunchEnv read_launch_env(const EnvLookup& getenv) {
   if (env.master_addr.empty())
     throw std::invalid_argument("launcher environment: MASTER_ADDR is empty");
   env.master_port = parse_or(getenv, "MASTER_PORT", 29500, 1, 65535);
+  // The job's id, which every rank records in its message log: torchrun's run id ("none" when
+  // torchrun was given no --rdzv-id, the same for every such job), else Slurm's job step.
+  const char* run_id = getenv("TORCHELASTIC_RUN_ID");
+  const char* slurm_job = getenv("SLURM_JOB_ID");
+  const char* slurm_step = getenv("SLURM_STEP_ID");
+  if (run_id && *run_id && std::string(run_id) != "none")
+    env.job_id = run_id;
+  else if (env.source == std::string("slurm") && slurm_job && *slurm_job)
+    env.job_id =
+        std::string("slurm-") + slurm_job + (slurm_step ? std::string(".") + slurm_step : "");
+  env.restart_count =
+      parse_or(getenv, "TORCHELASTIC_RESTART_COUNT", 0, 0, std::numeric_limits<int>::max());
   return env;
 }
 

@@ -1,17 +1,102 @@
-// spdlog-backed message log.
+// spdlog-backed message log, with a run header at the start of each process's part of a log.
 #include "actors/message_log.h"
 
 #include <spdlog/cfg/env.h>
 #include <spdlog/sinks/basic_file_sink.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <cctype>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <mutex>
+#include <random>
 
 namespace tensorplay::pipelining {
+namespace {
+
+int64_t now_us() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// 16 hex digits, different for every call in every process: the random device mixed with the
+// wall clock and the process id (so a missing device still gives distinct ids).
+std::string make_id() {
+  uint64_t bits =
+      static_cast<uint64_t>(std::chrono::system_clock::now().time_since_epoch().count());
+  bits ^= static_cast<uint64_t>(::getpid()) << 40;
+  try {
+    std::random_device random;
+    bits ^= (static_cast<uint64_t>(random()) << 32) ^ random();
+  } catch (const std::exception&) {
+  }
+  bits *= 0x9E3779B97F4A7C15ULL;  // spread the clock's low bits over the whole word
+  bits ^= bits >> 29;
+  char text[17];
+  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(bits));
+  return text;
+}
+
+// A job id as one token of the header: blanks and control characters become '_'.
+std::string header_token(const std::string& id) {
+  std::string out = id.empty() ? "_" : id;
+  for (char& c : out)
+    if (std::isspace(static_cast<unsigned char>(c)) || std::iscntrl(static_cast<unsigned char>(c)))
+      c = '_';
+  return out;
+}
+
+// What run headers say, and whether this process's header is in the log yet.
+struct RunIdentity {
+  std::mutex mutex;
+  std::string job_id = make_id();
+  int rank = 0;
+  int world_size = 1;
+  int attempt = 0;
+  std::atomic<bool> header_written{false};
+};
+
+RunIdentity& identity() {
+  static RunIdentity id;
+  return id;
+}
+
+// Writes the header with what `id` holds now; the caller holds id.mutex.
+void write_header_locked(RunIdentity& id) {
+  message_log()->debug("rank={} step=0 event=run what=job:{} run:{} attempt:{} world:{} t_us={}",
+                       id.rank, header_token(id.job_id), log_run_id(), id.attempt, id.world_size,
+                       now_us());
+  id.header_written.store(true, std::memory_order_release);
+}
+
+// The header once per process before its first event: every line of the run comes after it.
+void ensure_header() {
+  RunIdentity& id = identity();
+  if (id.header_written.load(std::memory_order_acquire)) return;
+  std::lock_guard<std::mutex> lock(id.mutex);
+  if (!id.header_written.load(std::memory_order_relaxed)) write_header_locked(id);
+}
+
+// A log cut mid-line (its writer killed) gets its newline back, so the next run's header starts
+// a line of its own.
+void end_last_line(const std::string& path) {
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in || in.tellg() <= 0) return;
+  in.seekg(-1, std::ios::end);
+  char last = '\n';
+  in.get(last);
+  in.close();
+  if (last != '\n') std::ofstream(path, std::ios::binary | std::ios::app) << '\n';
+}
+
+}  // namespace
 
 std::shared_ptr<spdlog::logger> message_log() {
   static std::shared_ptr<spdlog::logger> logger = [] {
@@ -27,7 +112,8 @@ std::shared_ptr<spdlog::logger> message_log() {
 
 void log_to_file(const std::string& path) {
   auto logger = message_log();
-  auto sink = std::make_shared<spdlog::sinks::basic_file_sink_mt>(path, /*truncate=*/true);
+  end_last_line(path);
+  auto sink = std::make_shared<spdlog::sinks::basic_file_sink_mt>(path, /*truncate=*/false);
   sink->set_pattern("[%H:%M:%S.%f] [%n] %v");
   logger->sinks().push_back(sink);
   if (!std::getenv("SPDLOG_LEVEL")) {
@@ -36,6 +122,11 @@ void log_to_file(const std::string& path) {
     logger->set_level(spdlog::level::debug);
   }
   logger->flush_on(spdlog::level::debug);
+  if (logger->should_log(spdlog::level::debug)) {
+    RunIdentity& id = identity();
+    std::lock_guard<std::mutex> lock(id.mutex);
+    write_header_locked(id);  // the file's part of this run starts with it
+  }
 }
 
 bool message_log_enabled() {
@@ -43,13 +134,32 @@ bool message_log_enabled() {
   return logger->should_log(spdlog::level::debug);
 }
 
+void set_log_job(const std::string& job_id, int rank, int world_size, int attempt) {
+  RunIdentity& id = identity();
+  std::lock_guard<std::mutex> lock(id.mutex);
+  if (!job_id.empty()) id.job_id = job_id;
+  id.rank = rank;
+  id.world_size = world_size;
+  id.attempt = attempt;
+  if (message_log_enabled()) write_header_locked(id);
+}
+
+std::string log_job_id() {
+  RunIdentity& id = identity();
+  std::lock_guard<std::mutex> lock(id.mutex);
+  return header_token(id.job_id);
+}
+
+const std::string& log_run_id() {
+  static const std::string id = make_id();
+  return id;
+}
+
 void log_event(int rank, unsigned long long step, const char* event, const std::string& what) {
   static const auto& logger = message_log();
   if (!logger->should_log(spdlog::level::debug)) return;
-  auto t_us = std::chrono::duration_cast<std::chrono::microseconds>(
-                  std::chrono::steady_clock::now().time_since_epoch())
-                  .count();
-  logger->debug("rank={} step={} event={} what={} t_us={}", rank, step, event, what, t_us);
+  ensure_header();
+  logger->debug("rank={} step={} event={} what={} t_us={}", rank, step, event, what, now_us());
 }
 
 namespace {

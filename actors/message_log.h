@@ -13,15 +13,30 @@ namespace tensorplay::pipelining {
 
 /// The logger named "tensorplay" (created on first use; level from SPDLOG_LEVEL, else off).
 /// Each line reads: `rank=R step=S event=E what=WHAT t_us=T` with T in microseconds on a steady
-/// clock shared by all actors of the process.
+/// clock shared by all actors of the process. Each process start begins its part of the log with
+/// a run header, `rank=R step=0 event=run what=job:J run:U attempt:A world:W t_us=T` (written
+/// again, with the same run id U, when the process learns its job at init_process_group): J is
+/// the job's id (the same on every rank of a job), U this process start's, A the launcher's
+/// restart count and W the number of processes in the job (1 for an embedded run, whose one
+/// process logs every rank).
 std::shared_ptr<spdlog::logger> message_log();
 
-/// Also writes the message log to `path` (one file per rank under a launcher's log directory),
-/// and turns it on at debug level unless SPDLOG_LEVEL chose a level.
+/// Also appends the message log to `path` (one file per rank under a launcher's log directory;
+/// a restarted rank adds a run after the previous one's), starting with a run header, and turns
+/// it on at debug level unless SPDLOG_LEVEL chose a level.
 void log_to_file(const std::string& path);
 
 /// True when the message log records events (so callers may skip formatting them).
 bool message_log_enabled();
+
+/// Records which job this process belongs to: `job_id` (empty: keep this process's own, made at
+/// its start), its `rank` among `world_size` processes and the launcher's restart count
+/// `attempt`. Writes a run header when the log is on; init_process_group calls it.
+void set_log_job(const std::string& job_id, int rank, int world_size, int attempt);
+/// The job id run headers record (this process's own until set_log_job gives another).
+std::string log_job_id();
+/// This process start's run id (random, made once per process).
+const std::string& log_run_id();
 
 /// Records that rank `rank` rejected a malformed or out-of-range message from another process
 /// (`why`): counted, written to the message log, and to stderr for the first few (then once per
@@ -30,7 +45,8 @@ void note_rejected_message(int rank, const std::string& why);
 /// Messages rejected by this process so far.
 unsigned long long rejected_message_count();
 
-/// Writes one log line when the logger is at debug level.
+/// Writes one log line when the logger is at debug level (after this process's run header, the
+/// first time).
 void log_event(int rank, unsigned long long step, const char* event, const std::string& what);
 
 }  // namespace tensorplay::pipelining

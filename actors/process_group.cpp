@@ -581,6 +581,16 @@ void init_process_group(const InitOptions& options) {
     c->peers.resize(1);
     c->peers[0].host = detail::host_name();
   }
+  // The job id every rank's message log records: the launcher's; for ranks started by hand, one
+  // they all derive from rank 0's process; alone, this process's own.
+  std::string job_id = c->env.job_id;
+  if (job_id.empty() && c->env.world_size > 1 && c->peers.at(0).actor) {
+    uint64_t h = 1469598103934665603ULL;  // FNV-1a of rank 0's node id (its host and process)
+    for (char ch : to_string(c->peers[0].actor.node()))
+      h = (h ^ static_cast<unsigned char>(ch)) * 1099511628211ULL;
+    job_id = "rank0-" + std::to_string(h);
+  }
+  pipelining::set_log_job(job_id, c->env.rank, c->env.world_size, c->env.restart_count);
   if (const char* dir = std::getenv("TP_LOG_DIR"); dir && *dir)
     pipelining::log_to_file(std::string(dir) + "/messages_rank_" + std::to_string(c->env.rank) +
                             ".log");

@@ -76,6 +76,7 @@ void pump(StageActor* self) {
       return;
     }
     if (st.worker->finished()) {
+      log_event(st.worker->rank(), st.step, "done", "step");  // tp-trace: this rank's step is whole
       self->send(st.driver, done_atom::value, st.step, st.worker->rank());
       st.driver = nullptr;
     }

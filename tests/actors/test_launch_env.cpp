@@ -118,3 +118,30 @@ TEST_CASE("torchrun's variables win over Slurm's", "[launch_env]") {
   CHECK(env.source == "torchrun");
   CHECK(env.rank == 1);
 }
+
+TEST_CASE("the job id message logs record: torchrun's run id, else Slurm's job step",
+          "[launch_env]") {
+  const std::map<std::string, std::string> torchrun = {
+      {"RANK", "1"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "10.0.0.5"}, {"MASTER_PORT", "29400"}};
+  CHECK(read(torchrun).job_id.empty());
+  CHECK(read(torchrun).restart_count == 0);
+  auto with = [&](std::map<std::string, std::string> vars,
+                  const std::map<std::string, std::string>& more) {
+    vars.insert(more.begin(), more.end());
+    return read(vars);
+  };
+  dist::LaunchEnv env =
+      with(torchrun, {{"TORCHELASTIC_RUN_ID", "job-7"}, {"TORCHELASTIC_RESTART_COUNT", "2"}});
+  CHECK(env.job_id == "job-7");
+  CHECK(env.restart_count == 2);
+  // torchrun's default when given no --rdzv-id is the same for every job: no id at all.
+  CHECK(with(torchrun, {{"TORCHELASTIC_RUN_ID", "none"}}).job_id.empty());
+  CHECK_THROWS_WITH(with(torchrun, {{"TORCHELASTIC_RESTART_COUNT", "x"}}),
+                    Catch::Contains("TORCHELASTIC_RESTART_COUNT='x' is not a whole number"));
+  dist::LaunchEnv slurm = read({{"SLURM_PROCID", "0"},
+                                {"SLURM_NTASKS", "2"},
+                                {"SLURM_JOB_NODELIST", "node1"},
+                                {"SLURM_JOB_ID", "4242"},
+                                {"SLURM_STEP_ID", "3"}});
+  CHECK(slurm.job_id == "slurm-4242.3");
+}

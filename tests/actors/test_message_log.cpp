@@ -1,9 +1,18 @@
 // Tests for message_log.h: off by default; at debug level every stage actor logs what it
-// receives, starts, finishes and sends.
+// receives, starts, finishes and sends, each rank's step ends with a `done` line, and each process
+// start begins its part of a log with a run header.
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <sstream>
 
+#include "actors/message_log.h"
 #include "actors/schedule.h"
+#include "actors/trace_log.h"
 #include "log_capture.h"
 #include "tensors/tensors.h"
 
@@ -98,4 +107,88 @@ TEST_CASE("what ran is what was scheduled: every schedule's log lists its order 
       CHECK(ran[r] == want);
     }
   }
+}
+
+TEST_CASE("each rank's step ends with a done line, after its last action", "[message_log]") {
+  std::string log = run_one_step(/*debug=*/true);
+  for (int rank = 0; rank < 2; ++rank) {
+    size_t last_done = std::string::npos, last_finish = std::string::npos;
+    std::istringstream in(log);
+    std::string line;
+    for (size_t n = 0; std::getline(in, line); ++n) {
+      if (line.find("rank=" + std::to_string(rank) + " ") == std::string::npos) continue;
+      if (line.find("event=done what=step") != std::string::npos) last_done = n;
+      if (line.find("event=finish") != std::string::npos) last_finish = n;
+    }
+    INFO("rank " << rank << ", log:\n" << log);
+    REQUIRE(last_done != std::string::npos);
+    CHECK(last_done > last_finish);
+  }
+}
+
+TEST_CASE("init names the job in a run header that keeps the process's run id", "[message_log]") {
+  const std::string job_before = pp::log_job_id();
+  std::string log = log_capture::capture_message_log(
+      [] {
+        pp::log_event(0, 1, "recv", "step");
+        pp::set_log_job("job-42", 1, 2, 3);
+        pp::log_event(1, 1, "recv", "step");
+      },
+      /*debug=*/true);
+  std::istringstream in(log);
+  std::vector<pp::LogRun> runs = pp::parse_log_runs(in);
+  INFO(log);
+  REQUIRE(!runs.empty());
+  const pp::LogRun& run = runs.back();
+  REQUIRE(run.has_header);
+  CHECK(run.header.job_id == "job-42");
+  CHECK(run.header.run_id == pp::log_run_id());
+  CHECK(run.header.rank == 1);
+  CHECK(run.header.world_size == 2);
+  CHECK(run.header.attempt == 3);
+  CHECK(run.events.back().rank == 1);
+  for (size_t k = 0; k + 1 < runs.size(); ++k) CHECK_FALSE(runs[k].has_header);  // one run
+  CHECK(pp::log_job_id() == "job-42");
+  pp::set_log_job(job_before, 0, 1, 0);
+  // Blanks in a launcher's id would split the header's words.
+  pp::set_log_job("my job", 0, 1, 0);
+  CHECK(pp::log_job_id() == "my_job");
+  pp::set_log_job(job_before, 0, 1, 0);
+}
+
+TEST_CASE("log_to_file appends a run after what the file holds", "[message_log]") {
+  namespace fs = std::filesystem;
+  const fs::path path =
+      fs::temp_directory_path() / ("tp_message_log_" + std::to_string(::getpid()) + ".log");
+  // An earlier process's run, its writer killed mid-line.
+  std::ofstream(path, std::ios::binary)
+      << "rank=0 step=0 event=run what=job:old run:old-run attempt:0 world:1 t_us=0\n"
+         "rank=0 step=1 event=start what=0F0 t_us=1\nrank=0 step=1 event=fin";
+  auto logger = pp::message_log();
+  auto sinks = logger->sinks();
+  std::vector<spdlog::level::level_enum> sink_levels;
+  for (const auto& sink : sinks) sink_levels.push_back(sink->level());
+  auto level = logger->level();
+  logger->set_level(spdlog::level::debug);
+  pp::log_to_file(path.string());
+  pp::log_event(0, 1, "recv", "step");
+  logger->flush();
+  logger->sinks() = sinks;
+  for (size_t i = 0; i < sinks.size(); ++i) sinks[i]->set_level(sink_levels[i]);
+  logger->set_level(level);
+
+  std::ifstream in(path, std::ios::binary);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  INFO(text);
+  CHECK_THAT(text, Catch::StartsWith("rank=0 step=0 event=run what=job:old run:old-run"));
+  CHECK_THAT(text, Catch::Contains("event=fin\n["));  // the cut line ended; the header on its own
+  std::istringstream lines(text);
+  std::vector<pp::LogRun> runs = pp::parse_log_runs(lines);
+  REQUIRE(runs.size() == 2);
+  CHECK(runs[0].header.run_id == "old-run");
+  CHECK(runs[1].header.run_id == pp::log_run_id());
+  CHECK(runs[1].header.job_id == pp::log_job_id());
+  REQUIRE(runs[1].events.size() == 1);
+  CHECK(runs[1].events[0].what == "step");
+  fs::remove(path);
 }

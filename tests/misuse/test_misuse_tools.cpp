@@ -1,12 +1,14 @@
 // Misuse of the command-line tools: tp-sim given costs that are not finite numbers >= 0 or flags
-// it does not have, tp-trace given logs cut mid-line, appended to themselves, or with negative
-// numbers. Each runs the built tool under a time limit.
+// it does not have, tp-trace given logs cut mid-line, appended to themselves, with negative
+// numbers, of two jobs, holding two runs, or with a rank's log cut, empty or missing. Each runs
+// the built tool under a time limit.
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "misuse_support.h"
 
@@ -59,6 +61,56 @@ std::string write_log(const std::string& name, const std::string& text) {
                          .string();
   std::ofstream(path, std::ios::binary) << text;
   return path;
+}
+
+// A run header as a process writes it at its start.
+std::string run_header(int rank, const std::string& job, const std::string& run, int world) {
+  return "[12:00:00.000000] [tensorplay] rank=" + std::to_string(rank) +
+         " step=0 event=run what=job:" + job + " run:" + run +
+         " attempt:0 world:" + std::to_string(world) + " t_us=0\n";
+}
+
+// Rank `rank`'s part of log_lines' step 1, `shift` us later, with the `done` line that ends it.
+std::string rank_step(int rank, int shift = 0) {
+  std::string out;
+  auto line = [&](const std::string& event, const std::string& what, int t) {
+    out += "[12:00:00.000000] [tensorplay] rank=" + std::to_string(rank) +
+           " step=1 event=" + event + " what=" + what +
+           " t_us=" + std::to_string(1000 + shift + t) + "\n";
+  };
+  if (rank == 0) {
+    line("start", "0F0", 0);
+    line("finish", "0F0", 10);
+    line("start", "0B0", 18);
+    line("finish", "0B0", 28);
+  } else {
+    line("start", "1F0", 10);
+    line("finish", "1F0", 15);
+    line("start", "1B0", 15);
+    line("finish", "1B0", 18);
+  }
+  line("done", "step", 30);
+  return out;
+}
+
+// `text` (lines of step 1) moved to step `step`.
+std::string as_step(std::string text, int step) {
+  const std::string to = "step=" + std::to_string(step) + " ";
+  for (size_t at = 0; (at = text.find("step=1 ", at)) != std::string::npos; at += to.size())
+    text.replace(at, 7, to);
+  return text;
+}
+
+// A fresh directory of per-rank logs, messages_rank_R.log holding `texts[R]`.
+std::string write_log_dir(const std::string& name, const std::vector<std::string>& texts) {
+  std::filesystem::path dir = std::filesystem::temp_directory_path() /
+                              ("tp_misuse_" + std::to_string(::getpid()) + "_" + name);
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  for (size_t r = 0; r < texts.size(); ++r)
+    std::ofstream(dir / ("messages_rank_" + std::to_string(r) + ".log"), std::ios::binary)
+        << texts[r];
+  return dir.string();
 }
 
 }  // namespace
@@ -146,9 +198,98 @@ TEST_CASE("misuse: tp-trace --step -3 and unknown flags", "[misuse][tools]") {
   ToolResult good = run_tool(kTrace + " " + path);
   INFO(good.output);
   CHECK(good.status == 0);
+  // A log written before run headers still reads, saying what cannot be checked.
+  CHECK(good.output.find("has no run header") != std::string::npos);
+  CHECK(good.output.find("cannot be checked") != std::string::npos);
   expect_tool_error(run_tool(kTrace + " " + path + " --step -3"), {"--step -3", ">= 0"});
   expect_tool_error(run_tool(kTrace + " " + path + " --steps 1"), {"unknown option '--steps'"});
   std::filesystem::remove(path);
+}
+
+TEST_CASE("misuse: tp-trace on rank logs of two jobs", "[misuse][tools]") {
+  // Rank 0's log of one job beside rank 1's of another gave a makespan of 948,505 us and a bubble
+  // of 99.9%.
+  std::string dir =
+      write_log_dir("two_jobs", {run_header(0, "job-a", "u0", 2) + rank_step(0),
+                                 run_header(1, "job-b", "u1", 2) + rank_step(1, 948'000)});
+  ToolResult r = run_tool(kTrace + " " + dir);
+  expect_tool_error(r,
+                    {"message logs of two jobs", "'" + dir + "/messages_rank_0.log' is job job-a",
+                     "'" + dir + "/messages_rank_1.log' is job job-b", "pass the logs of one job"});
+  CHECK(r.output.find("makespan") == std::string::npos);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("misuse: tp-trace on one log holding two appended runs", "[misuse][tools]") {
+  // Two runs of an embedded program appended to one file read as one step of twice the actions
+  // ("32 actions", a bubble of 99.89%).
+  std::string first = run_header(0, "job-1", "run-1", 1) + rank_step(0) + rank_step(1);
+  std::string second =
+      run_header(0, "job-2", "run-2", 1) + rank_step(0, 500'000) + rank_step(1, 500'000);
+  std::string path = write_log("two_runs.log", first + second);
+  ToolResult newest = run_tool(kTrace + " " + path);
+  INFO(newest.output);
+  CHECK(newest.status == 0);
+  CHECK(newest.output.find("2 ranks, 4 actions") != std::string::npos);
+  CHECK(newest.output.find("makespan 28 us") != std::string::npos);
+  CHECK(newest.output.find("'" + path + "' holds 2 runs") != std::string::npos);
+  CHECK(newest.output.find("run 1 (job job-1, attempt 0, step 1)") != std::string::npos);
+  CHECK(newest.output.find("reading run 2, the newest") != std::string::npos);
+  CHECK(newest.output.find("--run K") != std::string::npos);
+  ToolResult first_run = run_tool(kTrace + " " + path + " --run 1 --json");
+  INFO(first_run.output);
+  CHECK(first_run.status == 0);
+  CHECK(first_run.output.find("\"actions\":4,\"makespan_us\":28.0") != std::string::npos);
+  expect_tool_error(run_tool(kTrace + " " + path + " --run 3"),
+                    {"there is no run 3 in '" + path + "': it holds 2", "pick one of 1 to 2"});
+  expect_tool_error(run_tool(kTrace + " " + path + " --run 0"), {"--run 0", "count from 1"});
+  std::filesystem::remove(path);
+}
+
+TEST_CASE("misuse: tp-trace with a rank's log cut in half, empty or missing", "[misuse][tools]") {
+  // Each reported the step for "1 ranks", with a bubble from rank 0 alone.
+  const std::string rank0 = run_header(0, "job", "u0", 2) + rank_step(0);
+  const std::string rank1 = run_header(1, "job", "u1", 2) + rank_step(1);
+  SECTION("cut in half") {
+    std::string dir = write_log_dir("cut_rank", {rank0, rank1.substr(0, rank1.size() / 2)});
+    ToolResult r = run_tool(kTrace + " " + dir);
+    expect_tool_error(r, {"step 1 cannot be measured",
+                          "rank 1 logged only part of step 1 in '" + dir + "/messages_rank_1.log'",
+                          "no step is whole in every rank's log"});
+    CHECK(r.output.find("makespan") == std::string::npos);
+    std::filesystem::remove_all(dir);
+  }
+  SECTION("empty") {
+    std::string dir = write_log_dir("empty_rank", {rank0, ""});
+    ToolResult r = run_tool(kTrace + " " + dir + " --json");
+    expect_tool_error(r, {"step 1 cannot be measured",
+                          "rank 1 has no log (the job has 2 processes, says the header of '" + dir +
+                              "/messages_rank_0.log')",
+                          "'" + dir + "/messages_rank_1.log' holds no message-log line (empty)"});
+    CHECK(r.output.find("makespan") == std::string::npos);
+    std::filesystem::remove_all(dir);
+  }
+  SECTION("missing") {
+    std::string dir = write_log_dir("missing_rank", {rank0});
+    ToolResult r = run_tool(kTrace + " " + dir);
+    expect_tool_error(r, {"step 1 cannot be measured", "rank 1 has no log"});
+    CHECK(r.output.find("makespan") == std::string::npos);
+    std::filesystem::remove_all(dir);
+  }
+  SECTION("a later step cut: an earlier whole step still reads, with a note") {
+    const std::string step2 = as_step(rank_step(1, 1000), 2);
+    std::string dir = write_log_dir("later_cut", {rank0 + as_step(rank_step(0, 1000), 2),
+                                                  rank1 + step2.substr(0, step2.size() / 2)});
+    expect_tool_error(run_tool(kTrace + " " + dir),
+                      {"step 2 cannot be measured", "rank 1 logged only part of step 2",
+                       "the last step whole in every rank's log before it is 1 (--step 1)"});
+    ToolResult r = run_tool(kTrace + " " + dir + " --step 1");
+    INFO(r.output);
+    CHECK(r.status == 0);
+    CHECK(r.output.find("the logs' last step, 2, is not whole") != std::string::npos);
+    CHECK(r.output.find("2 ranks, 4 actions") != std::string::npos);
+    std::filesystem::remove_all(dir);
+  }
 }
 
 #endif

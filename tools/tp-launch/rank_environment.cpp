@@ -113,6 +113,14 @@ std::vector<std::string> rank_environment(const LaunchOptions& options, const Jo
   variables["TP_RDZV_TIMEOUT"] = std::to_string(options.rdzv_timeout_seconds);
   variables["TORCHELASTIC_RESTART_COUNT"] = std::to_string(job.restart_count);
   variables["TORCHELASTIC_MAX_RESTARTS"] = std::to_string(options.max_restarts);
+  // torchrun's run id, which every rank's message log records: the one this launcher was given
+  // (inherited), else one per launch, kept across restarts (on several hosts, named after the
+  // rendezvous they share; set TORCHELASTIC_RUN_ID on each to tell such jobs apart).
+  static const std::string launch_id = random_token().substr(0, 16);
+  variables.emplace("TORCHELASTIC_RUN_ID",
+                    options.nnodes > 1
+                        ? "tp-launch-" + job.master_addr + ":" + std::to_string(job.master_port)
+                        : launch_id);
   if (!options.log_dir.empty()) variables["TP_LOG_DIR"] = options.log_dir;
   // UCX's virtual file system (a debugging view of its objects) registers every endpoint a
   // peer opens from UCX's own thread, and under heavy load that races with the progress thread

@@ -1,6 +1,8 @@
 // tp-trace: reads message logs, rebuilds one step's compute actions per rank, and prints
 // makespan, bubble and peak activations; optionally writes the step as a Chrome trace JSON
-// (Perfetto) or an SVG timeline. A log is the SPDLOG_LEVEL=debug output of an embedded run (all
+// (Perfetto) or an SVG timeline. Logs of two jobs are refused; a log holding several runs (one per
+// process start) is read one run at a time; a step some rank did not log whole is refused,
+// naming the rank. A log is the SPDLOG_LEVEL=debug output of an embedded run (all
 // ranks in one process), or one file per rank from a launched run (a directory given reads its
 // messages_rank_*.log); each file's clock line puts its times on rank 0's clock, so ranks on
 // different hosts line up.
@@ -8,9 +10,11 @@
 //   SPDLOG_LEVEL=debug ./train 2> run.log
 //   tp-trace run.log                       # the last logged step
 //   tp-trace run.log --step 3 --json --trace step3.json --svg step3.svg
+//   tp-trace run.log --run 1               # the first run of a log appended to
 //   tp-launch --nproc-per-node 2 --log-dir logs ./train && tp-trace logs
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -37,6 +41,8 @@ namespace {
 struct Options {
   std::vector<std::string> logs;
   long long step = -1;  // -1: the last logged step
+  long long run = 0;
+  bool run_given = false;
   tensorplay::tools::TimelineOutput out;
 };
 
@@ -100,21 +106,24 @@ std::string read_log_text(const std::string& path) {
   return text;
 }
 
-// Every file's events on rank 0's clock, as one list; a rank in two files is an error. Fills
-// `file_of_rank` with the file each rank's events came from.
-std::vector<pp::LogEvent> read_logs(const std::vector<std::string>& paths,
-                                    std::map<int, std::string>& file_of_rank) {
-  std::vector<pp::MessageLogFile> logs;
+// Every file's run `run` (0: each file's newest) as one job's log, on rank 0's clock; logs of
+// two jobs, or a rank in two files, are errors. What the reader should know first (the runs a
+// file holds, logs that cannot be checked) goes to standard error.
+pp::JobLog read_logs(const std::vector<std::string>& paths, int run) {
+  std::vector<pp::MessageLogRuns> files;
   for (const std::string& path : log_files(paths)) {
     std::istringstream in(read_log_text(path));
     try {
-      logs.push_back({path, pp::parse_message_log(in)});
+      files.push_back({path, pp::parse_log_runs(in)});
     } catch (const std::invalid_argument& e) {
       throw std::runtime_error(path + ": " + e.what());
     }
-    for (const pp::LogEvent& e : logs.back().events) file_of_rank.emplace(e.rank, path);
   }
-  return pp::merge_message_logs(logs);
+  pp::JobLog log = pp::read_job_log(files, run);
+  for (const std::string& note : log.notes) std::cerr << "tp-trace: " << note << "\n";
+  if (log.most_runs > 1 && run == 0)
+    std::cerr << "tp-trace: --run K reads the K-th run of each log instead\n";
+  return log;
 }
 
 // A rank runs one action at a time, each finishing after it starts. Intervals that run backwards
@@ -158,8 +167,15 @@ int run(const Options& opt) {
     throw std::invalid_argument("--step " + std::to_string(opt.step) +
                                 " is negative; give a step number >= 0, or leave --step out for "
                                 "the last step logged");
-  std::map<int, std::string> file_of_rank;
-  std::vector<pp::LogEvent> events = read_logs(opt.logs, file_of_rank);
+  if (opt.run_given && opt.run < 1)
+    throw std::invalid_argument("--run " + std::to_string(opt.run) +
+                                " is not a run number; runs count from 1 (leave --run out for "
+                                "each log's newest)");
+  const int run_number =
+      opt.run_given ? static_cast<int>(std::min<long long>(opt.run, INT_MAX)) : 0;
+  const pp::JobLog log = read_logs(opt.logs, run_number);
+  const std::vector<pp::LogEvent>& events = log.events;
+  const std::map<int, std::string>& file_of_rank = log.file_of_rank;
   std::vector<uint64_t> steps = pp::logged_steps(events);
   if (steps.empty())
     throw std::runtime_error(
@@ -169,6 +185,20 @@ int run(const Options& opt) {
   if (std::find(steps.begin(), steps.end(), step) == steps.end())
     throw std::runtime_error("step " + std::to_string(step) + " is not in the log; it has steps " +
                              std::to_string(steps.front()) + " to " + std::to_string(steps.back()));
+  // Figures from some of the ranks would not be the step's: name the ranks missing or cut.
+  if (std::string gaps = pp::step_gaps(log, step); !gaps.empty()) {
+    std::string whole = "no step is whole in every rank's log";
+    for (uint64_t s : pp::complete_steps(log))
+      if (s < step)
+        whole = "the last step whole in every rank's log before it is " + std::to_string(s) +
+                " (--step " + std::to_string(s) + ")";
+    throw std::runtime_error("step " + std::to_string(step) + " cannot be measured: " + gaps +
+                             "; " + whole);
+  }
+  if (step != steps.back())
+    if (std::string gaps = pp::step_gaps(log, steps.back()); !gaps.empty())
+      std::cerr << "tp-trace: note: the logs' last step, " << steps.back()
+                << ", is not whole: " << gaps << "\n";
   ts::SimulationResult result = pp::step_timeline(events, step);
   check_intervals(result, step, file_of_rank);
   // Times are microseconds: one cost-model unit per microsecond in the trace.
@@ -208,6 +238,9 @@ int main(int argc, char** argv) {
       ->required()
       ->check(CLI::ExistingPath);
   app.add_option("--step", opt.step, "the step to show (default: the last one logged)");
+  app.add_option("--run", opt.run,
+                 "the run to read from each log, counting from 1, when a log holds several "
+                 "(the program started again with the same log; default: the newest)");
   tensorplay::tools::add_timeline_options(app, opt.out);
   if (int status = tensorplay::tools::run_reporting_errors("tp-trace", [&] {
         tensorplay::tools::reject_unknown_flags(app, argc, argv);
@@ -215,5 +248,6 @@ int main(int argc, char** argv) {
       }))
     return status;
   CLI11_PARSE(app, argc, argv);
+  opt.run_given = app.count("--run") > 0;
   return tensorplay::tools::run_reporting_errors("tp-trace", [&] { return run(opt); });
 }
