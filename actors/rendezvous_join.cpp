@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <caf/io/all.hpp>
 #include <fstream>
+#include <future>
+#include <memory>
 #include <thread>
 
 #include "actors/detail/caf_system.h"
@@ -85,6 +87,22 @@ std::string prefix(const Cluster& c) {
   return "init_process_group: rank " + std::to_string(c.env.rank);
 }
 
+/// remote_actor, waited for until the deadline at most: a connect to a host that does not answer
+/// blocks in the kernel for minutes. An attempt left behind ends on its own thread (the actor
+/// system outlives it: it is never destroyed).
+caf::expected<caf::actor> dial(const std::string& host, uint16_t port,
+                               const RdzvDeadline& deadline) {
+  using Result = caf::expected<caf::actor>;
+  auto result = std::make_shared<std::promise<Result>>();
+  std::future<Result> answer = result->get_future();
+  std::thread([host, port, result] {
+    result->set_value(process_actor_system().middleman().remote_actor(host, port));
+  }).detach();
+  if (answer.wait_until(deadline.at) == std::future_status::timeout)
+    return caf::make_error(caf::sec::request_timeout);
+  return answer.get();
+}
+
 /// Publishes this process's actor: rank 0 on MASTER_PORT (the rendezvous), others anywhere.
 void publish(Cluster& c, const std::string& my_host) {
   caf::actor_system& system = process_actor_system();
@@ -106,8 +124,7 @@ caf::actor reach_rank0(Cluster& c, const RdzvDeadline& deadline) {
   caf::actor_system& system = process_actor_system();
   const LaunchEnv& env = c.env;
   for (;;) {
-    auto r =
-        system.middleman().remote_actor(env.master_addr, static_cast<uint16_t>(env.master_port));
+    auto r = dial(env.master_addr, static_cast<uint16_t>(env.master_port), deadline);
     if (r) return *r;
     if (deadline.passed())
       throw DistributedError(prefix(c) + " could not reach rank 0 at " + env.master_addr + ":" +
@@ -196,11 +213,11 @@ void dial_lower_ranks(Cluster& c, const RdzvDeadline& deadline) {
     if (deadline.passed())
       throw DistributedError(prefix(c) + " ran out of " + deadline.of_rank(c.env.rank) +
                              " before connecting to " + c.describe(j));
-    auto r = system.middleman().remote_actor(p.host, p.port);
+    auto r = dial(p.host, p.port, deadline);
     if (!r)
       throw DistributedError(prefix(c) + " could not connect to " + c.describe(j) + " at " +
-                             p.host + ":" + std::to_string(p.port) + " (" +
-                             system.render(r.error()) + ")");
+                             p.host + ":" + std::to_string(p.port) + " within " +
+                             deadline.of_rank(c.env.rank) + ": " + system.render(r.error()));
   }
   caf::scoped_actor self{system};
   for (int j = 0; j < c.env.world_size; ++j)
