@@ -2,6 +2,7 @@
 #include "actors/launch_env.h"
 
 #include <charconv>
+#include <cmath>
 #include <cstdlib>
 #include <limits>
 #include <stdexcept>
@@ -38,7 +39,30 @@ void check_below(int value, const char* value_name, int bound, const char* bound
                                 std::to_string(bound));
 }
 
+/// tensorplay's own variables, read whether or not a launcher set the others.
+void read_own_variables(const EnvLookup& getenv, LaunchEnv& env) {
+  if (const char* text = getenv("TP_RDZV_TIMEOUT"); text && *text)
+    env.rdzv_timeout = parse_rdzv_timeout(text);
+  if (const char* token = getenv("TP_CLUSTER_TOKEN")) env.cluster_token = token;
+}
+
 }  // namespace
+
+std::chrono::milliseconds parse_rdzv_timeout(const std::string& text) {
+  constexpr double kMin = 0.1, kMax = 86400;
+  double seconds = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), seconds);
+  const bool number = ec == std::errc() && end == text.data() + text.size() && !text.empty();
+  if (!number || !std::isfinite(seconds))
+    throw std::invalid_argument("launcher environment: TP_RDZV_TIMEOUT='" + text +
+                                "' is not a number of seconds (e.g. TP_RDZV_TIMEOUT=900, or "
+                                "tp-launch --rdzv-timeout 900)");
+  if (seconds < kMin || seconds > kMax)
+    throw std::invalid_argument("launcher environment: TP_RDZV_TIMEOUT=" + text +
+                                " is out of range: the rendezvous timeout is between 0.1 and "
+                                "86400 seconds (e.g. TP_RDZV_TIMEOUT=900)");
+  return std::chrono::milliseconds(static_cast<int64_t>(std::llround(seconds * 1000)));
+}
 
 std::string first_slurm_host(const std::string& nodelist) {
   // The first entry ends at a comma outside brackets.
@@ -86,6 +110,7 @@ constexpr Convention kConventions[] = {
 LaunchEnv read_launch_env(const EnvLookup& getenv) {
   constexpr int kMaxRanks = 1 << 20;
   LaunchEnv env;
+  read_own_variables(getenv, env);
   const Convention* found = nullptr;
   for (const Convention& c : kConventions)
     if (getenv(c.rank) || getenv(c.size)) {

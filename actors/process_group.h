@@ -22,13 +22,18 @@ class DistributedError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+/// What a rendezvous or a collective waits at most when no timeout is given.
+inline constexpr std::chrono::milliseconds kDefaultTimeout = std::chrono::minutes(5);
+
 /// How to join the job.
 struct InitOptions {
   /// "ucx" (host memory), "nccl" (device memory; falls back to UCX through host memory where
   /// NCCL or a device is missing) or "auto" (NCCL for CUDA stages when available, else UCX).
   std::string backend = "auto";
   /// Longest the rendezvous and each collective may wait before failing, naming who is missing.
-  std::chrono::milliseconds timeout = std::chrono::minutes(5);
+  /// Unset: collectives wait kDefaultTimeout, and the rendezvous `TP_RDZV_TIMEOUT` seconds (set by
+  /// tp-launch's --rdzv-timeout) or, without it, kDefaultTimeout.
+  std::optional<std::chrono::milliseconds> timeout;
   /// Where this process sits; by default read from the launcher's environment (launch_env.h).
   /// Without launcher variables the group is this process alone (the embedded default).
   std::optional<LaunchEnv> env;
@@ -72,6 +77,10 @@ class ProcessGroup {
 /// (MASTER_ADDR:MASTER_PORT), exchanges UCX worker addresses, measures clock offsets to rank 0,
 /// and opens this rank's message log (`TP_LOG_DIR/messages_rank_R.log` when TP_LOG_DIR is set).
 /// Calling it twice is an error; without launcher variables it sets up a group of one.
+/// The whole rendezvous keeps to one timeout (InitOptions::timeout); it throws DistributedError
+/// naming the ranks that did not join when it runs out, and at once on every rank that joined
+/// when rank 0 refuses a rank (another WORLD_SIZE or cluster token, a RANK taken or out of range),
+/// saying which and why.
 void init_process_group(const InitOptions& options = {});
 bool is_initialized();
 /// This process's global rank (0 when not initialized).

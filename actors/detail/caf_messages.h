@@ -60,8 +60,14 @@ typename Inspector::result_type inspect(Inspector& f, WireNote& x) {
   return f(caf::meta::type_name("WireNote"), x.step, x.stage, x.microbatch, x.source, x.tensors);
 }
 
-/// What a rank says when it joins (to rank 0) and what rank 0 answers (every rank's entry).
+/// The rendezvous protocol's version: rank 0 refuses a hello of another version.
+constexpr int32_t kRendezvousProtocol = 2;
+
+/// What a rank says when it joins (to rank 0) and what rank 0 answers (every rank's entry). Rank
+/// 0 answers a hello with (table, why): every rank's entry and "" once all joined, or no entry
+/// and why the rendezvous ended (a refusal, a timeout) at once.
 struct PeerEntry {
+  int32_t protocol = kRendezvousProtocol;
   int32_t rank = 0;
   int32_t world_size = 0;
   std::string host;             ///< where its process actor is published
@@ -71,12 +77,14 @@ struct PeerEntry {
   std::string token;            ///< the cluster token it presented (TP_CLUSTER_TOKEN)
   int64_t clock_offset_us = 0;  ///< add to its steady clock to read rank 0's (set by rank 0)
   caf::actor actor;             ///< its process actor
+  int64_t timeout_ms = 0;       ///< its rendezvous timeout
+  int64_t wait_ms = 0;          ///< how long it still waits for the table (from its hello)
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, PeerEntry& x) {
-  return f(caf::meta::type_name("PeerEntry"), x.rank, x.world_size, x.host, x.machine, x.port,
-           x.ucx, x.token, x.clock_offset_us, x.actor);
+  return f(caf::meta::type_name("PeerEntry"), x.protocol, x.rank, x.world_size, x.host, x.machine,
+           x.port, x.ucx, x.token, x.clock_offset_us, x.actor, x.timeout_ms, x.wait_ms);
 }
 
 /// One member's part of a collective on a group: `key` names the group and the call.

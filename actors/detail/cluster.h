@@ -101,6 +101,10 @@ class Cluster {
   /// among them), by group rank. `what` names the collective in errors.
   std::vector<Contribution> exchange(const std::vector<int>& ranks, std::string bytes,
                                      std::vector<caf::actor> actors, const std::string& what);
+  /// The same, waiting until `deadline` instead of the group's timeout.
+  std::vector<Contribution> exchange(const std::vector<int>& ranks, std::string bytes,
+                                     std::vector<caf::actor> actors, const std::string& what,
+                                     std::chrono::steady_clock::time_point deadline);
   /// "rank R (host H)" for messages.
   std::string describe(int rank) const;
   /// Tells the process actors of `ranks` (this rank skipped) that this rank's step `step` on

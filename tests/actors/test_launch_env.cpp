@@ -145,3 +145,41 @@ TEST_CASE("the job id message logs record: torchrun's run id, else Slurm's job s
                                 {"SLURM_STEP_ID", "3"}});
   CHECK(slurm.job_id == "slurm-4242.3");
 }
+
+TEST_CASE("TP_RDZV_TIMEOUT is a number of seconds, read strictly", "[launch_env]") {
+  using std::chrono::milliseconds;
+  const std::map<std::string, std::string> job = {
+      {"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "1"}};
+  auto with = [&](const std::string& value) {
+    auto vars = job;
+    vars["TP_RDZV_TIMEOUT"] = value;
+    return read(vars);
+  };
+  CHECK_FALSE(read(job).rdzv_timeout.has_value());
+  CHECK_FALSE(with("").rdzv_timeout.has_value());  // set but empty: as unset
+  CHECK(with("2").rdzv_timeout == milliseconds(2000));
+  CHECK(with("900").rdzv_timeout == milliseconds(900000));
+  CHECK(with("2.5").rdzv_timeout == milliseconds(2500));
+  CHECK(with("0.1").rdzv_timeout == milliseconds(100));
+  // Read without launcher variables too (a group of one ignores it, but a bad value is an error).
+  CHECK(read({{"TP_RDZV_TIMEOUT", "3"}}).rdzv_timeout == milliseconds(3000));
+  for (const char* bad : {"abc", "2s", " 2", "2 ", "0x10", "inf", "nan", "1,5", "--2"}) {
+    INFO("TP_RDZV_TIMEOUT=" << bad);
+    CHECK_THROWS_WITH(with(bad), Catch::Contains("TP_RDZV_TIMEOUT='" + std::string(bad) +
+                                                 "' is not a number of seconds") &&
+                                     Catch::Contains("e.g. TP_RDZV_TIMEOUT=900"));
+  }
+  for (const char* out : {"0", "-1", "0.05", "86401", "1e9"}) {
+    INFO("TP_RDZV_TIMEOUT=" << out);
+    CHECK_THROWS_WITH(with(out),
+                      Catch::Contains("TP_RDZV_TIMEOUT=" + std::string(out) + " is out of range") &&
+                          Catch::Contains("between 0.1 and 86400 seconds"));
+  }
+  CHECK(dist::parse_rdzv_timeout("86400") == milliseconds(86400000));
+}
+
+TEST_CASE("TP_CLUSTER_TOKEN is read with the launcher's variables", "[launch_env]") {
+  CHECK(read({}).cluster_token.empty());
+  CHECK(read({{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"TP_CLUSTER_TOKEN", "s3cret"}}).cluster_token ==
+        "s3cret");
+}

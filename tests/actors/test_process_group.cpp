@@ -1,6 +1,10 @@
 // Tests for process_group.h in one process: a group of one without launcher variables, new_group
 // checks, collectives on a group of one, clear errors before init. Collectives across processes
 // run in the multiprocess tests (tests/multiprocess).
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 
 #include "actors/process_group.h"
@@ -68,6 +72,48 @@ TEST_CASE("a rank that cannot reach rank 0 fails within its timeout, naming the 
       Catch::Contains("could not reach rank 0 at 127.0.0.1:9"));
   CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5));
   CHECK_FALSE(dist::is_initialized());
+}
+
+namespace {
+
+/// A loopback port free a moment ago (the kernel's choice).
+int free_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof address;
+  ::bind(fd, reinterpret_cast<sockaddr*>(&address), length);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
+  ::close(fd);
+  return ntohs(address.sin_port);
+}
+
+}  // namespace
+
+TEST_CASE("rank 0 alone names the ranks that did not join within its timeout, and frees its port",
+          "[process_group]") {
+  dist::destroy_process_group();
+  dist::LaunchEnv env;
+  env.launched = true;
+  env.source = "torchrun";
+  env.rank = 0;
+  env.world_size = 3;
+  env.master_addr = "127.0.0.1";
+  env.master_port = free_port();
+  env.rdzv_timeout = std::chrono::milliseconds(200);  // TP_RDZV_TIMEOUT, when .timeout is unset
+  for (int attempt = 0; attempt < 2; ++attempt) {     // the second binds the same port again
+    auto t0 = std::chrono::steady_clock::now();
+    CHECK_THROWS_WITH(dist::init_process_group({.backend = "ucx", .env = env}),
+                      Catch::Contains("within rank 0's timeout of 200 ms") &&
+                          Catch::Contains("rank(s) [1, 2] of 3 did not join (joined: [0])"));
+    CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(2));
+    CHECK_FALSE(dist::is_initialized());
+  }
+  // An explicit .timeout wins over TP_RDZV_TIMEOUT.
+  CHECK_THROWS_WITH(dist::init_process_group(
+                        {.backend = "ucx", .timeout = std::chrono::milliseconds(300), .env = env}),
+                    Catch::Contains("within rank 0's timeout of 300 ms"));
 }
 
 TEST_CASE("local devices are the CPU without a GPU", "[process_group]") {

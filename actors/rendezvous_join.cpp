@@ -1,0 +1,294 @@
+// Each rank's side of the rendezvous: its phases (publish, reach rank 0, hello, connect, clock,
+// transport, barrier), all bounded by one deadline, and the addresses it gives the others.
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <caf/io/all.hpp>
+#include <fstream>
+#include <future>
+#include <memory>
+#include <thread>
+
+#include "actors/detail/caf_system.h"
+#include "actors/detail/process_actor.h"
+#include "actors/detail/rendezvous.h"
+#include "actors/process_group.h"
+#include "transport/ucx_channel.h"
+
+namespace tensorplay::distributed::detail {
+namespace {
+
+using pipelining::detail::hello_atom;
+using pipelining::detail::ping_atom;
+using pipelining::detail::process_actor_system;
+
+// -- addresses
+// -------------------------------------------------------------------------------------
+
+bool is_loopback(const std::string& host) {
+  return host == "localhost" || host.rfind("127.", 0) == 0 || host == "::1";
+}
+
+/// The local address this host uses to reach `host` (for peers to connect back to us).
+std::string local_address_towards(const std::string& host, int port) {
+  if (is_loopback(host)) return "127.0.0.1";
+  sockaddr_in target{};
+  target.sin_family = AF_INET;
+  target.sin_port = htons(static_cast<uint16_t>(port));
+  if (inet_pton(AF_INET, host.c_str(), &target.sin_addr) != 1) {
+    addrinfo hints{};
+    hints.ai_family = AF_INET;
+    addrinfo* found = nullptr;
+    if (::getaddrinfo(host.c_str(), nullptr, &hints, &found) != 0 || !found) return "0.0.0.0";
+    target.sin_addr = reinterpret_cast<sockaddr_in*>(found->ai_addr)->sin_addr;
+    ::freeaddrinfo(found);
+    if (is_loopback(inet_ntoa(target.sin_addr))) return "127.0.0.1";
+  }
+  int fd = ::socket(AF_INET, SOCK_DGRAM, 0);
+  if (fd < 0) return "0.0.0.0";
+  std::string out = "0.0.0.0";
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&target), sizeof target) == 0) {
+    sockaddr_in local{};
+    socklen_t len = sizeof local;
+    char text[INET_ADDRSTRLEN] = {};
+    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) == 0 &&
+        inet_ntop(AF_INET, &local.sin_addr, text, sizeof text))
+      out = text;
+  }
+  ::close(fd);
+  return out;
+}
+
+/// Names this machine: processes with the same boot id share a kernel (and its shared memory),
+/// whatever network namespace they are in.
+std::string machine_id() {
+  std::ifstream boot("/proc/sys/kernel/random/boot_id");
+  std::string id;
+  std::getline(boot, id);
+  return id + "/" + host_name();
+}
+
+// -- the rendezvous, rank by rank
+// --------------------------------------------------------------------
+// Phases in order (publish, reach rank 0, hello, connect, clock, transport, barrier), each bounded
+// by the one deadline of the rendezvous and failing with an error that names who was waited for.
+
+/// How long a rank waits for rank 0's answer past its own deadline: rank 0 answers at that
+/// deadline, naming the ranks that did not join; past this grace rank 0 itself is not answering.
+constexpr auto kAnswerGrace = std::chrono::seconds(2);
+/// How long rank 0 stays after a failed rendezvous, so its answers to the others leave.
+constexpr auto kFarewell = std::chrono::milliseconds(200);
+
+std::string prefix(const Cluster& c) {
+  return "init_process_group: rank " + std::to_string(c.env.rank);
+}
+
+/// remote_actor, waited for until the deadline at most: a connect to a host that does not answer
+/// blocks in the kernel for minutes. An attempt left behind ends on its own thread (the actor
+/// system outlives it: it is never destroyed).
+caf::expected<caf::actor> dial(const std::string& host, uint16_t port,
+                               const RdzvDeadline& deadline) {
+  using Result = caf::expected<caf::actor>;
+  auto result = std::make_shared<std::promise<Result>>();
+  std::future<Result> answer = result->get_future();
+  std::thread([host, port, result] {
+    result->set_value(process_actor_system().middleman().remote_actor(host, port));
+  }).detach();
+  if (answer.wait_until(deadline.at) == std::future_status::timeout)
+    return caf::make_error(caf::sec::request_timeout);
+  return answer.get();
+}
+
+/// Publishes this process's actor: rank 0 on MASTER_PORT (the rendezvous), others anywhere.
+void publish(Cluster& c, const std::string& my_host) {
+  caf::actor_system& system = process_actor_system();
+  const LaunchEnv& env = c.env;
+  uint16_t want = env.rank == 0 ? static_cast<uint16_t>(env.master_port) : 0;
+  std::string bind = env.rank == 0 ? env.master_addr : my_host;
+  const char* bind_at = bind == "0.0.0.0" ? nullptr : bind.c_str();
+  auto published = system.middleman().publish(c.self_actor, want, bind_at, env.rank == 0);
+  if (!published)
+    throw DistributedError(prefix(c) + " could not listen on " + bind + ":" + std::to_string(want) +
+                           " (" + system.render(published.error()) + ")" +
+                           (env.rank == 0 ? "; is MASTER_PORT in use?" : ""));
+  c.port = *published;
+}
+
+/// Rank 0's process actor, dialled until the deadline (rank 0 may start later than the others).
+caf::actor reach_rank0(Cluster& c, const RdzvDeadline& deadline) {
+  if (c.env.rank == 0) return c.self_actor;
+  caf::actor_system& system = process_actor_system();
+  const LaunchEnv& env = c.env;
+  for (;;) {
+    auto r = dial(env.master_addr, static_cast<uint16_t>(env.master_port), deadline);
+    if (r) return *r;
+    if (deadline.passed())
+      throw DistributedError(prefix(c) + " could not reach rank 0 at " + env.master_addr + ":" +
+                             std::to_string(env.master_port) + " within " +
+                             deadline.of_rank(env.rank) + ": " + system.render(r.error()) +
+                             "; is rank 0 running, and are MASTER_ADDR/MASTER_PORT right?");
+    std::this_thread::sleep_for(std::min(std::chrono::milliseconds(50), deadline.left()));
+  }
+}
+
+PeerEntry my_entry(const Cluster& c, const std::string& my_host, const RdzvDeadline& deadline) {
+  PeerEntry me;
+  me.rank = c.env.rank;
+  me.world_size = c.env.world_size;
+  me.host = c.env.rank == 0 ? c.env.master_addr : my_host;
+  me.machine = machine_id();
+  me.port = c.port;
+  me.token = c.env.cluster_token;
+  me.actor = c.self_actor;
+  me.timeout_ms = deadline.timeout.count();
+  if (c.ucx) {
+    auto address = static_cast<transport::UcxChannel&>(*c.ucx).address();
+    me.ucx.assign(address.begin(), address.end());
+  }
+  return me;
+}
+
+/// Says hello to rank 0 and waits for the table of every rank; rank 0 answers at once when it
+/// refuses a rank, or at the first joined rank's deadline, naming who did not join.
+std::vector<PeerEntry> say_hello(Cluster& c, caf::actor root, PeerEntry me,
+                                 const RdzvDeadline& deadline) {
+  caf::actor_system& system = process_actor_system();
+  caf::scoped_actor self{system};
+  std::vector<PeerEntry> table;
+  std::string failed;
+  me.wait_ms = deadline.left().count();
+  self->request(root, deadline.left() + kAnswerGrace, hello_atom::value, me)
+      .receive(
+          [&](std::vector<PeerEntry>& t, std::string& why) {
+            table = std::move(t);
+            failed = std::move(why);
+          },
+          [&](caf::error& e) {
+            failed = "rank " + std::to_string(c.env.rank) + " got no answer from rank 0 at " +
+                     c.env.master_addr + ":" + std::to_string(c.env.master_port) + " within " +
+                     deadline.of_rank(c.env.rank) + " (" + system.render(e) +
+                     "): rank 0 is gone or stopped";
+          });
+  if (!failed.empty()) {
+    if (c.env.rank == 0) std::this_thread::sleep_for(kFarewell);
+    throw DistributedError("init_process_group: " + failed);
+  }
+  if (static_cast<int>(table.size()) != c.env.world_size)
+    throw DistributedError("init_process_group: rank 0 answered with " +
+                           std::to_string(table.size()) + " ranks, expected " +
+                           std::to_string(c.env.world_size));
+  return table;
+}
+
+/// Takes rank 0's table: admits its processes, ends a gone peer's transfers at once, reports
+/// contributions held from processes that are not in it.
+void adopt_table(Cluster& c, std::vector<PeerEntry> table) {
+  c.peers = std::move(table);
+  // Rank 0 vouches for every process in its table: they all presented the token.
+  for (const PeerEntry& p : c.peers)
+    if (p.actor) c.inbox->admit(p.actor.node());
+  // A peer's process gone: its transfers end now, not at their timeouts (receives fail naming
+  // it, sends are dropped). Holds the channel weakly: the hook may run while the group closes.
+  std::vector<std::string> names;
+  for (int r = 0; r < c.env.world_size; ++r) names.push_back(c.describe(r));
+  c.inbox->on_peer_down([channel = std::weak_ptr<transport::Channel>(c.ucx), names](
+                            int rank, const std::string& why) {
+    if (auto ucx = channel.lock(); ucx && rank >= 0 && rank < static_cast<int>(names.size()))
+      ucx->drop_peer(rank, names[rank] + " is gone: " + why);
+  });
+  for (const caf::node_id& stranger : c.inbox->release_held())
+    report_intruder(process_actor_system(), c.env.rank, stranger, "a collective contribution");
+}
+
+/// Direct connections: each rank dials the ranks below it (rank 0 is already connected), so
+/// every pair has exactly one connection and control messages never hop through rank 0.
+void dial_lower_ranks(Cluster& c, const RdzvDeadline& deadline) {
+  caf::actor_system& system = process_actor_system();
+  for (int j = 1; j < c.env.rank; ++j) {
+    const PeerEntry& p = c.peers[j];
+    if (deadline.passed())
+      throw DistributedError(prefix(c) + " ran out of " + deadline.of_rank(c.env.rank) +
+                             " before connecting to " + c.describe(j));
+    auto r = dial(p.host, p.port, deadline);
+    if (!r)
+      throw DistributedError(prefix(c) + " could not connect to " + c.describe(j) + " at " +
+                             p.host + ":" + std::to_string(p.port) + " within " +
+                             deadline.of_rank(c.env.rank) + ": " + system.render(r.error()));
+  }
+  caf::scoped_actor self{system};
+  for (int j = 0; j < c.env.world_size; ++j)
+    if (j != c.env.rank) self->send(c.self_actor, watch_atom::value, c.peers[j].actor, j);
+}
+
+/// Clock offset to rank 0: the sample with the shortest round trip of a few.
+void measure_clock(Cluster& c, const RdzvDeadline& deadline) {
+  if (c.env.rank == 0) return;
+  caf::actor_system& system = process_actor_system();
+  caf::scoped_actor self{system};
+  int64_t best_rtt = INT64_MAX;
+  for (int i = 0; i < 8; ++i) {
+    int64_t t0 = steady_now_us();
+    self->request(c.peers[0].actor, deadline.left(), ping_atom::value)
+        .receive(
+            [&](int64_t remote) {
+              int64_t t1 = steady_now_us();
+              if (t1 - t0 < best_rtt) {
+                best_rtt = t1 - t0;
+                c.clock_offset_us = remote - (t0 + t1) / 2;
+              }
+            },
+            [&](caf::error& e) {
+              throw DistributedError(
+                  "init_process_group: rank 0 did not answer a clock sample "
+                  "of rank " +
+                  std::to_string(c.env.rank) + " within " + deadline.of_rank(c.env.rank) + " (" +
+                  system.render(e) + ")");
+            });
+  }
+}
+
+void connect_transport(Cluster& c, const std::string& my_machine) {
+  if (!c.ucx) return;
+  std::vector<std::vector<uint8_t>> addresses;
+  std::vector<bool> same_host;
+  for (const PeerEntry& p : c.peers) {
+    addresses.emplace_back(p.ucx.begin(), p.ucx.end());
+    same_host.push_back(p.machine == my_machine);
+  }
+  static_cast<transport::UcxChannel&>(*c.ucx).connect(addresses, same_host);
+}
+
+/// Meets the job: every rank has joined, connected and measured its clock when this returns.
+}  // namespace
+
+void connect_to_job(Cluster& c, const RdzvDeadline& deadline) {
+  const LaunchEnv& env = c.env;
+  c.self_actor = spawn_process_actor(process_actor_system(), c.inbox, env.world_size,
+                                     env.cluster_token, env.rank);
+  const std::string my_host = local_address_towards(env.master_addr, env.master_port);
+  publish(c, my_host);
+  const PeerEntry me = my_entry(c, my_host, deadline);
+  caf::actor root = reach_rank0(c, deadline);
+  adopt_table(c, say_hello(c, root, me, deadline));
+  dial_lower_ranks(c, deadline);
+  measure_clock(c, deadline);
+  connect_transport(c, me.machine);
+  // Everyone connected before anyone uses the group.
+  std::vector<int> everyone(env.world_size);
+  for (int r = 0; r < env.world_size; ++r) everyone[r] = r;
+  c.exchange(everyone, {}, {},
+             "init_process_group (the closing barrier, within " + deadline.of_rank(env.rank) + ")",
+             deadline.at);
+}
+
+std::string host_name() {
+  char name[256] = {};
+  ::gethostname(name, sizeof name - 1);
+  return name;
+}
+
+}  // namespace tensorplay::distributed::detail
