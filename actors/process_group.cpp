@@ -18,6 +18,7 @@
 #include "actors/detail/cluster.h"
 #include "actors/message_log.h"
 #include "tensors/device_info.h"
+#include "tensors/knobs.h"
 #include "tensors/tensors.h"
 #include "transport/ring_all_reduce.h"
 #include "transport/ucx_channel.h"
@@ -109,8 +110,9 @@ caf::behavior process_actor(ProcessActor* self, std::shared_ptr<Inbox> inbox, in
                           "a hello claiming rank " + std::to_string(entry.rank) +
                               (entry.token.empty() ? " without a cluster token"
                                                    : " with a wrong cluster token"));
-          return refuse("rank " + std::to_string(entry.rank) +
-                        " presented a different cluster token (TP_CLUSTER_TOKEN) than rank 0");
+          return refuse(
+              "rank " + std::to_string(entry.rank) +
+              " presented a different cluster token (TENSORPLAY_CLUSTER_TOKEN) than rank 0");
         }
         if (!entry.actor || entry.actor.node() != sender->node())
           return refuse("rank " + std::to_string(entry.rank) +
@@ -361,8 +363,7 @@ Cluster& cluster_or_throw(const char* what) {
 void connect_to_job(Cluster& c, const InitOptions& options) {
   caf::actor_system& system = process_actor_system();
   const LaunchEnv& env = c.env;
-  const char* token_env = std::getenv("TP_CLUSTER_TOKEN");
-  std::string token = token_env ? token_env : "";
+  std::string token = knob_string(Knob::ClusterToken);
   c.self_actor = system.spawn(detail::process_actor, c.inbox, env.world_size, token, env.rank);
   auto deadline = std::chrono::steady_clock::now() + options.timeout;
   std::string my_host = detail::local_address_towards(env.master_addr, env.master_port);
@@ -581,9 +582,8 @@ void init_process_group(const InitOptions& options) {
     c->peers.resize(1);
     c->peers[0].host = detail::host_name();
   }
-  if (const char* dir = std::getenv("TP_LOG_DIR"); dir && *dir)
-    pipelining::log_to_file(std::string(dir) + "/messages_rank_" + std::to_string(c->env.rank) +
-                            ".log");
+  if (const std::string dir = knob_string(Knob::LogDir); !dir.empty())
+    pipelining::log_to_file(dir + "/messages_rank_" + std::to_string(c->env.rank) + ".log");
   pipelining::log_event(c->env.rank, 0, "clock", "offset_us:" + std::to_string(c->clock_offset_us));
   detail::cluster_slot() = std::move(c);
 }

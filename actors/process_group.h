@@ -70,7 +70,7 @@ class ProcessGroup {
 
 /// Joins the job: reads the launcher's environment, meets the other ranks at rank 0
 /// (MASTER_ADDR:MASTER_PORT), exchanges UCX worker addresses, measures clock offsets to rank 0,
-/// and opens this rank's message log (`TP_LOG_DIR/messages_rank_R.log` when TP_LOG_DIR is set).
+/// and opens this rank's message log (`DIR/messages_rank_R.log` when TENSORPLAY_LOG_DIR is DIR).
 /// Calling it twice is an error; without launcher variables it sets up a group of one.
 void init_process_group(const InitOptions& options = {});
 bool is_initialized();
