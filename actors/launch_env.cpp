@@ -135,6 +135,7 @@ LaunchEnv read_launch_env(const EnvLookup& getenv) {
   if (env.master_addr.empty())
     throw std::invalid_argument("launcher environment: MASTER_ADDR is empty");
   env.master_port = parse_or(getenv, "MASTER_PORT", 29500, 1, 65535);
+  env.restart_count = parse_or(getenv, "TORCHELASTIC_RESTART_COUNT", 0, 0, kMaxRanks);
   return env;
 }
 

@@ -17,6 +17,7 @@ struct LaunchEnv {
   int local_world_size = 1;
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
+  int restart_count = 0;  ///< TORCHELASTIC_RESTART_COUNT: which restart of the job this is
 };
 
 /// Looks up an environment variable (null when unset); tests pass their own.
@@ -27,7 +28,8 @@ using EnvLookup = std::function<const char*(const char* name)>;
 /// `OMPI_COMM_WORLD_RANK`, `_SIZE`, `_LOCAL_RANK`, `_LOCAL_SIZE`; Slurm's `SLURM_PROCID`,
 /// `SLURM_NTASKS`, `SLURM_LOCALID`, `SLURM_NTASKS_PER_NODE` and the first host of
 /// `SLURM_JOB_NODELIST`. `MASTER_ADDR` and `MASTER_PORT` override what Slurm and Open MPI imply
-/// (port 29500 by default). A variable that is missing, not a number or inconsistent with the
+/// (port 29500 by default); torchrun's `TORCHELASTIC_RESTART_COUNT` says which restart this is
+/// (0 by default). A variable that is missing, not a number or inconsistent with the
 /// others throws std::invalid_argument naming it.
 LaunchEnv read_launch_env(const EnvLookup& getenv);
 /// The same from this process's environment.
