@@ -8,7 +8,6 @@
 #include "tensors/cuda_memory.h"
 #include "tensors/device_info.h"
 #include "tensors/host_memory.h"
-#include "tensors/knobs.h"
 #include "tensors/nn/activation.h"
 #include "tensors/nn/attention.h"
 #include "tensors/nn/dropout.h"

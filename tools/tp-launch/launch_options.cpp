@@ -139,9 +139,10 @@ ParsedCommandLine parse_command_line(int argc, char** argv) {
   app.add_option("--grace-seconds,--grace_seconds", options.grace_seconds,
                  "Seconds between SIGTERM and SIGKILL when stopping ranks")
       ->capture_default_str();
-  app.add_flag("--print-config,--print_config",
-               "Print every tensorplay knob (environment variable) with its value here and where "
-               "it comes from (default, environment, alias), then exit; as ucx_info -c does");
+  app.add_flag("--print-config,--print_config")
+      ->description(
+          "Print every tensorplay knob (environment variable) with its value here and where it "
+          "comes from (default, environment, alias), then exit; as ucx_info -c does");
   std::vector<std::string> stray;
   app.add_option("stray", stray)->group("");  // a program given without `--`, to say so
 
