@@ -284,21 +284,26 @@ std::string KnobReader::get_string(Knob knob) {
   return parse_knob_choice(spec, t.text, t.variable.empty() ? spec.name : t.variable);
 }
 
+std::string KnobReader::problem(Knob knob) {
+  const KnobSpec& spec = knob_spec(knob);
+  const KnobText t = resolve(knob, false);
+  if (t.text.empty()) return {};
+  try {
+    check_knob_text(spec, t.text, t.variable.empty() ? spec.name : t.variable);
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+  return {};
+}
+
 int KnobReader::print(std::ostream& out) {
   int bad = 0;
   out << "# tensorplay's knobs: each one's value here and where it comes from (default, "
          "environment, alias)\n";
   for (const KnobSpec& spec : kKnobs) {
     const KnobText t = resolve(spec.knob, false);
-    std::string problem;
-    if (!t.text.empty()) {
-      try {
-        check_knob_text(spec, t.text, t.variable.empty() ? spec.name : t.variable);
-      } catch (const std::invalid_argument& e) {
-        problem = e.what();
-        ++bad;
-      }
-    }
+    const std::string problem = this->problem(spec.knob);
+    if (!problem.empty()) ++bad;
     out << "# " << spec.doc << " [" << expectation(spec);
     if (!spec.alias.empty()) out << "; old name " << spec.alias;
     out << "]\n";

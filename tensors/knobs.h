@@ -134,6 +134,9 @@ class KnobReader {
   /// A String or Choice knob's value (empty when unset without a default).
   std::string get_string(Knob knob);
 
+  /// The error reading the knob would throw, or empty when its value is good; never warns.
+  std::string problem(Knob knob);
+
   /// Prints every knob as `NAME=value  # source` with its doc on the line before, as
   /// `ucx_info -c` does; a bad value is printed with its error. Returns how many were bad.
   int print(std::ostream& out);

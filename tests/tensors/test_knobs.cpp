@@ -284,6 +284,11 @@ TEST_CASE("print lists every knob with its value and where it came from", "[knob
   CHECK_THAT(lines["TENSORPLAY_UCX_SPIN_US"],
              Catch::Contains("# environment; INVALID: TENSORPLAY_UCX_SPIN_US=fast: expected"));
   CHECK(env.warnings.empty());  // printing describes the old names, it does not warn
+  CHECK_THAT(env.reader.problem(tp::Knob::UcxSpinUs),
+             Catch::StartsWith("TENSORPLAY_UCX_SPIN_US=fast: expected"));
+  CHECK(env.reader.problem(tp::Knob::PeerTimeout).empty());
+  CHECK(env.reader.problem(tp::Knob::LogDir).empty());
+  CHECK(env.warnings.empty());
 }
 
 TEST_CASE("the process reader reads the process environment", "[knobs]") {

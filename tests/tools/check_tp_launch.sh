@@ -63,6 +63,13 @@ out=$(TP_CLUSTER_TOKEN=old-token timeout 30 "$launch" --nproc-per-node 2 -- \
   fail "no single warning about the old name: $(cat "$work/alias.err")"
 ok "the old name TP_CLUSTER_TOKEN still works, with one warning, and ranks get the new name only"
 
+rc=0
+out=$(TENSORPLAY_PEER_TIMEOUT=soon timeout 30 "$launch" --nproc-per-node 2 -- echo started 2>&1) ||
+  rc=$?
+[ "$rc" = 1 ] && grep -q 'TENSORPLAY_PEER_TIMEOUT=soon: expected' <<<"$out" &&
+  ! grep -q started <<<"$out" || fail "a bad knob: exit $rc, $out"
+ok "a bad knob stops tp-launch before any rank starts (exit 1), naming the variable"
+
 # -- a failing rank stops the others --------------------------------------------------------------
 # Rank 1 leaves a helper behind that holds its output pipes; stopping the job must end it too.
 start=$(now_ms)

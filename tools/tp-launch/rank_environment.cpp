@@ -78,6 +78,14 @@ std::string random_token() {
 }  // namespace
 
 JobEnvironment resolve_job_environment(const LaunchOptions& options) {
+  // A bad knob would stop every rank with the same error: say it once, before any starts. The
+  // knobs the launcher sets itself are replaced, whatever the environment holds.
+  for (const KnobSpec& spec : knob_table()) {
+    if (spec.knob == Knob::RdzvTimeout || (spec.knob == Knob::LogDir && !options.log_dir.empty()))
+      continue;
+    if (std::string problem = process_knobs().problem(spec.knob); !problem.empty())
+      throw std::runtime_error(problem);
+  }
   JobEnvironment job;
   job.master_addr = options.master_addr;
   job.master_port = options.master_port != 0 ? options.master_port : pick_free_port();

@@ -21,7 +21,8 @@ struct JobEnvironment {
 /// Fills in what the options leave open: a free loopback port when none was given, and the
 /// cluster token (TENSORPLAY_CLUSTER_TOKEN from the environment, or 32 hex digits from
 /// /dev/urandom).
-/// Throws std::runtime_error when the system refuses either.
+/// Throws std::runtime_error when the system refuses either, or when a knob the ranks would read
+/// holds a bad value (tensors/knobs.h).
 JobEnvironment resolve_job_environment(const LaunchOptions& options);
 
 /// The same job started again after a failure: a fresh rendezvous port when the launcher chose
