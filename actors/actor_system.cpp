@@ -2,26 +2,18 @@
 // protocol's message types registered, so the same system serves embedded and multi-process runs.
 #include <algorithm>
 #include <caf/io/all.hpp>
-#include <cmath>
-#include <cstdlib>
 #include <mutex>
 #include <stdexcept>
 #include <string>
 
 #include "actors/detail/caf_messages.h"
 #include "actors/detail/caf_system.h"
+#include "tensors/knobs.h"
 
 namespace tensorplay::pipelining::detail {
 
 std::chrono::milliseconds peer_timeout_from_env() {
-  const char* text = std::getenv("TP_PEER_TIMEOUT");
-  if (text == nullptr || *text == '\0') return std::chrono::seconds(10);
-  char* end = nullptr;
-  double seconds = std::strtod(text, &end);
-  if (end == text || *end != '\0' || !std::isfinite(seconds) || seconds < 0.1 || seconds > 3600)
-    throw std::invalid_argument("TP_PEER_TIMEOUT=" + std::string(text) +
-                                " is not a number of seconds between 0.1 and 3600 (how long a "
-                                "silent peer connection lasts before its rank counts as gone)");
+  const double seconds = knob_double(Knob::PeerTimeout);
   return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
 }
 
@@ -36,8 +28,9 @@ caf::actor_system& process_actor_system() {
     config->set("scheduler.policy", caf::atom("sharing"));
     // Heartbeats are off by default in CAF 0.17: a dead peer would be noticed only when TCP
     // notices (a killed process's connection closes at once; a host that vanishes, a cut
-    // network or a stopped process do not close it). A connection silent for TP_PEER_TIMEOUT
-    // seconds (default 10) is dropped, with heartbeats five times as often (at most 1 s apart).
+    // network or a stopped process do not close it). A connection silent for
+    // TENSORPLAY_PEER_TIMEOUT seconds (default 10) is dropped, with heartbeats five times as often
+    // (at most 1 s apart).
     const auto peer_timeout = peer_timeout_from_env();
     config->set("middleman.heartbeat-interval", caf::timespan{std::min<std::chrono::nanoseconds>(
                                                     peer_timeout / 5, std::chrono::seconds(1))});

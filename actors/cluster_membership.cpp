@@ -70,7 +70,7 @@ void report_intruder(caf::actor_system& system, int rank, const caf::node_id& no
   auto report = [rank, what](const std::string& from) {
     std::fprintf(stderr,
                  "tensorplay: rank %d dropped %s from %s: not a member of this job (no "
-                 "or wrong cluster token, TP_CLUSTER_TOKEN)\n",
+                 "or wrong cluster token, TENSORPLAY_CLUSTER_TOKEN)\n",
                  rank, what.c_str(), from.c_str());
     pipelining::log_event(rank, 0, "refused", what + " from " + from);
   };

@@ -4,8 +4,11 @@
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
+#include <iostream>
 #include <limits>
 #include <stdexcept>
+
+#include "tensors/knobs.h"
 
 namespace tensorplay::distributed {
 namespace {
@@ -40,29 +43,16 @@ void check_below(int value, const char* value_name, int bound, const char* bound
 }
 
 /// tensorplay's own variables, read whether or not a launcher set the others.
+/// Their names, old names and parsing are the knob table's (tensors/knobs.h).
 void read_own_variables(const EnvLookup& getenv, LaunchEnv& env) {
-  if (const char* text = getenv("TP_RDZV_TIMEOUT"); text && *text)
-    env.rdzv_timeout = parse_rdzv_timeout(text);
-  if (const char* token = getenv("TP_CLUSTER_TOKEN")) env.cluster_token = token;
+  KnobReader knobs(getenv, [](const std::string& message) { std::cerr << message << "\n"; });
+  if (knobs.is_set(Knob::RdzvTimeout))
+    env.rdzv_timeout = std::chrono::milliseconds(
+        static_cast<int64_t>(std::llround(knobs.get_double(Knob::RdzvTimeout) * 1000)));
+  env.cluster_token = knobs.get_string(Knob::ClusterToken);
 }
 
 }  // namespace
-
-std::chrono::milliseconds parse_rdzv_timeout(const std::string& text) {
-  constexpr double kMin = 0.1, kMax = 86400;
-  double seconds = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), seconds);
-  const bool number = ec == std::errc() && end == text.data() + text.size() && !text.empty();
-  if (!number || !std::isfinite(seconds))
-    throw std::invalid_argument("launcher environment: TP_RDZV_TIMEOUT='" + text +
-                                "' is not a number of seconds (e.g. TP_RDZV_TIMEOUT=900, or "
-                                "tp-launch --rdzv-timeout 900)");
-  if (seconds < kMin || seconds > kMax)
-    throw std::invalid_argument("launcher environment: TP_RDZV_TIMEOUT=" + text +
-                                " is out of range: the rendezvous timeout is between 0.1 and "
-                                "86400 seconds (e.g. TP_RDZV_TIMEOUT=900)");
-  return std::chrono::milliseconds(static_cast<int64_t>(std::llround(seconds * 1000)));
-}
 
 std::string first_slurm_host(const std::string& nodelist) {
   // The first entry ends at a comma outside brackets.

@@ -21,10 +21,11 @@ struct LaunchEnv {
   int master_port = 29500;
   std::string job_id;     ///< the launcher's id of this job, the same on every rank (empty: none)
   int restart_count = 0;  ///< times the launcher restarted the job (TORCHELASTIC_RESTART_COUNT)
-  /// How long the rendezvous may take (`TP_RDZV_TIMEOUT`, seconds; tp-launch's
+  /// How long the rendezvous may take (`TENSORPLAY_RDZV_TIMEOUT`, seconds; tp-launch's
   /// `--rdzv-timeout`); unset: init_process_group's default.
   std::optional<std::chrono::milliseconds> rdzv_timeout;
-  /// The secret every rank presents at the rendezvous (`TP_CLUSTER_TOKEN`; empty when unset).
+  /// The secret every rank presents at the rendezvous (`TENSORPLAY_CLUSTER_TOKEN`; empty when
+  /// unset).
   std::string cluster_token;
 };
 
@@ -37,16 +38,13 @@ using EnvLookup = std::function<const char*(const char* name)>;
 /// `SLURM_NTASKS`, `SLURM_LOCALID`, `SLURM_NTASKS_PER_NODE` and the first host of
 /// `SLURM_JOB_NODELIST`. `MASTER_ADDR` and `MASTER_PORT` override what Slurm and Open MPI imply
 /// (port 29500 by default). The job id is torchrun's `TORCHELASTIC_RUN_ID` (unless "none"), else
-/// Slurm's `SLURM_JOB_ID.SLURM_STEP_ID`. tensorplay's own: `TP_RDZV_TIMEOUT` (seconds, e.g. 900
-/// or 2.5) and `TP_CLUSTER_TOKEN`. A variable that is missing, not a number or inconsistent with
-/// the others throws std::invalid_argument naming it (and an example of a good value).
+/// Slurm's `SLURM_JOB_ID.SLURM_STEP_ID`. tensorplay's own: `TENSORPLAY_RDZV_TIMEOUT` (seconds, e.g.
+/// 900 or 2.5) and `TENSORPLAY_CLUSTER_TOKEN` (old names `TP_...` still read). A variable that is
+/// missing, not a number or inconsistent with the others throws std::invalid_argument naming it
+/// (and an example of a good value).
 LaunchEnv read_launch_env(const EnvLookup& getenv);
 /// The same from this process's environment.
 LaunchEnv read_launch_env();
-
-/// `TP_RDZV_TIMEOUT`'s value, `text`, as a duration: a number of seconds in [0.1, 86400]. Throws
-/// std::invalid_argument naming the variable and an example otherwise.
-std::chrono::milliseconds parse_rdzv_timeout(const std::string& text);
 
 /// The first host of a Slurm node list: "node[03-05,7],gpu1" gives "node03".
 std::string first_slurm_host(const std::string& nodelist);

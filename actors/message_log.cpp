@@ -17,6 +17,8 @@
 #include <mutex>
 #include <random>
 
+#include "tensors/knobs.h"
+
 namespace tensorplay::pipelining {
 namespace {
 
@@ -116,7 +118,7 @@ void log_to_file(const std::string& path) {
   auto sink = std::make_shared<spdlog::sinks::basic_file_sink_mt>(path, /*truncate=*/false);
   sink->set_pattern("[%H:%M:%S.%f] [%n] %v");
   logger->sinks().push_back(sink);
-  if (!std::getenv("SPDLOG_LEVEL")) {
+  if (!knob_is_set(Knob::SpdlogLevel)) {
     // The file gets every event; the terminal keeps its quiet default.
     logger->sinks().front()->set_level(spdlog::level::off);
     logger->set_level(spdlog::level::debug);

@@ -11,6 +11,7 @@
 #include "actors/detail/rendezvous.h"
 #include "actors/message_log.h"
 #include "tensors/device_info.h"
+#include "tensors/knobs.h"
 #include "tensors/tensors.h"
 #include "transport/ring_all_reduce.h"
 #include "transport/ucx_channel.h"
@@ -245,7 +246,7 @@ void init_process_group(const InitOptions& options) {
   c->timeout = options.timeout.value_or(kDefaultTimeout);
   c->backend = options.backend == "auto" ? (cuda_available() ? "nccl" : "ucx") : options.backend;
   if (c->env.world_size > 1) {
-    // The rendezvous: .timeout where given, else the launcher's TP_RDZV_TIMEOUT.
+    // The rendezvous: .timeout where given, else the launcher's TENSORPLAY_RDZV_TIMEOUT.
     const auto timeout = options.timeout.value_or(c->env.rdzv_timeout.value_or(kDefaultTimeout));
     c->ucx = std::make_shared<transport::UcxChannel>(c->env.rank, c->env.world_size);
     try {
@@ -268,9 +269,8 @@ void init_process_group(const InitOptions& options) {
     job_id = "rank0-" + std::to_string(h);
   }
   pipelining::set_log_job(job_id, c->env.rank, c->env.world_size, c->env.restart_count);
-  if (const char* dir = std::getenv("TP_LOG_DIR"); dir && *dir)
-    pipelining::log_to_file(std::string(dir) + "/messages_rank_" + std::to_string(c->env.rank) +
-                            ".log");
+  if (const std::string dir = knob_string(Knob::LogDir); !dir.empty())
+    pipelining::log_to_file(dir + "/messages_rank_" + std::to_string(c->env.rank) + ".log");
   pipelining::log_event(c->env.rank, 0, "clock", "offset_us:" + std::to_string(c->clock_offset_us));
   detail::cluster_slot() = std::move(c);
 }

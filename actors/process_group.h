@@ -31,7 +31,7 @@ struct InitOptions {
   /// NCCL or a device is missing) or "auto" (NCCL for CUDA stages when available, else UCX).
   std::string backend = "auto";
   /// Longest the rendezvous and each collective may wait before failing, naming who is missing.
-  /// Unset: collectives wait kDefaultTimeout, and the rendezvous `TP_RDZV_TIMEOUT` seconds (set by
+  /// Unset: collectives wait kDefaultTimeout, and the rendezvous `TENSORPLAY_RDZV_TIMEOUT` seconds (set by
   /// tp-launch's --rdzv-timeout) or, without it, kDefaultTimeout.
   std::optional<std::chrono::milliseconds> timeout;
   /// Where this process sits; by default read from the launcher's environment (launch_env.h).
@@ -75,7 +75,7 @@ class ProcessGroup {
 
 /// Joins the job: reads the launcher's environment, meets the other ranks at rank 0
 /// (MASTER_ADDR:MASTER_PORT), exchanges UCX worker addresses, measures clock offsets to rank 0,
-/// and opens this rank's message log (`TP_LOG_DIR/messages_rank_R.log` when TP_LOG_DIR is set).
+/// and opens this rank's message log (`DIR/messages_rank_R.log` when TENSORPLAY_LOG_DIR is DIR).
 /// Calling it twice is an error; without launcher variables it sets up a group of one.
 /// The whole rendezvous keeps to one timeout (InitOptions::timeout); it throws DistributedError
 /// naming the ranks that did not join when it runs out, and at once on every rank that joined

@@ -48,7 +48,8 @@ std::string RendezvousBook::check(const PeerEntry& entry, bool actor_on_sender_n
   if (!same_token(entry.token, token_))
     return std::string(entry.token.empty() ? "it presented no cluster token"
                                            : "it presented a different cluster token") +
-           " (TP_CLUSTER_TOKEN) than rank 0; start every rank with the same TP_CLUSTER_TOKEN "
+           " (TENSORPLAY_CLUSTER_TOKEN) than rank 0; start every rank with the same "
+           "TENSORPLAY_CLUSTER_TOKEN "
            "(tp-launch makes one per job)";
   if (!entry.actor || !actor_on_sender_node)
     return "its hello names a process actor on another node than its sender";
@@ -89,7 +90,8 @@ std::string RendezvousBook::expire(int rank) {
   if (it == joined_.end()) return {};
   ended_ = "the rendezvous did not complete within rank " + std::to_string(rank) +
            "'s timeout of " + std::to_string(it->timeout_ms) +
-           " ms (TP_RDZV_TIMEOUT, tp-launch --rdzv-timeout, or init_process_group's .timeout): " +
+           " ms (TENSORPLAY_RDZV_TIMEOUT, tp-launch --rdzv-timeout, or init_process_group's "
+           ".timeout): " +
            summary();
   return ended_;
 }

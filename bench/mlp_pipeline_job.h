@@ -17,6 +17,7 @@
 #include "actors/schedule.h"
 #include "command_output.h"
 #include "stages/pipeline.h"
+#include "tensors/knobs.h"
 #include "tensors/tensors.h"
 
 namespace bench {
@@ -241,7 +242,7 @@ inline std::string find_tp_launch(const std::string& flag_value = "") {
     return path;
   };
   if (!flag_value.empty()) return must_exist(flag_value, "--tp-launch");
-  if (const char* env = std::getenv("TENSORPLAY_TP_LAUNCH"); env && *env)
+  if (std::string env = tensorplay::knob_string(tensorplay::Knob::TpLaunch); !env.empty())
     return must_exist(env, "TENSORPLAY_TP_LAUNCH");
   const std::filesystem::path here = std::filesystem::path(self_executable()).parent_path();
   for (const auto& candidate :

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "command_output.h"
+#include "tensors/knobs.h"
 
 namespace bench {
 
@@ -29,7 +30,8 @@ inline std::string torch_version_of(const std::string& python) {
 /// The virtual environment for PyTorch peers: $TENSORPLAY_TORCH_VENV, else torch-venv beside this
 /// executable (in the build tree, which the repository ignores).
 inline std::filesystem::path torch_venv_dir() {
-  if (const char* dir = std::getenv("TENSORPLAY_TORCH_VENV"); dir && *dir) return dir;
+  if (std::string dir = tensorplay::knob_string(tensorplay::Knob::TorchVenv); !dir.empty())
+    return dir;
   return std::filesystem::path(self_executable()).parent_path() / "torch-venv";
 }
 
@@ -44,9 +46,8 @@ inline PythonPeer find_python_with_torch() {
     if (!peer.torch_version.empty()) peer.python = python;
     return !peer.python.empty();
   };
-  if (const char* python = std::getenv("TENSORPLAY_PYTHON"); python && *python) {
-    if (!accept(python))
-      peer.problem = std::string("TENSORPLAY_PYTHON=") + python + " cannot import torch";
+  if (std::string python = tensorplay::knob_string(tensorplay::Knob::Python); !python.empty()) {
+    if (!accept(python)) peer.problem = "TENSORPLAY_PYTHON=" + python + " cannot import torch";
     return peer;
   }
   const std::filesystem::path venv = torch_venv_dir();
@@ -54,8 +55,7 @@ inline PythonPeer find_python_with_torch() {
   if (std::filesystem::exists(venv_python) && accept(venv_python)) return peer;
   if (accept("python3")) return peer;
 
-  const char* install = std::getenv("TENSORPLAY_TORCH_INSTALL");
-  if (install && std::string(install) == "0") {
+  if (!tensorplay::knob_bool(tensorplay::Knob::TorchInstall)) {
     peer.problem = "torch is not importable and TENSORPLAY_TORCH_INSTALL=0; install it with: " +
                    shell_quote(venv_python) + " -m pip install torch";
     return peer;

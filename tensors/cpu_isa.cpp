@@ -6,12 +6,12 @@
 
 #include <atomic>
 #include <cstdint>
-#include <cstdlib>
 #include <mutex>
 #include <stdexcept>
 
 #include "hwy/targets.h"
 #include "tensors/cpu/vector_kernels.h"
+#include "tensors/knobs.h"
 
 namespace tensorplay {
 namespace {
@@ -80,10 +80,10 @@ const IsaTarget& ensure_chosen() {
   if (const IsaTarget* t = current.load()) return *t;
   std::lock_guard<std::mutex> lock(mutex);
   if (const IsaTarget* t = current.load()) return *t;
-  const char* env = std::getenv("TENSORPLAY_CPU_ISA");
+  const std::string wanted = knob_string(Knob::CpuIsa);
   const IsaTarget* chosen = nullptr;
-  if (env && *env) {
-    chosen = &find(env, "TENSORPLAY_CPU_ISA");
+  if (wanted != "auto") {
+    chosen = &find(wanted, "TENSORPLAY_CPU_ISA");
     // oneDNN takes an ISA ceiling once, before its first product: an AVX2 run is AVX2 throughout.
     if (chosen->dnnl_isa != dnnl_cpu_isa_all && !dnnl_limited) {
       dnnl_set_max_cpu_isa(chosen->dnnl_isa);

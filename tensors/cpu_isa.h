@@ -1,5 +1,5 @@
 // Which vector unit the host kernels use: the widest the machine has, or the one named by the
-// environment variable TENSORPLAY_CPU_ISA (scalar, sse4, avx2, avx512) to test or compare targets.
+// knob TENSORPLAY_CPU_ISA (auto, scalar, sse4, avx2, avx512) to test or compare targets.
 #pragma once
 
 #include <string>

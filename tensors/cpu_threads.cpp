@@ -2,25 +2,18 @@
 #include "tensors/cpu_threads.h"
 
 #include <atomic>
-#include <cstdlib>
 #include <stdexcept>
 #include <string>
 #include <thread>
+
+#include "tensors/knobs.h"
 
 namespace tensorplay {
 namespace {
 
 int environment_threads() {
   static const int value = [] {
-    if (const char* env = std::getenv("TENSORPLAY_NUM_THREADS"); env && *env) {
-      char* end = nullptr;
-      long n = std::strtol(env, &end, 10);
-      if (*end != '\0' || n < 1 || n > 4096)
-        throw std::invalid_argument(
-            std::string("TENSORPLAY_NUM_THREADS=") + env +
-            ": expected a thread count >= 1, e.g. TENSORPLAY_NUM_THREADS=1");
-      return static_cast<int>(n);
-    }
+    if (const int64_t n = knob_int(Knob::NumThreads); n > 0) return static_cast<int>(n);
     unsigned hw = std::thread::hardware_concurrency();
     return hw == 0 ? 1 : static_cast<int>(hw);
   }();

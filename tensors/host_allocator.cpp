@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "tensors/host_memory.h"
+#include "tensors/knobs.h"
 #include "tensors/size_class.h"
 #include "tensors/storage.h"
 
@@ -21,17 +22,10 @@ constexpr size_t kMinCachedBytes = size_t{64} << 10;
 
 size_t default_limit() {
 #ifdef TENSORPLAY_SANITIZE
-  size_t limit = 0;
-#else
-  size_t limit = size_t{1} << 30;
+  // Caching would hide use-after-free from the sanitizers: off unless asked for.
+  if (!knob_is_set(Knob::HostCacheMb)) return 0;
 #endif
-  if (const char* mb = std::getenv("TENSORPLAY_HOST_CACHE_MB")) {
-    char* end = nullptr;
-    unsigned long long value = std::strtoull(mb, &end, 10);
-    constexpr unsigned long long kMaxMb = SIZE_MAX >> 20;
-    if (end != mb && *end == '\0') limit = static_cast<size_t>(std::min(value, kMaxMb)) << 20;
-  }
-  return limit;
+  return static_cast<size_t>(knob_int(Knob::HostCacheMb)) << 20;
 }
 
 void* aligned(size_t bytes) {

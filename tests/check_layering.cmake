@@ -1,5 +1,6 @@
 # Checks that every layer includes only the layers below it (DESIGN.md's arrows), that
-# schedules/ stays pure logic, and that CAF and CUDA headers stay out of public headers.
+# schedules/ stays pure logic, that transport/ includes nothing from stages/ or schedules/, and
+# that CAF and CUDA headers stay out of public headers.
 # Run as: cmake -DSOURCE_DIR=<repo> -P check_layering.cmake
 cmake_minimum_required(VERSION 3.25)
 set(allowed_tensors tensors)
@@ -23,6 +24,11 @@ foreach(layer ${layers})
       set(top "${CMAKE_MATCH_1}")
       if(top IN_LIST layers AND NOT top IN_LIST allowed_${layer})
         string(APPEND errors "${rel}: includes ${target}, but ${layer}/ may only use: ${allowed_${layer}}\n")
+      endif()
+      # transport/ moves opaque tensors and keys: it knows nothing of stages or schedules.
+      if(layer STREQUAL "transport" AND (top STREQUAL "stages" OR top STREQUAL "schedules"))
+        string(APPEND errors "${rel}: transport/ includes nothing from stages/ or schedules/, "
+                             "but includes ${target}\n")
       endif()
       if(layer STREQUAL "schedules" AND (top STREQUAL "caf" OR target MATCHES "cuda"))
         string(APPEND errors "${rel}: schedules/ is pure logic but includes ${target}\n")

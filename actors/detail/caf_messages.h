@@ -74,7 +74,7 @@ struct PeerEntry {
   std::string machine;          ///< the machine it runs on (boot id and host name)
   uint16_t port = 0;            ///< its port (rank 0: MASTER_PORT)
   std::string ucx;              ///< UCX worker address bytes
-  std::string token;            ///< the cluster token it presented (TP_CLUSTER_TOKEN)
+  std::string token;            ///< the cluster token it presented (TENSORPLAY_CLUSTER_TOKEN)
   int64_t clock_offset_us = 0;  ///< add to its steady clock to read rank 0's (set by rank 0)
   caf::actor actor;             ///< its process actor
   int64_t timeout_ms = 0;       ///< its rendezvous timeout

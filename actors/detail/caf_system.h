@@ -11,7 +11,8 @@ namespace tensorplay::pipelining::detail {
 caf::actor_system& process_actor_system();
 
 /// How long a silent connection to another process lasts before that process counts as gone:
-/// TP_PEER_TIMEOUT seconds (default 10). Throws std::invalid_argument naming a bad value.
+/// TENSORPLAY_PEER_TIMEOUT seconds (default 10; tensors/knobs.h). Throws std::invalid_argument
+/// naming a bad value.
 std::chrono::milliseconds peer_timeout_from_env();
 
 }  // namespace tensorplay::pipelining::detail

@@ -74,11 +74,12 @@ struct RdzvDeadline {
     return std::max(rest, std::chrono::milliseconds(1));
   }
   bool passed() const { return std::chrono::steady_clock::now() >= at; }
-  /// "rank 1's rendezvous timeout of 2000 ms (TP_RDZV_TIMEOUT, ...)" for messages.
+  /// "rank 1's rendezvous timeout of 2000 ms (TENSORPLAY_RDZV_TIMEOUT, ...)" for messages.
   std::string of_rank(int rank) const {
     return "rank " + std::to_string(rank) + "'s rendezvous timeout of " +
            std::to_string(timeout.count()) +
-           " ms (TP_RDZV_TIMEOUT, tp-launch --rdzv-timeout, or init_process_group's .timeout)";
+           " ms (TENSORPLAY_RDZV_TIMEOUT, tp-launch --rdzv-timeout, or init_process_group's "
+           ".timeout)";
   }
 };
 

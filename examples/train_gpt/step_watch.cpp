@@ -5,12 +5,12 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <mutex>
 #include <sstream>
 
 #include "actors/message_log.h"
 #include "actors/trace_log.h"
+#include "tensors/knobs.h"
 
 namespace train_gpt {
 
@@ -38,7 +38,7 @@ struct StepWatch::Sink : spdlog::sinks::base_sink<std::mutex> {
 StepWatch::StepWatch() : sink_(std::make_shared<Sink>()) {
   auto logger = pp::message_log();
   // The terminal (the logger's first sink) keeps its quiet default unless SPDLOG_LEVEL asks.
-  if (!std::getenv("SPDLOG_LEVEL") && !logger->sinks().empty())
+  if (!tensorplay::knob_is_set(tensorplay::Knob::SpdlogLevel) && !logger->sinks().empty())
     logger->sinks().front()->set_level(spdlog::level::off);
   logger->sinks().push_back(sink_);
   logger->set_level(spdlog::level::debug);

@@ -517,8 +517,7 @@ int run(const Options& o) {
   RunResult result;
   // Started again by a launcher after a failure (tp-launch --max-restarts, torchrun): go on from
   // the newest complete checkpoint, as --resume does, when there is one.
-  const char* restart_count = std::getenv("TORCHELASTIC_RESTART_COUNT");
-  const bool restarted = restart_count != nullptr && std::atoi(restart_count) > 0;
+  const bool restarted = dist::read_launch_env().restart_count > 0;
   if (o.resume ||
       (restarted && saves &&
        pp::latest_checkpoint_step(o.checkpoint_dir, job.stages.front()->num_stages()))) {

@@ -1,5 +1,4 @@
 // Device discovery, current-device guard, per-device streams and cuBLAS handles.
-#include <cstdlib>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
@@ -8,6 +7,7 @@
 
 #include "tensors/cuda/cuda_check.h"
 #include "tensors/cuda/cuda_device.h"
+#include "tensors/knobs.h"
 
 namespace tensorplay {
 
@@ -112,8 +112,7 @@ cublasHandle_t cublas_handle(int device) {
     // opts into TF32 tensor cores. bfloat16 products must not reduce split-K partial sums in
     // bfloat16: the kernel table promises float32 accumulation and one rounding per element.
     int mode = CUBLAS_DEFAULT_MATH;
-    const char* tf32 = std::getenv("TENSORPLAY_CUDA_TF32");
-    if (tf32 && std::string(tf32) == "1") mode = CUBLAS_TF32_TENSOR_OP_MATH;
+    if (knob_bool(Knob::CudaTf32)) mode = CUBLAS_TF32_TENSOR_OP_MATH;
     TP_CUBLAS_CHECK(cublasSetMathMode(
         s.cublas,
         static_cast<cublasMath_t>(mode | CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)));

@@ -101,7 +101,7 @@ TEST_CASE("rank 0 alone names the ranks that did not join within its timeout, an
   env.world_size = 3;
   env.master_addr = "127.0.0.1";
   env.master_port = free_port();
-  env.rdzv_timeout = std::chrono::milliseconds(200);  // TP_RDZV_TIMEOUT, when .timeout is unset
+  env.rdzv_timeout = std::chrono::milliseconds(200);  // TENSORPLAY_RDZV_TIMEOUT, when .timeout is unset
   for (int attempt = 0; attempt < 2; ++attempt) {     // the second binds the same port again
     auto t0 = std::chrono::steady_clock::now();
     CHECK_THROWS_WITH(dist::init_process_group({.backend = "ucx", .env = env}),
@@ -110,7 +110,7 @@ TEST_CASE("rank 0 alone names the ranks that did not join within its timeout, an
     CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(2));
     CHECK_FALSE(dist::is_initialized());
   }
-  // An explicit .timeout wins over TP_RDZV_TIMEOUT.
+  // An explicit .timeout wins over TENSORPLAY_RDZV_TIMEOUT.
   CHECK_THROWS_WITH(dist::init_process_group(
                         {.backend = "ucx", .timeout = std::chrono::milliseconds(300), .env = env}),
                     Catch::Contains("within rank 0's timeout of 300 ms"));

@@ -62,7 +62,7 @@ TEST_CASE("a refused rank ends the rendezvous for every rank, with the reason", 
   const std::vector<Case> cases = {
       {job.entry(3, 5), "it was started with WORLD_SIZE=5, rank 0 with WORLD_SIZE=4"},
       {job.entry(6, 8), "(RANK=6 is out of range for rank 0's 4 ranks)"},
-      {job.entry(3, 4, "other"), "presented a different cluster token (TP_CLUSTER_TOKEN)"},
+      {job.entry(3, 4, "other"), "presented a different cluster token (TENSORPLAY_CLUSTER_TOKEN)"},
       {job.entry(3, 4, ""), "presented no cluster token"},
       {job.entry(1), "rank 1 joined already (from 10.0.0.1); each process needs its own RANK"},
       {job.entry(-1), "RANK=-1 is out of range for WORLD_SIZE=4 (ranks 0 to 3)"},
@@ -105,7 +105,7 @@ TEST_CASE("the first joined rank's timeout ends the rendezvous naming who did no
   REQUIRE(book.hello(job.entry(1), true).kind == Kind::kWait);
   const std::string why = book.expire(3);
   CHECK(why ==
-        "the rendezvous did not complete within rank 3's timeout of 2000 ms (TP_RDZV_TIMEOUT, "
+        "the rendezvous did not complete within rank 3's timeout of 2000 ms (TENSORPLAY_RDZV_TIMEOUT, "
         "tp-launch --rdzv-timeout, or init_process_group's .timeout): rank(s) [2] of 4 did not "
         "join (joined: [0, 1, 3])");
   CHECK_FALSE(book.open());

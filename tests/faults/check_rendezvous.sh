@@ -3,15 +3,15 @@
 # each a rendezvous_rank process. Passes when every rank's rendezvous ended as the case expects,
 # with the expected words, within the time bound.
 # Usage: check_rendezvous.sh RENDEZVOUS_RANK CASE [TP_LAUNCH]
-#   missing       4 ranks, rank 2 never started, TP_RDZV_TIMEOUT=2: each of the others fails
+#   missing       4 ranks, rank 2 never started, TENSORPLAY_RDZV_TIMEOUT=2: each of the others fails
 #                 within about 2 s naming rank 2.
-#   no-rank0      rank 1 of 2 alone, TP_RDZV_TIMEOUT=2: fails within about 2 s naming rank 0.
+#   no-rank0      rank 1 of 2 alone, TENSORPLAY_RDZV_TIMEOUT=2: fails within about 2 s naming rank 0.
 #   world-size    ranks 0 and 1 of 3 join; then a rank with WORLD_SIZE=4: every rank fails at once
-#                 (TP_RDZV_TIMEOUT=30) with the reason.
-#   token         the same with a rank holding another TP_CLUSTER_TOKEN.
+#                 (TENSORPLAY_RDZV_TIMEOUT=30) with the reason.
+#   token         the same with a rank holding another TENSORPLAY_CLUSTER_TOKEN.
 #   out-of-range  the same with RANK=5 WORLD_SIZE=6.
 #   duplicate     the same with a second RANK=1.
-#   bad-timeout   TP_RDZV_TIMEOUT=soon: an error naming the variable and an example, at once.
+#   bad-timeout   TENSORPLAY_RDZV_TIMEOUT=soon: an error naming the variable and an example, at once.
 #   launcher      node 0 of a 2-node tp-launch job with --rdzv-timeout 2, node 1 never started:
 #                 the ranks fail within about 2 s naming ranks 2 and 3, and tp-launch with them.
 set -uo pipefail
@@ -31,8 +31,8 @@ for _ in $(seq 50); do
   (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null || break
 done
 export MASTER_ADDR=127.0.0.1 MASTER_PORT=$port UCX_VFS_ENABLE=n UCX_MEM_EVENTS=no
-export TP_CLUSTER_TOKEN="rendezvous-check-$$"
-unset TP_LOG_DIR
+export TENSORPLAY_CLUSTER_TOKEN="rendezvous-check-$$"
+unset TP_LOG_DIR TENSORPLAY_LOG_DIR
 
 # start NAME [VAR=VALUE ...]: one rank in the background (its own hard limit of 40 s).
 start() {
@@ -70,21 +70,21 @@ wait_all() {
 
 case $case in
   missing)
-    export TP_RDZV_TIMEOUT=2
+    export TENSORPLAY_RDZV_TIMEOUT=2
     for r in 0 1 3; do start "rank$r" RANK=$r WORLD_SIZE=4; done
     wait_all
     for r in 0 1 3; do
-      expect "rank$r" 3500 "rank(s) [2] of 4 did not join" "timeout of 2000 ms" "TP_RDZV_TIMEOUT"
+      expect "rank$r" 3500 "rank(s) [2] of 4 did not join" "timeout of 2000 ms" "TENSORPLAY_RDZV_TIMEOUT"
     done
     ;;
   no-rank0)
-    export TP_RDZV_TIMEOUT=2
+    export TENSORPLAY_RDZV_TIMEOUT=2
     start rank1 RANK=1 WORLD_SIZE=2
     wait_all
     expect rank1 3500 "could not reach rank 0 at 127.0.0.1:$port" "timeout of 2000 ms"
     ;;
   world-size | token | out-of-range | duplicate)
-    export TP_RDZV_TIMEOUT=30
+    export TENSORPLAY_RDZV_TIMEOUT=30
     start rank0 RANK=0 WORLD_SIZE=3
     start rank1 RANK=1 WORLD_SIZE=3
     sleep 1  # ranks 0 and 1 have joined and wait for rank 2
@@ -94,8 +94,8 @@ case $case in
         why="started with WORLD_SIZE=4, rank 0 with WORLD_SIZE=3"
         ;;
       token)
-        start bad RANK=2 WORLD_SIZE=3 TP_CLUSTER_TOKEN=another-job
-        why="a different cluster token (TP_CLUSTER_TOKEN)"
+        start bad RANK=2 WORLD_SIZE=3 TENSORPLAY_CLUSTER_TOKEN=another-job
+        why="a different cluster token (TENSORPLAY_CLUSTER_TOKEN)"
         ;;
       out-of-range)
         start bad RANK=5 WORLD_SIZE=6
@@ -134,9 +134,9 @@ case $case in
       fail "tp-launch did not name the rank that failed"
     ;;
   bad-timeout)
-    start rank0 RANK=0 WORLD_SIZE=2 TP_RDZV_TIMEOUT=soon
+    start rank0 RANK=0 WORLD_SIZE=2 TENSORPLAY_RDZV_TIMEOUT=soon
     wait_all
-    expect rank0 2000 "TP_RDZV_TIMEOUT='soon' is not a number of seconds" "TP_RDZV_TIMEOUT=900"
+    expect rank0 2000 "TENSORPLAY_RDZV_TIMEOUT=soon: expected a number" "e.g. TENSORPLAY_RDZV_TIMEOUT=900"
     ;;
   *)
     echo "unknown case $case"

@@ -1,5 +1,5 @@
 // One rank of a hand-started job for the rendezvous checks: joins with init_process_group (bounded
-// by TP_RDZV_TIMEOUT, or by --timeout-ms when given) and prints how the rendezvous ended and
+// by TENSORPLAY_RDZV_TIMEOUT, or by --timeout-ms when given) and prints how the rendezvous ended and
 // after how many milliseconds. Exits 0 when it joined, 1 when it failed.
 // Usage: rendezvous_rank [--timeout-ms MS]     (its place comes from RANK, WORLD_SIZE, ...)
 #include <chrono>
@@ -9,6 +9,7 @@
 #include <exception>
 #include <string>
 
+#include "actors/launch_env.h"
 #include "actors/process_group.h"
 
 namespace dist = tensorplay::distributed;
@@ -29,16 +30,21 @@ int main(int argc, char** argv) {
   options.backend = "ucx";
   if (argc == 3 && std::strcmp(argv[1], "--timeout-ms") == 0)
     options.timeout = std::chrono::milliseconds(std::atoll(argv[2]));
-  const char* rank = std::getenv("RANK");
+  std::string rank = "?";
+  try {
+    rank = std::to_string(dist::read_launch_env().rank);
+  } catch (const std::exception&) {
+    // A bad variable: init_process_group below says which.
+  }
   try {
     dist::init_process_group(options);
-    std::printf("rendezvous rank %s: joined after %lld ms\n", rank ? rank : "?",
+    std::printf("rendezvous rank %s: joined after %lld ms\n", rank.c_str(),
                 elapsed_ms(started));
     std::fflush(stdout);
     dist::destroy_process_group();
     return 0;
   } catch (const std::exception& e) {
-    std::printf("rendezvous rank %s: failed after %lld ms: %s\n", rank ? rank : "?",
+    std::printf("rendezvous rank %s: failed after %lld ms: %s\n", rank.c_str(),
                 elapsed_ms(started), e.what());
     std::fflush(stdout);
     return 1;

@@ -29,7 +29,7 @@ now_ms() { date +%s%3N; }
 
 # -- environment and prefixes ---------------------------------------------------------------------
 timeout 30 "$launch" --nproc-per-node 2 -- bash -c \
-  'echo "env RANK=$RANK WORLD_SIZE=$WORLD_SIZE LOCAL_RANK=$LOCAL_RANK LOCAL_WORLD_SIZE=$LOCAL_WORLD_SIZE MASTER_ADDR=$MASTER_ADDR MASTER_PORT=$MASTER_PORT TOKEN=$TP_CLUSTER_TOKEN"
+  'echo "env RANK=$RANK WORLD_SIZE=$WORLD_SIZE LOCAL_RANK=$LOCAL_RANK LOCAL_WORLD_SIZE=$LOCAL_WORLD_SIZE MASTER_ADDR=$MASTER_ADDR MASTER_PORT=$MASTER_PORT TOKEN=$TENSORPLAY_CLUSTER_TOKEN"
    echo "to stderr from $RANK" >&2' >"$work/env.out" 2>"$work/env.err" ||
   fail "two ranks printing their environment: exit $?; $(cat "$work/env.err")"
 for rank in 0 1; do
@@ -38,8 +38,8 @@ for rank in 0 1; do
 done
 ok "ranks 0 and 1 get RANK, WORLD_SIZE=2, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT"
 [ "$(grep -Eo 'MASTER_PORT=[0-9]+ TOKEN=[0-9a-f]+' "$work/env.out" | sort -u | wc -l)" = 1 ] ||
-  fail "ranks disagree on MASTER_PORT or TP_CLUSTER_TOKEN: $(cat "$work/env.out")"
-ok "both ranks share one MASTER_PORT and one 32-hex-digit TP_CLUSTER_TOKEN"
+  fail "ranks disagree on MASTER_PORT or TENSORPLAY_CLUSTER_TOKEN: $(cat "$work/env.out")"
+ok "both ranks share one MASTER_PORT and one 32-hex-digit TENSORPLAY_CLUSTER_TOKEN"
 grep -qx '\[rank 0\] to stderr from 0' "$work/env.err" &&
   grep -qx '\[rank 1\] to stderr from 1' "$work/env.err" ||
   fail "stderr lines not prefixed: $(cat "$work/env.err")"
@@ -49,10 +49,26 @@ out=$(timeout 30 "$launch" --nproc-per-node 2 -- bash -c 'echo one; printf "no n
 grep -qx '\[rank 1\] no newline 1' <<<"$out" || fail "unterminated last line lost: $out"
 ok "a last line without a newline is still relayed, prefixed, when the rank exits"
 
-out=$(TP_CLUSTER_TOKEN=given-token timeout 30 "$launch" --nproc_per_node 2 -- \
-  bash -c 'echo "token=$TP_CLUSTER_TOKEN"')
-[ "$(grep -c 'token=given-token$' <<<"$out")" = 2 ] || fail "TP_CLUSTER_TOKEN not passed through: $out"
-ok "a TP_CLUSTER_TOKEN already set reaches every rank unchanged (--nproc_per_node spelling)"
+out=$(TENSORPLAY_CLUSTER_TOKEN=given-token timeout 30 "$launch" --nproc_per_node 2 -- \
+  bash -c 'echo "token=$TENSORPLAY_CLUSTER_TOKEN"')
+[ "$(grep -c 'token=given-token$' <<<"$out")" = 2 ] ||
+  fail "TENSORPLAY_CLUSTER_TOKEN not passed through: $out"
+ok "a TENSORPLAY_CLUSTER_TOKEN already set reaches every rank unchanged (--nproc_per_node spelling)"
+
+out=$(TP_CLUSTER_TOKEN=old-token timeout 30 "$launch" --nproc-per-node 2 -- \
+  bash -c 'echo "token=$TENSORPLAY_CLUSTER_TOKEN old=${TP_CLUSTER_TOKEN-unset}"' 2>"$work/alias.err")
+[ "$(grep -c 'token=old-token old=unset$' <<<"$out")" = 2 ] ||
+  fail "the old name TP_CLUSTER_TOKEN not read as TENSORPLAY_CLUSTER_TOKEN: $out"
+[ "$(grep -c 'TP_CLUSTER_TOKEN is the old name of TENSORPLAY_CLUSTER_TOKEN' "$work/alias.err")" = 1 ] ||
+  fail "no single warning about the old name: $(cat "$work/alias.err")"
+ok "the old name TP_CLUSTER_TOKEN still works, with one warning, and ranks get the new name only"
+
+rc=0
+out=$(TENSORPLAY_PEER_TIMEOUT=soon timeout 30 "$launch" --nproc-per-node 2 -- echo started 2>&1) ||
+  rc=$?
+[ "$rc" = 1 ] && grep -q 'TENSORPLAY_PEER_TIMEOUT=soon: expected' <<<"$out" &&
+  ! grep -q started <<<"$out" || fail "a bad knob: exit $rc, $out"
+ok "a bad knob stops tp-launch before any rank starts (exit 1), naming the variable"
 
 # -- a failing rank stops the others --------------------------------------------------------------
 # Rank 1 leaves a helper behind that holds its output pipes; stopping the job must end it too.
@@ -110,15 +126,15 @@ ok "SIGTERM to tp-launch stops both ranks and their children (exit 143, no proce
 
 # -- --log-dir ------------------------------------------------------------------------------------
 timeout 30 "$launch" --nproc-per-node 2 --log-dir "$work/logs" -- bash -c \
-  'echo "hello from $RANK"; echo "log dir $TP_LOG_DIR" >&2' >/dev/null 2>&1 ||
+  'echo "hello from $RANK"; echo "log dir $TENSORPLAY_LOG_DIR" >&2' >/dev/null 2>&1 ||
   fail "--log-dir run failed"
 for rank in 0 1; do
   log="$work/logs/rank_$rank.log"
   [ -f "$log" ] || fail "$log not written"
   grep -qx "hello from $rank" "$log" || fail "$log lacks its unprefixed stdout: $(cat "$log")"
-  grep -qx "log dir $work/logs" "$log" || fail "$log lacks stderr or TP_LOG_DIR: $(cat "$log")"
+  grep -qx "log dir $work/logs" "$log" || fail "$log lacks stderr or TENSORPLAY_LOG_DIR: $(cat "$log")"
 done
-ok "--log-dir writes rank_0.log and rank_1.log (unprefixed stdout and stderr) and sets TP_LOG_DIR"
+ok "--log-dir writes rank_0.log and rank_1.log (unprefixed stdout and stderr) and sets TENSORPLAY_LOG_DIR"
 
 # -- --max-restarts ---------------------------------------------------------------------------------
 # Rank 1 fails on the first attempt only: one restart of every rank, then success. It fails only

@@ -16,6 +16,7 @@
 #include <set>
 #include <thread>
 
+#include "tensors/knobs.h"
 #include "tensors/tensors.h"
 #include "transport/local_channel.h"
 #include "transport/ucx_channel.h"
@@ -508,8 +509,7 @@ TEST_CASE("a 1 MiB tensor crosses processes over ucx and comes back", "[transpor
 
 TEST_CASE("a ucx peer that dies fails the receives posted for it, naming its rank",
           "[transport][ucx][fork]") {
-  if (const char* mode = std::getenv("TENSORPLAY_UCX_ERROR_MODE");
-      mode != nullptr && std::string(mode) == "none") {
+  if (tp::knob_string(tp::Knob::UcxErrorMode) == "none") {
     WARN("TENSORPLAY_UCX_ERROR_MODE=none: dead peers are noticed by timeouts only");
     return;
   }

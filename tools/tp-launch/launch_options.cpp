@@ -10,14 +10,18 @@
 #include <stdexcept>
 #include <string_view>
 
+#include "tensors/knobs.h"
+
 namespace tensorplay::launch {
 namespace {
 
 constexpr const char* kFooter = R"(Each rank's environment (as torchrun sets it):
   RANK, WORLD_SIZE (nnodes * nproc-per-node), LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK (node rank),
   GROUP_WORLD_SIZE (nnodes), MASTER_ADDR, MASTER_PORT,
-  TP_CLUSTER_TOKEN (kept if set, else 32 random hex digits shared by all ranks),
-  TP_RDZV_TIMEOUT (seconds), TP_LOG_DIR (with --log-dir).
+  TORCHELASTIC_RUN_ID (kept if set, else one per launch),
+  TENSORPLAY_CLUSTER_TOKEN (kept if set, else 32 random hex digits shared by all ranks),
+  TENSORPLAY_RDZV_TIMEOUT (seconds), TENSORPLAY_LOG_DIR (with --log-dir).
+tensorplay's other knobs pass through; --print-config lists them all.
 Each line a rank prints is prefixed with "[rank R] " on tp-launch's stdout or stderr; a line over
 64 KiB comes in pieces, each further piece prefixed "[rank R+] ". When a rank fails, the others get
 SIGTERM, then SIGKILL after --grace-seconds; tp-launch exits with the failed rank's status (128 +
@@ -126,19 +130,30 @@ ParsedCommandLine parse_command_line(int argc, char** argv) {
   app.add_flag("--standalone", options.standalone,
                "One node, rendezvous on 127.0.0.1 at a free port (the default for one node)");
   app.add_option("--log-dir,--log_dir", options.log_dir,
-                 "Also write each rank's output to DIR/rank_R.log; sets TP_LOG_DIR for the ranks");
+                 "Also write each rank's output to DIR/rank_R.log; sets TENSORPLAY_LOG_DIR for the "
+                 "ranks");
   app.add_option("--max-restarts,--max_restarts", options.max_restarts,
                  "Times to restart every rank after one fails (TORCHELASTIC_RESTART_COUNT "
                  "tells a rank which attempt it is; resume from a checkpoint)")
       ->capture_default_str();
   app.add_option("--rdzv-timeout,--rdzv_timeout", options.rdzv_timeout_seconds,
-                 "Seconds the ranks may take to find each other (TP_RDZV_TIMEOUT)")
+                 "Seconds the ranks may take to find each other (TENSORPLAY_RDZV_TIMEOUT)")
       ->capture_default_str();
   app.add_option("--grace-seconds,--grace_seconds", options.grace_seconds,
                  "Seconds between SIGTERM and SIGKILL when stopping ranks")
       ->capture_default_str();
+  app.add_flag("--print-config,--print_config")
+      ->description(
+          "Print every tensorplay knob (environment variable) with its value here and where it "
+          "comes from (default, environment, alias), then exit; as ucx_info -c does");
   std::vector<std::string> stray;
   app.add_option("stray", stray)->group("");  // a program given without `--`, to say so
+
+  // --print-config needs nothing else (no ranks, no program), so it is answered before parsing.
+  if (std::any_of(argv + 1, separator, [](const char* arg) {
+        return std::strcmp(arg, "--print-config") == 0 || std::strcmp(arg, "--print_config") == 0;
+      }))
+    return {std::nullopt, process_knobs().print(std::cout) == 0 ? 0 : 2};
 
   try {
     app.parse(launcher_argc, argv);

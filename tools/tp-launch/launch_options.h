@@ -27,8 +27,8 @@ struct LaunchOptions {
   int world_size() const { return nnodes * nproc_per_node; }
 };
 
-/// Either options to launch with, or the exit code to leave with at once (0 after --help, 2 after
-/// a usage error, which has already been printed).
+/// Either options to launch with, or the exit code to leave with at once (0 after --help or
+/// --print-config, 2 after a usage error or a bad knob, which has already been printed).
 struct ParsedCommandLine {
   std::optional<LaunchOptions> options;
   int exit_code = 0;

@@ -15,6 +15,7 @@
 #include <random>
 #include <stdexcept>
 
+#include "tensors/knobs.h"
 #include "unique_fd.h"
 
 extern char** environ;
@@ -62,7 +63,8 @@ std::string random_token() {
   unsigned char bytes[16];
   std::ifstream urandom("/dev/urandom", std::ios::binary);
   if (!urandom.read(reinterpret_cast<char*>(bytes), sizeof(bytes))) {
-    throw std::runtime_error("cannot read /dev/urandom for TP_CLUSTER_TOKEN; set it yourself");
+    throw std::runtime_error(
+        "cannot read /dev/urandom for TENSORPLAY_CLUSTER_TOKEN; set it yourself");
   }
   static constexpr char kHex[] = "0123456789abcdef";
   std::string token;
@@ -76,11 +78,19 @@ std::string random_token() {
 }  // namespace
 
 JobEnvironment resolve_job_environment(const LaunchOptions& options) {
+  // A bad knob would stop every rank with the same error: say it once, before any starts. The
+  // knobs the launcher sets itself are replaced, whatever the environment holds.
+  for (const KnobSpec& spec : knob_table()) {
+    if (spec.knob == Knob::RdzvTimeout || (spec.knob == Knob::LogDir && !options.log_dir.empty()))
+      continue;
+    if (std::string problem = process_knobs().problem(spec.knob); !problem.empty())
+      throw std::runtime_error(problem);
+  }
   JobEnvironment job;
   job.master_addr = options.master_addr;
   job.master_port = options.master_port != 0 ? options.master_port : pick_free_port();
-  const char* token = std::getenv("TP_CLUSTER_TOKEN");
-  job.cluster_token = token != nullptr && *token != '\0' ? token : random_token();
+  job.cluster_token = knob_string(Knob::ClusterToken);
+  if (job.cluster_token.empty()) job.cluster_token = random_token();
   return job;
 }
 
@@ -109,8 +119,6 @@ std::vector<std::string> rank_environment(const LaunchOptions& options, const Jo
   variables["GROUP_WORLD_SIZE"] = std::to_string(options.nnodes);
   variables["MASTER_ADDR"] = job.master_addr;
   variables["MASTER_PORT"] = std::to_string(job.master_port);
-  variables["TP_CLUSTER_TOKEN"] = job.cluster_token;
-  variables["TP_RDZV_TIMEOUT"] = std::to_string(options.rdzv_timeout_seconds);
   variables["TORCHELASTIC_RESTART_COUNT"] = std::to_string(job.restart_count);
   variables["TORCHELASTIC_MAX_RESTARTS"] = std::to_string(options.max_restarts);
   // torchrun's run id, which every rank's message log records: the one this launcher was given
@@ -121,7 +129,16 @@ std::vector<std::string> rank_environment(const LaunchOptions& options, const Jo
                     options.nnodes > 1
                         ? "tp-launch-" + job.master_addr + ":" + std::to_string(job.master_port)
                         : launch_id);
-  if (!options.log_dir.empty()) variables["TP_LOG_DIR"] = options.log_dir;
+  // tensorplay's knobs under their names (tensors/knobs.h); an old name inherited for one of them
+  // would only make the rank warn that it differs.
+  auto set_knob = [&](Knob knob, const std::string& value) {
+    const KnobSpec& spec = knob_spec(knob);
+    variables[std::string(spec.name)] = value;
+    if (!spec.alias.empty()) variables.erase(std::string(spec.alias));
+  };
+  set_knob(Knob::ClusterToken, job.cluster_token);
+  set_knob(Knob::RdzvTimeout, std::to_string(options.rdzv_timeout_seconds));
+  if (!options.log_dir.empty()) set_knob(Knob::LogDir, options.log_dir);
   // UCX's virtual file system (a debugging view of its objects) registers every endpoint a
   // peer opens from UCX's own thread, and under heavy load that races with the progress thread
   // (an assertion in vfs_obj.c aborts the rank). Off unless the user asks for it.

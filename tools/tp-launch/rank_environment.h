@@ -1,6 +1,6 @@
 // The environment each rank starts with: torchrun's variables (RANK, WORLD_SIZE, LOCAL_RANK, ...,
-// MASTER_ADDR, MASTER_PORT) plus tensorplay's (TP_CLUSTER_TOKEN, TP_RDZV_TIMEOUT, TP_LOG_DIR), laid
-// over the launcher's own environment.
+// MASTER_ADDR, MASTER_PORT) plus tensorplay's knobs TENSORPLAY_CLUSTER_TOKEN,
+// TENSORPLAY_RDZV_TIMEOUT and TENSORPLAY_LOG_DIR, laid over the launcher's own environment.
 #pragma once
 
 #include <string>
@@ -19,8 +19,10 @@ struct JobEnvironment {
 };
 
 /// Fills in what the options leave open: a free loopback port when none was given, and the
-/// cluster token (TP_CLUSTER_TOKEN from the environment, or 32 hex digits from /dev/urandom).
-/// Throws std::runtime_error when the system refuses either.
+/// cluster token (TENSORPLAY_CLUSTER_TOKEN from the environment, or 32 hex digits from
+/// /dev/urandom).
+/// Throws std::runtime_error when the system refuses either, or when a knob the ranks would read
+/// holds a bad value (tensors/knobs.h).
 JobEnvironment resolve_job_environment(const LaunchOptions& options);
 
 /// The same job started again after a failure: a fresh rendezvous port when the launcher chose

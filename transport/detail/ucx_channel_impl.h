@@ -19,6 +19,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "tensors/knobs.h"
 #include "transport/ucx_channel.h"
 
 namespace tensorplay::transport {
@@ -56,8 +57,7 @@ inline std::string tensor_of(size_t index, const TransferTag& tag, int peer) {
 }
 
 inline std::chrono::microseconds spin_time() {
-  const char* text = std::getenv("TENSORPLAY_UCX_SPIN_US");
-  return std::chrono::microseconds(text ? std::strtol(text, nullptr, 10) : 200);
+  return std::chrono::microseconds(knob_int(Knob::UcxSpinUs));
 }
 
 // UCX 1.13 reports a dead peer only on transports that detect it (tcp, cma), so with peer error
@@ -66,12 +66,10 @@ inline std::chrono::microseconds spin_time() {
 // timeouts notice a dead one) and a peer on another host gets it. TENSORPLAY_UCX_ERROR_MODE
 // (`peer` or `none`) forces one mode for every peer.
 inline std::optional<ucp_err_handling_mode_t> forced_error_mode() {
-  const char* text = std::getenv("TENSORPLAY_UCX_ERROR_MODE");
-  if (text == nullptr || std::string(text) == "auto") return std::nullopt;
-  if (std::string(text) == "peer") return UCP_ERR_HANDLING_MODE_PEER;
-  if (std::string(text) == "none") return UCP_ERR_HANDLING_MODE_NONE;
-  throw TransferError("ucx channel: TENSORPLAY_UCX_ERROR_MODE is '" + std::string(text) +
-                      "'; use auto, peer or none");
+  const std::string mode = knob_string(Knob::UcxErrorMode);
+  if (mode == "peer") return UCP_ERR_HANDLING_MODE_PEER;
+  if (mode == "none") return UCP_ERR_HANDLING_MODE_NONE;
+  return std::nullopt;
 }
 
 struct ReceiveKey {
