@@ -1,11 +1,10 @@
-// Schedules across processes: the construction meeting (every rank's facts gathered and checked
-// alike), the transport chosen and registered, the stage actors exchanged, and a failure before a
-// step told to the other ranks.
+// Schedules across processes: the construction meeting (every rank's facts gathered, checked alike
+// in schedule_agreement.cpp), the transport chosen and registered, the stage actors exchanged, a
+// neighbour's mismatched tensors routed to the stage actor, and a failure before a step told to
+// the other ranks.
 #include <caf/all.hpp>
 #include <cstdio>
-#include <map>
 #include <set>
-#include <sstream>
 #include <string>
 
 #include "actors/detail/caf_messages.h"
@@ -21,7 +20,6 @@
 
 namespace tensorplay::pipelining {
 
-using detail::kLocalError;
 using schedules::Action;
 using schedules::ActionKind;
 
@@ -30,85 +28,6 @@ std::string PipelineSchedule::Impl::describe_rank(int rank) const {
   auto* cluster = distributed::detail::Cluster::current();
   int global = rank >= 0 && rank < static_cast<int>(group_ranks.size()) ? group_ranks[rank] : rank;
   return cluster ? cluster->describe(global) : "rank " + std::to_string(global);
-}
-
-void PipelineSchedule::Impl::check_agreement(const std::vector<std::string>& infos) {
-  // Every rank runs these checks on the same gathered facts, so all fail alike, none hangs.
-  std::string name(schedules::schedule_name(kind));
-  // A rank that could not build its share says why; every rank reports the first such rank.
-  for (size_t r = 0; r < infos.size(); ++r)
-    if (infos[r].rfind(kLocalError, 0) == 0)
-      throw std::invalid_argument(describe_rank(static_cast<int>(r)) + ": " +
-                                  infos[r].substr(std::string_view(kLocalError).size()));
-  std::map<int, int> built_on;  // stage -> rank
-  // Each rank is compared with rank 0, so every rank words a disagreement the same way.
-  struct Info {
-    std::string kind;
-    int n = 0, stages = 0, spr = 0, count = 0;
-  };
-  std::vector<std::istringstream> ins;
-  std::vector<Info> parsed(infos.size());
-  for (size_t r = 0; r < infos.size(); ++r) {
-    ins.emplace_back(infos[r]);
-    ins[r] >> parsed[r].kind >> parsed[r].n >> parsed[r].stages >> parsed[r].spr >> parsed[r].count;
-  }
-  const Info& root = parsed.at(0);
-  std::string root_who = describe_rank(0);
-  for (size_t r = 0; r < infos.size(); ++r) {
-    std::istringstream& in = ins[r];
-    const Info& o = parsed[r];
-    std::string who = describe_rank(static_cast<int>(r));
-    if (o.kind != root.kind)
-      throw std::invalid_argument(name + ": " + who + " runs " + o.kind + ", " + root_who +
-                                  " runs " + root.kind +
-                                  "; every rank must construct the same schedule");
-    if (o.n != root.n)
-      throw std::invalid_argument(name + ": ranks disagree on n_microbatches: " + root_who +
-                                  " has " + std::to_string(root.n) + ", " + who + " has " +
-                                  std::to_string(o.n));
-    if (o.stages != root.stages)
-      throw std::invalid_argument(name + ": ranks disagree on the stage count: " + root_who +
-                                  " has " + std::to_string(root.stages) + ", " + who + " has " +
-                                  std::to_string(o.stages));
-    if (o.spr != root.spr)
-      throw std::invalid_argument(name + ": ranks disagree on stages_per_rank: " + root_who +
-                                  " has " + std::to_string(root.spr) + ", " + who + " has " +
-                                  std::to_string(o.spr));
-    const int count = o.count;
-    for (int i = 0; i < count; ++i) {
-      int stage = -1;
-      in >> stage;
-      auto [it, fresh] = built_on.emplace(stage, static_cast<int>(r));
-      if (!fresh)
-        throw std::invalid_argument(name + ": stage " + std::to_string(stage) + " is built on " +
-                                    describe_rank(it->second) + " and on " + who +
-                                    "; each stage belongs to exactly one rank");
-    }
-  }
-  // A transfer's tag names its receiving stage in 12 bits, the last value kept for collectives:
-  // stages 0 to kCollectiveStage - 1 fit.
-  if (num_stages > transport::kCollectiveStage)
-    throw std::invalid_argument(
-        name + ": " + std::to_string(num_stages) +
-        " stages; a schedule across processes holds at most " +
-        std::to_string(transport::kCollectiveStage) + " (transfer tags number stages 0 to " +
-        std::to_string(transport::kCollectiveStage - 1) + "; the next one tags collectives)");
-  if (static_cast<int>(group_ranks.size()) != ranks)
-    throw std::invalid_argument(
-        name + ": " + std::to_string(num_stages) + " stages at " + std::to_string(stages_per_rank) +
-        " per rank need " + std::to_string(ranks) + " ranks, but the process group has " +
-        std::to_string(group_ranks.size()) + " (WORLD_SIZE or the group passed to build_stage)");
-  for (int s = 0; s < num_stages; ++s) {
-    auto it = built_on.find(s);
-    if (it == built_on.end())
-      throw std::invalid_argument(name + ": stage " + std::to_string(s) +
-                                  " is built on no rank (it belongs on " +
-                                  describe_rank(stage_to_rank[s]) + ")");
-    if (it->second != stage_to_rank[s])
-      throw std::invalid_argument(name + ": " + describe_rank(it->second) + " built stage " +
-                                  std::to_string(s) + ", which " + name + " places on " +
-                                  describe_rank(stage_to_rank[s]) + " (see stages_of_rank)");
-  }
 }
 
 void PipelineSchedule::Impl::setup_distributed(const std::string& local_error) {
@@ -120,7 +39,6 @@ void PipelineSchedule::Impl::setup_distributed(const std::string& local_error) {
                                 " built stages for a process group it is not a member of");
   my_rank = static_cast<int>(me - group_ranks.begin());
 
-  std::ostringstream info;
   // NCCL carries the tensors when every rank's stages are on a GPU and NCCL is usable there, for
   // schedules of one stage per rank: there each communicator (one per direction) carries
   // traffic one way between two ranks. Looped and V placements send both ways between a pair
@@ -129,21 +47,20 @@ void PipelineSchedule::Impl::setup_distributed(const std::string& local_error) {
   bool wants_nccl = cluster->backend == "nccl" && transport::nccl_available() &&
                     schedules::is_single_stage_per_rank(kind);
   for (const auto& s : stages) wants_nccl = wants_nccl && s->device().is_cuda();
-  if (!local_error.empty()) {
-    info << kLocalError << local_error;
-  } else {
-    info << name << ' ' << n_microbatches << ' ' << num_stages << ' ' << stages_per_rank << ' '
-         << stages.size();
-    for (const auto& s : stages) info << ' ' << s->stage_index();
-    info << ' ' << (wants_nccl ? 1 : 0);
-  }
-  auto got = cluster->exchange(group_ranks, info.str(), {}, name + " construction");
-  std::vector<std::string> infos;
-  for (auto& c : got) infos.push_back(std::move(c.bytes));
-  check_agreement(infos);
+  detail::RankFacts my_facts;
+  if (local_error.empty())
+    my_facts = facts_of_this_rank(wants_nccl);
+  else
+    my_facts.error = local_error;
+  std::vector<detail::RankFacts> facts;
+  for (auto& c : cluster->exchange(group_ranks, my_facts.encode(), {}, name + " construction"))
+    facts.push_back(detail::RankFacts::decode(c.bytes));
+  detail::AgreementContext context{name, [this](int r) { return describe_rank(r); },
+                                   [this, &name] { return gather_detail(name); }};
+  check_agreement(facts, context);
 
   bool all_nccl = true;
-  for (const std::string& i : infos) all_nccl = all_nccl && i.back() == '1';
+  for (const detail::RankFacts& f : facts) all_nccl = all_nccl && f.wants_nccl;
   std::vector<int> stage_to_peer(num_stages);
   int self_peer = cluster->env.rank;
   if (all_nccl) {
