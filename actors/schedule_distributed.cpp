@@ -106,14 +106,19 @@ void PipelineSchedule::Impl::setup_distributed(const std::string& local_error) {
     messages_registered = true;
     const int rank_for_log = my_rank;
     channel->set_message_handler(
-        stream, [worker, mine, rank_for_log](int /*peer*/, std::string_view bytes) {
+        stream, [worker, mine, rank_for_log](int peer, std::string_view bytes) {
           Notification n;
           if (std::string error = decode_notification(bytes, n); !error.empty()) {
             note_rejected_message(rank_for_log, "malformed notification: " + error);
             return;
           }
-          if (std::string error = worker->check_notification(n); !error.empty()) {
-            note_rejected_message(rank_for_log, "notification " + error);
+          if (NotificationCheck check = worker->check_notification(n); !check.accepted()) {
+            note_rejected_message(rank_for_log, "notification " + check.error);
+            // From the neighbour's rank, for a step of this schedule: the step cannot succeed.
+            if (!check.mismatch.empty() && peer == n.source) {
+              worker->keep_rejection(n, std::move(check.mismatch));
+              caf::anon_send(mine, detail::rejected_atom::value);
+            }
             return;
           }
           if (message_log_enabled()) log_event(rank_for_log, n.step, "recv", describe(n));
