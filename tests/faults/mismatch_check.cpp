@@ -3,7 +3,8 @@
 // At construction: ranks that cut the model at different points (`cut`), or whose models differ
 // in a width (`width`) or dtype (`dtype`) at a boundary. In a step (stages built by hand, so the
 // construction check cannot see it): a stage that sends a wider tensor than it declared
-// (`runtime-width`, three ranks: the middle one sends) or another dtype (`runtime-dtype`).
+// (`runtime-width`, three ranks: the middle one sends) or another dtype (`runtime-dtype`; and
+// `runtime-early`, where the receiver begins its step only after the tensors were rejected).
 // And the control: ranks that built alike (`agree`, a deeper model) construct and train, with the
 // construction's time printed. Prints one "mismatch-check rank R: OK ..." line per rank that saw
 // what it should (the expected error in time, or none) and exits 0; exits 1 otherwise (so
@@ -13,6 +14,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "actors/process_group.h"
@@ -113,13 +115,13 @@ std::shared_ptr<pp::PipelineStage> build(const std::string& which,
     expect = {"rejected input 2:", "from rank 1", "float32[2,17]", "expects float32[2,16]"};
     return declared_stage(tp::nn::Linear(kWidth, rank == 1 ? kWidth + 1 : kWidth).ptr());
   }
-  if (which == "runtime-dtype") {  // rank 0 sends bfloat16 to rank 1
+  if (which == "runtime-dtype" || which == "runtime-early") {  // rank 0 sends bfloat16 to rank 1
     expect = {"rejected input 1:", "from rank 0", "bfloat16[2,16]", "expects float32[2,16]"};
     return declared_stage(
         std::make_shared<CastLinear>(kWidth, kWidth, rank == 0 ? tp::DType::BFloat16 : f32));
   }
   throw std::invalid_argument(
-      "--case must be agree, cut, width, dtype, runtime-width or runtime-dtype");
+      "--case must be agree, cut, width, dtype, runtime-width, runtime-dtype or runtime-early");
 }
 
 /// Builds the schedule (its time in `construction_ms`) and runs two steps; returns the first
@@ -136,6 +138,9 @@ std::string run(const std::string& which, std::vector<std::string>& expect,
                               {.step_timeout = std::chrono::seconds(20)});
     construction_ms = std::chrono::duration<double, std::milli>(Clock::now() - started).count();
     for (int step = 1; step <= 2; ++step) {
+      // The last rank late: rank 0's notifications come before its step has begun.
+      if (which == "runtime-early" && rank == world - 1)
+        std::this_thread::sleep_for(std::chrono::milliseconds(500));
       tp::Tensor x = tp::randn({2 * kMicrobatches, kWidth});
       tp::Tensor y = tp::randn({2 * kMicrobatches, kWidth});
       if (stage->is_first()) x = x.to(stage->input_meta()[0].dtype);
