@@ -115,10 +115,9 @@ void PipelineSchedule::Impl::setup_distributed(const std::string& local_error) {
           if (NotificationCheck check = worker->check_notification(n); !check.accepted()) {
             note_rejected_message(rank_for_log, "notification " + check.error);
             // From the neighbour's rank, for a step of this schedule: the step cannot succeed.
-            if (!check.mismatch.empty() && peer == n.source) {
-              worker->keep_rejection(n, std::move(check.mismatch));
+            if (!check.mismatch.empty() && peer == n.source &&
+                worker->keep_rejection(n, std::move(check.mismatch)))
               caf::anon_send(mine, detail::rejected_atom::value);
-            }
             return;
           }
           if (message_log_enabled()) log_event(rank_for_log, n.step, "recv", describe(n));

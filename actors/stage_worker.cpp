@@ -183,12 +183,13 @@ void StageWorker::fail_arrival(const Notification& n, std::string error) {
   inbox_->entries[n.tag().key()] = Received{{}, std::move(error)};
 }
 
-void StageWorker::keep_rejection(const Notification& n, std::string mismatch) {
+bool StageWorker::keep_rejection(const Notification& n, std::string mismatch) {
   constexpr size_t kMaxKept = 16;  // a flood is counted, not kept
   std::lock_guard lock(rejections_mutex_);
-  if (rejections_.size() < kMaxKept)
-    rejections_.push_back(
-        {{n.step, n.stage, n.direction, n.microbatch, n.source, {}}, std::move(mismatch)});
+  if (rejections_.size() >= kMaxKept) return false;
+  rejections_.push_back(
+      {{n.step, n.stage, n.direction, n.microbatch, n.source, {}}, std::move(mismatch)});
+  return rejections_.size() == 1;
 }
 
 std::vector<StageWorker::Rejection> StageWorker::take_rejections() {

@@ -97,7 +97,8 @@ class StageWorker {
     std::string mismatch;
   };
   /// Keeps a rejection for the actor (safe from any thread; at most 16 are kept until taken).
-  void keep_rejection(const Notification& n, std::string mismatch);
+  /// Returns true when it is the first kept since the last take_rejections (tell the actor).
+  bool keep_rejection(const Notification& n, std::string mismatch);
   /// The rejections kept since the last call, oldest first.
   std::vector<Rejection> take_rejections();
   /// Tags this worker's transfers with `stream` (the schedule's, where several share a channel)

@@ -173,11 +173,13 @@ TEST_CASE("StageWorker keeps a bounded number of rejections for its actor", "[st
   LastRank r;
   pp::Notification n{3, 1, Direction::Forward, 2, 0, {}};
   n.tensors.push_back({{2, kDim}, tp::DType::BFloat16, 2 * kDim * 2, true});
-  for (int i = 0; i < 1000; ++i) r.worker.keep_rejection(n, "tensor 0 differs");
+  CHECK(r.worker.keep_rejection(n, "tensor 0 differs"));  // the first: tell the actor
+  for (int i = 1; i < 1000; ++i) CHECK_FALSE(r.worker.keep_rejection(n, "tensor 0 differs"));
   std::vector<pp::StageWorker::Rejection> kept = r.worker.take_rejections();
   REQUIRE(kept.size() == 16);
   CHECK(kept[0].note.step == 3);
   CHECK(kept[0].note.tensors.empty());  // only the header is kept
   CHECK(kept[0].mismatch == "tensor 0 differs");
   CHECK(r.worker.take_rejections().empty());
+  CHECK(r.worker.keep_rejection(n, "again"));  // taken: the next one tells the actor again
 }
