@@ -252,6 +252,24 @@ detail::RankFacts PipelineSchedule::Impl::facts_of_this_rank(bool wants_nccl) co
   return f;
 }
 
+std::vector<detail::RankFacts> PipelineSchedule::Impl::meet(const std::string& local_error,
+                                                            bool wants_nccl) {
+  const std::string name(schedules::schedule_name(kind));
+  detail::RankFacts mine;
+  if (local_error.empty())
+    mine = facts_of_this_rank(wants_nccl);
+  else
+    mine.error = local_error;
+  auto* cluster = distributed::detail::Cluster::current();
+  std::vector<detail::RankFacts> facts;
+  for (auto& c : cluster->exchange(group_ranks, mine.encode(), {}, name + " construction"))
+    facts.push_back(detail::RankFacts::decode(c.bytes));
+  detail::AgreementContext context{name, [this](int r) { return describe_rank(r); },
+                                   [this, &name] { return gather_detail(name); }};
+  check_agreement(facts, context);
+  return facts;
+}
+
 std::vector<std::string> PipelineSchedule::Impl::gather_detail(const std::string& name) const {
   const PipeDigest* pipe = pipe_digest();
   detail::RankDetail mine{pipe ? pipe->encode() : "", detail::order_text(order)};

@@ -30,6 +30,41 @@ std::string PipelineSchedule::Impl::describe_rank(int rank) const {
   return cluster ? cluster->describe(global) : "rank " + std::to_string(global);
 }
 
+namespace {
+
+/// A notification that came on the channel (its thread) for the stage actor `actor` of schedule
+/// rank `rank`, from channel peer `peer`: decoded, checked, and its receive posted. A rejected one
+/// is counted; a neighbour's mismatched tensors are kept for the actor, which fails their step.
+void on_notification(StageWorker& worker, const caf::actor& actor, int rank, int peer,
+                     std::string_view bytes) {
+  Notification n;
+  if (std::string error = decode_notification(bytes, n); !error.empty()) {
+    note_rejected_message(rank, "malformed notification: " + error);
+    return;
+  }
+  if (NotificationCheck check = worker.check_notification(n); !check.accepted()) {
+    note_rejected_message(rank, "notification " + check.error);
+    // From the neighbour's rank, for a step of this schedule: the step cannot succeed.
+    if (!check.mismatch.empty() && peer == n.source &&
+        worker.keep_rejection(n, std::move(check.mismatch)))
+      caf::anon_send(actor, detail::rejected_atom::value);
+    return;
+  }
+  if (message_log_enabled()) log_event(rank, n.step, "recv", describe(n));
+  auto tell = [actor](const Notification& done) {
+    caf::anon_send(actor, detail::received_atom::value, done.step, static_cast<int32_t>(done.stage),
+                   static_cast<int32_t>(done.direction), static_cast<int32_t>(done.microbatch));
+  };
+  try {
+    if (worker.post_receive(n, tell)) tell(n);
+  } catch (const std::exception& e) {
+    worker.fail_arrival(n, e.what());
+    tell(n);
+  }
+}
+
+}  // namespace
+
 void PipelineSchedule::Impl::setup_distributed(const std::string& local_error) {
   auto* cluster = distributed::detail::Cluster::current();
   std::string name(schedules::schedule_name(kind));
@@ -47,45 +82,11 @@ void PipelineSchedule::Impl::setup_distributed(const std::string& local_error) {
   bool wants_nccl = cluster->backend == "nccl" && transport::nccl_available() &&
                     schedules::is_single_stage_per_rank(kind);
   for (const auto& s : stages) wants_nccl = wants_nccl && s->device().is_cuda();
-  detail::RankFacts my_facts;
-  if (local_error.empty())
-    my_facts = facts_of_this_rank(wants_nccl);
-  else
-    my_facts.error = local_error;
-  std::vector<detail::RankFacts> facts;
-  for (auto& c : cluster->exchange(group_ranks, my_facts.encode(), {}, name + " construction"))
-    facts.push_back(detail::RankFacts::decode(c.bytes));
-  detail::AgreementContext context{name, [this](int r) { return describe_rank(r); },
-                                   [this, &name] { return gather_detail(name); }};
-  check_agreement(facts, context);
-
+  std::vector<detail::RankFacts> facts = meet(local_error, wants_nccl);
   bool all_nccl = true;
   for (const detail::RankFacts& f : facts) all_nccl = all_nccl && f.wants_nccl;
   std::vector<int> stage_to_peer(num_stages);
-  int self_peer = cluster->env.rank;
-  if (all_nccl) {
-    // NCCL's peers are ranks of a communicator over this group; group rank 0 makes its ids.
-    std::string ids;
-    if (my_rank == 0) {
-      for (int i = 0; i < 2; ++i) {
-        std::vector<uint8_t> id = transport::nccl_unique_id();
-        ids.append(reinterpret_cast<const char*>(id.data()), id.size());
-      }
-    }
-    std::string got_ids = cluster->exchange(group_ranks, ids, {}, name + " NCCL ids")[0].bytes;
-    size_t half = got_ids.size() / 2;
-    std::vector<std::vector<uint8_t>> id_list = {
-        std::vector<uint8_t>(got_ids.begin(), got_ids.begin() + half),
-        std::vector<uint8_t>(got_ids.begin() + half, got_ids.end())};
-    channel = std::make_shared<transport::NcclChannel>(my_rank, ranks, stages[0]->device(), id_list,
-                                                       cluster->timeout);
-    for (int s = 0; s < num_stages; ++s) stage_to_peer[s] = stage_to_rank[s];
-    self_peer = my_rank;
-  } else {
-    // UCX between host buffers; device tensors are staged through host memory.
-    channel = cluster->ucx;
-    for (int s = 0; s < num_stages; ++s) stage_to_peer[s] = group_ranks[stage_to_rank[s]];
-  }
+  int self_peer = choose_channel(all_nccl, stage_to_peer);
   std::vector<PipelineStage*> local = stage_pointers(stages);
   auto worker = std::make_shared<StageWorker>(
       my_rank, local, num_stages, n_microbatches, training_policy(my_rank),
@@ -104,36 +105,55 @@ void PipelineSchedule::Impl::setup_distributed(const std::string& local_error) {
   worker->set_stream(stream, true);
   if (channel->carries_messages()) {
     messages_registered = true;
-    const int rank_for_log = my_rank;
-    channel->set_message_handler(
-        stream, [worker, mine, rank_for_log](int peer, std::string_view bytes) {
-          Notification n;
-          if (std::string error = decode_notification(bytes, n); !error.empty()) {
-            note_rejected_message(rank_for_log, "malformed notification: " + error);
-            return;
-          }
-          if (NotificationCheck check = worker->check_notification(n); !check.accepted()) {
-            note_rejected_message(rank_for_log, "notification " + check.error);
-            // From the neighbour's rank, for a step of this schedule: the step cannot succeed.
-            if (!check.mismatch.empty() && peer == n.source &&
-                worker->keep_rejection(n, std::move(check.mismatch)))
-              caf::anon_send(mine, detail::rejected_atom::value);
-            return;
-          }
-          if (message_log_enabled()) log_event(rank_for_log, n.step, "recv", describe(n));
-          auto tell = [mine](const Notification& done) {
-            caf::anon_send(mine, detail::received_atom::value, done.step,
-                           static_cast<int32_t>(done.stage), static_cast<int32_t>(done.direction),
-                           static_cast<int32_t>(done.microbatch));
-          };
-          try {
-            if (worker->post_receive(n, tell)) tell(n);
-          } catch (const std::exception& e) {
-            worker->fail_arrival(n, e.what());
-            tell(n);
-          }
-        });
+    channel->set_message_handler(stream,
+                                 [worker, mine, rank = my_rank](int peer, std::string_view bytes) {
+                                   on_notification(*worker, mine, rank, peer, bytes);
+                                 });
   }
+  exchange_actors(mine, my_status);
+
+  // Tied parameters whose copies live in several processes: one group per tie, of exactly the
+  // ranks holding a copy.
+  for (const auto& s : stages)
+    for (const auto& [tie, tie_stages] : s->tied_parameters()) {
+      std::set<int> holders;
+      for (int t : tie_stages) holders.insert(group_ranks.at(stage_to_rank.at(t)));
+      if (holders.size() > 1)
+        tie_groups.emplace(tie, distributed::new_group({holders.begin(), holders.end()}));
+    }
+}
+
+int PipelineSchedule::Impl::choose_channel(bool all_nccl, std::vector<int>& stage_to_peer) {
+  auto* cluster = distributed::detail::Cluster::current();
+  if (!all_nccl) {
+    // UCX between host buffers; device tensors are staged through host memory.
+    channel = cluster->ucx;
+    for (int s = 0; s < num_stages; ++s) stage_to_peer[s] = group_ranks[stage_to_rank[s]];
+    return cluster->env.rank;
+  }
+  // NCCL's peers are ranks of a communicator over this group; group rank 0 makes its ids.
+  std::string ids;
+  if (my_rank == 0) {
+    for (int i = 0; i < 2; ++i) {
+      std::vector<uint8_t> id = transport::nccl_unique_id();
+      ids.append(reinterpret_cast<const char*>(id.data()), id.size());
+    }
+  }
+  const std::string name(schedules::schedule_name(kind));
+  std::string got_ids = cluster->exchange(group_ranks, ids, {}, name + " NCCL ids")[0].bytes;
+  size_t half = got_ids.size() / 2;
+  std::vector<std::vector<uint8_t>> id_list = {
+      std::vector<uint8_t>(got_ids.begin(), got_ids.begin() + half),
+      std::vector<uint8_t>(got_ids.begin() + half, got_ids.end())};
+  channel = std::make_shared<transport::NcclChannel>(my_rank, ranks, stages[0]->device(), id_list,
+                                                     cluster->timeout);
+  for (int s = 0; s < num_stages; ++s) stage_to_peer[s] = stage_to_rank[s];
+  return my_rank;
+}
+
+void PipelineSchedule::Impl::exchange_actors(const caf::actor& mine, const caf::actor& my_status) {
+  auto* cluster = distributed::detail::Cluster::current();
+  const std::string name(schedules::schedule_name(kind));
   try {
     auto handles = cluster->exchange(group_ranks, {}, {mine, my_status}, name + " actor exchange");
     for (auto& c : handles) {
@@ -152,16 +172,6 @@ void PipelineSchedule::Impl::setup_distributed(const std::string& local_error) {
   std::vector<std::string> names;
   for (int r = 0; r < static_cast<int>(actors.size()); ++r) names.push_back(describe_rank(r));
   caf::anon_send(mine, detail::peers_atom::value, actors, std::move(names));
-
-  // Tied parameters whose copies live in several processes: one group per tie, of exactly the
-  // ranks holding a copy.
-  for (const auto& s : stages)
-    for (const auto& [tie, tie_stages] : s->tied_parameters()) {
-      std::set<int> holders;
-      for (int t : tie_stages) holders.insert(group_ranks.at(stage_to_rank.at(t)));
-      if (holders.size() > 1)
-        tie_groups.emplace(tie, distributed::new_group({holders.begin(), holders.end()}));
-    }
 }
 
 void PipelineSchedule::Impl::fail_step_everywhere(uint64_t step, const std::string& what) {

@@ -88,6 +88,14 @@ struct PipelineSchedule::Impl {
   /// Meets the other ranks; `local_error` (when not empty) is this rank's reason to fail, which
   /// every rank then reports.
   void setup_distributed(const std::string& local_error);
+  /// The construction meeting: every rank's facts (this rank's, or `local_error`), checked
+  /// alike on every rank (check_agreement); returns them by schedule rank.
+  std::vector<detail::RankFacts> meet(const std::string& local_error, bool wants_nccl);
+  /// Sets `channel` (NCCL when `all_nccl`, else the cluster's UCX) and each stage's peer on it;
+  /// returns this process's peer number.
+  int choose_channel(bool all_nccl, std::vector<int>& stage_to_peer);
+  /// Exchanges the stage and status actors of every rank and tells `mine` its peers.
+  void exchange_actors(const caf::actor& mine, const caf::actor& my_status);
   /// The construction meeting's checks on every rank's facts (the same on every rank): a rank's
   /// own error, the counts, the placement, then what was built (detail::check_built_alike).
   void check_agreement(const std::vector<detail::RankFacts>& facts,
