@@ -110,7 +110,7 @@ TEST_CASE("a cut is named by the outermost module beginning there, else by its n
   CHECK(pp::compact_string({{}, tp::DType::Float32}) == "float32[]");
 }
 
-TEST_CASE("build_stage carries the pipe's digest; a stage built by hand has none", "[digest]") {
+TEST_CASE("build_stage carries the pipe's digest, and a stage built by hand has none", "[digest]") {
   tp::manual_seed(3);
   MlpStack model(8, 2);
   auto pipe = pp::pipeline(model, {tp::zeros({2, 8})},
