@@ -24,8 +24,9 @@ struct StageActorState {
   bool failed = false;
   bool resume_pending = false;  // a resume message is in the mailbox
   std::map<uint64_t, std::pair<int, std::string>> failed_elsewhere;  // step -> (rank, what)
-  std::map<int, std::string> gone;      // ranks whose stage actor went down, and why
-  std::vector<std::string> rank_names;  // "rank 3 (host)", by rank, for error messages
+  std::map<int, std::string> gone;           // ranks whose stage actor went down, and why
+  std::vector<std::string> rank_names;       // "rank 3 (host)", by rank, for error messages
+  std::map<uint64_t, std::string> rejected;  // step not begun -> why a neighbour's tensors failed
   std::shared_ptr<const void> keep_alive;
 };
 
@@ -95,12 +96,44 @@ void arrived(StageActor* self, const Notification& n) {
   pump(self);
 }
 
+/// "rank 1 (host)", the schedule rank hosting `stage`.
+std::string host_of(StageActor* self, int stage) {
+  auto& st = self->state;
+  const int rank = stage >= 0 && stage < static_cast<int>(st.stage_to_rank.size())
+                       ? st.stage_to_rank[stage]
+                       : -1;
+  if (rank >= 0 && rank < static_cast<int>(st.rank_names.size())) return st.rank_names[rank];
+  return "rank " + std::to_string(rank);
+}
+
+constexpr size_t kMaxRejectedSteps = 16;  // steps not begun yet with a mismatch kept for them
+
+/// A neighbour's notification for `n`'s stage was well routed but its tensors do not match what
+/// the stage was built for (`mismatch`): the step it names fails on every rank, now if it runs,
+/// when it begins if it has not yet; a step that is over only counts it (done by the caller).
+void reject(StageActor* self, const Notification& n, const std::string& mismatch) {
+  auto& st = self->state;
+  const int from = n.direction == Direction::Forward ? n.stage - 1 : n.stage + 1;
+  std::string what = "it rejected " + describe(n) + " of step " + std::to_string(n.step) +
+                     " from " + host_of(self, from) + ": " + mismatch +
+                     "; the ranks' stages disagree (build every rank's stages from the same "
+                     "model, split and dtypes; a stage's output shape may not depend on its data)";
+  if (n.step == st.step) {
+    if (st.driver) fail(self, what, true);
+    return;
+  }
+  if (n.step < st.step || st.rejected.count(n.step)) return;
+  st.rejected.emplace(n.step, std::move(what));
+  if (st.rejected.size() > kMaxRejectedSteps) st.rejected.erase(std::prev(st.rejected.end()));
+}
+
 void notify(StageActor* self, WireNote& wire, Direction dir) {
   auto& st = self->state;
   Notification n{wire.step, wire.stage, dir, wire.microbatch, wire.source, std::move(wire.tensors)};
   if (st.distributed) {
-    if (std::string error = st.worker->check_notification(n); !error.empty()) {
-      note_rejected_message(st.worker->rank(), "notification " + error);
+    if (NotificationCheck check = st.worker->check_notification(n); !check.accepted()) {
+      note_rejected_message(st.worker->rank(), "notification " + check.error);
+      if (!check.mismatch.empty()) reject(self, n, check.mismatch);
       return;
     }
   }
@@ -197,6 +230,14 @@ caf::behavior stage_actor(StageActor* self, std::shared_ptr<StageWorker> worker,
           self->send(st.driver, failed_atom::value, step, rank, what);
           return;
         }
+        // A neighbour's tensors for this step were rejected before it began here.
+        st.rejected.erase(st.rejected.begin(), st.rejected.lower_bound(step));
+        if (auto it = st.rejected.find(step); it != st.rejected.end()) {
+          std::string what = std::move(it->second);
+          st.rejected.erase(it);
+          fail(self, what, true);
+          return;
+        }
         pump(self);
       },
       [self](forward_atom, WireNote& note) {
@@ -204,6 +245,12 @@ caf::behavior stage_actor(StageActor* self, std::shared_ptr<StageWorker> worker,
       },
       [self](backward_atom, WireNote& note) {
         if (trusted(self, "a backward notification")) notify(self, note, Direction::Backward);
+      },
+      [self](rejected_atom) {
+        // The rejections themselves come from this process's channel thread, through the worker:
+        // this message only says that there are some.
+        for (const StageWorker::Rejection& r : self->state.worker->take_rejections())
+          reject(self, r.note, r.mismatch);
       },
       [self](received_atom, uint64_t step, int32_t stage, int32_t dir, int32_t mb) {
         Notification n{step, stage, static_cast<Direction>(dir), mb, 0, {}};

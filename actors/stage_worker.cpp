@@ -1,11 +1,14 @@
 // StageWorker: runs the policy's actions on the local stages and posts results on the channel.
 #include "actors/stage_worker.h"
 
+#include <algorithm>
 #include <atomic>
 #include <stdexcept>
+#include <utility>
 
 #include "actors/detail/wire_note.h"
 #include "actors/message_log.h"
+#include "stages/pipe_digest.h"
 #include "tensors/autograd/grad_mode.h"
 
 namespace tensorplay::pipelining {
@@ -71,43 +74,63 @@ std::string describe(const Notification& n) {
          std::to_string(n.stage) + ":" + std::to_string(n.microbatch);
 }
 
-std::string StageWorker::check_notification(const Notification& n) const {
+NotificationCheck StageWorker::check_notification(const Notification& n) const {
   constexpr uint64_t kMaxStep = 1ULL << 40;
-  constexpr uint64_t kMaxBytes = 1ULL << 36;  // 64 GiB: far above any one microbatch's tensors
   const std::string what = describe(n) + " of step " + std::to_string(n.step);
-  if (n.step == 0 || n.step > kMaxStep) return what + ": step out of range";
+  if (n.step == 0 || n.step > kMaxStep) return {what + ": step out of range", {}};
   if (n.stage < 0 || n.stage >= num_stages_ || !hosts(n.stage))
-    return what + ": stage " + std::to_string(n.stage) + " is not hosted by rank " +
-           std::to_string(rank_);
+    return {what + ": stage " + std::to_string(n.stage) + " is not hosted by rank " +
+                std::to_string(rank_),
+            {}};
   if (n.microbatch < 0 || n.microbatch >= num_microbatches_)
-    return what + ": microbatch out of range (the schedule has " +
-           std::to_string(num_microbatches_) + ")";
+    return {what + ": microbatch out of range (the schedule has " +
+                std::to_string(num_microbatches_) + ")",
+            {}};
   const bool forward = n.direction == Direction::Forward;
   const int from_stage = forward ? n.stage - 1 : n.stage + 1;
   if (from_stage < 0 || from_stage >= num_stages_)
-    return what + ": stage " + std::to_string(n.stage) + " gets no " +
-           (forward ? "input" : "gradient") + " from another stage";
+    return {what + ": stage " + std::to_string(n.stage) + " gets no " +
+                (forward ? "input" : "gradient") + " from another stage",
+            {}};
   if (!stage_to_peer_.empty() && n.source != stage_to_peer_.at(from_stage))
-    return what + ": sent by rank " + std::to_string(n.source) + ", but stage " +
-           std::to_string(from_stage) + " runs on rank " +
-           std::to_string(stage_to_peer_.at(from_stage));
+    return {what + ": sent by rank " + std::to_string(n.source) + ", but stage " +
+                std::to_string(from_stage) + " runs on rank " +
+                std::to_string(stage_to_peer_.at(from_stage)),
+            {}};
+  std::string mismatch = tensor_mismatch(n);
+  if (mismatch.empty()) return {};
+  return {what + ": " + mismatch, mismatch};
+}
+
+std::string StageWorker::tensor_mismatch(const Notification& n) const {
+  constexpr uint64_t kMaxBytes = 1ULL << 36;  // 64 GiB: far above any one microbatch's tensors
   const PipelineStage& s = stage(n.stage);
+  const bool forward = n.direction == Direction::Forward;
   const std::vector<TensorMeta>& meta = forward ? s.input_meta() : s.output_meta();
+  const std::string expects = "stage " + std::to_string(n.stage) + " expects ";
+  const std::string kind = forward ? "" : "gradients of ";
   if (n.tensors.size() != meta.size())
-    return what + ": " + std::to_string(n.tensors.size()) + " tensors, the stage has " +
+    return std::to_string(n.tensors.size()) + " tensors, " + expects + kind +
            std::to_string(meta.size());
   for (size_t i = 0; i < meta.size(); ++i) {
     const transport::TensorDescriptor& d = n.tensors[i];
+    const std::string name =
+        forward && i < s.input_names().size() ? " ('" + s.input_names()[i] + "')" : "";
+    const std::string which = "tensor " + std::to_string(i) + name;
     if (!d.defined) {
-      if (forward) return what + ": input " + std::to_string(i) + " is absent";
+      if (forward) return which + " is absent, " + expects + compact_string(meta[i]);
       continue;  // an input that needs no gradient
     }
-    const std::string which = what + ": tensor " + std::to_string(i);
-    if (d.dtype != meta[i].dtype) return which + " has the wrong dtype";
-    if (d.shape.size() != meta[i].shape.size()) return which + " has the wrong number of dims";
-    for (size_t k = 1; k < d.shape.size(); ++k)
-      if (d.shape[k] != meta[i].shape[k]) return which + " has the wrong shape";
-    if (d.bytes > kMaxBytes) return which + " is larger than the limit";
+    TensorMeta got{d.shape, d.dtype};
+    if (d.bytes > kMaxBytes) return which + " is larger than the limit (64 GiB)";
+    if (got.dtype == meta[i].dtype && got.shape.size() == meta[i].shape.size() &&
+        std::equal(got.shape.begin() + (got.shape.empty() ? 0 : 1), got.shape.end(),
+                   meta[i].shape.begin() + (got.shape.empty() ? 0 : 1)))
+      continue;
+    // The batch dimension may differ: the expectation is written with the sender's.
+    TensorMeta want = meta[i];
+    if (!want.shape.empty() && want.shape.size() == got.shape.size()) want.shape[0] = got.shape[0];
+    return which + " is " + compact_string(got) + ", " + expects + kind + compact_string(want);
   }
   return {};
 }
@@ -158,6 +181,20 @@ void StageWorker::on_arrival(const Notification& n) {
 void StageWorker::fail_arrival(const Notification& n, std::string error) {
   std::lock_guard lock(inbox_->mutex);
   inbox_->entries[n.tag().key()] = Received{{}, std::move(error)};
+}
+
+bool StageWorker::keep_rejection(const Notification& n, std::string mismatch) {
+  constexpr size_t kMaxKept = 16;  // a flood is counted, not kept
+  std::lock_guard lock(rejections_mutex_);
+  if (rejections_.size() >= kMaxKept) return false;
+  rejections_.push_back(
+      {{n.step, n.stage, n.direction, n.microbatch, n.source, {}}, std::move(mismatch)});
+  return rejections_.size() == 1;
+}
+
+std::vector<StageWorker::Rejection> StageWorker::take_rejections() {
+  std::lock_guard lock(rejections_mutex_);
+  return std::exchange(rejections_, {});
 }
 
 void StageWorker::set_stream(uint32_t stream, bool over_channel) {

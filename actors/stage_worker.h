@@ -35,6 +35,19 @@ struct Notification {
   transport::TransferTag tag() const { return {step, stage, direction, microbatch}; }
 };
 
+/// What StageWorker::check_notification found wrong with a notification.
+struct NotificationCheck {
+  /// What is wrong ("input 1:0 of step 3: microbatch out of range"); empty: accepted.
+  std::string error;
+  /// Set when the notification is well formed and well routed (a step in range, a stage hosted
+  /// here, a microbatch in range, from the rank hosting the neighbouring stage) and only its
+  /// tensors differ from what the stage was built for ("tensor 0 ('tanh_1') is float32[2,17],
+  /// stage 1 expects float32[2,16]"): not noise but ranks that disagree, so the step it names
+  /// cannot succeed.
+  std::string mismatch;
+  bool accepted() const { return error.empty(); }
+};
+
 /// "input S:MB" or "grad S:MB", as the message log names a notification.
 std::string describe(const Notification& n);
 
@@ -63,9 +76,10 @@ class StageWorker {
   /// Checks a notification from another process before anything is posted for it: a stage this
   /// rank hosts, a microbatch in range, the rank that hosts the neighbouring stage as source,
   /// and descriptors matching the stage's inputs (or output gradients) in count, dtype and
-  /// shape (the batch dimension may differ) within the size limit. Returns what is wrong, or an
-  /// empty string. Reads only what construction fixed: safe from any thread.
-  std::string check_notification(const Notification& n) const;
+  /// shape (the batch dimension may differ) within the size limit. Returns what is wrong, and
+  /// whether it is a mismatch of tensors in a well-routed notification. Reads only what
+  /// construction fixed: safe from any thread.
+  NotificationCheck check_notification(const Notification& n) const;
   /// A neighbour posted the input (or output gradient) of one of this rank's stages: posts the
   /// receive on the channel. Returns true when the tensors arrived at once (call on_arrival
   /// now); otherwise `arrived` is called later, from the channel's thread, and the caller's
@@ -76,6 +90,17 @@ class StageWorker {
   void on_arrival(const Notification& n);
   /// Records that the tensors of `n` will not come (`error` says why): on_arrival throws it.
   void fail_arrival(const Notification& n, std::string error);
+  /// A notification whose tensors did not match (check_notification's `mismatch`), with the
+  /// header of the notification (its tensors dropped).
+  struct Rejection {
+    Notification note;
+    std::string mismatch;
+  };
+  /// Keeps a rejection for the actor (safe from any thread; at most 16 are kept until taken).
+  /// Returns true when it is the first kept since the last take_rejections (tell the actor).
+  bool keep_rejection(const Notification& n, std::string mismatch);
+  /// The rejections kept since the last call, oldest first.
+  std::vector<Rejection> take_rejections();
   /// Tags this worker's transfers with `stream` (the schedule's, where several share a channel)
   /// and, with `over_channel`, sends notifications as channel messages instead of through
   /// `send` (the receiving side decodes them with decode_notification).
@@ -105,6 +130,9 @@ class StageWorker {
 
  private:
   PipelineStage& stage(int index) const;
+  /// How the tensors of a well-routed notification differ from what its stage expects ("tensor
+  /// 0 is float32[2,17], stage 1 expects float32[2,16]"); empty when they match.
+  std::string tensor_mismatch(const Notification& n) const;
   void run(const schedules::Action& action, const std::function<void(const Notification&)>& send);
   void forward(int stage_index, int mb, const std::function<void(const Notification&)>& send);
   void backward(int stage_index, int mb, bool input_only,
@@ -146,6 +174,8 @@ class StageWorker {
     std::unordered_map<uint64_t, Received> entries;
   };
   std::shared_ptr<Inbox> inbox_ = std::make_shared<Inbox>();
+  std::mutex rejections_mutex_;
+  std::vector<Rejection> rejections_;
   /// The action being computed (running()), guarded by busy_mutex_.
   mutable std::mutex busy_mutex_;
   std::optional<schedules::Action> busy_;

@@ -22,6 +22,7 @@ PipelineStage build_stage(const Pipe& pipe, int stage_index, Device device) {
     if (std::find(group.begin(), group.end(), stage_index) != group.end()) tied[name] = group;
   stage.set_tied_parameters(std::move(tied));
   stage.set_pipe_id(pipe.id());
+  stage.set_pipe_digest(pipe.digest());
   return stage;
 }
 

@@ -1,13 +1,13 @@
 // Pipe: partitions a traced graph into stage plans and builds the stage modules.
 #include "stages/pipe.h"
 
-#include <atomic>
-
 #include <algorithm>
+#include <atomic>
 #include <set>
 #include <stdexcept>
 #include <unordered_map>
 
+#include "stages/pipe_digest.h"
 #include "stages/tracer.h"
 #include "tensors/ops/conversion.h"
 
@@ -124,6 +124,7 @@ Pipe::Pipe(std::shared_ptr<const Graph> graph, std::vector<int> cuts, nn::Module
         plans[s].modules.push_back({path, m->type_name(), m->extra_repr()});
     stages_.push_back(std::make_shared<StageModule>(graph_, std::move(plans[s])));
   }
+  digest_ = std::make_shared<const PipeDigest>(digest_of(*this));
 }
 
 const std::shared_ptr<StageModule>& Pipe::stage_module_ptr(int i) const {

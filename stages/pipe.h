@@ -14,6 +14,8 @@
 
 namespace tensorplay::pipelining {
 
+struct PipeDigest;
+
 /// The split representation that pipeline() returns and build_stage() consumes.
 ///
 /// Stage s runs nodes [cut s-1, cut s) of the traced graph. Stage 0 receives the model's inputs
@@ -51,6 +53,9 @@ class Pipe {
   uint64_t id() const { return id_; }
   /// Tie groups: parameter name -> the stages holding a copy of it (two or more).
   const std::map<std::string, std::vector<int>>& tied_parameters() const { return tied_; }
+  /// What this split is, line by line (graph, cuts, each stage's boundaries and parameters), to
+  /// compare with the split other ranks built (see pipe_digest.h); shared by copies.
+  const std::shared_ptr<const PipeDigest>& digest() const { return digest_; }
 
   // -- running locally
   // -----------------------------------------------------------------------------
@@ -77,6 +82,7 @@ class Pipe {
   uint64_t id_;
   std::vector<std::shared_ptr<StageModule>> stages_;
   std::map<std::string, std::vector<int>> tied_;
+  std::shared_ptr<const PipeDigest> digest_;
 };
 
 std::ostream& operator<<(std::ostream& os, const Pipe& pipe);

@@ -16,6 +16,8 @@
 
 namespace tensorplay::pipelining {
 
+struct PipeDigest;
+
 /// Computes a microbatch's loss from the last stage's output and the target.
 using LossFn = std::function<Tensor(const Tensor& output, const Tensor& target)>;
 /// The same from every output of the last stage (PyTorch passes a multi-output stage's tuple).
@@ -99,6 +101,12 @@ class PipelineStage {
   /// The Pipe this stage was built from (Pipe::id; 0 for a stage built by hand).
   uint64_t pipe_id() const { return pipe_id_; }
   void set_pipe_id(uint64_t id) { pipe_id_ = id; }
+  /// What the Pipe this stage was built from is (build_stage sets it; null for a stage built by
+  /// hand). A schedule across processes compares it with the other ranks' at construction.
+  const std::shared_ptr<const PipeDigest>& pipe_digest() const { return pipe_digest_; }
+  void set_pipe_digest(std::shared_ptr<const PipeDigest> digest) {
+    pipe_digest_ = std::move(digest);
+  }
 
   /// A stage belongs to one schedule at a time: the schedule's constructor claims it (throws
   /// std::logic_error naming the current owner when another live schedule holds it) and its
@@ -173,6 +181,7 @@ class PipelineStage {
   DwBuilder runtime_dw_builder_;
   distributed::DeviceMesh mesh_;
   uint64_t pipe_id_ = 0;
+  std::shared_ptr<const PipeDigest> pipe_digest_;
   struct Owner {
     std::mutex mutex;
     const void* holder = nullptr;

@@ -38,6 +38,7 @@ using peers_atom = caf::atom_constant<caf::atom("peers")>;         // stage acto
 using received_atom = caf::atom_constant<caf::atom("recvd")>;      // a posted receive completed
 using resume_atom = caf::atom_constant<caf::atom("resume")>;       // run more ready actions
 using check_gone_atom = caf::atom_constant<caf::atom("chkgone")>;  // does the step need a gone rank
+using rejected_atom = caf::atom_constant<caf::atom("rejected")>;   // the worker kept rejections
 
 // Process actors (cluster.cpp).
 using hello_atom = caf::atom_constant<caf::atom("hello")>;         // rank -> rank 0: joining

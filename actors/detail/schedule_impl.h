@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "actors/detail/agreement.h"
 #include "actors/detail/grad_reducer.h"
 #include "actors/process_group.h"
 #include "actors/schedule.h"
@@ -87,7 +88,26 @@ struct PipelineSchedule::Impl {
   /// Meets the other ranks; `local_error` (when not empty) is this rank's reason to fail, which
   /// every rank then reports.
   void setup_distributed(const std::string& local_error);
-  void check_agreement(const std::vector<std::string>& infos);
+  /// The construction meeting: every rank's facts (this rank's, or `local_error`), checked
+  /// alike on every rank (check_agreement); returns them by schedule rank.
+  std::vector<detail::RankFacts> meet(const std::string& local_error, bool wants_nccl);
+  /// Sets `channel` (NCCL when `all_nccl`, else the cluster's UCX) and each stage's peer on it;
+  /// returns this process's peer number.
+  int choose_channel(bool all_nccl, std::vector<int>& stage_to_peer);
+  /// Exchanges the stage and status actors of every rank and tells `mine` its peers.
+  void exchange_actors(const caf::actor& mine, const caf::actor& my_status);
+  /// The construction meeting's checks on every rank's facts (the same on every rank): a rank's
+  /// own error, the counts, the placement, then what was built (detail::check_built_alike).
+  void check_agreement(const std::vector<detail::RankFacts>& facts,
+                       const detail::AgreementContext& context);
+  void check_same_counts(const std::vector<detail::RankFacts>& facts) const;
+  void check_placement(const std::vector<detail::RankFacts>& facts) const;
+  /// What this rank tells the others at the construction meeting.
+  detail::RankFacts facts_of_this_rank(bool wants_nccl) const;
+  /// Every rank's detail::RankDetail bytes, by schedule rank (a collective over the group).
+  std::vector<std::string> gather_detail(const std::string& name) const;
+  /// The digest of the Pipe every local stage was built from (null: built by hand, or unequal).
+  const PipeDigest* pipe_digest() const;
   /// Builds the gradient reducer when the stages' mesh has a "dp" dimension of more than one.
   void setup_data_parallel();
   /// Drops step `step`'s averaging after a failure (`why`): tells the other replicas, so their

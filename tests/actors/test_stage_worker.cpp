@@ -4,8 +4,8 @@
 #include <catch2/catch.hpp>
 
 #include "actors/stage_worker.h"
-#include "schedules/schedule_kind.h"
 #include "schedules/policy.h"
+#include "schedules/schedule_kind.h"
 #include "tensors/tensors.h"
 #include "transport/local_channel.h"
 
@@ -124,27 +124,62 @@ TEST_CASE("StageWorker checks notifications from other processes", "[stage_worke
   LastRank r;
   pp::Notification good{3, 1, Direction::Forward, 2, 0, {}};
   good.tensors.push_back({{2, kDim}, tp::DType::Float32, 2 * kDim * 4, true});
-  CHECK(r.worker.check_notification(good).empty());
+  CHECK(r.worker.check_notification(good).accepted());
   auto with = [&](auto change) {
     pp::Notification n = good;
     change(n);
     return r.worker.check_notification(n);
   };
-  CHECK_THAT(with([](auto& n) { n.stage = 0; }), Catch::Contains("not hosted by rank 1"));
-  CHECK_THAT(with([](auto& n) { n.microbatch = kMicrobatches; }),
-             Catch::Contains("microbatch out of range"));
-  CHECK_THAT(with([](auto& n) { n.source = 1; }), Catch::Contains("stage 0 runs on rank 0"));
-  CHECK_THAT(with([](auto& n) { n.direction = Direction::Backward; }),
-             Catch::Contains("gets no gradient"));
-  CHECK_THAT(with([](auto& n) { n.step = 0; }), Catch::Contains("step out of range"));
-  CHECK_THAT(with([](auto& n) { n.tensors.clear(); }), Catch::Contains("0 tensors"));
-  CHECK_THAT(with([](auto& n) { n.tensors[0].dtype = tp::DType::BFloat16; }),
-             Catch::Contains("wrong dtype"));
-  CHECK_THAT(with([](auto& n) {
-               n.tensors[0].shape = {2, kDim + 1};
-             }),
-             Catch::Contains("wrong shape"));
-  CHECK_THAT(with([](auto& n) { n.tensors[0].defined = false; }), Catch::Contains("absent"));
-  // The batch dimension may differ (an uneven last microbatch).
-  CHECK(with([](auto& n) { n.tensors[0].shape = {1, kDim}; }).empty());
+  // Noise: badly routed, counted only (no mismatch to fail a step with).
+  auto noise = [&](auto change, const std::string& words) {
+    pp::NotificationCheck check = with(change);
+    CHECK_THAT(check.error, Catch::Contains(words));
+    CHECK(check.mismatch.empty());
+  };
+  noise([](auto& n) { n.stage = 0; }, "not hosted by rank 1");
+  noise([](auto& n) { n.microbatch = kMicrobatches; }, "microbatch out of range");
+  noise([](auto& n) { n.source = 1; }, "stage 0 runs on rank 0");
+  noise([](auto& n) { n.direction = Direction::Backward; }, "gets no gradient");
+  noise([](auto& n) { n.step = 0; }, "step out of range");
+  // Well routed, tensors that differ from what the stage was built for: a mismatch, in words.
+  auto mismatch = [&](auto change, const std::string& words) {
+    pp::NotificationCheck check = with(change);
+    CHECK_THAT(check.error, Catch::StartsWith("input 1:2 of step 3: "));
+    CHECK_THAT(check.mismatch, Catch::Equals(words));
+  };
+  mismatch([](auto& n) { n.tensors.clear(); }, "0 tensors, stage 1 expects 1");
+  mismatch([](auto& n) { n.tensors[0].dtype = tp::DType::BFloat16; },
+           "tensor 0 is bfloat16[2,4], stage 1 expects float32[2,4]");
+  mismatch(
+      [](auto& n) {
+        n.tensors[0].shape = {2, kDim + 1};
+      },
+      "tensor 0 is float32[2,5], stage 1 expects float32[2,4]");
+  mismatch(
+      [](auto& n) {
+        n.tensors[0].shape = {3, 2, kDim};
+      },
+      "tensor 0 is float32[3,2,4], stage 1 expects float32[2,4]");
+  mismatch([](auto& n) { n.tensors[0].defined = false; },
+           "tensor 0 is absent, stage 1 expects float32[2,4]");
+  // The batch dimension may differ (an uneven last microbatch), and the expectation follows it.
+  CHECK(with([](auto& n) { n.tensors[0].shape = {1, kDim}; }).accepted());
+  CHECK(with([](auto& n) {
+          n.tensors[0].shape = {1, kDim + 1};
+        }).mismatch == "tensor 0 is float32[1,5], stage 1 expects float32[1,4]");
+}
+
+TEST_CASE("StageWorker keeps a bounded number of rejections for its actor", "[stage_worker]") {
+  LastRank r;
+  pp::Notification n{3, 1, Direction::Forward, 2, 0, {}};
+  n.tensors.push_back({{2, kDim}, tp::DType::BFloat16, 2 * kDim * 2, true});
+  CHECK(r.worker.keep_rejection(n, "tensor 0 differs"));  // the first: tell the actor
+  for (int i = 1; i < 1000; ++i) CHECK_FALSE(r.worker.keep_rejection(n, "tensor 0 differs"));
+  std::vector<pp::StageWorker::Rejection> kept = r.worker.take_rejections();
+  REQUIRE(kept.size() == 16);
+  CHECK(kept[0].note.step == 3);
+  CHECK(kept[0].note.tensors.empty());  // only the header is kept
+  CHECK(kept[0].mismatch == "tensor 0 differs");
+  CHECK(r.worker.take_rejections().empty());
+  CHECK(r.worker.keep_rejection(n, "again"));  // taken: the next one tells the actor again
 }

@@ -103,7 +103,10 @@ struct FaultyLinear : tp::nn::Module {
 };
 
 /// One malformed notification for rank 1's stage (hosted there, fed by rank 0's stage 0): a
-/// valid one broken in one of several ways, each of which the receiver must reject.
+/// valid one broken in one of several ways, each of which the receiver must reject. `step` is
+/// one that is over: a notification from the neighbour that differs only in its tensors (the
+/// wrong dtype or shape) fails the step it names while that step can still run, and is only
+/// counted once it is over (tests/faults/mismatch_check.cpp covers the live case).
 std::string malformed(std::mt19937_64& random, uint64_t step) {
   pp::Notification n{step, 1, tp::transport::Direction::Forward, 0, 0, {}};
   n.tensors.push_back({{2, kWidth}, tp::DType::Float32, 2 * kWidth * 4, true});
@@ -154,9 +157,10 @@ std::string malformed(std::mt19937_64& random, uint64_t step) {
   return pp::encode_notification(n);
 }
 
-/// Rank 0 sends `args.messages` malformed notifications to rank 1 on the schedule's stream;
-/// rank 1 waits until it has rejected every one of them (bounded), then both go on training.
-void flood(pp::PipelineSchedule& schedule, const Args& args) {
+/// Rank 0 sends `args.messages` malformed notifications to rank 1 on the schedule's stream, for
+/// step `finished` (the last one done); rank 1 waits until it has rejected every one of them
+/// (bounded), then both go on training.
+void flood(pp::PipelineSchedule& schedule, const Args& args, uint64_t finished) {
   const int rank = dist::get_rank();
   const auto before = pp::rejected_message_count();
   // Rank 1 counts from here: no message may be sent before it has read its count.
@@ -166,7 +170,7 @@ void flood(pp::PipelineSchedule& schedule, const Args& args) {
     auto* cluster = dist::detail::Cluster::current();
     std::mt19937_64 random(2024);
     for (int i = 0; i < args.messages; ++i)
-      cluster->ucx->send_message(1, schedule.transport_stream(), malformed(random, 4));
+      cluster->ucx->send_message(1, schedule.transport_stream(), malformed(random, finished));
   }
   if (rank == 1) {
     while (pp::rejected_message_count() - before < static_cast<unsigned long long>(args.messages)) {
@@ -208,7 +212,7 @@ int main(int argc, char** argv) {
     const bool no_fault = args.fault == "none" || args.fault == "fuzz";
     const int steps = no_fault ? args.steps : kFaultStep;
     for (int step = 1; step <= steps; ++step) {
-      if (args.fault == "fuzz" && step == steps / 2 + 1) flood(schedule, args);
+      if (args.fault == "fuzz" && step == steps / 2 + 1) flood(schedule, args, step - 1);
       if (args.fault == "none") std::this_thread::sleep_for(std::chrono::milliseconds(40));
       tp::Tensor x = tp::randn({2 * kMicrobatches, kWidth}, {}, &data);
       tp::Tensor y = tp::randn({2 * kMicrobatches, kWidth}, {}, &data);
