@@ -1,7 +1,7 @@
-// The NCCL channel: one link per (direction, peer), each a two-rank nonblocking communicator split
-// from the direction's group communicator, with its own stream. Sends and receives are queued on
-// their link in issue order; a completion thread watches an event per transfer, reports receives,
-// releases sent tensors, and aborts everything on a timeout or error.
+// The NCCL channel: one link per (direction, sender, receiver), each a two-rank nonblocking
+// communicator split from the direction's group communicator, with its own stream. Sends and
+// receives are queued on their link in issue order; a completion thread watches an event per
+// transfer, reports receives, releases sent tensors, and aborts everything on a timeout or error.
 #include "transport/nccl_channel.h"
 
 #include <cuda_runtime.h>
@@ -68,11 +68,12 @@ struct Transfer {
   }
 };
 
-// One (direction, peer) link: a two-rank communicator, the stream its calls run on, and what is in
-// flight there (in issue order, which is also completion order: one communicator, one stream).
+// One (direction, sender, receiver) link: a two-rank communicator, the stream its calls run on,
+// and what is in flight there (in issue order, which is also completion order).
 struct Lane {
   int direction = 0;
   int peer = 0;               // the peer's rank in the group
+  bool sending = false;       // this rank sends on the link (else it receives)
   int peer_in_comm = 0;       // the peer's rank in this link's two-rank communicator
   std::mutex issue_mutex;     // one NCCL caller at a time; keeps queue order == stream order
   ncclComm_t comm = nullptr;  // null once aborted or closed
@@ -81,7 +82,8 @@ struct Lane {
   std::deque<Transfer> queue;      // guarded by NcclChannel::Impl::mutex
 
   std::string name() const {
-    return direction_name(direction) + " link to rank " + std::to_string(peer);
+    return direction_name(direction) + (sending ? " link to rank " : " link from rank ") +
+           std::to_string(peer);
   }
 };
 
@@ -104,7 +106,20 @@ struct NcclChannel::Impl {
   void connect_all(Clock::time_point deadline);
   void split_links(int direction, ncclComm_t parent, Clock::time_point deadline, int max_ctas);
   std::string issue(Lane& lane, Transfer transfer);
-  Lane& lane(int direction, int peer) { return *slots[link_index(direction, peer, world_size)]; }
+  Lane& lane(int direction, int peer, bool sending) {
+    return *slots[link_index(direction, peer, sending, world_size)];
+  }
+  // The links of this rank in link_pairs order (the order every rank connects and closes in).
+  template <typename F>
+  void for_each_lane_in_pair_order(F f) {
+    for (int d = 0; d < kDirections; ++d)
+      for (const LinkPair& pair : detail::link_pairs(world_size))
+        if (detail::in_pair(pair, rank)) {
+          auto& l = slots[link_index(d, detail::other_in_pair(pair, rank),
+                                     detail::sends_on(pair, rank), world_size)];
+          if (l) f(*l);
+        }
+  }
   template <typename F>
   void for_each_lane(F f) {
     for (auto& l : slots)
@@ -161,7 +176,8 @@ void NcclChannel::Impl::open(const std::vector<std::vector<uint8_t>>& ids, milli
   int sm_count = 0;
   TP_CUDA_CHECK(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device));
   // Every link and the data-parallel all-reduce may have kernels resident at once.
-  const int max_ctas = detail::max_ctas_per_communicator(sm_count, 2 * (world_size - 1) + 1);
+  const int max_ctas =
+      detail::max_ctas_per_communicator(sm_count, detail::links_per_rank(world_size) + 1);
   std::string error;
   try {
     for (int d = 0; d < kDirections; ++d) {
@@ -200,9 +216,9 @@ void NcclChannel::Impl::open(const std::vector<std::vector<uint8_t>>& ids, milli
   poller = std::thread([this] { poll(); });
 }
 
-// One two-rank communicator per pair of ranks, split from the direction's group communicator.
-// The split is collective: every rank takes part in every pair's split, in link_pairs order,
-// and keeps the communicators of the pairs it belongs to.
+// One two-rank communicator per pair of ranks and way, split from the direction's group
+// communicator. The split is collective: every rank takes part in every link's split, in
+// link_pairs order, and keeps the communicators of the links it belongs to.
 void NcclChannel::Impl::split_links(int direction, ncclComm_t parent, Clock::time_point deadline,
                                     int max_ctas) {
   for (const LinkPair& pair : detail::link_pairs(world_size)) {
@@ -214,9 +230,9 @@ void NcclChannel::Impl::split_links(int direction, ncclComm_t parent, Clock::tim
     config.maxCTAs = max_ctas;
     ncclResult_t result =
         ncclCommSplit(parent, member ? 0 : NCCL_SPLIT_NOCOLOR, rank, &comm, &config);
-    std::string what = "splitting the " + direction_name(direction) + " link of ranks " +
-                       std::to_string(pair.low) + " and " + std::to_string(pair.high) + " on " +
-                       where();
+    std::string what = "splitting the " + direction_name(direction) + " link from rank " +
+                       std::to_string(pair.low_sends ? pair.low : pair.high) + " to rank " +
+                       std::to_string(pair.low_sends ? pair.high : pair.low) + " on " + where();
     if (result == ncclInProgress) result = wait_ready(parent, deadline);
     if (result == ncclSuccess && comm != nullptr) result = wait_ready(comm, deadline);
     if (result != ncclSuccess) {
@@ -229,19 +245,20 @@ void NcclChannel::Impl::split_links(int direction, ncclComm_t parent, Clock::tim
     link = std::make_unique<Lane>();
     link->direction = direction;
     link->peer = detail::other_in_pair(pair, rank);
+    link->sending = detail::sends_on(pair, rank);
     link->peer_in_comm = detail::rank_in_pair(pair, link->peer);
     link->comm = comm;
     // Not blocking with the legacy default stream: communication must not wait for unrelated work.
     TP_CUDA_CHECK(cudaStreamCreateWithFlags(&link->stream, cudaStreamNonBlocking));
     TP_CUDA_CHECK(cudaEventCreateWithFlags(&link->produced, cudaEventDisableTiming));
-    slots[link_index(direction, link->peer, world_size)] = std::move(link);
+    slots[link_index(direction, link->peer, link->sending, world_size)] = std::move(link);
   }
 }
 
 // NCCL connects two ranks on their first transfer, and that handshake waits for the peer. A send
 // must never wait for its receiver (who posts its receive only after the descriptor arrives), so
 // every link is connected here, once, while all ranks are in the constructor anyway: pair by pair
-// in link_pairs order (each rank waits only on its own pairs, all in one order).
+// in link_pairs order (each rank waits only on its own links, all in one order).
 void NcclChannel::Impl::connect_all(Clock::time_point deadline) {
   if (world_size < 2) return;
   uint8_t* scratch = nullptr;
@@ -249,26 +266,22 @@ void NcclChannel::Impl::connect_all(Clock::time_point deadline) {
   std::string error;
   try {
     TP_CUDA_CHECK(cudaMemset(scratch, 0, 2));
-    for (int d = 0; d < kDirections; ++d) {
-      for (const LinkPair& pair : detail::link_pairs(world_size)) {
-        if (!detail::in_pair(pair, rank)) continue;
-        Lane& link = lane(d, detail::other_in_pair(pair, rank));
-        std::string what = "connecting the " + link.name() + " of " + where();
-        ncclResult_t result = ncclGroupStart();
-        if (result == ncclSuccess)
-          result = ncclSend(scratch, 1, ncclUint8, link.peer_in_comm, link.comm, link.stream);
-        if (result == ncclSuccess)
-          result = ncclRecv(scratch + 1, 1, ncclUint8, link.peer_in_comm, link.comm, link.stream);
-        ncclResult_t end = ncclGroupEnd();
-        finish(result != ncclSuccess ? result : end, link.comm, deadline, what);
-        cudaError_t status;
-        while ((status = cudaStreamQuery(link.stream)) == cudaErrorNotReady) {
-          if (Clock::now() >= deadline) throw TransferError("nccl channel: " + what + " timed out");
-          std::this_thread::sleep_for(std::chrono::microseconds(100));
-        }
-        TP_CUDA_CHECK(status);
+    for_each_lane_in_pair_order([&](Lane& link) {
+      std::string what = "connecting the " + link.name() + " of " + where();
+      ncclResult_t result = ncclGroupStart();
+      if (result == ncclSuccess)
+        result = ncclSend(scratch, 1, ncclUint8, link.peer_in_comm, link.comm, link.stream);
+      if (result == ncclSuccess)
+        result = ncclRecv(scratch + 1, 1, ncclUint8, link.peer_in_comm, link.comm, link.stream);
+      ncclResult_t end = ncclGroupEnd();
+      finish(result != ncclSuccess ? result : end, link.comm, deadline, what);
+      cudaError_t status;
+      while ((status = cudaStreamQuery(link.stream)) == cudaErrorNotReady) {
+        if (Clock::now() >= deadline) throw TransferError("nccl channel: " + what + " timed out");
+        std::this_thread::sleep_for(std::chrono::microseconds(100));
       }
-    }
+      TP_CUDA_CHECK(status);
+    });
   } catch (const std::exception& e) {
     error = e.what();
   }
@@ -311,7 +324,7 @@ void NcclChannel::Impl::close() {
     // A broken CUDA context: free what can be freed anyway.
   }
   // Finalize flushes what was issued; a peer that vanished can keep it from finishing. Links go
-  // in slot order, which is link_pairs order on every rank.
+  // in link_pairs order, the same on every rank.
   auto release = [](ncclComm_t& comm) {
     if (comm == nullptr) return;
     ncclResult_t result = ncclCommFinalize(comm);
@@ -322,7 +335,7 @@ void NcclChannel::Impl::close() {
       ncclCommAbort(comm);
     comm = nullptr;
   };
-  for_each_lane([&](Lane& l) {
+  for_each_lane_in_pair_order([&](Lane& l) {
     release(l.comm);
     if (l.stream != nullptr) {
       cudaStreamSynchronize(l.stream);
@@ -626,7 +639,7 @@ std::vector<TensorDescriptor> NcclChannel::send(int peer, const TransferTag& tag
   }
   transfer.tensors = std::move(tensors);
   std::string error =
-      impl_->issue(impl_->lane(direction_of(tag.direction), peer), std::move(transfer));
+      impl_->issue(impl_->lane(direction_of(tag.direction), peer, true), std::move(transfer));
   if (!error.empty()) throw TransferError(error);
   return descriptors;
 }
@@ -674,7 +687,7 @@ void NcclChannel::post_receive(int peer, const TransferTag& tag,
   }
   transfer.done = std::move(done);
   // Reports errors through `done`.
-  impl_->issue(impl_->lane(direction_of(tag.direction), peer), std::move(transfer));
+  impl_->issue(impl_->lane(direction_of(tag.direction), peer, false), std::move(transfer));
 }
 
 size_t NcclChannel::pending() const {
@@ -689,7 +702,7 @@ void NcclChannel::cancel_receive(int peer, const TransferTag& tag) {
   bool in_flight = false;
   {
     std::lock_guard lock(impl_->mutex);
-    for (const Transfer& t : impl_->lane(direction_of(tag.direction), peer).queue)
+    for (const Transfer& t : impl_->lane(direction_of(tag.direction), peer, false).queue)
       if (t.receive && t.peer == peer && t.tag.key() == tag.key()) in_flight = true;
   }
   if (!in_flight) return;

@@ -24,12 +24,13 @@ std::vector<uint8_t> nccl_unique_id();
 /// Ordering. NCCL matches a send with a receive by issue order per communicator and peer, not by
 /// tag: the caller must post receives from a peer in the order that peer issued its sends. The
 /// runtime posts a receive when the sender's descriptor arrives, and CAF keeps per-sender order,
-/// so the two orders agree. Every (direction, peer) pair has a link of its own: a two-rank
+/// so the two orders agree. Every (direction, sender, receiver) has a link of its own: a two-rank
 /// communicator split from the direction's group communicator, with its own stream (NCCL
-/// serialises all work of one communicator, so separate streams alone would not do). Transfers on
-/// one link complete in issue order; a transfer never waits behind one to another peer or in the
-/// other direction, so skip connections and several peers per rank cannot block each other.
-/// Making the channel splits one link per pair of ranks and direction (collective over the group).
+/// serialises all work of one communicator, so separate streams alone would not do). A link
+/// carries one way, so its sends and receives always match in issue order; a transfer never waits
+/// behind one to another peer, the other way, or in the other direction, so skip connections,
+/// V placements and several peers per rank cannot block each other. Making the channel splits
+/// 4 x (world - 1) links per rank (collective over the group) and connects each once.
 ///
 /// Streams. A send waits (on the GPU) for work already queued on the device's tensor stream,
 /// so the caller may send a tensor it has just computed (a receive waits for it too: its memory

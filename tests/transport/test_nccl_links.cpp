@@ -1,6 +1,7 @@
 // The NCCL channel's link layout (transport/detail/nccl_links.h) without a GPU: a model of NCCL's
-// queues shows the skip-connection deadlock of one queue per direction and that one link per
-// (direction, peer) runs the same traffic through; pair order and the CTA budget.
+// queues shows the deadlocks of one queue per direction (skip connections) and of one per peer
+// (V placements), and that one link per (direction, sender, receiver) runs the same traffic
+// through; link order and the CTA budget.
 #include <catch2/catch.hpp>
 #include <deque>
 #include <functional>
@@ -64,8 +65,12 @@ bool runs_through(const std::vector<std::vector<Op>>& programs, const Assign& as
 
 // One queue per direction, whatever the peer (the channel before links).
 int one_queue_per_direction(const Op& op, int /*world*/) { return op.direction; }
+// One queue per (direction, peer), both ways in one (streams or communicators per peer).
+int one_queue_per_peer(const Op& op, int world) { return op.direction * world + op.peer; }
 // The channel's links.
-int link_of(const Op& op, int world) { return detail::link_index(op.direction, op.peer, world); }
+int link_of(const Op& op, int world) {
+  return detail::link_index(op.direction, op.peer, op.send, world);
+}
 
 }  // namespace
 
@@ -94,6 +99,18 @@ TEST_CASE("nccl links: a blocked send does not hold up a receive from another pe
   CHECK(runs_through(programs, link_of));
 }
 
+TEST_CASE("nccl links: two ranks sending to each other in one direction need a link each way") {
+  // A V placement: rank 0 holds stages 0 and 3, rank 1 stages 1 and 2; both send forward to the
+  // other before posting the receive of what the other sends.
+  std::vector<std::vector<Op>> programs = {
+      {{true, 1, 0}, {false, 1, 0}},
+      {{true, 0, 0}, {false, 0, 0}},
+  };
+  CHECK_FALSE(runs_through(programs, one_queue_per_direction));
+  CHECK_FALSE(runs_through(programs, one_queue_per_peer));
+  CHECK(runs_through(programs, link_of));
+}
+
 TEST_CASE("nccl links: a 1F1B-like pipeline of four ranks runs through on links") {
   std::vector<std::vector<Op>> programs(4);
   for (int mb = 0; mb < 6; ++mb) {
@@ -109,40 +126,43 @@ TEST_CASE("nccl links: a 1F1B-like pipeline of four ranks runs through on links"
   CHECK(runs_through(programs, link_of));
 }
 
-TEST_CASE("nccl links: every (direction, peer) has its own slot") {
+TEST_CASE("nccl links: every (direction, peer, way) has its own slot") {
   for (int world : {2, 3, 5, 8}) {
     std::set<int> slots;
     for (int d = 0; d < detail::kDirections; ++d)
-      for (int peer = 0; peer < world; ++peer) {
-        int slot = detail::link_index(d, peer, world);
-        CHECK(slot >= 0);
-        CHECK(slot < detail::link_slots(world));
-        slots.insert(slot);
-      }
-    CHECK(static_cast<int>(slots.size()) == detail::kDirections * world);
+      for (int peer = 0; peer < world; ++peer)
+        for (bool sending : {false, true}) {
+          int slot = detail::link_index(d, peer, sending, world);
+          CHECK(slot >= 0);
+          CHECK(slot < detail::link_slots(world));
+          slots.insert(slot);
+        }
+    CHECK(static_cast<int>(slots.size()) == detail::link_slots(world));
+    CHECK(detail::links_per_rank(world) == 4 * (world - 1));
   }
 }
 
-TEST_CASE("nccl links: pairs come in one order, each rank in world - 1 of them") {
+TEST_CASE("nccl links: links come in one order, each rank in 2 x (world - 1) of them") {
   auto pairs = detail::link_pairs(4);
-  REQUIRE(pairs.size() == 6);
+  REQUIRE(pairs.size() == 12);
   CHECK(pairs.front().low == 0);
   CHECK(pairs.front().high == 1);
   CHECK(pairs.back().low == 2);
   CHECK(pairs.back().high == 3);
   for (int rank = 0; rank < 4; ++rank) {
     int member_of = 0;
-    int last_peer = -1;
+    std::set<std::pair<int, bool>> seen;
     for (const auto& p : pairs) {
       CHECK(p.low < p.high);
       if (!detail::in_pair(p, rank)) continue;
       ++member_of;
       int peer = detail::other_in_pair(p, rank);
-      CHECK(peer > last_peer);  // a rank meets its peers in ascending order (its slot order)
-      last_peer = peer;
+      // The peer sends exactly when this rank receives.
+      CHECK(detail::sends_on(p, rank) != detail::sends_on(p, peer));
+      CHECK(seen.insert({peer, detail::sends_on(p, rank)}).second);
       CHECK(detail::rank_in_pair(p, rank) != detail::rank_in_pair(p, peer));
     }
-    CHECK(member_of == 3);
+    CHECK(member_of == 6);
   }
   CHECK(detail::link_pairs(1).empty());
 }
@@ -151,7 +171,7 @@ TEST_CASE("nccl links: the CTA budget of all communicators fits the GPU at once"
   for (int sm_count : {132, 108, 80, 16}) {
     const int all_reduce = detail::max_ctas_per_communicator(sm_count, 2);
     for (int world = 2; world <= 16; ++world) {
-      const int links = 2 * (world - 1);
+      const int links = detail::links_per_rank(world);
       const int per_link = detail::max_ctas_per_communicator(sm_count, links + 1);
       INFO("sm " << sm_count << ", world " << world);
       CHECK(per_link >= 1);
