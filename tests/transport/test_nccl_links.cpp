@@ -75,7 +75,7 @@ int link_of(const Op& op, int world) {
 }  // namespace
 
 TEST_CASE(
-    "nccl links: a skip connection deadlocks one queue per direction, not one link per peer") {
+    "nccl links: a skip connection deadlocks one queue per direction, not the links") {
   // Stage 0 feeds stage 1 and, over a skip connection, stage 2; stage 2 gets its receives posted
   // in the order the descriptors came (from rank 1 first).
   std::vector<std::vector<Op>> programs = {
