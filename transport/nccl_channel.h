@@ -38,6 +38,12 @@ std::vector<uint8_t> nccl_unique_id();
 /// must not write into a sent tensor in place until the receiver has it. A received tensor is
 /// reported only once its bytes have arrived, so work queued after `done` sees them.
 ///
+/// Several communicators. A rank holds 4 x (world - 1) link communicators, and a data-parallel
+/// all-reduce may hold another; they are used from different threads in no order common to all
+/// ranks. Their kernels spin until the peer is there, so they must all fit on the GPU at once:
+/// every communicator is capped to a share of half the SMs (detail::max_ctas_per_communicator),
+/// and the link streams never block with the legacy default stream.
+///
 /// Failure. NCCL cannot cancel one transfer: a receive that times out, cancel_receive, and
 /// cancel_all with transfers in flight abort every link's communicator (ncclCommAbort, the only way
 /// to unblock NCCL). Every pending receive then completes with an error, and every later call
