@@ -67,6 +67,7 @@ NcclAllReduce::NcclAllReduce(int rank, int size, Device device, const std::vecto
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;  // joining has a deadline
   // Bounded like the NCCL channel's links, so this and every link can be resident at once.
+  config.minCTAs = 1;
   config.maxCTAs = detail::max_ctas_per_communicator(sm_count, 2);
   ncclResult_t result = ncclCommInitRankConfig(&im.comm, size, unique, rank, &config);
   const auto deadline = detail::deadline_after(timeout);

@@ -227,6 +227,7 @@ void NcclChannel::Impl::split_links(int direction, ncclComm_t parent, Clock::tim
     ncclComm_t comm = nullptr;
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0;
+    config.minCTAs = 1;  // NCCL's default floor may exceed a small cap
     config.maxCTAs = max_ctas;
     ncclResult_t result =
         ncclCommSplit(parent, member ? 0 : NCCL_SPLIT_NOCOLOR, rank, &comm, &config);
@@ -343,7 +344,16 @@ void NcclChannel::Impl::close() {
     }
     if (l.produced != nullptr) cudaEventDestroy(l.produced);
   });
-  for (ncclComm_t& parent : parents) release(parent);
+  // The group communicators carry nothing; after a failure a peer may be gone, so they are
+  // aborted rather than finalized (which could wait for it).
+  const bool failed_before = !failed().empty();
+  for (ncclComm_t& parent : parents) {
+    if (parent != nullptr && failed_before) {
+      ncclCommAbort(parent);
+      parent = nullptr;
+    }
+    release(parent);
+  }
   for (cudaEvent_t event : spare_events) cudaEventDestroy(event);
   spare_events.clear();
 }
