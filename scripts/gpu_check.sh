@@ -139,6 +139,7 @@ stop=""  # why the GPU steps cannot run, once known
 
 [ -f "$here/MANIFEST" ] && note "bundle: $(tr '\n' ' ' <"$here/MANIFEST")"
 gpus=0
+compat=""
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >"$logs/nvidia-smi-L.txt" 2>&1; then
   nvidia-smi >"$logs/nvidia-smi.txt" 2>&1
   nvidia-smi -q >"$logs/nvidia-smi-q.txt" 2>&1
@@ -162,8 +163,16 @@ if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >"$logs/nvidia-smi-L.t
   need_cuda=$(sed -n 's/^cuda_runtime=//p' "$here/MANIFEST" 2>/dev/null)
   if [ -n "$need_cuda" ] && [ -n "$driver_cuda" ] &&
     [ "$(printf '%s\n%s\n' "$need_cuda" "$driver_cuda" | sort -V | head -1)" != "$need_cuda" ]; then
-    row pre "driver" FAIL "supports CUDA $driver_cuda, the bundle needs $need_cuda"
-    stop="driver too old"
+    # A data-centre GPU can run a newer runtime on an older driver with the toolkit's
+    # forward-compatibility driver library, where the image carries it.
+    compat=$(ls -d /usr/local/cuda*/compat 2>/dev/null | while read -r d; do
+      [ -e "$d/libcuda.so.1" ] && echo "$d"; done | head -1)
+    if [ -n "$compat" ]; then
+      row pre "driver" ok "supports CUDA $driver_cuda < $need_cuda: forward compatibility from $compat"
+    else
+      row pre "driver" FAIL "supports CUDA $driver_cuda, the bundle needs $need_cuda (no compat library)"
+      stop="driver too old"
+    fi
   else
     row pre "driver" ok "CUDA ${driver_cuda:-?} (bundle built with ${need_cuda:-?})"
   fi
@@ -211,7 +220,7 @@ if command -v python3 >/dev/null 2>&1; then
 fi
 cuda_libs=$(sed -n 's/^cuda_libs=//p' "$here/MANIFEST" 2>/dev/null)
 [ -n "$cuda_libs" ] || cuda_libs="libcublas.so.13 libcublasLt.so.13 libnccl.so.2"
-lib_path=$lib${cxx_path:+:$cxx_path}
+lib_path=$lib${cxx_path:+:$cxx_path}${compat:+:$compat}
 for soname in $cuda_libs; do
   found=""
   for d in "${search[@]}"; do
@@ -234,6 +243,21 @@ for soname in $cuda_libs; do
     stop="$soname missing"
   fi
 done
+# The driver library: loaded by the CUDA runtime at run time, so ldd of the binaries does not show
+# it. Container images often reach it through their own LD_LIBRARY_PATH, kept last.
+lib_path=$lib_path${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+driver_lib=""
+IFS=: read -ra path_dirs <<<"$lib_path"
+for d in "${path_dirs[@]}"; do [ -n "$d" ] && [ -e "$d/libcuda.so.1" ] && { driver_lib=$d/libcuda.so.1; break; }; done
+[ -n "$driver_lib" ] || driver_lib=$(ldconfig -p 2>/dev/null | grep -m1 "libcuda.so.1 " | sed 's/.*=> //')
+if [ -n "$driver_lib" ]; then
+  row pre "libcuda.so.1" ok "$driver_lib"
+elif [ "$mode" = dry ]; then
+  row pre "libcuda.so.1" "no device" "no driver library here"
+else
+  row pre "libcuda.so.1" FAIL "the driver library is not on the library path or in ldconfig's cache"
+  stop="no driver library"
+fi
 export LD_LIBRARY_PATH=$lib_path
 export UCX_MODULE_DIR=$lib/ucx
 note "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"

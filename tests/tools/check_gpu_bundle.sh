@@ -44,7 +44,12 @@ case "$*" in
 esac
 EOS
   chmod +x "$work/fake/nvidia-smi"
-  PATH=$work/fake:$PATH OUT=$work/out_fake BUDGET_SECONDS=120 env -u LD_LIBRARY_PATH \
+  # The toolkit's stub driver library: loads, and reports no device.
+  mkdir -p "$work/fake/lib"
+  stub=$(ls /usr/local/cuda/lib64/stubs/libcuda.so /usr/local/cuda/targets/*/lib/stubs/libcuda.so \
+    2>/dev/null | head -1)
+  [ -n "$stub" ] && ln -sf "$stub" "$work/fake/lib/libcuda.so.1"
+  PATH=$work/fake:$PATH OUT=$work/out_fake BUDGET_SECONDS=120 LD_LIBRARY_PATH=$work/fake/lib \
     bash "$unpacked/tensorplay-gpu/gpu_check.sh" >"$work/fake.log" 2>&1
   rc=$?
   cat "$work/fake.log"
