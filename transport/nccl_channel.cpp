@@ -159,6 +159,7 @@ struct NcclChannel::Impl {
   // The group communicators the links are split from (one per direction); kept until close.
   std::array<ncclComm_t, kDirections> parents{};
   std::vector<std::unique_ptr<Lane>> slots;  // by link_index; null for this rank itself
+  std::deque<ncclComm_t> split_outputs;      // where ncclCommSplit writes (see split_links)
   mutable std::mutex mutex;                  // lane queues, spare_events, failure, stopping
   std::condition_variable wake;
   std::vector<cudaEvent_t> spare_events;
@@ -223,8 +224,9 @@ void NcclChannel::Impl::split_links(int direction, ncclComm_t parent, Clock::tim
                                     int max_ctas) {
   for (const LinkPair& pair : detail::link_pairs(world_size)) {
     const bool member = detail::in_pair(pair, rank);
-    std::unique_ptr<Lane> link;
-    ncclComm_t comm = nullptr;
+    // NCCL writes the new communicator when the split completes, possibly after a timeout made
+    // this throw: the slot it writes to lives as long as the channel.
+    ncclComm_t& comm = split_outputs.emplace_back(nullptr);
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0;
     config.minCTAs = 1;  // NCCL's default floor may exceed a small cap
@@ -243,16 +245,21 @@ void NcclChannel::Impl::split_links(int direction, ncclComm_t parent, Clock::tim
                                                     : " failed: " + nccl_message(result)));
     }
     if (!member) continue;
+    if (comm == nullptr)
+      throw TransferError("nccl channel: " + what + " returned no communicator for this rank");
+    const int peer = detail::other_in_pair(pair, rank);
+    const bool sending = detail::sends_on(pair, rank);
+    // In its slot before anything else can throw, so that close() releases the communicator.
+    auto& link = slots[link_index(direction, peer, sending, world_size)];
     link = std::make_unique<Lane>();
     link->direction = direction;
-    link->peer = detail::other_in_pair(pair, rank);
-    link->sending = detail::sends_on(pair, rank);
-    link->peer_in_comm = detail::rank_in_pair(pair, link->peer);
+    link->peer = peer;
+    link->sending = sending;
+    link->peer_in_comm = detail::rank_in_pair(pair, peer);
     link->comm = comm;
     // Not blocking with the legacy default stream: communication must not wait for unrelated work.
     TP_CUDA_CHECK(cudaStreamCreateWithFlags(&link->stream, cudaStreamNonBlocking));
     TP_CUDA_CHECK(cudaEventCreateWithFlags(&link->produced, cudaEventDisableTiming));
-    slots[link_index(direction, link->peer, link->sending, world_size)] = std::move(link);
   }
 }
 
