@@ -239,7 +239,15 @@ for soname in $cuda_libs; do
   elif [ "$mode" = dry ]; then
     row pre "$soname" "no device" "not found (searched ${#search[@]} folders)"
   else
-    row pre "$soname" FAIL "not found in the CUDA installation or python's nvidia/*/lib"
+    # Another major version there means another CUDA: say so, it decides what to rebuild with.
+    other=""
+    for d in "${search[@]}"; do
+      [ -n "$d" ] || continue
+      other=$(ls "$d/${soname%%.so*}".so.[0-9]* 2>/dev/null | head -1)
+      [ -n "$other" ] && break
+    done
+    row pre "$soname" FAIL "not found in the CUDA installation or python's nvidia/*/lib${other:+; \
+found $other: this machine has another CUDA, rebuild the bundle with that toolkit}"
     stop="$soname missing"
   fi
 done
