@@ -22,7 +22,7 @@ class BasicDeviceGuard {
     if (previous_ != device_) ops_.make_current(device_);
   }
   ~BasicDeviceGuard() {
-    if (previous_ < 0 || previous_ == device_) return;  // nothing to put back
+    if (previous_ < 0) return;  // the thread had no device: nothing to put back
     try {
       if (ops_.current() != previous_) ops_.make_current(previous_);
     } catch (...) {

@@ -84,3 +84,12 @@ TEST_CASE("device guard: a failing restore does not escape the destructor") {
   fail_next = false;
   CHECK(fake_current == 1);
 }
+
+TEST_CASE("device guard: a device switched inside the guard is put back") {
+  reset(1);
+  {
+    BasicDeviceGuard guard(kFake, 1);
+    fake_set(2);  // code inside the guard changed the device and left it
+  }
+  CHECK(fake_current == 1);
+}
