@@ -331,7 +331,7 @@ step() {  # name timeout log -- command...; runs, judges with judge, prints the 
 }
 
 step "cuda ops vs cpu" 150 cuda_ops.log -- "$bin/test_tensors" "[cuda]~[multi_gpu]"
-step "nccl transport" 90 nccl_transport.log -- "$bin/test_transport" "[cuda]~[multi_gpu]"
+step "nccl transport" 150 nccl_transport.log -- "$bin/test_transport" "[cuda]~[multi_gpu]"
 if [ "$gpus" -ge 2 ]; then
   step "two-GPU cases" 90 two_gpus.log -- bash -c \
     '"$1" "[multi_gpu]" && "$2" "[multi_gpu]"' _ "$bin/test_tensors" "$bin/test_transport"
