@@ -1,213 +1,364 @@
 #!/usr/bin/env bash
-# GPU check in one go, for a machine with an NVIDIA GPU: configures a separate CUDA build
-# (sm_90 by default), builds the tensors and transport tests and the benchmarks, runs every [cuda]
-# test case (one process each, with a timeout), the whole tensors suite, and the benchmarks under
-# build/bench, then prints a summary table last. Exit status 0 when nothing failed.
+# GPU check, run from the bundle scripts/gpu_bundle.sh makes: no build, no packages, a few minutes
+# on a bare GPU machine. A preflight (GPU, compute mode, MIG, driver, glibc, the CUDA libraries it
+# finds, ldd of every binary), then the CUDA op table against the CPU, the NCCL transport cases, a
+# two-process 1F1B and a pp 2 x dp 2 four-process run over NCCL (ranks sharing one GPU, each its
+# own NCCL_HOSTID), and bench_cuda_kernels. A row is printed as each part ends, the whole table
+# last; every log goes into one archive under $OUT. A skipped case, a stub NCCL channel, or a
+# pipeline that did not create its NCCL communicators is a FAILURE. Exit status 0 when all passed.
 #
-#   scripts/gpu_check.sh                     # from the repository root or anywhere
-#   CUDA_ARCH=80 BUILD_DIR=/tmp/b JOBS=8 scripts/gpu_check.sh
-#   BUILD_ALL=1 ...   # also build every other target (by default: test_tensors and bench/ only)
+#   tar xzf tensorplay-gpu.tar.gz && tensorplay-gpu/gpu_check.sh
+#   gpu_check.sh --dry-run     # preflight and table only; every GPU step reports "no device"
+#   gpu_check.sh --self-test   # the log judge against canned logs (no binaries needed)
 #
-# Logs go to $GPU_CHECK_LOG_DIR (default: $OUT when set, else <build dir>/gpu-check).
+# CUDA runtime is linked into the binaries; cuBLAS and NCCL come from this machine: its CUDA
+# installation, or the nvidia-* pip wheels next to PyTorch (python's site-packages/nvidia/*/lib).
+# Settings: OUT (log archive folder, default ./gpu-check-out), BUDGET_SECONDS (default 270),
+# CUDA_LIB_DIRS (extra folders to search first, colon separated).
 set -uo pipefail
 
-root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-build=${BUILD_DIR:-$root/build-gpu}
-arch=${CUDA_ARCH:-90}
-jobs=${JOBS:-16}
-test_timeout=${TEST_TIMEOUT:-120}
-bench_timeout=${BENCH_TIMEOUT:-90}
-budget=${BUDGET_SECONDS:-420}  # stop starting new work after this many seconds
-logs=${GPU_CHECK_LOG_DIR:-${OUT:-$build/gpu-check}}
-mkdir -p "$logs"
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+mode=run
+case "${1:-}" in
+  --dry-run) mode=dry ;;
+  --self-test) mode=self ;;
+  "") ;;
+  *)
+    echo "usage: $0 [--dry-run | --self-test]" >&2
+    exit 2
+    ;;
+esac
 
-rows=()      # "kind|name|result|detail" lines for the summary table
-failures=0
+bin=$here/bin
+lib=$here/lib
+out=${OUT:-$PWD/gpu-check-out}
+budget=${BUDGET_SECONDS:-270}
+logs=$(mktemp -d "${TMPDIR:-/tmp}/gpu-check.XXXXXX")
 start=$SECONDS
+rows=()
+failures=0
 
-note() { echo "gpu_check: $*" | tee -a "$logs/gpu_check.log"; }
-row() {
-  rows+=("$1|$2|$3|$4")
-  if [ "$3" = FAIL ]; then failures=$((failures + 1)); fi
+# -- table -------------------------------------------------------------------------------------
+row() {  # kind name result detail; printed at once, kept for the table
+  local detail=${4//|//}
+  rows+=("$1|$2|$3|$detail")
+  [ "$3" = FAIL ] && failures=$((failures + 1))
+  printf 'gpu_check: %-5s %-34.34s %-9s %s\n' "$1" "$2" "$3" "$detail" | tee -a "$logs/gpu_check.log"
   return 0
 }
-over_budget() { [ $((SECONDS - start)) -ge "$budget" ]; }
-# A timeout of at most $1 seconds that ends by the budget plus a minute, so the whole run (and the
-# summary table) fits in the time it was given.
-left() {
-  local l=$((budget + 60 - (SECONDS - start)))
+note() { echo "gpu_check: $*" | tee -a "$logs/gpu_check.log"; }
+
+finish() {
+  echo
+  echo "==================== gpu_check ($mode, $((SECONDS - start)) s) ===================="
+  printf '%-5s %-34s %-9s %s\n' KIND NAME RESULT DETAIL
+  local r kind name result detail
+  for r in "${rows[@]}"; do
+    IFS='|' read -r kind name result detail <<<"$r"
+    printf '%-5s %-34.34s %-9s %s\n' "$kind" "$name" "$result" "$detail"
+  done
+  if [ "$mode" = self ]; then
+    echo "failures: $failures"
+    rm -rf "$logs"
+  elif mkdir -p "$out" 2>/dev/null && tar -czf "$out/gpu_check_logs.tar.gz" -C "$logs" . 2>/dev/null; then
+    echo "failures: $failures   logs: $out/gpu_check_logs.tar.gz"
+    rm -rf "$logs"
+  else
+    echo "failures: $failures   logs: $logs (could not write $out)"
+  fi
+}
+trap finish EXIT
+
+# -- judging a log -----------------------------------------------------------------------------
+# Prints "ok <summary>" or "FAIL <reason>" for a step's log and exit status. Anything skipped, a
+# stub NCCL channel, a missing device or an empty selection fails the step.
+judge() {
+  local log=$1 rc=$2 line
+  if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
+    echo "FAIL timed out"
+    return
+  fi
+  # NCCL's own INFO lines are not ours to judge.
+  line=$(grep -v "NCCL INFO" "$log" | grep -m1 -iE "built without NCCL|nccl channel is a stub")
+  [ -n "$line" ] && { echo "FAIL stub NCCL: ${line:0:70}"; return; }
+  line=$(grep -v "NCCL INFO" "$log" | grep -m1 -iE "skipp")
+  [ -n "$line" ] && { echo "FAIL skipped: ${line:0:70}"; return; }
+  line=$(grep -v "NCCL INFO" "$log" |
+    grep -m1 -iE "no CUDA device|No test cases matched|cannot open shared object")
+  [ -n "$line" ] && { echo "FAIL ${line:0:80}"; return; }
+  if [ "$rc" -ne 0 ]; then
+    line=$(grep -m1 -E "FAILED|[Ee]rror|failed" "$log")
+    echo "FAIL rc $rc: ${line:0:70}"
+    return
+  fi
+  line=$(grep -Eo "All tests passed \([0-9]+ assertions? in [0-9]+ test cases?\)" "$log" | tail -1)
+  echo "ok ${line:-exit 0}"
+}
+
+# NCCL logs "Init COMPLETE" once per communicator (NCCL_DEBUG=INFO): a pipeline that fell back to
+# UCX creates none. $3 is the fewest the run must show.
+judge_nccl() {
+  local log=$1 rc=$2 want=$3 verdict inits
+  verdict=$(judge "$log" "$rc")
+  [ "${verdict%% *}" = ok ] || { echo "$verdict"; return; }
+  inits=$(grep -c "Init COMPLETE" "$log")
+  if [ "$inits" -lt "$want" ]; then
+    echo "FAIL $inits NCCL communicators, expected at least $want: the channel is not NCCL"
+    return
+  fi
+  echo "ok $inits NCCL communicators; $(grep -m1 -o 'largest relative difference [^,]*' "$log")"
+}
+
+if [ "$mode" = self ]; then
+  t=$logs/self
+  mkdir -p "$t"
+  printf 'All tests passed (12 assertions in 3 test cases)\n' >"$t/pass"
+  printf 'warning:\n  no CUDA device: skipped\nAll tests passed (1 assertion in 1 test case)\n' >"$t/skip"
+  printf 'nccl channel: tensorplay was built without NCCL; rebuild\n' >"$t/stub"
+  printf 'x\n' >"$t/empty"
+  printf 'rank 0: ok\nNCCL INFO comm 0x1 rank 0 nranks 2 - Init COMPLETE\n' >"$t/one_comm"
+  check() {  # name expected-verdict-word actual
+    if [ "${3%% *}" = "$2" ]; then row self "$1" ok "judged: ${3:0:60}"; else
+      row self "$1" FAIL "judged: $3"
+    fi
+  }
+  check "a passing log passes" ok "$(judge "$t/pass" 0)"
+  check "a skipped case fails" FAIL "$(judge "$t/skip" 0)"
+  check "a stub NCCL channel fails" FAIL "$(judge "$t/stub" 0)"
+  check "a timeout fails" FAIL "$(judge "$t/pass" 124)"
+  check "a non-zero exit fails" FAIL "$(judge "$t/empty" 1)"
+  check "too few NCCL communicators fail" FAIL "$(judge_nccl "$t/one_comm" 0 4)"
+  check "enough NCCL communicators pass" ok "$(judge_nccl "$t/one_comm" 0 1)"
+  exit $((failures > 0))
+fi
+
+# -- preflight ---------------------------------------------------------------------------------
+steps=("cuda ops vs cpu" "nccl transport" "two-GPU cases" "nccl 1F1B 2 processes"
+  "nccl pp2 x dp2 4 processes" "bench_cuda_kernels")
+stop=""  # why the GPU steps cannot run, once known
+
+[ -f "$here/MANIFEST" ] && note "bundle: $(tr '\n' ' ' <"$here/MANIFEST")"
+gpus=0
+compat=""
+if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >"$logs/nvidia-smi-L.txt" 2>&1; then
+  nvidia-smi >"$logs/nvidia-smi.txt" 2>&1
+  nvidia-smi -q >"$logs/nvidia-smi-q.txt" 2>&1
+  gpus=$(grep -c "^GPU " "$logs/nvidia-smi-L.txt")
+  info=$(nvidia-smi --query-gpu=name,memory.total,driver_version,compute_mode,mig.mode.current \
+    --format=csv,noheader 2>/dev/null | head -1)
+  row pre gpu ok "$gpus: $info"
+  driver_cuda=$(grep -o "CUDA Version: [0-9.]*" "$logs/nvidia-smi.txt" | grep -o "[0-9.]*$")
+  mode_now=$(echo "$info" | cut -d, -f4 | tr -d ' ')
+  if [ "$mode_now" != Default ] && [ -n "$mode_now" ]; then
+    row pre "compute mode" FAIL "$mode_now: the multi-process runs need Default"
+  else
+    row pre "compute mode" ok "${mode_now:-unknown}"
+  fi
+  mig=$(echo "$info" | cut -d, -f5 | tr -d ' ')
+  if [ "$mig" = Enabled ]; then
+    row pre "MIG" FAIL "enabled: ranks would share a MIG slice; run on a whole GPU"
+  else
+    row pre "MIG" ok "${mig:-unknown}"
+  fi
+  need_cuda=$(sed -n 's/^cuda_runtime=//p' "$here/MANIFEST" 2>/dev/null)
+  if [ -n "$need_cuda" ] && [ -n "$driver_cuda" ] &&
+    [ "$(printf '%s\n%s\n' "$need_cuda" "$driver_cuda" | sort -V | head -1)" != "$need_cuda" ]; then
+    # A data-centre GPU can run a newer runtime on an older driver with the toolkit's
+    # forward-compatibility driver library, where the image carries it.
+    compat=$(ls -d /usr/local/cuda*/compat 2>/dev/null | while read -r d; do
+      [ -e "$d/libcuda.so.1" ] && echo "$d"; done | head -1)
+    if [ -n "$compat" ]; then
+      row pre "driver" ok "supports CUDA $driver_cuda < $need_cuda: forward compatibility from $compat"
+    else
+      row pre "driver" FAIL "supports CUDA $driver_cuda, the bundle needs $need_cuda (no compat library)"
+      stop="driver too old"
+    fi
+  else
+    row pre "driver" ok "CUDA ${driver_cuda:-?} (bundle built with ${need_cuda:-?})"
+  fi
+elif [ "$mode" = dry ]; then
+  row pre gpu "no device" "nvidia-smi absent or no GPU"
+else
+  row pre gpu FAIL "nvidia-smi absent or lists no GPU"
+  stop="no GPU"
+fi
+
+at_least() { [ "$(printf '%s\n%s\n' "$2" "$1" | sort -V | head -1)" = "$2" ]; }  # $1 >= $2
+glibc=$(ldd --version 2>/dev/null | head -1 | grep -o "[0-9]*\.[0-9]*$")
+need_glibc=$(sed -n 's/^glibc=//p' "$here/MANIFEST" 2>/dev/null)
+need_cxx=$(sed -n 's/^glibc_cxx=//p' "$here/MANIFEST" 2>/dev/null)
+if [ -n "$need_glibc" ] && [ -n "$glibc" ] && ! at_least "$glibc" "$need_glibc"; then
+  row pre glibc FAIL "$glibc here, the binaries need $need_glibc"
+  stop="glibc too old"
+else
+  row pre glibc ok "${glibc:-?} (needs ${need_glibc:-?})"
+fi
+# The bundled C++ runtime where this glibc can load it, else the machine's own.
+cxx_path=""
+if [ -d "$lib/cxx" ]; then
+  if [ -z "$need_cxx" ] || [ -z "$glibc" ] || at_least "$glibc" "$need_cxx"; then
+    cxx_path=$lib/cxx
+    row pre "C++ runtime" ok "bundled"
+  else
+    row pre "C++ runtime" ok "this machine's (the bundled one needs glibc $need_cxx)"
+  fi
+fi
+
+# cuBLAS and NCCL: the sonames the binaries were linked against (MANIFEST), looked up in this
+# machine's CUDA installation and pip wheels.
+search=()
+IFS=: read -ra extra <<<"${CUDA_LIB_DIRS:-}"
+search+=("${extra[@]}")
+for d in "${CUDA_HOME:-/usr/local/cuda}/lib64" /usr/local/cuda/lib64 \
+  /usr/local/cuda/targets/x86_64-linux/lib /usr/lib/x86_64-linux-gnu; do
+  search+=("$d")
+done
+if command -v python3 >/dev/null 2>&1; then
+  while read -r sp; do
+    for d in "$sp"/nvidia/*/lib; do [ -d "$d" ] && search+=("$d"); done
+  done < <(python3 -c 'import site; print("\n".join(site.getsitepackages() + [site.getusersitepackages()]))' 2>/dev/null)
+fi
+cuda_libs=$(sed -n 's/^cuda_libs=//p' "$here/MANIFEST" 2>/dev/null)
+[ -n "$cuda_libs" ] || cuda_libs="libcublas.so.13 libcublasLt.so.13 libnccl.so.2"
+lib_path=$lib${cxx_path:+:$cxx_path}${compat:+:$compat}
+for soname in $cuda_libs; do
+  found=""
+  for d in "${search[@]}"; do
+    [ -n "$d" ] && [ -e "$d/$soname" ] && { found=$d; break; }
+  done
+  if [ -z "$found" ]; then
+    found=$(ldconfig -p 2>/dev/null | grep -m1 " $soname " | sed 's/.*=> //' | xargs -r dirname)
+  fi
+  if [ -n "$found" ]; then
+    row pre "$soname" ok "$found"
+    case ":$lib_path:" in *":$found:"*) ;; *) lib_path=$lib_path:$found ;; esac
+    if [ "${soname%%.so*}" = libnccl ]; then
+      v=$(grep -ao -m1 'NCCL version [0-9][0-9.a-z+-]*' "$found/$soname" | head -1)
+      row pre "NCCL version" ok "${v:-unknown}"
+    fi
+  elif [ "$mode" = dry ]; then
+    row pre "$soname" "no device" "not found (searched ${#search[@]} folders)"
+  else
+    # Another major version there means another CUDA: say so, it decides what to rebuild with.
+    other=""
+    for d in "${search[@]}"; do
+      [ -n "$d" ] || continue
+      other=$(ls "$d/${soname%%.so*}".so.[0-9]* 2>/dev/null | head -1)
+      [ -n "$other" ] && break
+    done
+    row pre "$soname" FAIL "not found in the CUDA installation or python's nvidia/*/lib${other:+; \
+found $other: this machine has another CUDA, rebuild the bundle with that toolkit}"
+    stop="$soname missing"
+  fi
+done
+# The driver library: loaded by the CUDA runtime at run time, so ldd of the binaries does not show
+# it. Container images often reach it through their own LD_LIBRARY_PATH, kept last.
+lib_path=$lib_path${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+driver_lib=""
+IFS=: read -ra path_dirs <<<"$lib_path"
+for d in "${path_dirs[@]}"; do [ -n "$d" ] && [ -e "$d/libcuda.so.1" ] && { driver_lib=$d/libcuda.so.1; break; }; done
+[ -n "$driver_lib" ] || driver_lib=$(ldconfig -p 2>/dev/null | grep -m1 "libcuda.so.1 " | sed 's/.*=> //')
+if [ -n "$driver_lib" ]; then
+  row pre "libcuda.so.1" ok "$driver_lib"
+elif [ "$mode" = dry ]; then
+  row pre "libcuda.so.1" "no device" "no driver library here"
+else
+  row pre "libcuda.so.1" FAIL "the driver library is not on the library path or in ldconfig's cache"
+  stop="no driver library"
+fi
+export LD_LIBRARY_PATH=$lib_path
+export UCX_MODULE_DIR=$lib/ucx
+note "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
+
+binaries=(test_tensors test_transport mp_pipeline_check tp-launch bench_cuda_kernels)
+for b in "${binaries[@]}"; do
+  if [ ! -x "$bin/$b" ]; then
+    if [ "$mode" = dry ]; then row pre "ldd $b" "no bundle" "$bin/$b absent"; else
+      row pre "ldd $b" FAIL "$bin/$b absent: unpack the whole bundle"
+      stop="binaries missing"
+    fi
+    continue
+  fi
+  ldd "$bin/$b" >"$logs/ldd_$b.txt" 2>&1
+  missing=$(grep "not found" "$logs/ldd_$b.txt" | awk '{print $1}' | tr '\n' ' ')
+  if [ -n "$missing" ]; then
+    if [ "$mode" = dry ]; then row pre "ldd $b" "no device" "unresolved here: $missing"; else
+      row pre "ldd $b" FAIL "unresolved: $missing"
+      stop="libraries missing"
+    fi
+  else
+    row pre "ldd $b" ok "$(grep -c '=>' "$logs/ldd_$b.txt") libraries resolve"
+  fi
+done
+
+# -- GPU steps ---------------------------------------------------------------------------------
+left() {  # a timeout of at most $1 seconds that ends by the budget
+  local l=$((budget - (SECONDS - start)))
   [ "$l" -lt 1 ] && l=1
   [ "$l" -lt "$1" ] && echo "$l" || echo "$1"
 }
-
-print_table() {
-  echo
-  echo "==================== gpu_check summary ($((SECONDS - start)) s) ===================="
-  printf '%-6s %-62s %-5s %s\n' KIND NAME RESULT DETAIL
-  for r in "${rows[@]}"; do
-    IFS='|' read -r kind name result detail <<<"$r"
-    printf '%-6s %-62.62s %-5s %s\n' "$kind" "$name" "$result" "$detail"
-  done
-  echo "failures: $failures   logs: $logs"
+not_run() {  # every step, with one result and detail
+  local s
+  for s in "${steps[@]}"; do row gpu "$s" "$1" "$2"; done
 }
-trap print_table EXIT
-
-# -- machine -----------------------------------------------------------------------------------
-if command -v nvidia-smi >/dev/null 2>&1; then
-  nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv,noheader \
-    | tee "$logs/nvidia-smi.txt" | sed 's/^/gpu_check: gpu /'
-  row env nvidia-smi ok "$(head -1 "$logs/nvidia-smi.txt")"
-else
-  note "nvidia-smi not found: the tests will report no device"
-  row env nvidia-smi FAIL "not found"
+if [ "$mode" = dry ]; then
+  not_run "no device" "dry run"
+  exit $((failures > 0))
 fi
-
-# -- packages ----------------------------------------------------------------------------------
-missing=()
-for p in libcaf-dev libucx-dev catch2 libspdlog-dev libopenblas-dev cmake; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-  note "missing packages: ${missing[*]}; running scripts/setup.sh"
-  if ! "$root/scripts/setup.sh" >"$logs/setup.log" 2>&1; then
-    row env packages FAIL "setup.sh failed (see setup.log); missing ${missing[*]}"
-    exit 1
-  fi
-fi
-
-# -- configure and build -----------------------------------------------------------------------
-generator=()
-command -v ninja >/dev/null 2>&1 && generator=(-G Ninja)
-nvcc=/usr/local/cuda/bin/nvcc
-[ -x "$nvcc" ] || nvcc=$(command -v nvcc || true)
-note "configuring $build (CUDA architectures $arch)"
-if ! cmake -S "$root" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
-    -DTENSORPLAY_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="$arch" ${nvcc:+-DCMAKE_CUDA_COMPILER=$nvcc} \
-    -DTENSORPLAY_BUILD_EXAMPLES=OFF >"$logs/configure.log" 2>&1; then
-  tail -20 "$logs/configure.log"
-  row build configure FAIL "see configure.log"
+if [ -n "$stop" ]; then
+  not_run FAIL "not run: $stop"
   exit 1
 fi
-row build configure ok "arch $arch"
 
-# The tensors tests decide the run: build them first, then the rest (keep going past failures in
-# layers that do not build, so the CUDA results still come out).
-build_start=$SECONDS
-if ! cmake --build "$build" -j "$jobs" --target test_tensors >"$logs/build_tests.log" 2>&1; then
-  grep -E "error|FAILED" "$logs/build_tests.log" | head -20
-  row build test_tensors FAIL "see build_tests.log"
-  exit 1
-fi
-row build test_tensors ok "$((SECONDS - build_start)) s"
-build_start=$SECONDS
-keep_going=(-k)
-[ ${#generator[@]} -gt 0 ] && keep_going=(-k 0)
-bench_targets=()
-for source in "$root"/bench/bench_*.cpp; do bench_targets+=("$(basename "$source" .cpp)"); done
-if cmake --build "$build" -j "$jobs" --target "${bench_targets[@]}" >"$logs/build_bench.log" 2>&1; then
-  row build "bench/" ok "$((SECONDS - build_start)) s"
-else
-  row build "bench/" FAIL "see build_bench.log"
-fi
-# The transport tests hold the NCCL channel's [cuda] cases (run below with the others).
-build_start=$SECONDS
-if cmake --build "$build" -j "$jobs" --target test_transport >"$logs/build_transport.log" 2>&1; then
-  row build test_transport ok "$((SECONDS - build_start)) s"
-else
-  row build test_transport FAIL "see build_transport.log"
-fi
-build_start=$SECONDS
-if [ "${BUILD_ALL:-0}" = 1 ]; then
-  if cmake --build "$build" -j "$jobs" -- "${keep_going[@]}" >"$logs/build_all.log" 2>&1; then
-    row build "all targets" ok "$((SECONDS - build_start)) s"
-  else
-    row build "all targets" FAIL "$(grep -c FAILED "$logs/build_all.log") failed; see build_all.log"
+# NCCL between processes on one host: sockets on loopback; each rank its own host id so that two
+# ranks of one communicator may share the GPU.
+export NCCL_SOCKET_IFNAME=lo NCCL_NET=Socket NCCL_DEBUG=INFO
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
+
+step() {  # name timeout log -- command...; runs, judges with judge, prints the row
+  local name=$1 timeout=$2 log=$logs/$3
+  shift 4
+  if [ $((SECONDS - start)) -ge "$budget" ]; then
+    row gpu "$name" FAIL "not run: the time budget ($budget s) was spent"
+    return
   fi
-fi
+  local t0=$SECONDS
+  timeout -k 5 "$(left "$timeout")" "$@" >"$log" 2>&1
+  local rc=$?
+  local verdict
+  verdict=$(judge "$log" "$rc")
+  row gpu "$name" "${verdict%% *}" "${verdict#* }; $((SECONDS - t0)) s"
+}
 
-# -- tests -------------------------------------------------------------------------------------
-# Catch2 test specs treat , [ ] as special: escape them to select one case by its exact name.
-escape_name() { sed -e 's/\\/\\\\/g' -e 's/,/\\,/g' -e 's/\[/\\[/g' -e 's/\]/\\]/g'; }
-
-for binary in "$build"/tests/*/test_*; do
-  [ -x "$binary" ] && [ -f "$binary" ] || continue
-  suite=$(basename "$binary")
-  mapfile -t cases < <("$binary" "[cuda]" --list-test-names-only 2>/dev/null | sed '/^$/d')
-  for name in "${cases[@]}"; do
-    if over_budget; then
-      row test "$suite: $name" SKIP "time budget spent"
-      continue
-    fi
-    log="$logs/test_${suite}_$(echo "$name" | tr -c 'A-Za-z0-9' '_' | cut -c1-60).log"
-    spec=$(printf '%s' "$name" | escape_name)
-    t0=$SECONDS
-    timeout "$(left "$test_timeout")" "$binary" "$spec" >"$log" 2>&1
-    rc=$?
-    if [ $rc -eq 124 ]; then
-      row test "$suite: $name" FAIL "timeout ${test_timeout}s"
-    elif [ $rc -ne 0 ]; then
-      row test "$suite: $name" FAIL "$(grep -m1 -E 'FAILED|error|failed' "$log" | cut -c1-60)"
-    elif grep -q "no CUDA device" "$log"; then
-      row test "$suite: $name" SKIP "no CUDA device"
-    else
-      row test "$suite: $name" ok "$(grep -Eo '[0-9]+ assertions?' "$log" | head -1), $((SECONDS - t0)) s"
-    fi
-  done
-done
-
-# The whole tensors suite (CPU cases included) on the CUDA build.
-if [ -x "$build/tests/tensors/test_tensors" ] && ! over_budget; then
-  timeout "$(left 300)" "$build/tests/tensors/test_tensors" >"$logs/test_tensors_all.log" 2>&1
-  rc=$?
-  summary=$(grep -E "test cases|All tests passed" "$logs/test_tensors_all.log" | tail -1 | cut -c1-70)
-  if [ $rc -eq 0 ]; then
-    row test "test_tensors (whole suite)" ok "$summary"
-  else
-    row test "test_tensors (whole suite)" FAIL "rc $rc: $summary"
-  fi
-fi
-
-# -- NCCL pipeline across two processes ---------------------------------------------------------
-# Two ranks under tp-launch, stages on the GPU, tensors over the NCCL channel, compared with the
-# embedded CPU run. With one GPU both ranks share it: NCCL refuses two ranks of a group on one
-# device of one host, so each rank claims its own host id and NCCL talks over sockets.
-if cmake --build "$build" -j "$jobs" --target mp_pipeline_check tp-launch \
-    >"$logs/build_multiprocess.log" 2>&1; then
-  # 1F1B goes over NCCL; ZBV stages device tensors through host memory over UCX.
-  for kind in 1F1B ZBVZeroBubble; do
-    over_budget && { row nccl "2 processes $kind" SKIP "time budget spent"; continue; }
-    log="$logs/nccl_pipeline_$kind.log"
-    timeout "$(left 300)" "$build/tools/tp-launch/tp-launch" --nproc-per-node 2 -- bash -c \
-      'NCCL_HOSTID=tensorplay-rank-$RANK NCCL_NET=Socket exec "$0" "$@"' \
-      "$build/tests/multiprocess/mp_pipeline_check" --schedule "$kind" --device cuda \
-      --tolerance 1e-4 >"$log" 2>&1
-    rc=$?
-    if [ $rc -eq 0 ]; then
-      row nccl "2 processes $kind" ok "$(grep -m1 -o 'largest relative difference [^,]*' "$log")"
-    else
-      row nccl "2 processes $kind" FAIL "rc $rc: $(grep -m1 -E 'failed|error' "$log" | cut -c1-60)"
-    fi
-  done
+step "cuda ops vs cpu" 150 cuda_ops.log -- "$bin/test_tensors" "[cuda]~[multi_gpu]"
+step "nccl transport" 150 nccl_transport.log -- "$bin/test_transport" "[cuda]~[multi_gpu]"
+if [ "$gpus" -ge 2 ]; then
+  step "two-GPU cases" 90 two_gpus.log -- bash -c \
+    '"$1" "[multi_gpu]" && "$2" "[multi_gpu]"' _ "$bin/test_tensors" "$bin/test_transport"
 else
-  row build "mp_pipeline_check" FAIL "see build_multiprocess.log"
+  row gpu "two-GPU cases" "n/a" "one GPU: the [multi_gpu] cases need two"
 fi
 
-# -- benchmarks --------------------------------------------------------------------------------
-for bench in "$build"/bench/bench_*; do
-  [ -x "$bench" ] && [ -f "$bench" ] || continue
-  name=$(basename "$bench")
-  if over_budget; then
-    row bench "$name" SKIP "time budget spent"
+launch=("$bin/tp-launch" --grace-seconds 2)
+per_rank='NCCL_HOSTID=tensorplay-rank-$RANK exec "$0" "$@"'
+for run in "nccl 1F1B 2 processes|2|4|nccl_1f1b.log|" \
+  "nccl pp2 x dp2 4 processes|4|12|nccl_pp2_dp2.log|--dp 2 --microbatches 4"; do
+  IFS='|' read -r name procs want log extra <<<"$run"
+  if [ $((SECONDS - start)) -ge "$budget" ]; then
+    row gpu "$name" FAIL "not run: the time budget ($budget s) was spent"
     continue
   fi
-  timeout "$(left "$bench_timeout")" "$bench" >"$logs/$name.log" 2>&1
+  t0=$SECONDS
+  # shellcheck disable=SC2086  # $extra is a list of flags
+  timeout -k 5 "$(left 120)" "${launch[@]}" --nproc-per-node "$procs" -- bash -c "$per_rank" \
+    "$bin/mp_pipeline_check" --schedule 1F1B --device cuda --tolerance 1e-4 $extra \
+    >"$logs/$log" 2>&1
   rc=$?
-  last=$(grep '"bench"' "$logs/$name.log" | tail -1 | sed 's/^{"bench": "[^"]*", //; s/}$//' | cut -c1-400)
-  if [ $rc -eq 0 ]; then
-    row bench "$name" ok "${last:-no summary line}"
-  else
-    row bench "$name" FAIL "rc $rc $( [ $rc -eq 124 ] && echo "(timeout ${bench_timeout}s)")"
-  fi
+  # Each rank's pipeline makes two group communicators (and splits links from them); each dp
+  # replica group one more: at least 2 per rank, 3 with --dp.
+  verdict=$(judge_nccl "$logs/$log" "$rc" "$want")
+  row gpu "$name" "${verdict%% *}" "${verdict#* }; $((SECONDS - t0)) s"
 done
 
-[ $failures -eq 0 ]
+step "bench_cuda_kernels" 60 bench_cuda_kernels.log -- "$bin/bench_cuda_kernels"
+exit $((failures > 0))

@@ -6,11 +6,13 @@
 #include <nccl.h>
 
 #include <cstring>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
 #include "tensors/cuda/cuda_check.h"
 #include "tensors/cuda/cuda_device.h"
+#include "transport/detail/nccl_links.h"
 #include "transport/detail/nccl_support.h"
 
 namespace tensorplay::transport {
@@ -24,6 +26,14 @@ struct NcclAllReduce::Impl {
   cudaStream_t stream = nullptr;
   cudaEvent_t produced = nullptr;
   bool failed = false;
+
+  Impl() = default;
+  Impl(const Impl&) = delete;
+  Impl& operator=(const Impl&) = delete;
+  // Frees whatever was made, also when the constructor threw half way (the stream and event were
+  // leaked then).
+  ~Impl() { release(); }
+  void release();
 
   std::string where() const {
     return "all-reduce member " + std::to_string(rank) + " of " + std::to_string(size) +
@@ -52,8 +62,13 @@ NcclAllReduce::NcclAllReduce(int rank, int size, Device device, const std::vecto
   cuda::DeviceGuard guard(im.device);
   TP_CUDA_CHECK(cudaStreamCreateWithFlags(&im.stream, cudaStreamNonBlocking));
   TP_CUDA_CHECK(cudaEventCreateWithFlags(&im.produced, cudaEventDisableTiming));
+  int sm_count = 0;
+  TP_CUDA_CHECK(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, im.device));
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;  // joining has a deadline
+  // Bounded like the NCCL channel's links, so this and every link can be resident at once.
+  config.minCTAs = 1;
+  config.maxCTAs = detail::max_ctas_per_communicator(sm_count, 2);
   ncclResult_t result = ncclCommInitRankConfig(&im.comm, size, unique, rank, &config);
   const auto deadline = detail::deadline_after(timeout);
   if (result == ncclInProgress) result = detail::wait_ready(im.comm, deadline);
@@ -68,21 +83,31 @@ NcclAllReduce::NcclAllReduce(int rank, int size, Device device, const std::vecto
   }
 }
 
-NcclAllReduce::~NcclAllReduce() {
-  Impl& im = *impl_;
-  cuda::DeviceGuard guard(im.device);
-  if (im.comm != nullptr) {
-    if (im.failed)
-      ncclCommAbort(im.comm);
+void NcclAllReduce::Impl::release() {
+  if (comm == nullptr && stream == nullptr && produced == nullptr) return;
+  std::optional<cuda::DeviceGuard> guard;
+  try {
+    guard.emplace(device);
+  } catch (const std::exception&) {
+    // A broken CUDA context: free what can be freed anyway.
+  }
+  if (comm != nullptr) {
+    if (failed)
+      ncclCommAbort(comm);
     else
-      ncclCommDestroy(im.comm);
+      ncclCommDestroy(comm);
+    comm = nullptr;
   }
-  if (im.stream != nullptr) {
-    cudaStreamSynchronize(im.stream);
-    cudaStreamDestroy(im.stream);
+  if (stream != nullptr) {
+    cudaStreamSynchronize(stream);
+    cudaStreamDestroy(stream);
+    stream = nullptr;
   }
-  if (im.produced != nullptr) cudaEventDestroy(im.produced);
+  if (produced != nullptr) cudaEventDestroy(produced);
+  produced = nullptr;
 }
+
+NcclAllReduce::~NcclAllReduce() = default;
 
 void NcclAllReduce::all_reduce(Tensor& flat) {
   Impl& im = *impl_;

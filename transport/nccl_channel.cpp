@@ -1,5 +1,6 @@
-// The NCCL channel: two nonblocking communicators (forward, backward), each with its own stream.
-// Sends and receives are queued on them in issue order; a completion thread watches an event per
+// The NCCL channel: one link per (direction, sender, receiver), each a two-rank nonblocking
+// communicator split from the direction's group communicator, with its own stream. Sends and
+// receives are queued on their link in issue order; a completion thread watches an event per
 // transfer, reports receives, releases sent tensors, and aborts everything on a timeout or error.
 #include "transport/nccl_channel.h"
 
@@ -19,6 +20,7 @@
 #include "tensors/cuda/cuda_check.h"
 #include "tensors/cuda/cuda_device.h"
 #include "tensors/device_info.h"
+#include "transport/detail/nccl_links.h"
 #include "transport/detail/nccl_support.h"
 
 namespace tensorplay::transport {
@@ -28,11 +30,12 @@ namespace {
 using detail::Clock;
 using detail::deadline_after;
 using detail::finish;
+using detail::kDirections;
+using detail::link_index;
+using detail::LinkPair;
 using detail::nccl_message;
 using detail::wait_ready;
 using std::chrono::milliseconds;
-
-constexpr int kLanes = 2;  // 0: forward traffic, 1: backward traffic
 
 // The completion thread looks at its events this often while transfers are in flight: a few tens
 // of microseconds of latency, against a core kept busy. Idle, it sleeps until something is queued.
@@ -45,8 +48,8 @@ constexpr auto kDrainTimeout = std::chrono::seconds(10);
 // How long the destructor lets transfers in flight finish before it aborts them.
 constexpr auto kCloseGrace = std::chrono::seconds(1);
 
-int lane_of(Direction direction) { return direction == Direction::Forward ? 0 : 1; }
-std::string lane_name(int lane) { return lane == 0 ? "forward" : "backward"; }
+int direction_of(Direction direction) { return direction == Direction::Forward ? 0 : 1; }
+std::string direction_name(int direction) { return direction == 0 ? "forward" : "backward"; }
 
 // One send or receive queued on a lane.
 struct Transfer {
@@ -54,7 +57,7 @@ struct Transfer {
   int peer = 0;
   TransferTag tag;
   std::vector<Tensor> tensors;     // kept alive until the GPU is done with their bytes
-  cudaEvent_t finished = nullptr;  // recorded on the lane's stream after the NCCL calls
+  cudaEvent_t finished = nullptr;  // recorded on the link's stream after the NCCL calls
   Clock::time_point deadline = Clock::time_point::max();  // receives only
   milliseconds timeout{0};
   ReceiveDone done;  // receives only
@@ -65,14 +68,23 @@ struct Transfer {
   }
 };
 
-// A communicator, the stream its calls run on, and what is in flight there (in issue order,
-// which is also completion order: one stream).
+// One (direction, sender, receiver) link: a two-rank communicator, the stream its calls run on,
+// and what is in flight there (in issue order, which is also completion order).
 struct Lane {
+  int direction = 0;
+  int peer = 0;               // the peer's rank in the group
+  bool sending = false;       // this rank sends on the link (else it receives)
+  int peer_in_comm = 0;       // the peer's rank in this link's two-rank communicator
   std::mutex issue_mutex;     // one NCCL caller at a time; keeps queue order == stream order
   ncclComm_t comm = nullptr;  // null once aborted or closed
   cudaStream_t stream = nullptr;
-  cudaEvent_t produced = nullptr;  // marks the tensor stream's work so far, for the lane to wait
+  cudaEvent_t produced = nullptr;  // marks the tensor stream's work so far, for the link to wait
   std::deque<Transfer> queue;      // guarded by NcclChannel::Impl::mutex
+
+  std::string name() const {
+    return direction_name(direction) + (sending ? " link to rank " : " link from rank ") +
+           std::to_string(peer);
+  }
 };
 
 }  // namespace
@@ -86,12 +98,38 @@ struct NcclChannel::Impl {
     std::string message;
   };
 
-  Impl(int rank, int world_size, int device) : rank(rank), world_size(world_size), device(device) {}
+  Impl(int rank, int world_size, int device)
+      : rank(rank), world_size(world_size), device(device), slots(detail::link_slots(world_size)) {}
   ~Impl() { close(); }
 
   void open(const std::vector<std::vector<uint8_t>>& ids, milliseconds timeout);
   void connect_all(Clock::time_point deadline);
-  std::string issue(int lane, Transfer transfer);
+  void split_links(int direction, ncclComm_t parent, Clock::time_point deadline, int max_ctas);
+  std::string issue(Lane& lane, Transfer transfer);
+  Lane& lane(int direction, int peer, bool sending) {
+    return *slots[link_index(direction, peer, sending, world_size)];
+  }
+  // The links of this rank in link_pairs order (the order every rank connects and closes in).
+  template <typename F>
+  void for_each_lane_in_pair_order(F f) {
+    for (int d = 0; d < kDirections; ++d)
+      for (const LinkPair& pair : detail::link_pairs(world_size))
+        if (detail::in_pair(pair, rank)) {
+          auto& l = slots[link_index(d, detail::other_in_pair(pair, rank),
+                                     detail::sends_on(pair, rank), world_size)];
+          if (l) f(*l);
+        }
+  }
+  template <typename F>
+  void for_each_lane(F f) {
+    for (auto& l : slots)
+      if (l) f(*l);
+  }
+  template <typename F>
+  void for_each_lane(F f) const {
+    for (const auto& l : slots)
+      if (l) f(*l);
+  }
   void poll();
   void complete(std::vector<Transfer>& finished);
   std::string async_error();
@@ -102,9 +140,9 @@ struct NcclChannel::Impl {
 
   cudaEvent_t take_event();
   bool busy() const {  // requires mutex
-    for (const Lane& lane : lanes)
-      if (!lane.queue.empty()) return true;
-    return false;
+    bool any = false;
+    for_each_lane([&](const Lane& l) { any = any || !l.queue.empty(); });
+    return any;
   }
   std::string failed() const {
     std::lock_guard lock(mutex);
@@ -118,8 +156,11 @@ struct NcclChannel::Impl {
   const int rank;
   const int world_size;
   const int device;
-  std::array<Lane, kLanes> lanes;
-  mutable std::mutex mutex;  // lane queues, spare_events, failure, stopping
+  // The group communicators the links are split from (one per direction); kept until close.
+  std::array<ncclComm_t, kDirections> parents{};
+  std::vector<std::unique_ptr<Lane>> slots;  // by link_index; null for this rank itself
+  std::deque<ncclComm_t> split_outputs;      // where ncclCommSplit writes (see split_links)
+  mutable std::mutex mutex;                  // lane queues, spare_events, failure, stopping
   std::condition_variable wake;
   std::vector<cudaEvent_t> spare_events;
   std::string failure;  // why the communicators were aborted; empty while usable
@@ -133,73 +174,130 @@ struct NcclChannel::Impl {
 void NcclChannel::Impl::open(const std::vector<std::vector<uint8_t>>& ids, milliseconds timeout) {
   cuda::DeviceGuard guard(device);
   Clock::time_point deadline = deadline_after(timeout);
-  for (int i = 0; i < kLanes; ++i) {
-    Lane& lane = lanes[i];
-    // Not blocking with the legacy default stream: communication must not wait for unrelated work.
-    TP_CUDA_CHECK(cudaStreamCreateWithFlags(&lane.stream, cudaStreamNonBlocking));
-    TP_CUDA_CHECK(cudaEventCreateWithFlags(&lane.produced, cudaEventDisableTiming));
-    ncclUniqueId id;
-    std::memcpy(id.internal, ids[i].data(), sizeof(id.internal));
-    // Nonblocking, so that joining and connecting have a deadline and abort can unblock them.
-    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-    config.blocking = 0;
-    ncclResult_t result = ncclCommInitRankConfig(&lane.comm, world_size, id, rank, &config);
-    if (result == ncclInProgress) result = wait_ready(lane.comm, deadline);
-    if (result != ncclSuccess) {
-      if (lane.comm != nullptr) ncclCommAbort(lane.comm);
-      lane.comm = nullptr;
-      if (result == ncclInProgress)
-        throw TransferError("nccl channel: " + where() + ": not every rank joined the " +
-                            lane_name(i) + " communicator within " +
-                            std::to_string(timeout.count()) +
-                            " ms; every rank must make its channel with the same two unique ids");
-      throw TransferError("nccl channel: " + where() + ": joining the " + lane_name(i) +
-                          " communicator failed: " + nccl_message(result));
-    }
-  }
-  connect_all(deadline);
-  poller = std::thread([this] { poll(); });
-}
-
-// NCCL connects two ranks on their first transfer, and that handshake waits for the peer. A send
-// must never wait for its receiver (who posts its receive only after the descriptor arrives), so
-// every pair is connected here, once, while all ranks are in the constructor anyway.
-void NcclChannel::Impl::connect_all(Clock::time_point deadline) {
-  if (world_size < 2) return;
-  uint8_t* scratch = nullptr;
-  TP_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&scratch), 2 * world_size));
+  int sm_count = 0;
+  TP_CUDA_CHECK(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device));
+  // Every link and the data-parallel all-reduce may have kernels resident at once.
+  const int max_ctas =
+      detail::max_ctas_per_communicator(sm_count, detail::links_per_rank(world_size) + 1);
   std::string error;
   try {
-    TP_CUDA_CHECK(cudaMemset(scratch, 0, 2 * world_size));
-    for (int i = 0; i < kLanes; ++i) {
-      Lane& lane = lanes[i];
-      std::string what =
-          "connecting " + where() + " to every rank on the " + lane_name(i) + " communicator";
-      ncclResult_t result = ncclGroupStart();
-      for (int peer = 0; peer < world_size && result == ncclSuccess; ++peer) {
-        if (peer == rank) continue;
-        result = ncclSend(scratch + peer, 1, ncclUint8, peer, lane.comm, lane.stream);
-        if (result == ncclSuccess)
-          result =
-              ncclRecv(scratch + world_size + peer, 1, ncclUint8, peer, lane.comm, lane.stream);
-      }
-      ncclResult_t end = ncclGroupEnd();
-      finish(result != ncclSuccess ? result : end, lane.comm, deadline, what);
-      cudaError_t status;
-      while ((status = cudaStreamQuery(lane.stream)) == cudaErrorNotReady) {
-        if (Clock::now() >= deadline) throw TransferError("nccl channel: " + what + " timed out");
-        std::this_thread::sleep_for(std::chrono::microseconds(100));
-      }
-      TP_CUDA_CHECK(status);
+    for (int d = 0; d < kDirections; ++d) {
+      ncclUniqueId id;
+      std::memcpy(id.internal, ids[d].data(), sizeof(id.internal));
+      // Nonblocking, so that joining and connecting have a deadline and abort can unblock them.
+      ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+      config.blocking = 0;
+      ncclResult_t result = ncclCommInitRankConfig(&parents[d], world_size, id, rank, &config);
+      if (result == ncclInProgress) result = wait_ready(parents[d], deadline);
+      if (result == ncclInProgress)
+        throw TransferError("nccl channel: " + where() + ": not every rank joined the " +
+                            direction_name(d) + " communicator within " +
+                            std::to_string(timeout.count()) +
+                            " ms; every rank must make its channel with the same two unique ids");
+      if (result != ncclSuccess)
+        throw TransferError("nccl channel: " + where() + ": joining the " + direction_name(d) +
+                            " communicator failed: " + nccl_message(result));
+      split_links(d, parents[d], deadline, max_ctas);
     }
+    connect_all(deadline);
   } catch (const std::exception& e) {
     error = e.what();
   }
   if (!error.empty()) {
-    for (Lane& lane : lanes) {
-      if (lane.comm != nullptr) ncclCommAbort(lane.comm);
-      lane.comm = nullptr;
+    for_each_lane([](Lane& l) {
+      if (l.comm != nullptr) ncclCommAbort(l.comm);
+      l.comm = nullptr;
+    });
+    for (ncclComm_t& parent : parents) {
+      if (parent != nullptr) ncclCommAbort(parent);
+      parent = nullptr;
     }
+    throw TransferError(error);
+  }
+  poller = std::thread([this] { poll(); });
+}
+
+// One two-rank communicator per pair of ranks and way, split from the direction's group
+// communicator. The split is collective: every rank takes part in every link's split, in
+// link_pairs order, and keeps the communicators of the links it belongs to.
+void NcclChannel::Impl::split_links(int direction, ncclComm_t parent, Clock::time_point deadline,
+                                    int max_ctas) {
+  for (const LinkPair& pair : detail::link_pairs(world_size)) {
+    const bool member = detail::in_pair(pair, rank);
+    // NCCL writes the new communicator when the split completes, possibly after a timeout made
+    // this throw: the slot it writes to lives as long as the channel.
+    ncclComm_t& comm = split_outputs.emplace_back(nullptr);
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    config.minCTAs = 1;  // NCCL's default floor may exceed a small cap
+    config.maxCTAs = max_ctas;
+    ncclResult_t result =
+        ncclCommSplit(parent, member ? 0 : NCCL_SPLIT_NOCOLOR, rank, &comm, &config);
+    std::string what = "splitting the " + direction_name(direction) + " link from rank " +
+                       std::to_string(pair.low_sends ? pair.low : pair.high) + " to rank " +
+                       std::to_string(pair.low_sends ? pair.high : pair.low) + " on " + where();
+    if (result == ncclInProgress) result = wait_ready(parent, deadline);
+    if (result == ncclSuccess && comm != nullptr) result = wait_ready(comm, deadline);
+    if (result != ncclSuccess) {
+      if (comm != nullptr) ncclCommAbort(comm);
+      throw TransferError("nccl channel: " + what +
+                          (result == ncclInProgress ? std::string(" timed out")
+                                                    : " failed: " + nccl_message(result)));
+    }
+    if (!member) continue;
+    if (comm == nullptr)
+      throw TransferError("nccl channel: " + what + " returned no communicator for this rank");
+    const int peer = detail::other_in_pair(pair, rank);
+    const bool sending = detail::sends_on(pair, rank);
+    // In its slot before anything else can throw, so that close() releases the communicator.
+    auto& link = slots[link_index(direction, peer, sending, world_size)];
+    link = std::make_unique<Lane>();
+    link->direction = direction;
+    link->peer = peer;
+    link->sending = sending;
+    link->peer_in_comm = detail::rank_in_pair(pair, peer);
+    link->comm = comm;
+    // Not blocking with the legacy default stream: communication must not wait for unrelated work.
+    TP_CUDA_CHECK(cudaStreamCreateWithFlags(&link->stream, cudaStreamNonBlocking));
+    TP_CUDA_CHECK(cudaEventCreateWithFlags(&link->produced, cudaEventDisableTiming));
+  }
+}
+
+// NCCL connects two ranks on their first transfer, and that handshake waits for the peer. A send
+// must never wait for its receiver (who posts its receive only after the descriptor arrives), so
+// every link is connected here, once, while all ranks are in the constructor anyway: pair by pair
+// in link_pairs order (each rank waits only on its own links, all in one order).
+void NcclChannel::Impl::connect_all(Clock::time_point deadline) {
+  if (world_size < 2) return;
+  uint8_t* scratch = nullptr;
+  TP_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&scratch), 2));
+  std::string error;
+  try {
+    TP_CUDA_CHECK(cudaMemset(scratch, 0, 2));
+    for_each_lane_in_pair_order([&](Lane& link) {
+      std::string what = "connecting the " + link.name() + " of " + where();
+      ncclResult_t result = ncclGroupStart();
+      if (result == ncclSuccess)
+        result = ncclSend(scratch, 1, ncclUint8, link.peer_in_comm, link.comm, link.stream);
+      if (result == ncclSuccess)
+        result = ncclRecv(scratch + 1, 1, ncclUint8, link.peer_in_comm, link.comm, link.stream);
+      ncclResult_t end = ncclGroupEnd();
+      finish(result != ncclSuccess ? result : end, link.comm, deadline, what);
+      cudaError_t status;
+      while ((status = cudaStreamQuery(link.stream)) == cudaErrorNotReady) {
+        if (Clock::now() >= deadline) throw TransferError("nccl channel: " + what + " timed out");
+        std::this_thread::sleep_for(std::chrono::microseconds(100));
+      }
+      TP_CUDA_CHECK(status);
+    });
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  if (!error.empty()) {
+    for_each_lane([](Lane& l) {
+      if (l.comm != nullptr) ncclCommAbort(l.comm);
+      l.comm = nullptr;
+    });
     if (wait_streams(Clock::now() + kDrainTimeout)) cudaFree(scratch);  // else still in use
     throw TransferError(error);
   }
@@ -233,22 +331,35 @@ void NcclChannel::Impl::close() {
   } catch (const std::exception&) {
     // A broken CUDA context: free what can be freed anyway.
   }
-  for (Lane& lane : lanes) {
-    if (lane.comm != nullptr) {
-      // Finalize flushes what was issued; a peer that vanished can keep it from finishing.
-      ncclResult_t result = ncclCommFinalize(lane.comm);
-      if (result == ncclInProgress) result = wait_ready(lane.comm, Clock::now() + kDrainTimeout);
-      if (result == ncclSuccess)
-        ncclCommDestroy(lane.comm);
-      else
-        ncclCommAbort(lane.comm);
-      lane.comm = nullptr;
+  // Finalize flushes what was issued; a peer that vanished can keep it from finishing. Links go
+  // in link_pairs order, the same on every rank.
+  auto release = [](ncclComm_t& comm) {
+    if (comm == nullptr) return;
+    ncclResult_t result = ncclCommFinalize(comm);
+    if (result == ncclInProgress) result = wait_ready(comm, Clock::now() + kDrainTimeout);
+    if (result == ncclSuccess)
+      ncclCommDestroy(comm);
+    else
+      ncclCommAbort(comm);
+    comm = nullptr;
+  };
+  for_each_lane_in_pair_order([&](Lane& l) {
+    release(l.comm);
+    if (l.stream != nullptr) {
+      cudaStreamSynchronize(l.stream);
+      cudaStreamDestroy(l.stream);
     }
-    if (lane.stream != nullptr) {
-      cudaStreamSynchronize(lane.stream);
-      cudaStreamDestroy(lane.stream);
+    if (l.produced != nullptr) cudaEventDestroy(l.produced);
+  });
+  // The group communicators carry nothing; after a failure a peer may be gone, so they are
+  // aborted rather than finalized (which could wait for it).
+  const bool failed_before = !failed().empty();
+  for (ncclComm_t& parent : parents) {
+    if (parent != nullptr && failed_before) {
+      ncclCommAbort(parent);
+      parent = nullptr;
     }
-    if (lane.produced != nullptr) cudaEventDestroy(lane.produced);
+    release(parent);
   }
   for (cudaEvent_t event : spare_events) cudaEventDestroy(event);
   spare_events.clear();
@@ -273,8 +384,7 @@ cudaEvent_t NcclChannel::Impl::take_event() {
 // Queues a transfer's NCCL calls on its lane, after the work already queued on the device's tensor
 // stream (which produced the bytes to send, or last used the memory a receive writes into).
 // Returns "" when queued; otherwise the error, after calling a receive's `done` with it.
-std::string NcclChannel::Impl::issue(int index, Transfer transfer) {
-  Lane& lane = lanes[index];
+std::string NcclChannel::Impl::issue(Lane& lane, Transfer transfer) {
   std::string error;
   bool abort = false;
   {
@@ -294,10 +404,10 @@ std::string NcclChannel::Impl::issue(int index, Transfer transfer) {
         for (const Tensor& t : transfer.tensors) {
           if (result != ncclSuccess) break;
           if (!t.defined() || t.nbytes() == 0) continue;
-          result = transfer.receive ? ncclRecv(t.raw_data(), t.nbytes(), ncclUint8, transfer.peer,
-                                               lane.comm, lane.stream)
-                                    : ncclSend(t.raw_data(), t.nbytes(), ncclUint8, transfer.peer,
-                                               lane.comm, lane.stream);
+          result = transfer.receive ? ncclRecv(t.raw_data(), t.nbytes(), ncclUint8,
+                                               lane.peer_in_comm, lane.comm, lane.stream)
+                                    : ncclSend(t.raw_data(), t.nbytes(), ncclUint8,
+                                               lane.peer_in_comm, lane.comm, lane.stream);
         }
         ncclResult_t end = ncclGroupEnd();
         finish(result != ncclSuccess ? result : end, lane.comm, Clock::now() + kEnqueueTimeout,
@@ -339,7 +449,7 @@ void NcclChannel::Impl::poll() {
     std::string error;
     std::optional<Culprit> culprit;
     Clock::time_point now = Clock::now();
-    for (Lane& lane : lanes) {
+    for_each_lane([&](Lane& lane) {
       while (!lane.queue.empty() && error.empty()) {
         cudaError_t status = cudaEventQuery(lane.queue.front().finished);
         if (status == cudaErrorNotReady) break;
@@ -366,7 +476,7 @@ void NcclChannel::Impl::poll() {
                           "cannot be used again"};
         }
       }
-    }
+    });
     lock.unlock();
     if (error.empty()) error = async_error();
     complete(finished);
@@ -395,21 +505,23 @@ void NcclChannel::Impl::complete(std::vector<Transfer>& finished) {
 
 // Errors NCCL found on its own (a peer process that died, a broken connection), or "".
 std::string NcclChannel::Impl::async_error() {
-  for (int i = 0; i < kLanes; ++i) {
+  std::string error;
+  for_each_lane([&](Lane& lane) {
+    if (!error.empty()) return;
     // Skipped while another thread is issuing: NCCL calls on one communicator are not concurrent.
-    std::unique_lock issue_lock(lanes[i].issue_mutex, std::try_to_lock);
-    if (!issue_lock.owns_lock() || lanes[i].comm == nullptr) continue;
+    std::unique_lock issue_lock(lane.issue_mutex, std::try_to_lock);
+    if (!issue_lock.owns_lock() || lane.comm == nullptr) return;
     ncclResult_t state = ncclSuccess;
-    ncclResult_t result = ncclCommGetAsyncError(lanes[i].comm, &state);
+    ncclResult_t result = ncclCommGetAsyncError(lane.comm, &state);
     if (result == ncclSuccess) result = state;
     if (result != ncclSuccess && result != ncclInProgress)
-      return "NCCL reported an error on the " + lane_name(i) + " communicator of " + where() +
-             ": " + nccl_message(result);
-  }
-  return {};
+      error = "NCCL reported an error on the " + lane.name() + " of " + where() + ": " +
+              nccl_message(result);
+  });
+  return error;
 }
 
-// Aborts both communicators, then reports every transfer in flight (and `extra`) as failed.
+// Aborts every link's communicator, then reports every transfer in flight (and `extra`) as failed.
 void NcclChannel::Impl::fail(const std::string& reason, std::vector<Transfer> extra,
                              std::optional<Culprit> culprit) {
   {
@@ -417,19 +529,19 @@ void NcclChannel::Impl::fail(const std::string& reason, std::vector<Transfer> ex
     if (failure.empty()) failure = reason;
   }
   // ncclCommAbort is the only way to stop NCCL kernels that wait for a peer.
-  for (Lane& lane : lanes) {
+  for_each_lane([](Lane& lane) {
     std::lock_guard issue_lock(lane.issue_mutex);
     if (lane.comm != nullptr) ncclCommAbort(lane.comm);
     lane.comm = nullptr;
-  }
+  });
   std::vector<Transfer> abandoned = std::move(extra);
   std::string why;
   {
     std::lock_guard lock(mutex);
-    for (Lane& lane : lanes) {
+    for_each_lane([&](Lane& lane) {
       for (Transfer& t : lane.queue) abandoned.push_back(std::move(t));
       lane.queue.clear();
-    }
+    });
     why = failure;
   }
   bool drained = wait_streams(Clock::now() + kDrainTimeout);
@@ -459,9 +571,9 @@ void NcclChannel::Impl::fail(const std::string& reason, std::vector<Transfer> ex
 }
 
 bool NcclChannel::Impl::wait_streams(Clock::time_point deadline) {
-  for (Lane& lane : lanes) {
-    if (lane.stream == nullptr) continue;
-    while (cudaStreamQuery(lane.stream) == cudaErrorNotReady) {
+  for (auto& lane : slots) {
+    if (!lane || lane->stream == nullptr) continue;
+    while (cudaStreamQuery(lane->stream) == cudaErrorNotReady) {
       if (Clock::now() >= deadline) return false;
       std::this_thread::sleep_for(milliseconds(1));
     }
@@ -495,7 +607,7 @@ NcclChannel::NcclChannel(int rank, int world_size, Device device,
                                 " is not a rank of a group of " + std::to_string(world_size));
   if (!device.is_cuda())
     throw std::invalid_argument("nccl channel: needs a CUDA device, not " + to_string(device));
-  if (ids.size() != kLanes)
+  if (ids.size() != kDirections)
     throw std::invalid_argument("nccl channel: needs two unique ids (forward and backward), got " +
                                 std::to_string(ids.size()));
   for (const auto& id : ids)
@@ -543,7 +655,8 @@ std::vector<TensorDescriptor> NcclChannel::send(int peer, const TransferTag& tag
     return descriptors;
   }
   transfer.tensors = std::move(tensors);
-  std::string error = impl_->issue(lane_of(tag.direction), std::move(transfer));
+  std::string error =
+      impl_->issue(impl_->lane(direction_of(tag.direction), peer, true), std::move(transfer));
   if (!error.empty()) throw TransferError(error);
   return descriptors;
 }
@@ -590,21 +703,23 @@ void NcclChannel::post_receive(int peer, const TransferTag& tag,
     return;
   }
   transfer.done = std::move(done);
-  impl_->issue(lane_of(tag.direction), std::move(transfer));  // reports errors through `done`
+  // Reports errors through `done`.
+  impl_->issue(impl_->lane(direction_of(tag.direction), peer, false), std::move(transfer));
 }
 
 size_t NcclChannel::pending() const {
   std::lock_guard lock(impl_->mutex);
   size_t count = 0;
-  for (const Lane& lane : impl_->lanes) count += lane.queue.size();
+  impl_->for_each_lane([&](const Lane& lane) { count += lane.queue.size(); });
   return count;
 }
 
 void NcclChannel::cancel_receive(int peer, const TransferTag& tag) {
+  if (peer < 0 || peer >= world_size_ || peer == rank_) return;  // nothing was posted there
   bool in_flight = false;
   {
     std::lock_guard lock(impl_->mutex);
-    for (const Transfer& t : impl_->lanes[lane_of(tag.direction)].queue)
+    for (const Transfer& t : impl_->lane(direction_of(tag.direction), peer, false).queue)
       if (t.receive && t.peer == peer && t.tag.key() == tag.key()) in_flight = true;
   }
   if (!in_flight) return;

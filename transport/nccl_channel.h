@@ -21,33 +21,42 @@ std::vector<uint8_t> nccl_unique_id();
 
 /// Device-memory channel between the ranks of one process group, one GPU per rank.
 ///
-/// Ordering. NCCL matches a send with a receive by issue order per (communicator, peer), not by
+/// Ordering. NCCL matches a send with a receive by issue order per communicator and peer, not by
 /// tag: the caller must post receives from a peer in the order that peer issued its sends. The
 /// runtime posts a receive when the sender's descriptor arrives, and CAF keeps per-sender order,
-/// so with one communicator per direction the two orders agree. Forward and backward traffic use
-/// separate communicators and streams, so a backward transfer never waits behind a forward one.
-/// Within one direction, transfers to and from all peers share one stream and complete in issue
-/// order: a linear pipeline (each rank receives from one peer and sends to another) cannot block
-/// itself, but interleaved or V-shaped placements and skip connections across several stages can
-/// when large sends to two peers wait on each other.
+/// so the two orders agree. Every (direction, sender, receiver) has a link of its own: a two-rank
+/// communicator split from the direction's group communicator, with its own stream (NCCL
+/// serialises all work of one communicator, so separate streams alone would not do). A link
+/// carries one way, so its sends and receives always match in issue order; a transfer never waits
+/// behind one to another peer, the other way, or in the other direction, so skip connections,
+/// V placements and several peers per rank cannot block each other. Making the channel splits
+/// 4 x (world - 1) links per rank (collective over the group) and connects each once.
 ///
 /// Streams. A send waits (on the GPU) for work already queued on the device's tensor stream,
-/// so the caller may send a tensor it has just computed; it reads the bytes later, so the caller
+/// so the caller may send a tensor it has just computed (a receive waits for it too: its memory
+/// may have been freed by that work); it reads the bytes later, so the caller
 /// must not write into a sent tensor in place until the receiver has it. A received tensor is
 /// reported only once its bytes have arrived, so work queued after `done` sees them.
 ///
+/// Several communicators. A rank holds 4 x (world - 1) link communicators, and a data-parallel
+/// all-reduce may hold another; they are used from different threads in no order common to all
+/// ranks. Their kernels spin until the peer is there, so they must all fit on the GPU at once:
+/// every communicator is capped to a share of half the SMs (detail::max_ctas_per_communicator),
+/// and the link streams never block with the legacy default stream.
+///
 /// Failure. NCCL cannot cancel one transfer: a receive that times out, cancel_receive, and
-/// cancel_all with transfers in flight abort both communicators (ncclCommAbort, the only way to
-/// unblock NCCL). Every pending receive then completes with an error, and every later call fails:
-/// a timed-out NCCL channel is unusable, and continuing needs a new channel with new unique ids
-/// on every rank. Errors NCCL reports itself (a peer that died, a broken connection) do the same.
+/// cancel_all with transfers in flight abort every link's communicator (ncclCommAbort, the only way
+/// to unblock NCCL). Every pending receive then completes with an error, and every later call
+/// fails: a timed-out NCCL channel is unusable, and continuing needs a new channel with new unique
+/// ids on every rank. Errors NCCL reports itself (a peer that died, a broken connection) do the
+/// same.
 class NcclChannel final : public Channel {
  public:
   /// Joins the communicators of `world_size` ranks as `rank` on CUDA device `device`. `ids`
-  /// holds two unique ids made on one rank (one for forward traffic, one for backward traffic:
-  /// separate communicators so the two directions never block each other). Every rank needs its
-  /// own GPU: NCCL rejects two ranks of one group on the same device. Waits until every rank has
-  /// joined and connected to every other rank (so later calls only enqueue work), or throws
+  /// holds two unique ids made on one rank (one per direction; the links are split from them).
+  /// Every rank needs its own GPU: NCCL rejects two ranks of one group on the same device (unless
+  /// each process claims its own NCCL_HOSTID, as the single-GPU checks do). Waits until every rank
+  /// has joined and connected to every other rank (so later calls only enqueue work), or throws
   /// TransferError after `connect_timeout`. Throws std::invalid_argument for bad arguments,
   /// TransferError when NCCL is not built in or no CUDA device is visible.
   NcclChannel(int rank, int world_size, Device device, const std::vector<std::vector<uint8_t>>& ids,

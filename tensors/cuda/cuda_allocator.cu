@@ -1,99 +1,37 @@
-// Caching allocator for CUDA storage: size-class bins, per-device free lists, statistics.
-#include <stdexcept>
-#include <string>
-
+// Caching allocator for CUDA storage: the caching pool (caching_pool.h) over cudaMalloc/cudaFree.
 #include "tensors/cuda/cuda_allocator.h"
 #include "tensors/cuda/cuda_check.h"
 #include "tensors/cuda/cuda_device.h"
-#include "tensors/size_class.h"
 
 namespace tensorplay {
 namespace cuda {
 
-namespace {
-std::string mib(size_t bytes) { return std::to_string(bytes >> 20) + " MiB"; }
-}  // namespace
+int CudaDeviceMemory::device_count() { return cuda::device_count(); }
 
-CachingAllocator::DevicePool& CachingAllocator::pool(int device) {
-  if (pools_.empty()) pools_.resize(device_count());
-  return pools_[device];
+void* CudaDeviceMemory::allocate(int device, size_t bytes) {
+  DeviceGuard guard(device);
+  void* ptr = nullptr;
+  cudaError_t error = cudaMalloc(&ptr, bytes);
+  if (error == cudaErrorMemoryAllocation) {
+    cudaGetLastError();
+    return nullptr;
+  }
+  TP_CUDA_CHECK(error);
+  return ptr;
+}
+
+void CudaDeviceMemory::release(int device, void* block) {
+  DeviceGuard guard(device);
+  TP_CUDA_CHECK(cudaFree(block));
 }
 
 void* CachingAllocator::allocate(size_t bytes, Device device) {
   check_device(device.index);
-  size_t size = size_class(bytes);
-  std::lock_guard<std::mutex> lock(mutex_);
-  DevicePool& p = pool(device.index);
-  void* ptr = nullptr;
-  auto it = p.free_blocks.find(size);
-  if (it != p.free_blocks.end() && !it->second.empty()) {
-    ptr = it->second.back();
-    it->second.pop_back();
-    p.stats.cached_bytes -= size;
-    ++p.stats.cache_hits;
-  } else {
-    DeviceGuard guard(device.index);
-    cudaError_t error = cudaMalloc(&ptr, size);
-    if (error == cudaErrorMemoryAllocation) {
-      // Out of memory: give the cached blocks back to CUDA and try once more.
-      cudaGetLastError();
-      release_cached(device.index);
-      error = cudaMalloc(&ptr, size);
-    }
-    ++p.stats.malloc_calls;
-    if (error != cudaSuccess) {
-      cudaGetLastError();
-      throw std::runtime_error("CUDA out of memory on " + to_string(device) + ": could not get " +
-                               std::to_string(size) + " bytes (" + cudaGetErrorString(error) +
-                               "); " + mib(p.stats.allocated_bytes) +
-                               " held by tensors. Use smaller microbatches or fewer stashed "
-                               "activations");
-    }
-  }
-  p.stats.allocated_bytes += size;
-  if (p.stats.allocated_bytes > p.stats.peak_allocated_bytes)
-    p.stats.peak_allocated_bytes = p.stats.allocated_bytes;
-  return ptr;
+  return pool_.allocate(device.index, bytes);
 }
 
 void CachingAllocator::deallocate(void* ptr, size_t bytes, Device device) {
-  if (!ptr) return;
-  size_t size = size_class(bytes);
-  std::lock_guard<std::mutex> lock(mutex_);
-  DevicePool& p = pool(device.index);
-  p.free_blocks[size].push_back(ptr);
-  p.stats.allocated_bytes -= size;
-  p.stats.cached_bytes += size;
-}
-
-void CachingAllocator::release_cached(int device) {
-  DevicePool& p = pool(device);
-  DeviceGuard guard(device);
-  for (auto& [size, blocks] : p.free_blocks) {
-    for (void* block : blocks) {
-      TP_CUDA_CHECK(cudaFree(block));
-      ++p.stats.free_calls;
-      p.stats.cached_bytes -= size;
-    }
-    blocks.clear();
-  }
-}
-
-CudaMemoryStats CachingAllocator::stats(int device) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (device < 0 || device >= device_count()) return {};
-  return pool(device).stats;
-}
-
-void CachingAllocator::reset_peak(int device) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (device < 0 || device >= device_count()) return;
-  pool(device).stats.peak_allocated_bytes = pool(device).stats.allocated_bytes;
-}
-
-void CachingAllocator::empty_cache() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  for (int d = 0; d < device_count(); ++d) release_cached(d);
+  pool_.deallocate(device.index, ptr, bytes);
 }
 
 CachingAllocator& caching_allocator() {

@@ -83,14 +83,49 @@ int device_of(const void* ptr) {
   return attributes.device;
 }
 
-DeviceGuard::DeviceGuard(int device) {
-  TP_CUDA_CHECK(cudaGetDevice(&previous_));
-  if (previous_ != device) TP_CUDA_CHECK(cudaSetDevice(device));
+namespace {
+
+// cuCtxGetCurrent through the runtime's driver entry points, so nothing links libcuda directly
+// (the CPU-only machines that run the tests have no driver). Null when the driver lacks it.
+using CtxGetCurrent = int (*)(void** context);
+
+CtxGetCurrent ctx_get_current() {
+  static const CtxGetCurrent function = [] {
+    void* pointer = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    if (cudaGetDriverEntryPointByVersion("cuCtxGetCurrent", &pointer, 12000, cudaEnableDefault,
+                                         &found) != cudaSuccess ||
+        found != cudaDriverEntryPointSuccess) {
+      cudaGetLastError();
+      return CtxGetCurrent{nullptr};
+    }
+    return reinterpret_cast<CtxGetCurrent>(pointer);
+  }();
+  return function;
 }
 
-DeviceGuard::~DeviceGuard() {
-  int current = -1;
-  if (cudaGetDevice(&current) == cudaSuccess && current != previous_) cudaSetDevice(previous_);
+int current_for_guard() { return current_device_or_none(); }
+
+void make_current_for_guard(int device) { TP_CUDA_CHECK(cudaSetDevice(device)); }
+
+}  // namespace
+
+int current_device_or_none() {
+  if (CtxGetCurrent get = ctx_get_current()) {
+    void* context = nullptr;
+    if (get(&context) != 0 || context == nullptr) return -1;
+  }
+  int device = -1;
+  if (cudaGetDevice(&device) != cudaSuccess) {
+    cudaGetLastError();
+    return -1;
+  }
+  return device;
+}
+
+const CurrentDeviceOps& cuda_current_device_ops() {
+  static const CurrentDeviceOps ops{&current_for_guard, &make_current_for_guard};
+  return ops;
 }
 
 cudaStream_t stream(int device) {

@@ -6,6 +6,8 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include "tensors/cuda/device_guard_logic.h"
+
 namespace tensorplay::cuda {
 
 /// Number of usable devices; 0 when there is no driver or no device (never throws).
@@ -17,16 +19,23 @@ void check_device(int device);
 /// Index of the device that owns `ptr` (device memory from the allocator).
 int device_of(const void* ptr);
 
-/// Makes a device current on this thread for the guard's lifetime.
+/// The calling thread's current device, or -1 when it has none yet (no CUDA context bound: the
+/// runtime would report device 0 there and create its context on first use).
+int current_device_or_none();
+
+/// The operations DeviceGuard uses on real devices (throws on CUDA errors).
+const CurrentDeviceOps& cuda_current_device_ops();
+
+/// Makes a device current on this thread for the guard's lifetime, then restores the previous
+/// one; a thread that had none keeps `device` (see BasicDeviceGuard).
 class DeviceGuard {
  public:
-  explicit DeviceGuard(int device);
-  ~DeviceGuard();
+  explicit DeviceGuard(int device) : guard_(cuda_current_device_ops(), device) {}
   DeviceGuard(const DeviceGuard&) = delete;
   DeviceGuard& operator=(const DeviceGuard&) = delete;
 
  private:
-  int previous_ = -1;
+  BasicDeviceGuard guard_;
 };
 
 /// The stream every kernel, cuBLAS call and copy touching `device` is issued on. Created on first

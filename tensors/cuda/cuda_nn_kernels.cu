@@ -1,11 +1,15 @@
 // CUDA kernels of the neural-network ops: layout copies, softmax (plain, log, causal), layer norm,
 // embedding and cross entropy. Mirrors tensors/cpu/nn_kernels.cpp. Row kernels give one block to
-// a row and reduce with cuda_reduce.cuh; column kernels give one thread to a column and walk the
-// rows in order. No atomics anywhere, so every result is deterministic (the split backward relies
-// on it: I then W must equal the full backward bit for bit).
+// a row and reduce with cuda_reduce.cuh; column sums split the rows into fixed chunks (one thread
+// per chunk and column, then one per column over the chunks in order); the embedding gradient
+// sorts the ids (stably) and gives one thread to each (id, column). No atomics anywhere, so every
+// result is deterministic (the split backward relies on it: I then W must equal the full
+// backward bit for bit).
 #include <cmath>
+#include <cub/device/device_radix_sort.cuh>
 #include <stdexcept>
 
+#include "tensors/cuda/cuda_allocator.h"
 #include "tensors/cuda/cuda_check.h"
 #include "tensors/cuda/cuda_device.h"
 #include "tensors/cuda/cuda_nn_kernels.h"
@@ -186,17 +190,39 @@ __global__ void layer_norm_backward_input_kernel(const float* x, const float* we
   }
 }
 
-/// One thread per column sums over the rows in order (as the CPU does).
-__global__ void layer_norm_backward_params_kernel(const float* x, const float* mean,
-                                                  const float* rstd, const float* gy,
-                                                  float* gweight, float* gbias, int64_t rows,
-                                                  int64_t cols) {
-  TP_FOR_EACH_THREAD(j, cols) {
+/// Rows per chunk of the layer-norm parameter gradient: a GPT's 768 columns and a few thousand
+/// rows give tens of thousands of threads instead of 768 walking every row.
+constexpr int64_t kRowsPerChunk = 64;
+
+/// One thread per (chunk, column) sums the chunk's rows in order into partial[chunk][column].
+__global__ void layer_norm_backward_params_partial_kernel(const float* x, const float* mean,
+                                                          const float* rstd, const float* gy,
+                                                          float* partial_w, float* partial_b,
+                                                          int64_t rows, int64_t cols,
+                                                          int64_t chunks) {
+  TP_FOR_EACH_THREAD(i, chunks * cols) {
+    int64_t chunk = i / cols, j = i % cols;
+    int64_t end = (chunk + 1) * kRowsPerChunk < rows ? (chunk + 1) * kRowsPerChunk : rows;
     float w = 0.0f, b = 0.0f;
-    for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t r = chunk * kRowsPerChunk; r < end; ++r) {
       float g = gy[r * cols + j];
       w += g * ((x[r * cols + j] - mean[r]) * rstd[r]);
       b += g;
+    }
+    partial_w[i] = w;
+    partial_b[i] = b;
+  }
+}
+
+/// One thread per column adds the chunks' partial sums in chunk order.
+__global__ void layer_norm_backward_params_sum_kernel(const float* partial_w,
+                                                      const float* partial_b, float* gweight,
+                                                      float* gbias, int64_t cols, int64_t chunks) {
+  TP_FOR_EACH_THREAD(j, cols) {
+    float w = 0.0f, b = 0.0f;
+    for (int64_t c = 0; c < chunks; ++c) {
+      w += partial_w[c * cols + j];
+      b += partial_b[c * cols + j];
     }
     if (gweight) gweight[j] = w;
     if (gbias) gbias[j] = b;
@@ -213,15 +239,51 @@ __global__ void embedding_kernel(const float* ids, const float* weight, float* o
   }
 }
 
-/// One thread per column adds the rows of gy in id order: deterministic without atomics, and the
-/// same summation order as the CPU.
-__global__ void embedding_backward_kernel(const float* ids, const float* gy, float* gweight,
-                                          int64_t n, int64_t dim) {
-  TP_FOR_EACH_THREAD(j, dim) {
-    for (int64_t i = 0; i < n; ++i)
-      gweight[static_cast<int64_t>(ids[i]) * dim + j] += gy[i * dim + j];
+/// The ids as sort keys, and their positions as the values that travel with them.
+__global__ void embedding_keys_kernel(const float* ids, int* keys, int* positions, int64_t n) {
+  TP_FOR_EACH_THREAD(i, n) {
+    keys[i] = static_cast<int>(ids[i]);
+    positions[i] = static_cast<int>(i);
   }
 }
+
+/// After a stable sort by id, the rows of one id are consecutive and in their original order. One
+/// thread per (sorted position, column) that starts an id's run adds the run's rows of gy in
+/// order: the CPU's summation order, without atomics.
+__global__ void embedding_backward_sorted_kernel(const int* keys, const int* positions,
+                                                 const float* gy, float* gweight, int64_t n,
+                                                 int64_t dim) {
+  TP_FOR_EACH_THREAD(i, n * dim) {
+    int64_t p = i / dim, j = i % dim;
+    if (p > 0 && keys[p - 1] == keys[p]) continue;  // not the start of a run
+    float sum = 0.0f;
+    for (int64_t q = p; q < n && keys[q] == keys[p]; ++q)
+      sum += gy[static_cast<int64_t>(positions[q]) * dim + j];
+    gweight[static_cast<int64_t>(keys[p]) * dim + j] = sum;
+  }
+}
+
+/// Device scratch from the caching allocator, on the current device; released when the launch
+/// returns, which is safe in stream order (every later user of the block runs on the same stream).
+class Scratch {
+ public:
+  explicit Scratch(size_t bytes) : bytes_(bytes) {
+    TP_CUDA_CHECK(cudaGetDevice(&device_));
+    ptr_ = caching_allocator().allocate(bytes_, Device(DeviceType::CUDA, device_));
+  }
+  ~Scratch() { caching_allocator().deallocate(ptr_, bytes_, Device(DeviceType::CUDA, device_)); }
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  template <typename T>
+  T* as() const {
+    return static_cast<T*>(ptr_);
+  }
+
+ private:
+  size_t bytes_;
+  int device_ = 0;
+  void* ptr_ = nullptr;
+};
 
 // -- cross entropy --------------------------------------------------------------------------------
 
@@ -322,8 +384,17 @@ void launch_layer_norm_backward_params(const float* x, const float* mean, const 
                                        const float* gy, float* gweight, float* gbias, int64_t rows,
                                        int64_t cols, cudaStream_t stream) {
   if (cols <= 0 || (!gweight && !gbias)) return;
-  layer_norm_backward_params_kernel<<<grid_for(cols), kBlockSize, 0, stream>>>(
-      x, mean, rstd, gy, gweight, gbias, rows, cols);
+  const int64_t chunks = rows > 0 ? (rows + kRowsPerChunk - 1) / kRowsPerChunk : 0;
+  Scratch partial(static_cast<size_t>(2 * (chunks > 0 ? chunks : 1) * cols) * sizeof(float));
+  float* partial_w = partial.as<float>();
+  float* partial_b = partial_w + (chunks > 0 ? chunks : 1) * cols;
+  if (chunks > 0) {
+    layer_norm_backward_params_partial_kernel<<<grid_for(chunks * cols), kBlockSize, 0, stream>>>(
+        x, mean, rstd, gy, partial_w, partial_b, rows, cols, chunks);
+    TP_CUDA_CHECK_LAUNCH();
+  }
+  layer_norm_backward_params_sum_kernel<<<grid_for(cols), kBlockSize, 0, stream>>>(
+      partial_w, partial_b, gweight, gbias, cols, chunks);
   TP_CUDA_CHECK_LAUNCH();
 }
 
@@ -340,7 +411,28 @@ void launch_embedding_backward(const float* ids, const float* gy, float* gweight
   TP_CUDA_CHECK(
       cudaMemsetAsync(gweight, 0, static_cast<size_t>(vocab * dim) * sizeof(float), stream));
   if (n <= 0) return;
-  embedding_backward_kernel<<<grid_for(dim), kBlockSize, 0, stream>>>(ids, gy, gweight, n, dim);
+  if (n > INT32_MAX || vocab > INT32_MAX)
+    throw std::invalid_argument("CUDA embedding backward: more than 2^31 ids or rows");
+  // Keys in, keys sorted, positions in, positions sorted; then the sort's own scratch.
+  Scratch lists(static_cast<size_t>(4 * n) * sizeof(int));
+  int* keys = lists.as<int>();
+  int* sorted_keys = keys + n;
+  int* positions = keys + 2 * n;
+  int* sorted_positions = keys + 3 * n;
+  embedding_keys_kernel<<<grid_for(n), kBlockSize, 0, stream>>>(ids, keys, positions, n);
+  TP_CUDA_CHECK_LAUNCH();
+  int end_bit = 1;
+  while (end_bit < 31 && (int64_t{1} << end_bit) < vocab) ++end_bit;
+  size_t sort_bytes = 0;
+  TP_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, sort_bytes, keys, sorted_keys, positions,
+                                                sorted_positions, static_cast<int>(n), 0, end_bit,
+                                                stream));
+  Scratch sort_scratch(sort_bytes > 0 ? sort_bytes : 1);
+  TP_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(sort_scratch.as<void>(), sort_bytes, keys,
+                                                sorted_keys, positions, sorted_positions,
+                                                static_cast<int>(n), 0, end_bit, stream));
+  embedding_backward_sorted_kernel<<<grid_for(n * dim), kBlockSize, 0, stream>>>(
+      sorted_keys, sorted_positions, gy, gweight, n, dim);
   TP_CUDA_CHECK_LAUNCH();
 }
 

@@ -1,13 +1,16 @@
 // Global-norm gradient clipping.
 #include "tensors/optim/clip_grad.h"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
+#include <utility>
 
 #include "tensors/autograd/grad_mode.h"
 #include "tensors/ops/activation.h"
 #include "tensors/ops/elementwise.h"
 #include "tensors/ops/reduction.h"
+#include "tensors/ops/shape_ops.h"
 
 namespace tensorplay::optim {
 
@@ -18,6 +21,9 @@ float clip_grad_norm(const std::vector<Tensor>& parameters, float max_norm) {
   NoGradGuard no_grad;
   double total_sq = 0.0;  // the sum is kept in double: thousands of terms of very different sizes
   std::vector<Tensor> grads;
+  // Sums of squares of the other gradients (on a GPU, or bfloat16), one per parameter, grouped by
+  // device and read back once per device rather than once per parameter (a host sync each).
+  std::vector<std::pair<Device, std::vector<Tensor>>> pending;
   for (const Tensor& p : parameters) {
     Tensor g = p.defined() ? p.grad() : Tensor();
     if (!g.defined()) continue;
@@ -26,9 +32,15 @@ float clip_grad_norm(const std::vector<Tensor>& parameters, float max_norm) {
       const float* d = g.data<float>();
       for (int64_t i = 0, n = g.numel(); i < n; ++i) total_sq += static_cast<double>(d[i]) * d[i];
     } else {
-      total_sq += sum(square(g.detach().to(DType::Float32))).item();
+      Tensor partial = reshape(sum(square(g.detach().to(DType::Float32))), {1});
+      auto group = std::find_if(pending.begin(), pending.end(),
+                                [&](const auto& e) { return e.first == g.device(); });
+      if (group == pending.end()) group = pending.insert(pending.end(), {g.device(), {}});
+      group->second.push_back(partial);
     }
   }
+  for (auto& [device, partials] : pending)
+    for (float v : cat(partials, 0).to_vector()) total_sq += static_cast<double>(v);
   float total = static_cast<float>(std::sqrt(total_sq));
   float coef = max_norm / (total + 1e-6f);
   // As in PyTorch, a NaN or infinite norm is not a reason to skip clipping: the NaN coefficient

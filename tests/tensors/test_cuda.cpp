@@ -66,14 +66,21 @@ TEST_CASE("cuda: host <-> device round trips keep every bit", "[cuda]") {
   filled.zero_();
   CHECK(filled.cpu().to_vector() == std::vector<float>(7, 0.0f));
 
-  if (tp::cuda_device_count() >= 2) {
-    tp::Tensor peer = d.to("cuda:1");
-    CHECK(peer.device() == tp::Device("cuda:1"));
-    CHECK(peer.cpu().to_vector() == values);
-    CHECK(peer.to("cuda:0").cpu().to_vector() == values);
-  } else {
+}
+
+// Needs two GPUs ([multi_gpu]: the GPU check runs it only where there are two).
+TEST_CASE("cuda: copies between two devices keep every bit", "[cuda][multi_gpu]") {
+  if (skip_without_gpu()) return;
+  if (tp::cuda_device_count() < 2) {
     WARN("one CUDA device: peer copies skipped");
+    return;
   }
+  std::vector<float> values = random_values(1000, -3, 3, 1);
+  tp::Tensor d = tp::from_vector(values, {10, 100}).to("cuda:0");
+  tp::Tensor peer = d.to("cuda:1");
+  CHECK(peer.device() == tp::Device("cuda:1"));
+  CHECK(peer.cpu().to_vector() == values);
+  CHECK(peer.to("cuda:0").cpu().to_vector() == values);
 }
 
 TEST_CASE("cuda: a linear layer trains to the same values as on the CPU", "[cuda]") {

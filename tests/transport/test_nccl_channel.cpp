@@ -1,5 +1,7 @@
 // Tests for nccl_channel.h: two ranks exchange float32 and bfloat16 tensors in both directions at
-// once (two processes on one GPU, or two threads on two GPUs), then a timeout aborts the channel.
+// once (two processes on one GPU, or two threads on two GPUs), then a timeout aborts the channel;
+// three processes on one GPU carry a skip connection (a send to a non-neighbour ahead of one to a
+// neighbour), which one stream per direction deadlocked.
 // The [cuda] cases skip without a GPU; the others check the clear errors of a build or machine
 // without NCCL.
 #include <signal.h>
@@ -28,9 +30,13 @@ namespace {
 constexpr int kMicrobatches = 4;
 // The two-process case hands the unique ids to its peer process through this variable.
 constexpr const char* kIdsVariable = "TENSORPLAY_TEST_NCCL_IDS";
-// A name without Catch2's special characters, so that it also works as a test spec.
+// The three-process case also hands each peer its rank.
+constexpr const char* kRankVariable = "TENSORPLAY_TEST_NCCL_RANK";
+// Names without Catch2's special characters, so that they also work as test specs.
 constexpr const char* kTwoProcessTestName =
     "nccl channel: two processes on one GPU exchange both ways and then time out";
+constexpr const char* kSkipTestName =
+    "nccl channel: three processes on one GPU carry a skip connection past a neighbour";
 
 tr::TransferTag tag_for(tr::Direction direction, int microbatch) {
   return {1, direction == tr::Direction::Forward ? 1 : 0, direction, microbatch};
@@ -154,6 +160,62 @@ std::string run_rank(int rank, tp::Device device, const std::vector<std::vector<
   return {};
 }
 
+// One rank of three with a skip connection, all forward: rank 0 sends to rank 2 (skip) and then
+// to rank 1; rank 1 forwards to rank 2 once its receive from 0 arrived; rank 2 posts its receive
+// from 1 before the one from 0. With one queue per direction rank 0's skip send waited for rank
+// 2's receive from 0, queued behind the one from 1, which waited for rank 1, which waited for
+// rank 0's send to 1, queued behind the skip send. Returns "" or what went wrong.
+std::string run_skip_rank(int rank, const std::vector<std::vector<uint8_t>>& ids) {
+  std::string me = "rank " + std::to_string(rank) + ": ";
+  tp::Device device("cuda:0");
+  auto neighbour_tag = [](int mb) { return tag_for(tr::Direction::Forward, mb); };
+  auto skip_tag = [](int mb) {
+    tr::TransferTag t = tag_for(tr::Direction::Forward, mb);
+    t.stage = 2;
+    return t;
+  };
+  auto on_device = [&](const tr::TransferTag& tag) {
+    std::vector<tp::Tensor> tensors;
+    for (const tp::Tensor& t : payload(tag)) tensors.push_back(t.defined() ? t.to(device) : t);
+    return tensors;
+  };
+  Inbox inbox;
+  auto post = [&](tr::NcclChannel& channel, int peer, const tr::TransferTag& tag) {
+    std::vector<tr::TensorDescriptor> descriptors;
+    for (const tp::Tensor& t : payload(tag)) descriptors.push_back(tr::describe(t));
+    channel.post_receive(peer, tag, descriptors, device, 30s,
+                         [&inbox, tag, device](std::vector<tp::Tensor> got, std::string error) {
+                           inbox.record(error.empty() ? mismatch(got, tag, device) : error);
+                         });
+  };
+  try {
+    tr::NcclChannel channel(rank, 3, device, ids, 60s);
+    for (int mb = 0; mb < kMicrobatches; ++mb) {
+      if (rank == 0) {
+        channel.send(2, skip_tag(mb), on_device(skip_tag(mb)));
+        channel.send(1, neighbour_tag(mb), on_device(neighbour_tag(mb)));
+      } else if (rank == 1) {
+        post(channel, 0, neighbour_tag(mb));
+        if (!inbox.wait_for(mb + 1, 60s))
+          return me + "the receive from rank 0 of microbatch " + std::to_string(mb) +
+                 " did not complete in 60 s";
+        channel.send(2, neighbour_tag(mb), on_device(neighbour_tag(mb)));
+      } else {
+        post(channel, 1, neighbour_tag(mb));
+        post(channel, 0, skip_tag(mb));
+      }
+    }
+    int expected = rank == 0 ? 0 : rank == 1 ? kMicrobatches : 2 * kMicrobatches;
+    if (!inbox.wait_for(expected, 60s)) return me + "receives did not complete in 60 s";
+    if (!inbox.errors.empty()) return me + inbox.errors;
+    for (int i = 0; i < 10000 && channel.pending() > 0; ++i) std::this_thread::sleep_for(1ms);
+    if (channel.pending() != 0) return me + "sends still pending after their receives";
+  } catch (const std::exception& e) {
+    return me + e.what();
+  }
+  return {};
+}
+
 std::string to_hex(const std::vector<uint8_t>& bytes) {
   static const char* digits = "0123456789abcdef";
   std::string text;
@@ -174,21 +236,25 @@ std::vector<uint8_t> from_hex(const std::string& text) {
 // Starts this test binary again as rank 1, running only the two-process case. NCCL refuses two
 // ranks of one group on one GPU of one host, so the peer claims another host (NCCL_HOSTID) and
 // both talk through sockets on the loopback interface.
-pid_t spawn_peer(const std::vector<std::vector<uint8_t>>& ids) {
+pid_t spawn_peer(const std::vector<std::vector<uint8_t>>& ids, int rank = 1,
+                 const char* test_name = kTwoProcessTestName) {
   std::vector<std::string> variables{
       std::string(kIdsVariable) + "=" + to_hex(ids[0]) + to_hex(ids[1]),
-      "NCCL_HOSTID=tensorplay-nccl-test-peer", "NCCL_NET=Socket", "NCCL_SOCKET_IFNAME=lo"};
+      std::string(kRankVariable) + "=" + std::to_string(rank),
+      "NCCL_HOSTID=tensorplay-nccl-test-peer-" + std::to_string(rank), "NCCL_NET=Socket",
+      "NCCL_SOCKET_IFNAME=lo"};
   for (char** e = environ; *e != nullptr; ++e) {
     std::string entry = *e;
     bool replaced = false;
-    for (const char* name : {kIdsVariable, "NCCL_HOSTID", "NCCL_NET", "NCCL_SOCKET_IFNAME"})
+    for (const char* name :
+         {kIdsVariable, kRankVariable, "NCCL_HOSTID", "NCCL_NET", "NCCL_SOCKET_IFNAME"})
       replaced = replaced || entry.rfind(std::string(name) + "=", 0) == 0;
     if (!replaced) variables.push_back(entry);
   }
   std::vector<char*> envp;
   for (std::string& v : variables) envp.push_back(v.data());
   envp.push_back(nullptr);
-  std::string self = "/proc/self/exe", spec = kTwoProcessTestName;
+  std::string self = "/proc/self/exe", spec = test_name;
   std::string warn = "--warn", no_tests = "NoTests";  // a spec matching nothing fails the peer
   std::vector<char*> argv{self.data(), spec.data(), warn.data(), no_tests.data(), nullptr};
   pid_t pid = -1;
@@ -288,7 +354,36 @@ TEST_CASE(kTwoProcessTestName, "[cuda]") {
   CHECK(peer_status == 0);
 }
 
-TEST_CASE("nccl channel: two threads on two GPUs exchange both ways and then time out", "[cuda]") {
+TEST_CASE(kSkipTestName, "[cuda]") {
+  if (const char* ids_text = std::getenv(kIdsVariable)) {
+    std::string text = ids_text;
+    REQUIRE(text.size() == 4 * 128);
+    const char* rank_text = std::getenv(kRankVariable);
+    REQUIRE(rank_text != nullptr);
+    std::vector<std::vector<uint8_t>> ids{from_hex(text.substr(0, 256)),
+                                          from_hex(text.substr(256))};
+    CHECK(run_skip_rank(std::atoi(rank_text), ids) == "");
+    return;
+  }
+  if (skip_without_nccl()) return;
+  setenv("NCCL_NET", "Socket", 1);
+  setenv("NCCL_SOCKET_IFNAME", "lo", 1);
+  std::vector<std::vector<uint8_t>> ids{tr::nccl_unique_id(), tr::nccl_unique_id()};
+  pid_t peer1 = spawn_peer(ids, 1, kSkipTestName);
+  pid_t peer2 = spawn_peer(ids, 2, kSkipTestName);
+  REQUIRE(peer1 > 0);
+  REQUIRE(peer2 > 0);
+  std::string error = run_skip_rank(0, ids);
+  int status1 = wait_peer(peer1, 90s);
+  int status2 = wait_peer(peer2, 90s);
+  CHECK(error == "");
+  CHECK(status1 == 0);
+  CHECK(status2 == 0);
+}
+
+// Needs two GPUs ([multi_gpu]: the GPU check runs it only where there are two).
+TEST_CASE("nccl channel: two threads on two GPUs exchange both ways and then time out",
+          "[cuda][multi_gpu]") {
   if (skip_without_nccl()) return;
   if (tp::cuda_device_count() < 2) {
     WARN("one CUDA device: skipped (NCCL needs a GPU per rank; the two-process case covers one)");
