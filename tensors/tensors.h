@@ -40,6 +40,7 @@
 #include "tensors/optim/serialize.h"
 #include "tensors/optim/sgd.h"
 #include "tensors/random.h"
+#include "tensors/safetensors.h"
 #include "tensors/serialize.h"
 #include "tensors/state_dict.h"
 #include "tensors/tensor.h"
