@@ -1,0 +1,62 @@
+// The tensorplay side of check_gpt2_transformers.py: loads a GPT-2 folder and writes its logits,
+// or builds a GPT with random weights, saves it as a folder and writes its logits. Tensors travel
+// between the two sides as safetensors files.
+//
+//   gpt2_transformers_peer logits FOLDER TOKENS OUT
+//   gpt2_transformers_peer export CONFIG_JSON SEED FOLDER TOKENS OUT
+// TOKENS holds "tokens", float32 [B, T]; OUT receives "logits", float32 [B, T, vocab].
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "tensors/nn/hugging_face.h"
+#include "tensors/tensors.h"
+
+namespace tp = tensorplay;
+namespace nn = tensorplay::nn;
+
+namespace {
+
+void write_logits(nn::GPT& model, const std::string& tokens_path, const std::string& out_path) {
+  model->eval();
+  tp::NoGradGuard no_grad;
+  const tp::Tensor tokens = tp::load_safetensors(tokens_path).at("tokens");
+  tp::StateDict out;
+  out.insert("logits", model(tokens).to(tp::DType::Float32));
+  tp::save_safetensors(out, out_path);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    const std::string command = argc > 1 ? argv[1] : "";
+    if (command == "logits" && argc == 5) {
+      nn::GPT model = nn::gpt_from_pretrained(argv[2]);
+      write_logits(model, argv[3], argv[4]);
+      return 0;
+    }
+    if (command == "export" && argc == 7) {
+      std::ifstream in(argv[2]);
+      std::stringstream text;
+      text << in.rdbuf();
+      const nn::GPTConfig config = nn::gpt2_config_from_json(text.str(), argv[2]);
+      tp::manual_seed(std::stoull(argv[3]));
+      nn::GPT model(config);
+      {
+        // Biases and norms away from 0 and 1, so that each one's mapping shows in the logits.
+        tp::NoGradGuard no_grad;
+        for (auto& [name, p] : model->named_parameters()) p.copy_(p + tp::randn(p.shape()) * 0.1f);
+      }
+      nn::save_pretrained(model, argv[4]);
+      write_logits(model, argv[5], argv[6]);
+      return 0;
+    }
+    std::cerr << "usage: gpt2_transformers_peer logits FOLDER TOKENS OUT\n"
+                 "       gpt2_transformers_peer export CONFIG_JSON SEED FOLDER TOKENS OUT\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "gpt2_transformers_peer: " << e.what() << "\n";
+    return 1;
+  }
+}
