@@ -1,10 +1,15 @@
-// The tensorplay side of check_gpt2_transformers.py: loads a GPT-2 folder and writes its logits,
-// or builds a GPT with random weights, saves it as a folder and writes its logits. Tensors travel
-// between the two sides as safetensors files.
+// The tensorplay side of the checks against transformers: loads a GPT-2 folder and writes its
+// logits, or builds a GPT with random weights, saves it as a folder and writes its logits; or
+// runs RMSNorm and rotary embedding. Tensors travel between the two sides as safetensors files.
 //
 //   gpt2_transformers_peer logits FOLDER TOKENS OUT
 //   gpt2_transformers_peer export CONFIG_JSON SEED FOLDER TOKENS OUT
+//   gpt2_transformers_peer llama_parts IN OUT EPS THETA CONTEXT
 // TOKENS holds "tokens", float32 [B, T]; OUT receives "logits", float32 [B, T, vocab].
+// llama_parts (for check_llama_parts_transformers.py) reads "h" [B, T, C], "weight" [C] and
+// "q" [B, heads, T, D] and writes "rms_norm" (RMSNorm(C, EPS) of h) and "rotary"
+// (RotaryEmbedding(D, CONTEXT, THETA) of q) and, with "grad_h" and "grad_q" in IN, the
+// gradients "d_h", "d_weight", "d_q" of sum(rms_norm * grad_h) + sum(rotary * grad_q).
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -52,8 +57,31 @@ int main(int argc, char** argv) {
       write_logits(model, argv[5], argv[6]);
       return 0;
     }
+    if (command == "llama_parts" && argc == 7) {
+      const tp::StateDict in = tp::load_safetensors(argv[2]);
+      const tp::Tensor h = in.at("h").detach().set_requires_grad(true);
+      const tp::Tensor q = in.at("q").detach().set_requires_grad(true);
+      nn::RMSNorm norm(h.size(-1), std::stof(argv[4]));
+      {
+        tp::NoGradGuard no_grad;
+        norm->weight.copy_(in.at("weight"));
+      }
+      nn::RotaryEmbedding rope(q.size(-1), std::stoll(argv[6]), std::stof(argv[5]));
+      const tp::Tensor y = norm(h), r = rope(q);
+      tp::sum(y * in.at("grad_h")).backward();
+      tp::sum(r * in.at("grad_q")).backward();
+      tp::StateDict out;
+      out.insert("rms_norm", y.detach());
+      out.insert("rotary", r.detach());
+      out.insert("d_h", h.grad());
+      out.insert("d_weight", norm->weight.grad());
+      out.insert("d_q", q.grad());
+      tp::save_safetensors(out, argv[3]);
+      return 0;
+    }
     std::cerr << "usage: gpt2_transformers_peer logits FOLDER TOKENS OUT\n"
-                 "       gpt2_transformers_peer export CONFIG_JSON SEED FOLDER TOKENS OUT\n";
+                 "       gpt2_transformers_peer export CONFIG_JSON SEED FOLDER TOKENS OUT\n"
+                 "       gpt2_transformers_peer llama_parts IN OUT EPS THETA CONTEXT\n";
     return 2;
   } catch (const std::exception& e) {
     std::cerr << "gpt2_transformers_peer: " << e.what() << "\n";
