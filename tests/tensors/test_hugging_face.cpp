@@ -298,3 +298,28 @@ TEST_CASE("GPT-2 folders that cannot load say why", "[hugging_face]") {
   CHECK_THROWS_WITH(nn::gpt_from_pretrained(folder), Catch::Contains("holds neither"));
   fs::remove_all(folder);
 }
+
+TEST_CASE("cuda: a GPT on the GPU saves a GPT-2 folder and loads one", "[hugging_face][cuda]") {
+  if (!tp::cuda_available()) {
+    WARN("no CUDA device: skipped");
+    return;
+  }
+  const tp::Device gpu("cuda:0");
+  nn::GPT on_cpu = perturbed_gpt(small_config(true), 9);
+  nn::GPT on_gpu = perturbed_gpt(small_config(true), 9);
+  on_gpu->to(gpu);
+  const std::string folder = test_files::temp_path("gpt2_cuda");
+  nn::save_pretrained(on_gpu, folder);  // the weights come to the host to be written
+  nn::GPT loaded = nn::gpt_from_pretrained(folder);
+  loaded->eval();
+  const tp::Tensor x = tokens(2, 9, 23);
+  CHECK(loaded(x).to_vector() == on_cpu(x).to_vector());
+
+  nn::GPT other = perturbed_gpt(small_config(true), 10);
+  other->to(gpu);
+  nn::load_pretrained(other, folder);  // host tensors into device parameters
+  CHECK(other->wte->weight.is_cuda());
+  std::vector<float> got = other(x.to(gpu)).to_vector(), want = on_cpu(x).to_vector();
+  for (size_t i = 0; i < got.size(); ++i) CHECK(got[i] == Approx(want[i]).margin(1e-4));
+  fs::remove_all(folder);
+}

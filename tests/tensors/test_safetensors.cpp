@@ -466,3 +466,21 @@ TEST_CASE("safetensors loads 10,000 mutated files exactly or refuses them cleanl
   CHECK(refused > 5000);
   WARN("mutated files: " << loaded << " loaded, " << refused << " refused");
 }
+
+TEST_CASE("cuda: safetensors writes device tensors from the host copy", "[safetensors][cuda]") {
+  if (!tp::cuda_available()) {
+    WARN("no CUDA device: skipped");
+    return;
+  }
+  tp::manual_seed(5);
+  const tp::Tensor a = tp::randn({3, 5}), b = tp::randn({7}).to(tp::DType::BFloat16);
+  tp::StateDict on_gpu;
+  on_gpu.insert("a", a.to(tp::Device("cuda:0")));
+  on_gpu.insert("b", b.to(tp::Device("cuda:0")));
+  const std::string path = test_files::temp_path("cuda.safetensors");
+  tp::save_safetensors(on_gpu, path);
+  tp::StateDict loaded = tp::load_safetensors(path);
+  fs::remove(path);
+  CHECK(same_bits(loaded.at("a"), a));
+  CHECK(same_bits(loaded.at("b"), b));
+}
