@@ -218,11 +218,16 @@ std::string gpt2_config_to_json(const GPTConfig& config, DType dtype) {
 }
 
 StateDict to_gpt2_state_dict(const GPTImpl& model) {
-  const StateDict ours = model.state_dict();
+  return to_gpt2_state_dict(model.state_dict(), model.config());
+}
+
+StateDict to_gpt2_state_dict(const StateDict& tensors, const GPTConfig& config) {
   StateDict out;
-  for (const Mapped& m : mapping(model.config())) {
-    const Tensor* t = ours.find(m.ours);
-    if (t == nullptr) throw std::logic_error("to_gpt2_state_dict: the GPT has no tensor " + m.ours);
+  for (const Mapped& m : mapping(config)) {
+    const Tensor* t = tensors.find(m.ours);
+    if (t == nullptr || !t->defined())
+      throw std::invalid_argument("to_gpt2_state_dict: no tensor " + m.ours + " for a GPT with " +
+                                  config_string(config));
     out.insert((m.in_transformer ? "transformer." : "") + m.theirs,
                m.transposed ? transposed(*t) : *t);
   }

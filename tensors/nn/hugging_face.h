@@ -36,6 +36,11 @@ std::string gpt2_config_to_json(const GPTConfig& config, DType dtype = DType::Fl
 /// output keeps q, k, v side by side, heads contiguous within each, which both libraries share.
 /// The transposed tensors are copies; the others share storage with the model.
 StateDict to_gpt2_state_dict(const GPTImpl& model);
+/// The same mapping for tensors under tensorplay's GPT names for a model of `config`, such as
+/// gradients by parameter name (where a tied head appears once, as `wte.weight`); any
+/// `lm_head.weight` is left out when the head is tied. Throws std::invalid_argument naming a
+/// missing tensor.
+StateDict to_gpt2_state_dict(const StateDict& tensors, const GPTConfig& config);
 
 /// The inverse of to_gpt2_state_dict for a model of `config`: tensors named as
 /// GPT2LMHeadModel's (or GPT2Model's, without the `transformer.` prefix) to tensorplay's GPT

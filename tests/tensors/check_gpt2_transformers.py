@@ -3,6 +3,8 @@
 For a tied and an untied GPT-2 configuration (random weights, nothing downloaded):
   - a folder written by transformers' save_pretrained (float32, and float16 and bfloat16 weights)
     loads in tensorplay, and its logits equal transformers' within 1e-4 relative;
+  - the loss and the gradients of one step's cross entropy (float32), by name, equal within 1e-4
+    relative;
   - a folder written by tensorplay loads in transformers with no missing, unexpected or
     mismatched tensors, and the logits equal tensorplay's within 1e-4 relative;
   - tensorplay's model.safetensors is byte for byte what the safetensors package writes for the
@@ -34,8 +36,8 @@ def report(name, ours, reference):
     scale = reference.abs().max().item()
     relative = diff / scale
     ok = relative <= LIMIT and ours.shape == reference.shape
-    print(f"{'ok  ' if ok else 'FAIL'} {name}: max |diff| {diff:.3e}, max |logit| {scale:.3f}, "
-          f"relative {relative:.3e} (limit {LIMIT:g})", flush=True)
+    print(f"{'ok  ' if ok else 'FAIL'} {name}: max |diff| {diff:.3e}, "
+          f"max |reference| {scale:.3f}, relative {relative:.3e} (limit {LIMIT:g})", flush=True)
     if not ok:
         failures.append(name)
 
@@ -74,7 +76,9 @@ for label, sizes in configs.items():
     torch.manual_seed(0)
     tokens = torch.randint(0, config.vocab_size, (3, config.n_positions - 4))
     tokens_path = os.path.join(WORK, f"{label}_tokens.safetensors")
-    save_file({"tokens": tokens.float().contiguous()}, tokens_path)
+    targets = torch.randint(0, config.vocab_size, tokens.shape)
+    save_file({"tokens": tokens.float().contiguous(), "targets": targets.float().contiguous()},
+              tokens_path)
 
     # transformers -> tensorplay, float32 and 16-bit weights.
     model = GPT2LMHeadModel(config)
@@ -90,6 +94,23 @@ for label, sizes in configs.items():
         peer("logits", folder, tokens_path, out)
         report(f"{label}: transformers {str(dtype)[6:]} folder, logits here",
                load_file(out)["logits"], reference)
+
+    # One step's gradients by name (eval mode: no dropout on either side).
+    folder = os.path.join(WORK, f"{label}_from_transformers_float32")
+    trained = copy.deepcopy(model)
+    logits = trained(tokens).logits
+    loss = torch.nn.functional.cross_entropy(logits.reshape(-1, config.vocab_size),
+                                             targets.reshape(-1))
+    loss.backward()
+    out = os.path.join(WORK, f"{label}_tensorplay_grads.safetensors")
+    peer("grads", folder, tokens_path, out)
+    ours = load_file(out)
+    report(f"{label}: loss here", ours.pop("loss").reshape(1), loss.detach().reshape(1))
+    grads = {name: p.grad for name, p in trained.named_parameters()}
+    check(f"{label}: a gradient for each of transformers' {len(grads)} parameters, by name",
+          set(grads) == set(ours))
+    worst = max((((ours[n] - g).abs().max() / g.abs().max()).item(), n) for n, g in grads.items())
+    report(f"{label}: gradients by name, worst {worst[1]}", ours[worst[1]], grads[worst[1]])
 
     # tensorplay -> transformers.
     config_path = os.path.join(WORK, f"{label}_config.json")

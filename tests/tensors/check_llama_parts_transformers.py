@@ -45,8 +45,8 @@ y = norm(h)
 cos, sin = rope(q, torch.arange(time)[None, :])
 r, _ = apply_rotary_pos_emb(q, q, cos, sin)
 ((y * grad_h).sum() + (r * grad_q).sum()).backward()
-reference = {"rms_norm": y.detach(), "rotary": r.detach(), "d_h": h.grad, "d_weight": norm.weight.grad,
-             "d_q": q.grad}
+reference = {"rms_norm": y.detach(), "rotary": r.detach(), "d_h": h.grad,
+             "d_weight": norm.weight.grad, "d_q": q.grad}
 
 inputs = os.path.join(WORK, "llama_parts_in.safetensors")
 outputs = os.path.join(WORK, "llama_parts_out.safetensors")

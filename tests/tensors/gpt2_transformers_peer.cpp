@@ -4,8 +4,11 @@
 //
 //   gpt2_transformers_peer logits FOLDER TOKENS OUT
 //   gpt2_transformers_peer export CONFIG_JSON SEED FOLDER TOKENS OUT
+//   gpt2_transformers_peer grads FOLDER TOKENS OUT
 //   gpt2_transformers_peer llama_parts IN OUT EPS THETA CONTEXT
 // TOKENS holds "tokens", float32 [B, T]; OUT receives "logits", float32 [B, T, vocab].
+// grads also reads "targets" [B, T] from TOKENS and writes "loss" (mean cross entropy, eval
+// mode) and each parameter's gradient under GPT-2's name and layout.
 // llama_parts (for check_llama_parts_transformers.py) reads "h" [B, T, C], "weight" [C] and
 // "q" [B, heads, T, D] and writes "rms_norm" (RMSNorm(C, EPS) of h) and "rotary"
 // (RotaryEmbedding(D, CONTEXT, THETA) of q) and, with "grad_h" and "grad_q" in IN, the
@@ -57,6 +60,21 @@ int main(int argc, char** argv) {
       write_logits(model, argv[5], argv[6]);
       return 0;
     }
+    if (command == "grads" && argc == 5) {
+      nn::GPT model = nn::gpt_from_pretrained(argv[2]);
+      model->eval();
+      const tp::StateDict in = tp::load_safetensors(argv[3]);
+      const tp::Tensor logits = model(in.at("tokens"));
+      const tp::Tensor loss =
+          tp::cross_entropy(logits.reshape({-1, logits.size(-1)}), in.at("targets").reshape({-1}));
+      loss.backward();
+      tp::StateDict grads;
+      for (const auto& [name, p] : model->named_parameters()) grads.insert(name, p.grad());
+      tp::StateDict out = nn::to_gpt2_state_dict(grads, model->config());
+      out.insert("loss", loss.detach());
+      tp::save_safetensors(out, argv[4]);
+      return 0;
+    }
     if (command == "llama_parts" && argc == 7) {
       const tp::StateDict in = tp::load_safetensors(argv[2]);
       const tp::Tensor h = in.at("h").detach().set_requires_grad(true);
@@ -81,6 +99,7 @@ int main(int argc, char** argv) {
     }
     std::cerr << "usage: gpt2_transformers_peer logits FOLDER TOKENS OUT\n"
                  "       gpt2_transformers_peer export CONFIG_JSON SEED FOLDER TOKENS OUT\n"
+                 "       gpt2_transformers_peer grads FOLDER TOKENS OUT\n"
                  "       gpt2_transformers_peer llama_parts IN OUT EPS THETA CONTEXT\n";
     return 2;
   } catch (const std::exception& e) {

@@ -195,6 +195,24 @@ TEST_CASE("GPT tensors map to GPT2LMHeadModel's names and Conv1D layouts", "[hug
   }
 }
 
+TEST_CASE("gradients by parameter name map to GPT-2's names too", "[hugging_face]") {
+  nn::GPT model = perturbed_gpt(small_config(true), 11);
+  tp::sum(model(tokens(1, 5, 23))).backward();
+  tp::StateDict grads;
+  for (const auto& [name, p] : model->named_parameters()) grads.insert(name, p.grad());
+  CHECK_FALSE(grads.contains("lm_head.weight"));  // tied: listed once, as wte.weight
+  tp::StateDict hf = nn::to_gpt2_state_dict(grads, model->config());
+  CHECK(hf.size() == 2 + 2 * 12 + 2);
+  CHECK(hf.at("transformer.h.0.mlp.c_fc.weight").shape() == tp::Shape{16, 64});
+  std::vector<float>
+      ours = model->blocks->at<nn::TransformerBlockImpl>(0)->mlp->c_fc->weight.grad().to_vector(),
+      theirs = hf.at("transformer.h.0.mlp.c_fc.weight").to_vector();
+  CHECK(theirs[3 * 64 + 40] == ours[40 * 16 + 3]);
+  grads = tp::StateDict();
+  CHECK_THROWS_WITH(nn::to_gpt2_state_dict(grads, model->config()),
+                    Catch::Contains("no tensor wte.weight for a GPT with vocab_size=23"));
+}
+
 TEST_CASE("GPT-2 weights that do not fit the config are named", "[hugging_face]") {
   nn::GPT model = perturbed_gpt(small_config(true), 3);
   const nn::GPTConfig config = model->config();
