@@ -80,6 +80,11 @@ std::vector<Mapped> mapping(const GPTConfig& config) {
   return out;
 }
 
+// The attention-mask buffers older transformers saved with GPT-2 blocks.
+bool is_legacy_mask(const std::string& name) {
+  return ends_with(name, ".attn.bias") || ends_with(name, ".attn.masked_bias");
+}
+
 Tensor transposed(const Tensor& t) {
   NoGradGuard no_grad;
   return transpose(t, 0, 1);
@@ -260,7 +265,7 @@ StateDict from_gpt2_state_dict(const StateDict& hf, const GPTConfig& config) {
   }
   for (const auto& [name, tensor] : hf) {
     if (expected.count(name)) continue;
-    if (ends_with(name, ".attn.bias") || ends_with(name, ".attn.masked_bias")) continue;
+    if (is_legacy_mask(name)) continue;
     if (name == "lm_head.weight" && config.tie_weights) continue;  // the tied head, written out
     unexpected.push_back(name);
   }
@@ -315,7 +320,11 @@ void load_pretrained(GPTImpl& model, const std::string& folder) {
     throw std::invalid_argument("load_pretrained: " + folder + " holds a GPT with " +
                                 config_string(theirs) + ", but the model has " +
                                 config_string(ours));
-  model.load_state_dict(from_gpt2_state_dict(load_safetensors_folder(folder), theirs));
+  // Old checkpoints (the original GPT-2 release among them) carry each block's causal mask,
+  // [1, 1, n_positions, n_positions]: those are skipped, not read.
+  SafetensorsLoadOptions options;
+  options.select = [](const std::string& name) { return !is_legacy_mask(name); };
+  model.load_state_dict(from_gpt2_state_dict(load_safetensors_folder(folder, options), theirs));
 }
 
 }  // namespace tensorplay::nn

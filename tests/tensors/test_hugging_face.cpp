@@ -276,7 +276,32 @@ TEST_CASE("GPT-2 folders save and load back to the same logits", "[hugging_face]
   }
 }
 
-TEST_CASE("GPT-2 folders keep bfloat16 weights and load float16 ones", "[hugging_face]") {
+TEST_CASE("GPT-2 folders in the original release's layout load", "[hugging_face]") {
+  // GPT2Model's names without "transformer.", each block's mask buffer saved, n_ctx given.
+  nn::GPT model = perturbed_gpt(small_config(true), 12);
+  tp::StateDict bare;
+  for (const auto& [name, t] : nn::to_gpt2_state_dict(*model)) {
+    const std::string short_name = name.substr(std::string("transformer.").size());
+    bare.insert(short_name, t);
+    if (short_name.find(".ln_1.weight") != std::string::npos)
+      bare.insert(short_name.substr(0, short_name.find(".ln_1")) + ".attn.bias",
+                  tp::ones({1, 1, 12, 12}));
+  }
+  const std::string folder = test_files::temp_path("gpt2_original");
+  fs::create_directories(folder);
+  tp::save_safetensors(bare, (fs::path(folder) / "model.safetensors").string());
+  std::ofstream(fs::path(folder) / "config.json")
+      << R"({"activation_function": "gelu_new", "model_type": "gpt2", "n_ctx": 12,
+             "n_embd": 16, "n_head": 2, "n_layer": 2, "n_positions": 12, "vocab_size": 23,
+             "resid_pdrop": 0.1, "task_specific_params": {"text-generation": {"do_sample": true}}})";
+  nn::GPT loaded = nn::gpt_from_pretrained(folder);
+  loaded->eval();
+  const tp::Tensor x = tokens(1, 12, 23);
+  CHECK(loaded(x).to_vector() == model(x).to_vector());
+  fs::remove_all(folder);
+}
+
+TEST_CASE("GPT-2 folders keep bfloat16 weights", "[hugging_face]") {
   nn::GPT model = perturbed_gpt(small_config(true), 6);
   model->to(tp::DType::BFloat16);
   const std::string folder = test_files::temp_path("gpt2_bf16");
