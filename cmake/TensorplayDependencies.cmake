@@ -7,6 +7,8 @@ set(BLA_VENDOR OpenBLAS)
 find_package(BLAS REQUIRED)
 find_package(Threads REQUIRED)
 find_package(ZLIB REQUIRED)  # crc32 of checkpoint files (tensors/serialize.cpp)
+# JSON headers of safetensors files and Hugging Face config.json (tensors/safetensors.cpp).
+find_package(nlohmann_json 3 CONFIG REQUIRED)
 # oneDNN 2.6 (Debian's libdnnl-dev, built on OpenMP) runs the host products; OpenMP sets each
 # calling thread's product thread count. Debian's dnnl-config.cmake insists on OpenCL headers
 # (its GPU runtime) that the CPU path never uses, so the target is defined here instead.

@@ -1,15 +1,22 @@
 #!/usr/bin/env bash
-# Builds the notification decoder's libFuzzer target with clang (ASan and UBSan on) and runs it
-# for a bounded time. Exits 77 (skipped) when clang or its libFuzzer runtime is missing.
-# Usage: check_fuzz.sh SOURCE_DIR WORK_DIR [SECONDS]
+# Builds a libFuzzer target with clang (ASan and UBSan on) and runs it for a bounded time: by
+# default the notification decoder's. Exits 77 (skipped) when clang or its libFuzzer runtime is
+# missing.
+# Usage: check_fuzz.sh SOURCE_DIR WORK_DIR [SECONDS [TARGET SOURCE...]]
+#   TARGET names the fuzzer binary, built from the SOURCEs (relative to SOURCE_DIR).
 set -euo pipefail
 src=$1 work=$2 seconds=${3:-30}
+target=fuzz_notification
+sources=(tests/fuzz/fuzz_notification.cpp actors/wire_note.cpp)
+if [ $# -ge 5 ]; then
+  target=$4
+  sources=("${@:5}")
+fi
 clang=$(command -v clang++ || command -v clang++-14 || true)
 [ -n "$clang" ] || { echo "check_fuzz: clang++ not found: skipped"; exit 77; }
 mkdir -p "$work/corpus"
 if ! "$clang" -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
-    -I "$src" "$src/tests/fuzz/fuzz_notification.cpp" "$src/actors/wire_note.cpp" \
-    -o "$work/fuzz_notification" 2>"$work/build.log"; then
+    -I "$src" "${sources[@]/#/$src/}" -o "$work/$target" 2>"$work/build.log"; then
   if grep -q "libclang_rt.fuzzer\|cannot find.*fuzzer" "$work/build.log"; then
     echo "check_fuzz: clang's libFuzzer runtime is missing (libclang-rt-14-dev): skipped"
     exit 77
@@ -17,9 +24,9 @@ if ! "$clang" -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitiz
   cat "$work/build.log"
   exit 1
 fi
-# -rss_limit_mb: a decoder that allocates what a message claims fails here.
+# -rss_limit_mb: a reader that allocates what its input claims fails here.
 rc=0
-"$work/fuzz_notification" -max_total_time="$seconds" -rss_limit_mb=2048 -print_final_stats=1 \
+"$work/$target" -max_total_time="$seconds" -rss_limit_mb=2048 -print_final_stats=1 \
   -seed=1 "$work/corpus" >"$work/fuzz.log" 2>&1 || rc=$?
 grep -E "^Done|stat::number_of_executed_runs|stat::peak_rss|ERROR|SUMMARY|==[0-9]+==" \
   "$work/fuzz.log" || true

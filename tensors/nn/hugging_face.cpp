@@ -1,0 +1,330 @@
+// GPT-2 folders as transformers writes them: config.json mapping, the name and layout mapping of
+// GPT2LMHeadModel's tensors (Conv1D weights transposed), and saving and loading a folder.
+#include "tensors/nn/hugging_face.h"
+
+#include <charconv>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+#include <vector>
+
+#include "tensors/autograd/grad_mode.h"
+#include "tensors/ops/shape_ops.h"
+#include "tensors/safetensors.h"
+
+namespace tensorplay::nn {
+namespace {
+
+namespace fs = std::filesystem;
+using Json = nlohmann::json;
+
+bool starts_with(const std::string& s, const std::string& prefix) {
+  return s.compare(0, prefix.size(), prefix) == 0;
+}
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// Per-block tensors, in GPT2's order, and whether each is a Conv1D weight (stored transposed).
+struct BlockTensor {
+  const char* name;
+  bool conv1d;
+};
+constexpr BlockTensor kBlockTensors[] = {
+    {"ln_1.weight", false},      {"ln_1.bias", false},         {"attn.c_attn.weight", true},
+    {"attn.c_attn.bias", false}, {"attn.c_proj.weight", true}, {"attn.c_proj.bias", false},
+    {"ln_2.weight", false},      {"ln_2.bias", false},         {"mlp.c_fc.weight", true},
+    {"mlp.c_fc.bias", false},    {"mlp.c_proj.weight", true},  {"mlp.c_proj.bias", false}};
+
+// One tensor of the mapping: tensorplay's name, GPT-2's name (without the "transformer." prefix
+// where GPT2Model has it), GPT-2's shape, and whether GPT-2 stores it transposed.
+struct Mapped {
+  std::string ours;
+  std::string theirs;
+  bool in_transformer;  // under "transformer." in GPT2LMHeadModel
+  Shape shape;          // GPT-2's shape
+  bool transposed;
+};
+
+Shape block_shape(const std::string& name, int64_t c) {
+  if (starts_with(name, "ln_")) return {c};
+  if (name == "attn.c_attn.weight") return {c, 3 * c};
+  if (name == "attn.c_attn.bias") return {3 * c};
+  if (name == "attn.c_proj.weight") return {c, c};
+  if (name == "mlp.c_fc.weight") return {c, 4 * c};
+  if (name == "mlp.c_fc.bias") return {4 * c};
+  if (name == "mlp.c_proj.weight") return {4 * c, c};
+  return {c};  // the projections' biases
+}
+
+std::vector<Mapped> mapping(const GPTConfig& config) {
+  const int64_t c = config.width;
+  std::vector<Mapped> out;
+  out.push_back({"wte.weight", "wte.weight", true, {config.vocab_size, c}, false});
+  out.push_back({"wpe.weight", "wpe.weight", true, {config.context_length, c}, false});
+  for (int64_t i = 0; i < config.n_layer; ++i)
+    for (const BlockTensor& t : kBlockTensors) {
+      const std::string index = std::to_string(i);
+      out.push_back({"blocks." + index + "." + t.name, "h." + index + "." + t.name, true,
+                     block_shape(t.name, c), t.conv1d});
+    }
+  out.push_back({"ln_f.weight", "ln_f.weight", true, {c}, false});
+  out.push_back({"ln_f.bias", "ln_f.bias", true, {c}, false});
+  if (!config.tie_weights)
+    out.push_back({"lm_head.weight", "lm_head.weight", false, {config.vocab_size, c}, false});
+  return out;
+}
+
+// The attention-mask buffers older transformers saved with GPT-2 blocks.
+bool is_legacy_mask(const std::string& name) {
+  return ends_with(name, ".attn.bias") || ends_with(name, ".attn.masked_bias");
+}
+
+Tensor transposed(const Tensor& t) {
+  NoGradGuard no_grad;
+  return transpose(t, 0, 1);
+}
+
+std::string config_string(const GPTConfig& c) {
+  return "vocab_size=" + std::to_string(c.vocab_size) +
+         ", context_length=" + std::to_string(c.context_length) +
+         ", n_layer=" + std::to_string(c.n_layer) + ", n_head=" + std::to_string(c.n_head) +
+         ", width=" + std::to_string(c.width) + ", tie_weights=" + (c.tie_weights ? "1" : "0");
+}
+
+// A float as JSON shows it: the shortest decimal that reads back as the float (0.1, not
+// 0.10000000149011612).
+double shortest_double(float value) {
+  char buf[32];
+  auto result = std::to_chars(buf, buf + sizeof(buf), value);
+  return std::strtod(std::string(buf, result.ptr).c_str(), nullptr);
+}
+
+std::string read_text(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error("cannot open " + path.string());
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+std::string list(const std::vector<std::string>& names) {
+  std::string out;
+  for (size_t i = 0; i < names.size() && i < 8; ++i) out += (i ? ", " : "") + names[i];
+  if (names.size() > 8) out += ", ... (" + std::to_string(names.size()) + " in all)";
+  return out;
+}
+
+}  // namespace
+
+GPTConfig gpt2_config_from_json(const std::string& json_text, const std::string& source) {
+  auto fail = [&](const std::string& what) {
+    throw std::invalid_argument("GPT-2 config " + source + ": " + what);
+  };
+  Json j;
+  try {
+    j = Json::parse(json_text);
+  } catch (const Json::exception& e) {
+    fail(std::string("not valid JSON (") + e.what() + ")");
+  }
+  if (!j.is_object()) fail("not a JSON object");
+  auto has = [&](const char* key) { return j.contains(key) && !j[key].is_null(); };
+
+  if (has("model_type") && j["model_type"] != "gpt2")
+    fail("model_type is " + j["model_type"].dump() + ", not \"gpt2\"; this reads GPT-2 folders");
+  auto size = [&](const char* key, int64_t fallback) {
+    if (!has(key)) return fallback;
+    if (!j[key].is_number_integer() || j[key].get<int64_t>() <= 0)
+      fail(std::string(key) + " is " + j[key].dump() + ", not a positive integer");
+    return j[key].get<int64_t>();
+  };
+  auto flag = [&](const char* key, bool fallback) {
+    if (!has(key)) return fallback;
+    if (!j[key].is_boolean()) fail(std::string(key) + " is " + j[key].dump() + ", not a boolean");
+    return j[key].get<bool>();
+  };
+
+  GPTConfig config;
+  config.vocab_size = size("vocab_size", 50257);
+  config.context_length = size("n_positions", 1024);
+  config.width = size("n_embd", 768);
+  config.n_layer = size("n_layer", 12);
+  config.n_head = size("n_head", 12);
+  config.tie_weights = flag("tie_word_embeddings", true);
+  if (config.width % config.n_head != 0)
+    fail("n_head (" + std::to_string(config.n_head) + ") does not divide n_embd (" +
+         std::to_string(config.width) + ")");
+  if (has("n_inner") && size("n_inner", 0) != 4 * config.width)
+    fail("n_inner is " + j["n_inner"].dump() + "; tensorplay's GPT has an MLP of 4 n_embd (" +
+         std::to_string(4 * config.width) + ")");
+  const std::string activation =
+      has("activation_function") && j["activation_function"].is_string()
+          ? j["activation_function"].get<std::string>()
+          : (has("activation_function") ? j["activation_function"].dump() : "gelu_new");
+  if (activation != "gelu_new" && activation != "gelu_pytorch_tanh")
+    fail("activation_function is \"" + activation +
+         "\"; tensorplay's GPT uses GELU's tanh form (\"gelu_new\" or \"gelu_pytorch_tanh\")");
+  if (has("layer_norm_epsilon")) {
+    if (!j["layer_norm_epsilon"].is_number()) fail("layer_norm_epsilon is not a number");
+    const double eps = j["layer_norm_epsilon"].get<double>();
+    if (std::abs(eps - 1e-5) > 1e-12)
+      fail("layer_norm_epsilon is " + j["layer_norm_epsilon"].dump() +
+           "; tensorplay's GPT normalises with 1e-5");
+  }
+  if (!flag("scale_attn_weights", true))
+    fail("scale_attn_weights is false; tensorplay's attention always scales by 1/sqrt(head size)");
+  if (flag("scale_attn_by_inverse_layer_idx", false))
+    fail("scale_attn_by_inverse_layer_idx is true; tensorplay's attention does not scale by layer");
+  if (flag("add_cross_attention", false))
+    fail("add_cross_attention is true; tensorplay's GPT is decoder-only");
+  if (has("resid_pdrop")) {
+    if (!j["resid_pdrop"].is_number()) fail("resid_pdrop is not a number");
+    const double p = j["resid_pdrop"].get<double>();
+    if (!(p >= 0.0 && p <= 1.0))
+      fail("resid_pdrop " + j["resid_pdrop"].dump() + " is not in [0, 1]");
+    config.dropout = static_cast<float>(p);
+  } else {
+    config.dropout = 0.1f;
+  }
+  return config;
+}
+
+std::string gpt2_config_to_json(const GPTConfig& config, DType dtype) {
+  const double dropout = shortest_double(config.dropout);
+  Json j = {{"activation_function", "gelu_new"},
+            {"add_cross_attention", false},
+            {"architectures", {"GPT2LMHeadModel"}},
+            {"attn_pdrop", 0.0},
+            {"bos_token_id", nullptr},
+            {"dtype", dtype == DType::Float32 ? "float32" : "bfloat16"},
+            {"embd_pdrop", dropout},
+            {"eos_token_id", nullptr},
+            {"initializer_range", 0.02},
+            {"layer_norm_epsilon", 1e-5},
+            {"model_type", "gpt2"},
+            {"n_embd", config.width},
+            {"n_head", config.n_head},
+            {"n_inner", nullptr},
+            {"n_layer", config.n_layer},
+            {"n_positions", config.context_length},
+            {"reorder_and_upcast_attn", false},
+            {"resid_pdrop", dropout},
+            {"scale_attn_by_inverse_layer_idx", false},
+            {"scale_attn_weights", true},
+            {"tie_word_embeddings", config.tie_weights},
+            {"use_cache", true},
+            {"vocab_size", config.vocab_size}};
+  return j.dump(2) + "\n";
+}
+
+StateDict to_gpt2_state_dict(const GPTImpl& model) {
+  return to_gpt2_state_dict(model.state_dict(), model.config());
+}
+
+StateDict to_gpt2_state_dict(const StateDict& tensors, const GPTConfig& config) {
+  StateDict out;
+  for (const Mapped& m : mapping(config)) {
+    const Tensor* t = tensors.find(m.ours);
+    if (t == nullptr || !t->defined())
+      throw std::invalid_argument("to_gpt2_state_dict: no tensor " + m.ours + " for a GPT with " +
+                                  config_string(config));
+    out.insert((m.in_transformer ? "transformer." : "") + m.theirs,
+               m.transposed ? transposed(*t) : *t);
+  }
+  return out;
+}
+
+StateDict from_gpt2_state_dict(const StateDict& hf, const GPTConfig& config) {
+  // GPT2LMHeadModel names its body "transformer."; a bare GPT2Model does not.
+  bool prefixed = false;
+  for (const auto& item : hf) prefixed = prefixed || starts_with(item.first, "transformer.");
+  const std::string prefix = prefixed ? "transformer." : "";
+
+  StateDict out;
+  std::set<std::string> expected;
+  std::vector<std::string> missing, wrong_shape, unexpected;
+  for (const Mapped& m : mapping(config)) {
+    const std::string name = (m.in_transformer ? prefix : "") + m.theirs;
+    expected.insert(name);
+    const Tensor* t = hf.find(name);
+    if (t == nullptr) {
+      missing.push_back(name);
+      continue;
+    }
+    if (t->shape() != m.shape) {
+      wrong_shape.push_back(name + " is " + to_string(t->shape()) + ", expected " +
+                            to_string(m.shape));
+      continue;
+    }
+    out.insert(m.ours, m.transposed ? transposed(*t) : *t);
+  }
+  for (const auto& [name, tensor] : hf) {
+    if (expected.count(name)) continue;
+    if (is_legacy_mask(name)) continue;
+    if (name == "lm_head.weight" && config.tie_weights) continue;  // the tied head, written out
+    unexpected.push_back(name);
+  }
+  if (!missing.empty() || !wrong_shape.empty() || !unexpected.empty()) {
+    std::string message = "GPT-2 weights do not fit a GPT with " + config_string(config) + ":";
+    if (!missing.empty()) message += " missing " + list(missing) + ";";
+    if (!wrong_shape.empty()) message += " " + list(wrong_shape) + ";";
+    if (!unexpected.empty()) message += " not part of GPT-2: " + list(unexpected) + ";";
+    message.back() = '.';
+    throw std::invalid_argument(message);
+  }
+  if (config.tie_weights) out.insert("lm_head.weight", out.at("wte.weight"));
+  return out;
+}
+
+void save_pretrained(const GPTImpl& model, const std::string& folder, uint64_t max_shard_bytes) {
+  const StateDict tensors = to_gpt2_state_dict(model);
+  save_safetensors_folder(tensors, folder, max_shard_bytes);
+  const DType dtype = model.wte->weight.dtype();
+  const fs::path config_path = fs::path(folder) / "config.json";
+  std::ofstream out(config_path, std::ios::trunc);
+  out << gpt2_config_to_json(model.config(), dtype);
+  if (!out) throw std::runtime_error("save_pretrained: cannot write " + config_path.string());
+}
+
+namespace {
+
+GPTConfig read_folder_config(const std::string& folder) {
+  const fs::path path = fs::path(folder) / "config.json";
+  if (!fs::exists(path))
+    throw std::runtime_error("GPT-2 folder " + folder +
+                             " has no config.json (a Hugging Face model folder holds config.json "
+                             "and model.safetensors)");
+  return gpt2_config_from_json(read_text(path), path.string());
+}
+
+}  // namespace
+
+GPT gpt_from_pretrained(const std::string& folder, DType dtype) {
+  GPT model(read_folder_config(folder));
+  load_pretrained(*model, folder);
+  if (dtype != DType::Float32) model->to(dtype);
+  return model;
+}
+
+void load_pretrained(GPTImpl& model, const std::string& folder) {
+  const GPTConfig theirs = read_folder_config(folder);
+  const GPTConfig& ours = model.config();
+  if (theirs.vocab_size != ours.vocab_size || theirs.context_length != ours.context_length ||
+      theirs.n_layer != ours.n_layer || theirs.n_head != ours.n_head ||
+      theirs.width != ours.width || theirs.tie_weights != ours.tie_weights)
+    throw std::invalid_argument("load_pretrained: " + folder + " holds a GPT with " +
+                                config_string(theirs) + ", but the model has " +
+                                config_string(ours));
+  // Old checkpoints (the original GPT-2 release among them) carry each block's causal mask,
+  // [1, 1, n_positions, n_positions]: those are skipped, not read.
+  SafetensorsLoadOptions options;
+  options.select = [](const std::string& name) { return !is_legacy_mask(name); };
+  model.load_state_dict(from_gpt2_state_dict(load_safetensors_folder(folder, options), theirs));
+}
+
+}  // namespace tensorplay::nn

@@ -1,0 +1,32 @@
+// RMSNorm module, composed from elementwise and reduction ops (autograd comes with them).
+#include "tensors/nn/rms_norm.h"
+
+#include <stdexcept>
+
+#include "tensors/ops/activation.h"
+#include "tensors/ops/elementwise.h"
+#include "tensors/ops/reduction.h"
+
+namespace tensorplay::nn {
+
+RMSNormImpl::RMSNormImpl(int64_t dim_, float eps_) : dim(dim_), eps(eps_) {
+  if (dim <= 0)
+    throw std::invalid_argument("RMSNorm: dim must be positive, got " + std::to_string(dim));
+  if (!(eps >= 0.0f))
+    throw std::invalid_argument("RMSNorm: eps must be >= 0, got " + std::to_string(eps));
+  weight = register_parameter("weight", ones({dim}));
+}
+
+Tensor RMSNormImpl::forward(const Tensor& x) {
+  if (x.dim() == 0 || x.size(-1) != dim)
+    throw std::invalid_argument("RMSNorm: expected input [..., " + std::to_string(dim) + "], got " +
+                                to_string(x.shape()));
+  Tensor rms = sqrt(mean(square(x), -1, /*keepdim=*/true) + eps);  // [..., 1]
+  return x / rms * weight;
+}
+
+std::string RMSNormImpl::extra_repr() const {
+  return std::to_string(dim) + ", eps=" + std::to_string(eps);
+}
+
+}  // namespace tensorplay::nn
