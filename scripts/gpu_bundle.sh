@@ -8,6 +8,7 @@
 #
 #   scripts/gpu_bundle.sh [output.tar.gz]        default: <build dir>/tensorplay-gpu.tar.gz
 #   BUILD_DIR=/tmp/b JOBS=2 CUDA_ARCH=90 scripts/gpu_bundle.sh
+#   BUILD_DIR=build REUSE_BUILD=1 scripts/gpu_bundle.sh   pack from a build configured alike
 #   scripts/gpu_bundle.sh --verify FILE          unpack FILE into an empty folder and check that
 #                                                every library resolves from the bundle alone
 #
@@ -68,13 +69,34 @@ nvcc=${CUDACXX:-/usr/local/cuda/bin/nvcc}
 [ -x "$nvcc" ] || nvcc=$(command -v nvcc || true)
 [ -n "$nvcc" ] || { echo "gpu_bundle: nvcc not found; install the CUDA toolkit or set CUDACXX"; exit 1; }
 
-echo "gpu_bundle: configuring $build (CUDA architectures $arch)"
-mkdir -p "$build"
-cmake -S "$root" -B "$build" "${generator[@]}" "${launcher[@]}" -DCMAKE_BUILD_TYPE=Release \
-  -DTENSORPLAY_CUDA=ON -DCMAKE_CUDA_COMPILER="$nvcc" -DCMAKE_CUDA_ARCHITECTURES="$arch" \
-  -DTENSORPLAY_REQUIRE_NCCL=ON -DTENSORPLAY_CUDA_STATIC_RUNTIME=ON \
-  -DTENSORPLAY_BUILD_EXAMPLES=OFF >"$build/configure.log" 2>&1 ||
-  { tail -20 "$build/configure.log"; echo "gpu_bundle: configure failed (see $build/configure.log)"; exit 1; }
+# REUSE_BUILD=1: an existing build folder serves as it is (the test suite's own build, which is
+# configured alike: Release, the CUDA runtime linked in, NCCL found), instead of a second build.
+reuse_checks() {
+  local cache=$build/CMakeCache.txt built_arch
+  [ -f "$cache" ] || { echo "gpu_bundle: REUSE_BUILD=1 but $build holds no CMake build"; exit 1; }
+  need() {
+    grep -qE "^$1" "$cache" ||
+      { echo "gpu_bundle: $build cannot serve the bundle: it is not $2 (unset REUSE_BUILD to make a build that is)"; exit 1; }
+  }
+  need 'CMAKE_BUILD_TYPE:STRING=Release$' "a Release build"
+  need 'TENSORPLAY_CUDA_STATIC_RUNTIME:BOOL=ON$' "linked with the CUDA runtime inside (TENSORPLAY_CUDA_STATIC_RUNTIME=ON)"
+  need 'NCCL_LIBRARY:FILEPATH=/' "built with NCCL"
+  built_arch=$(sed -n 's/^CMAKE_CUDA_ARCHITECTURES:[A-Z]*=//p' "$cache")
+  [ "${built_arch:-90}" = "$arch" ] ||
+    { echo "gpu_bundle: $build is built for CUDA architectures ${built_arch}, not $arch"; exit 1; }
+}
+if [ "${REUSE_BUILD:-0}" = 1 ]; then
+  reuse_checks
+  echo "gpu_bundle: reusing $build (CUDA architectures $arch)"
+else
+  echo "gpu_bundle: configuring $build (CUDA architectures $arch)"
+  mkdir -p "$build"
+  cmake -S "$root" -B "$build" "${generator[@]}" "${launcher[@]}" -DCMAKE_BUILD_TYPE=Release \
+    -DTENSORPLAY_CUDA=ON -DCMAKE_CUDA_COMPILER="$nvcc" -DCMAKE_CUDA_ARCHITECTURES="$arch" \
+    -DTENSORPLAY_REQUIRE_NCCL=ON -DTENSORPLAY_CUDA_STATIC_RUNTIME=ON \
+    -DTENSORPLAY_BUILD_EXAMPLES=OFF >"$build/configure.log" 2>&1 ||
+    { tail -20 "$build/configure.log"; echo "gpu_bundle: configure failed (see $build/configure.log)"; exit 1; }
+fi
 echo "gpu_bundle: building ${targets[*]} (-j $jobs)"
 cmake --build "$build" -j "$jobs" --target "${targets[@]}"
 
