@@ -31,6 +31,7 @@ using detail::Clock;
 using detail::deadline_after;
 using detail::finish;
 using detail::kDirections;
+static_assert(kDirections == kLanes, "one set of links per lane of TransferKey");
 using detail::link_index;
 using detail::LinkPair;
 using detail::nccl_message;
@@ -48,14 +49,21 @@ constexpr auto kDrainTimeout = std::chrono::seconds(10);
 // How long the destructor lets transfers in flight finish before it aborts them.
 constexpr auto kCloseGrace = std::chrono::seconds(1);
 
-int direction_of(Direction direction) { return direction == Direction::Forward ? 0 : 1; }
+// The link set a transfer takes: its key's lane (the links of lane 0 carry "forward" traffic).
+int direction_of(const TransferKey& key) {
+  if (key.lane >= kDirections)
+    throw std::invalid_argument("nccl channel: " + to_string(key) + " names lane " +
+                                std::to_string(key.lane) + "; lanes are 0 to " +
+                                std::to_string(kDirections - 1) + " (kLanes)");
+  return key.lane;
+}
 std::string direction_name(int direction) { return direction == 0 ? "forward" : "backward"; }
 
 // One send or receive queued on a lane.
 struct Transfer {
   bool receive = false;
   int peer = 0;
-  TransferTag tag;
+  TransferKey tag;
   std::vector<Tensor> tensors;     // kept alive until the GPU is done with their bytes
   cudaEvent_t finished = nullptr;  // recorded on the link's stream after the NCCL calls
   Clock::time_point deadline = Clock::time_point::max();  // receives only
@@ -94,7 +102,7 @@ struct Lane {
 struct NcclChannel::Impl {
   struct Culprit {
     int peer;
-    uint64_t key;
+    TransferKey key;
     std::string message;
   };
 
@@ -469,7 +477,7 @@ void NcclChannel::Impl::poll() {
           error = "the " + t.describe() + " timed out after " + std::to_string(t.timeout.count()) +
                   " ms";
           culprit =
-              Culprit{t.peer, t.tag.key(),
+              Culprit{t.peer, t.tag,
                       "nccl channel: nothing arrived for " + to_string(t.tag) + " from rank " +
                           std::to_string(t.peer) + " within " + std::to_string(t.timeout.count()) +
                           " ms; the NCCL communicators were aborted, so this channel "
@@ -547,7 +555,7 @@ void NcclChannel::Impl::fail(const std::string& reason, std::vector<Transfer> ex
   bool drained = wait_streams(Clock::now() + kDrainTimeout);
   for (Transfer& t : abandoned) {
     if (t.done) {
-      bool is_culprit = culprit && culprit->peer == t.peer && culprit->key == t.tag.key();
+      bool is_culprit = culprit && culprit->peer == t.peer && culprit->key == t.tag;
       std::string message = is_culprit ? culprit->message
                                        : "nccl channel: " + t.describe() + " abandoned: " + why +
                                              "; the NCCL communicators were aborted";
@@ -629,7 +637,7 @@ NcclChannel::NcclChannel(int rank, int world_size, Device device,
 
 NcclChannel::~NcclChannel() = default;
 
-std::vector<TensorDescriptor> NcclChannel::send(int peer, const TransferTag& tag,
+std::vector<TensorDescriptor> NcclChannel::send(int peer, const TransferKey& tag,
                                                 std::vector<Tensor> tensors) {
   if (peer < 0 || peer >= world_size_ || peer == rank_)
     throw std::invalid_argument("nccl channel: rank " + std::to_string(rank_) +
@@ -655,13 +663,12 @@ std::vector<TensorDescriptor> NcclChannel::send(int peer, const TransferTag& tag
     return descriptors;
   }
   transfer.tensors = std::move(tensors);
-  std::string error =
-      impl_->issue(impl_->lane(direction_of(tag.direction), peer, true), std::move(transfer));
+  std::string error = impl_->issue(impl_->lane(direction_of(tag), peer, true), std::move(transfer));
   if (!error.empty()) throw TransferError(error);
   return descriptors;
 }
 
-void NcclChannel::post_receive(int peer, const TransferTag& tag,
+void NcclChannel::post_receive(int peer, const TransferKey& tag,
                                std::vector<TensorDescriptor> descriptors, Device device,
                                milliseconds timeout, ReceiveDone done) {
   if (peer < 0 || peer >= world_size_ || peer == rank_)
@@ -704,7 +711,7 @@ void NcclChannel::post_receive(int peer, const TransferTag& tag,
   }
   transfer.done = std::move(done);
   // Reports errors through `done`.
-  impl_->issue(impl_->lane(direction_of(tag.direction), peer, false), std::move(transfer));
+  impl_->issue(impl_->lane(direction_of(tag), peer, false), std::move(transfer));
 }
 
 size_t NcclChannel::pending() const {
@@ -714,13 +721,13 @@ size_t NcclChannel::pending() const {
   return count;
 }
 
-void NcclChannel::cancel_receive(int peer, const TransferTag& tag) {
+void NcclChannel::cancel_receive(int peer, const TransferKey& tag) {
   if (peer < 0 || peer >= world_size_ || peer == rank_) return;  // nothing was posted there
   bool in_flight = false;
   {
     std::lock_guard lock(impl_->mutex);
-    for (const Transfer& t : impl_->lane(direction_of(tag.direction), peer, false).queue)
-      if (t.receive && t.peer == peer && t.tag.key() == tag.key()) in_flight = true;
+    for (const Transfer& t : impl_->lane(direction_of(tag), peer, false).queue)
+      if (t.receive && t.peer == peer && t.tag == tag) in_flight = true;
   }
   if (!in_flight) return;
   std::string message = "nccl channel: nothing arrived for " + to_string(tag) + " from rank " +
@@ -729,7 +736,7 @@ void NcclChannel::cancel_receive(int peer, const TransferTag& tag) {
                         "be used again";
   impl_->fail(
       "the receive of " + to_string(tag) + " from rank " + std::to_string(peer) + " was cancelled",
-      {}, Impl::Culprit{peer, tag.key(), message});
+      {}, Impl::Culprit{peer, tag, message});
 }
 
 void NcclChannel::cancel_all() {
