@@ -316,8 +316,8 @@ void NcclChannel::Impl::poll() {
           error = "the " + t.describe() + " timed out after " + std::to_string(t.timeout.count()) +
                   " ms";
           culprit =
-              Culprit{t.peer, t.tag,
-                      "nccl channel: nothing arrived for " + to_string(t.tag) + " from rank " +
+              Culprit{t.peer, t.key,
+                      "nccl channel: nothing arrived for " + to_string(t.key) + " from rank " +
                           std::to_string(t.peer) + " within " + std::to_string(t.timeout.count()) +
                           " ms; the NCCL communicators were aborted, so this channel "
                           "cannot be used again"};
@@ -394,7 +394,7 @@ void NcclChannel::Impl::fail(const std::string& reason, std::vector<Transfer> ex
   bool drained = wait_streams(Clock::now() + kDrainTimeout);
   for (Transfer& t : abandoned) {
     if (t.done) {
-      bool is_culprit = culprit && culprit->peer == t.peer && culprit->key == t.tag;
+      bool is_culprit = culprit && culprit->peer == t.peer && culprit->key == t.key;
       std::string message = is_culprit ? culprit->message
                                        : "nccl channel: " + t.describe() + " abandoned: " + why +
                                              "; the NCCL communicators were aborted";

@@ -22,7 +22,7 @@ std::vector<uint8_t> nccl_unique_id();
 /// Device-memory channel between the ranks of one process group, one GPU per rank.
 ///
 /// Ordering. NCCL matches a send with a receive by issue order per communicator and peer, not by
-/// tag: the caller must post receives from a peer in the order that peer issued its sends. The
+/// key: the caller must post receives from a peer in the order that peer issued its sends. The
 /// runtime posts a receive when the sender's descriptor arrives, and CAF keeps per-sender order,
 /// so the two orders agree. Every (lane, sender, receiver) has a link of its own (lane:
 /// TransferKey::lane): a two-rank communicator split from the lane's group communicator, with its

@@ -62,7 +62,7 @@ NcclChannel::NcclChannel(int rank, int world_size, Device device,
 
 NcclChannel::~NcclChannel() = default;
 
-std::vector<TensorDescriptor> NcclChannel::send(int peer, const TransferKey& tag,
+std::vector<TensorDescriptor> NcclChannel::send(int peer, const TransferKey& key,
                                                 std::vector<Tensor> tensors) {
   if (peer < 0 || peer >= world_size_ || peer == rank_)
     throw std::invalid_argument("nccl channel: rank " + std::to_string(rank_) +
@@ -79,7 +79,7 @@ std::vector<TensorDescriptor> NcclChannel::send(int peer, const TransferKey& tag
   }
   Transfer transfer;
   transfer.peer = peer;
-  transfer.tag = tag;
+  transfer.key = key;
   if (!has_bytes) {
     // Nothing for NCCL to move: the receiver, reading the same descriptors, queues nothing too.
     if (std::string failure = impl_->failed(); !failure.empty())
@@ -88,12 +88,12 @@ std::vector<TensorDescriptor> NcclChannel::send(int peer, const TransferKey& tag
     return descriptors;
   }
   transfer.tensors = std::move(tensors);
-  std::string error = impl_->issue(impl_->lane(direction_of(tag), peer, true), std::move(transfer));
+  std::string error = impl_->issue(impl_->lane(direction_of(key), peer, true), std::move(transfer));
   if (!error.empty()) throw TransferError(error);
   return descriptors;
 }
 
-void NcclChannel::post_receive(int peer, const TransferKey& tag,
+void NcclChannel::post_receive(int peer, const TransferKey& key,
                                std::vector<TensorDescriptor> descriptors, Device device,
                                milliseconds timeout, ReceiveDone done) {
   if (peer < 0 || peer >= world_size_ || peer == rank_)
@@ -106,7 +106,7 @@ void NcclChannel::post_receive(int peer, const TransferKey& tag,
   Transfer transfer;
   transfer.receive = true;
   transfer.peer = peer;
-  transfer.tag = tag;
+  transfer.key = key;
   transfer.timeout = timeout;
   transfer.deadline = deadline_after(timeout);
   bool has_bytes = false;
@@ -119,7 +119,7 @@ void NcclChannel::post_receive(int peer, const TransferKey& tag,
     Tensor t = tensorplay::empty(d.shape, {.dtype = d.dtype, .device = device_});
     if (t.nbytes() != d.bytes)
       throw std::invalid_argument("nccl channel: tensor " + std::to_string(i) + " of " +
-                                  to_string(tag) + " is described as " + std::to_string(d.bytes) +
+                                  to_string(key) + " is described as " + std::to_string(d.bytes) +
                                   " bytes, but " + tensorplay::to_string(d.shape) + " " +
                                   to_string(d.dtype) + " holds " + std::to_string(t.nbytes()));
     has_bytes = has_bytes || t.nbytes() > 0;
@@ -136,7 +136,7 @@ void NcclChannel::post_receive(int peer, const TransferKey& tag,
   }
   transfer.done = std::move(done);
   // Reports errors through `done`.
-  impl_->issue(impl_->lane(direction_of(tag), peer, false), std::move(transfer));
+  impl_->issue(impl_->lane(direction_of(key), peer, false), std::move(transfer));
 }
 
 size_t NcclChannel::pending() const {
@@ -146,22 +146,22 @@ size_t NcclChannel::pending() const {
   return count;
 }
 
-void NcclChannel::cancel_receive(int peer, const TransferKey& tag) {
+void NcclChannel::cancel_receive(int peer, const TransferKey& key) {
   if (peer < 0 || peer >= world_size_ || peer == rank_) return;  // nothing was posted there
   bool in_flight = false;
   {
     std::lock_guard lock(impl_->mutex);
-    for (const Transfer& t : impl_->lane(direction_of(tag), peer, false).queue)
-      if (t.receive && t.peer == peer && t.tag == tag) in_flight = true;
+    for (const Transfer& t : impl_->lane(direction_of(key), peer, false).queue)
+      if (t.receive && t.peer == peer && t.key == key) in_flight = true;
   }
   if (!in_flight) return;
-  std::string message = "nccl channel: nothing arrived for " + to_string(tag) + " from rank " +
+  std::string message = "nccl channel: nothing arrived for " + to_string(key) + " from rank " +
                         std::to_string(peer) +
                         " in time; the NCCL communicators were aborted, so this channel cannot "
                         "be used again";
   impl_->fail(
-      "the receive of " + to_string(tag) + " from rank " + std::to_string(peer) + " was cancelled",
-      {}, Impl::Culprit{peer, tag, message});
+      "the receive of " + to_string(key) + " from rank " + std::to_string(peer) + " was cancelled",
+      {}, Impl::Culprit{peer, key, message});
 }
 
 void NcclChannel::cancel_all() {

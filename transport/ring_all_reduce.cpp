@@ -179,7 +179,7 @@ class RingCall {
   // Sends `outgoing` (plus the header at step 0) to the next member and receives `count`
   // elements (plus its header) from the one before; the tensors received, empty when the step
   // moves nothing (an empty chunk past step 0).
-  std::vector<Tensor> exchange(const TransferKey& tag, const std::string& what,
+  std::vector<Tensor> exchange(const TransferKey& key, const std::string& what,
                                const Tensor& outgoing, int64_t count, bool delivered_before,
                                bool with_header) {
     const bool sends = outgoing.defined() && outgoing.numel() > 0;
@@ -189,7 +189,7 @@ class RingCall {
     const Clock::time_point posted = Clock::now();
     try {
       if (with_header || count > 0) {
-        group_.channel->post_receive(prev_, tag, expect, cpu(), group_.timeout,
+        group_.channel->post_receive(prev_, key, expect, cpu(), group_.timeout,
                                      [box = box_](std::vector<Tensor> t, std::string error) {
                                        {
                                          std::lock_guard lock(box->mutex);
@@ -209,24 +209,24 @@ class RingCall {
         if (!sends) out.push_back(empty({0}, {.dtype = dtype_, .device = cpu()}));
         out.push_back(header_tensor());
       }
-      if (!out.empty()) group_.channel->send(next_, tag, std::move(out));
+      if (!out.empty()) group_.channel->send(next_, key, std::move(out));
     } catch (const std::exception& e) {
-      cancel_receive(tag);
+      cancel_receive(key);
       give_up(self() + " could not send " + what + " to " + member((me_ + 1) % n_) + ": " +
               e.what());
     }
     if (!with_header && count == 0) return {};
-    return await(tag, what, posted, delivered_before);
+    return await(key, what, posted, delivered_before);
   }
 
-  // Waits for the transfer `tag` from the predecessor, or its reason for giving up.
-  std::vector<Tensor> await(const TransferKey& tag, const std::string& what,
+  // Waits for the transfer `key` from the predecessor, or its reason for giving up.
+  std::vector<Tensor> await(const TransferKey& key, const std::string& what,
                             Clock::time_point posted, bool delivered_before) {
     std::unique_lock lock(box_->mutex);
     auto ready = [&] { return box_->data.has_value() || gave_up_locked(); };
     if (!box_->cv.wait_until(lock, posted + group_.timeout + kLateTimer, ready)) {
       lock.unlock();
-      cancel_receive(tag);  // ends it with an error unless it just arrived
+      cancel_receive(key);  // ends it with an error unless it just arrived
       lock.lock();
       if (!box_->cv.wait_for(lock, kLateTimer, ready)) {
         lock.unlock();
@@ -237,7 +237,7 @@ class RingCall {
     if (gave_up_locked()) {
       std::string reason = status_reason_locked();
       lock.unlock();
-      cancel_receive(tag);
+      cancel_receive(key);
       pass_on(reason);
     }
     Outcome got = std::move(*box_->data);
@@ -266,9 +266,9 @@ class RingCall {
     give_up(self() + " could not receive " + what + " from " + previous() + ": " + got.error);
   }
 
-  void cancel_receive(const TransferKey& tag) noexcept {
+  void cancel_receive(const TransferKey& key) noexcept {
     try {
-      group_.channel->cancel_receive(prev_, tag);
+      group_.channel->cancel_receive(prev_, key);
     } catch (const std::exception&) {  // the error that follows says what went wrong
     }
   }

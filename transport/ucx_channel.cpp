@@ -196,22 +196,23 @@ void UcxChannel::Impl::connect(const std::vector<std::vector<uint8_t>>& addresse
   for (int r = 0; r < world_size_; ++r) peers_[r].connected = r != rank_ && !addresses[r].empty();
 }
 
-std::vector<TensorDescriptor> UcxChannel::Impl::send(int peer, const TransferKey& tag,
+std::vector<TensorDescriptor> UcxChannel::Impl::send(int peer, const TransferKey& transfer,
                                                      std::vector<Tensor> tensors) {
   check_peer(peer, "send to");
-  if (!tensors.empty()) UcxChannel::ucx_tag(tag, tensors.size() - 1);  // throws when it cannot fit
+  if (!tensors.empty())
+    UcxChannel::ucx_tag(transfer, tensors.size() - 1);  // throws when it cannot fit
   std::vector<TensorDescriptor> descriptors;
   descriptors.reserve(tensors.size());
   auto op = std::make_shared<SendOp>();
   op->impl = this;
   op->peer = peer;
-  op->tag = tag;
+  op->transfer = transfer;
   for (size_t i = 0; i < tensors.size(); ++i) {
     descriptors.push_back(describe(tensors[i]));
     if (!tensors[i].defined() || tensors[i].nbytes() == 0) continue;
     // UCX here has no CUDA transport: device tensors leave from a host copy.
     Tensor host = tensors[i].is_cuda() ? tensors[i].to(cpu()) : std::move(tensors[i]);
-    op->pieces.push_back({op.get(), std::move(host), UcxChannel::ucx_tag(tag, i)});
+    op->pieces.push_back({op.get(), std::move(host), UcxChannel::ucx_tag(transfer, i)});
   }
   if (op->pieces.empty()) return descriptors;
   pending_ += op->pieces.size();
@@ -222,14 +223,14 @@ std::vector<TensorDescriptor> UcxChannel::Impl::send(int peer, const TransferKey
   return descriptors;
 }
 
-void UcxChannel::Impl::post_receive(int peer, const TransferKey& tag,
+void UcxChannel::Impl::post_receive(int peer, const TransferKey& transfer,
                                     std::vector<TensorDescriptor> descriptors, Device device,
                                     std::chrono::milliseconds timeout, ReceiveDone done) {
   check_peer(peer, "receive from");
-  if (!descriptors.empty()) UcxChannel::ucx_tag(tag, descriptors.size() - 1);
+  if (!descriptors.empty()) UcxChannel::ucx_tag(transfer, descriptors.size() - 1);
   auto op = std::make_shared<ReceiveOp>();
   op->impl = this;
-  op->key = {peer, tag};
+  op->key = {peer, transfer};
   op->device = device;
   op->timeout = timeout;
   op->done = std::move(done);
@@ -241,19 +242,19 @@ void UcxChannel::Impl::post_receive(int peer, const TransferKey& tag,
     }
     const uint64_t expected = static_cast<uint64_t>(numel(d.shape)) * element_size(d.dtype);
     if (d.bytes != expected)
-      throw TransferError("ucx channel: descriptor " + std::to_string(i) + " of " + to_string(tag) +
-                          " from rank " + std::to_string(peer) + " says " +
+      throw TransferError("ucx channel: descriptor " + std::to_string(i) + " of " +
+                          to_string(transfer) + " from rank " + std::to_string(peer) + " says " +
                           std::to_string(d.bytes) + " bytes, but its shape and dtype hold " +
                           std::to_string(expected));
     // The host caching allocator hands back blocks of earlier steps: no fresh pages to fault in.
     op->tensors.push_back(empty(d.shape, {.dtype = d.dtype, .device = cpu()}));
-    if (d.bytes > 0) op->pieces.push_back({op.get(), i, UcxChannel::ucx_tag(tag, i)});
+    if (d.bytes > 0) op->pieces.push_back({op.get(), i, UcxChannel::ucx_tag(transfer, i)});
   }
   op->descriptors = std::move(descriptors);
   {
     std::lock_guard lock(mutex_);
     if (!posted_.insert(op->key).second)
-      throw TransferError("ucx channel: a receive of " + to_string(tag) + " from rank " +
+      throw TransferError("ucx channel: a receive of " + to_string(transfer) + " from rank " +
                           std::to_string(peer) + " is already posted");
   }
   pending_ += op->tensors.size();
@@ -265,8 +266,8 @@ void UcxChannel::Impl::post_receive(int peer, const TransferKey& tag,
   }
 }
 
-void UcxChannel::Impl::cancel_receive(int peer, const TransferKey& tag) {
-  call_on_thread([this, key = ReceiveKey{peer, tag}] {
+void UcxChannel::Impl::cancel_receive(int peer, const TransferKey& transfer) {
+  call_on_thread([this, key = ReceiveKey{peer, transfer}] {
     auto it = receives_.find(key);
     if (it == receives_.end()) return;
     finish(it->second.get(), nothing_arrived(*it->second));
@@ -279,7 +280,7 @@ void UcxChannel::Impl::cancel_all() {
     std::vector<ReceiveOp*> ops;
     for (auto& [key, op] : receives_) ops.push_back(op.get());
     for (ReceiveOp* op : ops)
-      finish(op, "ucx channel: the receive of " + to_string(op->key.tag) + " from rank " +
+      finish(op, "ucx channel: the receive of " + to_string(op->key.transfer) + " from rank " +
                      std::to_string(op->key.peer) + " was cancelled");
     discard_unexpected();
     deliver_completions();
@@ -290,9 +291,9 @@ void UcxChannel::Impl::cancel_stream(uint32_t stream) {
   call_on_thread([this, stream] {
     std::vector<ReceiveOp*> ops;
     for (auto& [key, op] : receives_)
-      if (key.tag.stream == stream) ops.push_back(op.get());
+      if (key.transfer.stream == stream) ops.push_back(op.get());
     for (ReceiveOp* op : ops)
-      finish(op, "ucx channel: the receive of " + to_string(op->key.tag) + " from rank " +
+      finish(op, "ucx channel: the receive of " + to_string(op->key.transfer) + " from rank " +
                      std::to_string(op->key.peer) + " was cancelled");
     deliver_completions();
   });
@@ -378,21 +379,21 @@ int UcxChannel::rank() const { return impl_->rank_; }
 
 int UcxChannel::world_size() const { return impl_->world_size_; }
 
-std::vector<TensorDescriptor> UcxChannel::send(int peer, const TransferKey& tag,
+std::vector<TensorDescriptor> UcxChannel::send(int peer, const TransferKey& transfer,
                                                std::vector<Tensor> tensors) {
-  return impl_->send(peer, tag, std::move(tensors));
+  return impl_->send(peer, transfer, std::move(tensors));
 }
 
-void UcxChannel::post_receive(int peer, const TransferKey& tag,
+void UcxChannel::post_receive(int peer, const TransferKey& transfer,
                               std::vector<TensorDescriptor> descriptors, Device device,
                               std::chrono::milliseconds timeout, ReceiveDone done) {
-  impl_->post_receive(peer, tag, std::move(descriptors), device, timeout, std::move(done));
+  impl_->post_receive(peer, transfer, std::move(descriptors), device, timeout, std::move(done));
 }
 
 size_t UcxChannel::pending() const { return impl_->pending_.load(); }
 
-void UcxChannel::cancel_receive(int peer, const TransferKey& tag) {
-  impl_->cancel_receive(peer, tag);
+void UcxChannel::cancel_receive(int peer, const TransferKey& transfer) {
+  impl_->cancel_receive(peer, transfer);
 }
 
 void UcxChannel::cancel_all() { impl_->cancel_all(); }

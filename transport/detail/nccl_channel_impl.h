@@ -53,7 +53,7 @@ inline std::string direction_name(int direction) { return direction == 0 ? "forw
 struct Transfer {
   bool receive = false;
   int peer = 0;
-  TransferKey tag;
+  TransferKey key;
   std::vector<Tensor> tensors;     // kept alive until the GPU is done with their bytes
   cudaEvent_t finished = nullptr;  // recorded on the link's stream after the NCCL calls
   Clock::time_point deadline = Clock::time_point::max();  // receives only
@@ -61,7 +61,7 @@ struct Transfer {
   ReceiveDone done;  // receives only
 
   std::string describe() const {
-    return (receive ? "receive of " : "send of ") + to_string(tag) +
+    return (receive ? "receive of " : "send of ") + to_string(key) +
            (receive ? " from rank " : " to rank ") + std::to_string(peer);
   }
 };

@@ -68,13 +68,13 @@ inline std::optional<ucp_err_handling_mode_t> forced_error_mode() {
 
 struct ReceiveKey {
   int peer = 0;
-  TransferKey tag;
+  TransferKey transfer;
   bool operator==(const ReceiveKey&) const = default;
 };
 
 struct ReceiveKeyHash {
   size_t operator()(const ReceiveKey& k) const {
-    return TransferKeyHash()(k.tag) * 1000003u + static_cast<size_t>(k.peer);
+    return TransferKeyHash()(k.transfer) * 1000003u + static_cast<size_t>(k.peer);
   }
 };
 
@@ -94,10 +94,12 @@ class UcxChannel::Impl {
   // Caller side (any thread).
   void connect(const std::vector<std::vector<uint8_t>>& addresses,
                const std::vector<bool>& same_host);
-  std::vector<TensorDescriptor> send(int peer, const TransferKey& tag, std::vector<Tensor> tensors);
-  void post_receive(int peer, const TransferKey& tag, std::vector<TensorDescriptor> descriptors,
-                    Device device, std::chrono::milliseconds timeout, ReceiveDone done);
-  void cancel_receive(int peer, const TransferKey& tag);
+  std::vector<TensorDescriptor> send(int peer, const TransferKey& transfer,
+                                     std::vector<Tensor> tensors);
+  void post_receive(int peer, const TransferKey& transfer,
+                    std::vector<TensorDescriptor> descriptors, Device device,
+                    std::chrono::milliseconds timeout, ReceiveDone done);
+  void cancel_receive(int peer, const TransferKey& transfer);
   void cancel_all();
   void cancel_stream(uint32_t stream);
   void drop_peer(int peer, const std::string& why);
@@ -121,7 +123,7 @@ class UcxChannel::Impl {
   struct SendOp {
     Impl* impl = nullptr;
     int peer = 0;
-    TransferKey tag;
+    TransferKey transfer;
     std::vector<SendPiece> pieces;
     size_t outstanding = 0;  // UCX requests not completed, plus one while posting
   };
