@@ -52,9 +52,10 @@ void pack_gradient(Tensor& part, const Tensor& param, float share) {
 }  // namespace
 
 uint64_t GradReducer::call_of(size_t job) const {
-  // Numbered alike on every replica (the steps are), one number per job. A UCX tag keeps the
-  // call's low 26 bits (transport/ucx_channel.cpp): what a failed step leaves in flight can match
-  // only a call 2^26 jobs later, never a later step's same bucket in practice.
+  // Numbered alike on every replica (the steps are), one number per job. A collective's key
+  // keeps the call modulo transport::kCallWindow (transport/collective_key.h): what a failed step
+  // leaves in flight can match only a call kCallWindow jobs later, never a later step's same
+  // bucket in practice.
   return step_ * stride_ + job;
 }
 

@@ -97,12 +97,13 @@ void Cluster::notify_stream_failure(const std::vector<int>& ranks, uint32_t stre
 uint32_t Cluster::next_stream(const std::vector<int>& ranks) {
   uint64_t hash = group_hash(ranks);
   std::lock_guard lock(seq_mutex_);
-  // Consecutive schedules of one group differ in the low bits (the UCX tags keep four of them).
-  return static_cast<uint32_t>(hash >> 32) * 16 + ++streams_[hash];
+  // Consecutive schedules of one group differ in the low bits, which every channel tells apart
+  // (transport::kStreamBits of them).
+  return static_cast<uint32_t>(hash >> 32 << transport::kStreamBits) + ++streams_[hash];
 }
 
 uint32_t Cluster::collective_stream(const std::vector<int>& ranks) const {
-  return static_cast<uint32_t>(group_hash(ranks) >> 32) * 16;
+  return static_cast<uint32_t>(group_hash(ranks) >> 32 << transport::kStreamBits);
 }
 
 uint64_t Cluster::next_collective_call(const std::vector<int>& ranks) {

@@ -8,6 +8,7 @@
 #include "actors/detail/agreement.h"
 #include "actors/detail/cluster.h"
 #include "actors/detail/schedule_impl.h"
+#include "actors/pipeline_tag.h"
 #include "schedules/errors.h"
 #include "stages/pipe_digest.h"
 #include "transport/tensor_descriptor.h"
@@ -337,14 +338,7 @@ void PipelineSchedule::Impl::check_placement(const std::vector<detail::RankFacts
                                     describe_rank(static_cast<int>(r)) +
                                     "; each stage belongs to exactly one rank");
     }
-  // A transfer's tag names its receiving stage in 12 bits, the last value kept for collectives:
-  // stages 0 to kCollectiveStage - 1 fit.
-  if (num_stages > transport::kCollectiveStage)
-    throw std::invalid_argument(
-        name + ": " + std::to_string(num_stages) +
-        " stages; a schedule across processes holds at most " +
-        std::to_string(transport::kCollectiveStage) + " (transfer tags number stages 0 to " +
-        std::to_string(transport::kCollectiveStage - 1) + "; the next one tags collectives)");
+  check_pipeline_limits(name, num_stages, n_microbatches);  // what transfer keys hold
   if (static_cast<int>(group_ranks.size()) != ranks)
     throw std::invalid_argument(
         name + ": " + std::to_string(num_stages) + " stages at " + std::to_string(stages_per_rank) +

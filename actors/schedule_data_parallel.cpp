@@ -49,6 +49,7 @@ void PipelineSchedule::Impl::setup_data_parallel() {
                                 " is not their mesh's \"pp\" group " + join(mesh["pp"].ranks()));
   dp_ranks = mesh["dp"].ranks();
   const int dp = static_cast<int>(dp_ranks.size());
+  transport::check_ring_members(dp, name + ": the \"dp\" group: ");  // what ring keys hold
   const int me = mesh.get_local_rank("dp");
   dp_stream = cluster->next_stream(dp_ranks);
   const auto timeout = options.transfer_timeout;

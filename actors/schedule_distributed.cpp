@@ -134,7 +134,7 @@ int PipelineSchedule::Impl::choose_channel(bool all_nccl, std::vector<int>& stag
   // NCCL's peers are ranks of a communicator over this group; group rank 0 makes its ids.
   std::string ids;
   if (my_rank == 0) {
-    for (int i = 0; i < 2; ++i) {
+    for (int i = 0; i < transport::kLanes; ++i) {
       std::vector<uint8_t> id = transport::nccl_unique_id();
       ids.append(reinterpret_cast<const char*>(id.data()), id.size());
     }

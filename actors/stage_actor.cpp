@@ -32,8 +32,6 @@ struct StageActorState {
 
 using StageActor = caf::stateful_actor<StageActorState>;
 
-using transport::Direction;
-
 /// Ends this rank's step with `what`: tells the driver, and (across processes) every other rank.
 void fail(StageActor* self, const std::string& what, bool tell_peers) {
   auto& st = self->state;

@@ -15,8 +15,6 @@ namespace tensorplay::pipelining {
 
 using schedules::Action;
 using schedules::ActionKind;
-using transport::Direction;
-using transport::TransferTag;
 
 StageWorker::StageWorker(int rank, std::vector<PipelineStage*> stages, int num_stages,
                          int num_microbatches,
@@ -140,10 +138,9 @@ bool StageWorker::post_receive(const Notification& n,
   PipelineStage& s = stage(n.stage);
   // Exactly one of the poster and the callback sees the other's mark: the later one acts.
   auto mark = std::make_shared<std::atomic<bool>>(false);
-  uint64_t key = n.tag().key();
+  const PipelineTag key = n.tag();
   channel_->post_receive(
-      n.source, tag_of(n.step, n.stage, n.direction, n.microbatch), n.tensors, s.device(),
-      transfer_timeout_,
+      n.source, key_of(key), n.tensors, s.device(), transfer_timeout_,
       [inbox = inbox_, key, mark, arrived = std::move(arrived),
        note = Notification{n.step, n.stage, n.direction, n.microbatch, n.source, {}}](
           std::vector<Tensor> tensors, std::string error) {
@@ -159,7 +156,7 @@ bool StageWorker::post_receive(const Notification& n,
 void StageWorker::on_arrival(const Notification& n) {
   {
     std::lock_guard lock(inbox_->mutex);
-    auto it = inbox_->entries.find(n.tag().key());
+    auto it = inbox_->entries.find(n.tag());
     if (it != inbox_->entries.end() && !it->second.error.empty()) {
       std::string error = std::move(it->second.error);
       inbox_->entries.erase(it);
@@ -180,7 +177,7 @@ void StageWorker::on_arrival(const Notification& n) {
 
 void StageWorker::fail_arrival(const Notification& n, std::string error) {
   std::lock_guard lock(inbox_->mutex);
-  inbox_->entries[n.tag().key()] = Received{{}, std::move(error)};
+  inbox_->entries[n.tag()] = Received{{}, std::move(error)};
 }
 
 bool StageWorker::keep_rejection(const Notification& n, std::string mismatch) {
@@ -202,14 +199,13 @@ void StageWorker::set_stream(uint32_t stream, bool over_channel) {
   notify_over_channel_ = over_channel && channel_->carries_messages();
 }
 
-TransferTag StageWorker::tag_of(uint64_t step, int stage, Direction direction,
-                                int microbatch) const {
-  return {step, stage, direction, microbatch, stream_};
+transport::TransferKey StageWorker::key_of(const PipelineTag& tag) const {
+  return pipeline_key(stream_, tag);
 }
 
-std::vector<Tensor> StageWorker::take(const TransferTag& tag) {
+std::vector<Tensor> StageWorker::take(const PipelineTag& tag) {
   std::lock_guard lock(inbox_->mutex);
-  auto it = inbox_->entries.find(tag.key());
+  auto it = inbox_->entries.find(tag);
   if (it == inbox_->entries.end())
     throw std::logic_error("rank " + std::to_string(rank_) + ": " + to_string(tag) +
                            " was marked present but never arrived");
@@ -219,16 +215,16 @@ std::vector<Tensor> StageWorker::take(const TransferTag& tag) {
   return out;
 }
 
-void StageWorker::deliver(const TransferTag& tag, std::vector<Tensor> tensors,
+void StageWorker::deliver(const PipelineTag& tag, std::vector<Tensor> tensors,
                           const std::function<void(const Notification&)>& send) {
   if (hosts(tag.stage)) {  // the V schedules' turn: hand over inside the rank
     std::lock_guard lock(inbox_->mutex);
-    inbox_->entries[tag.key()] = Received{std::move(tensors), {}};
+    inbox_->entries[tag] = Received{std::move(tensors), {}};
     return;
   }
   int peer = stage_to_peer_.at(tag.stage);
   std::vector<transport::TensorDescriptor> descriptors =
-      channel_->send(peer, tag, std::move(tensors));
+      channel_->send(peer, key_of(tag), std::move(tensors));
   Notification note{tag.step,       tag.stage,  tag.direction,
                     tag.microbatch, self_peer_, std::move(descriptors)};
   if (notify_over_channel_) {
@@ -283,9 +279,7 @@ void StageWorker::abort_step(uint64_t failed_step) {
     uint64_t step = step_->step;
     std::erase_if(early_, [step](const Notification& n) { return n.step <= step; });
     std::lock_guard lock(inbox_->mutex);
-    std::erase_if(inbox_->entries, [step](const auto& entry) {
-      return (entry.first >> 40) == (step & 0xffffffULL);
-    });
+    std::erase_if(inbox_->entries, [step](const auto& entry) { return entry.first.step == step; });
   }
   ready_.reset();
   step_.reset();
@@ -361,7 +355,7 @@ void StageWorker::forward(int stage_index, int mb,
   if (s.is_first()) {
     inputs = step_->microbatch_inputs.at(mb);
   } else {
-    inputs = take(tag_of(step_->step, stage_index, Direction::Forward, mb));
+    inputs = take({step_->step, stage_index, Direction::Forward, mb});
   }
   std::vector<Tensor> outputs;
   if (step_->training) {
@@ -389,7 +383,7 @@ void StageWorker::forward(int stage_index, int mb,
     }
     return;
   }
-  deliver(tag_of(step_->step, stage_index + 1, Direction::Forward, mb), std::move(outputs), send);
+  deliver({step_->step, stage_index + 1, Direction::Forward, mb}, std::move(outputs), send);
 }
 
 void StageWorker::backward(int stage_index, int mb, bool input_only,
@@ -397,7 +391,7 @@ void StageWorker::backward(int stage_index, int mb, bool input_only,
   PipelineStage& s = stage(stage_index);
   std::vector<Tensor> output_grads;
   if (!s.is_last()) {
-    output_grads = take(tag_of(step_->step, stage_index, Direction::Backward, mb));
+    output_grads = take({step_->step, stage_index, Direction::Backward, mb});
   } else if (!step_->loss_fn || step_->targets.empty()) {
     throw std::invalid_argument(
         "training step without a loss: pass a loss function to the schedule and a target to "
@@ -407,8 +401,7 @@ void StageWorker::backward(int stage_index, int mb, bool input_only,
       input_only ? s.backward_input(mb, output_grads, step_->loss_scale_of(mb))
                  : s.backward(mb, output_grads, step_->loss_scale_of(mb));
   if (s.is_first()) return;
-  deliver(tag_of(step_->step, stage_index - 1, Direction::Backward, mb), std::move(input_grads),
-          send);
+  deliver({step_->step, stage_index - 1, Direction::Backward, mb}, std::move(input_grads), send);
 }
 
 }  // namespace tensorplay::pipelining

@@ -13,6 +13,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "actors/pipeline_tag.h"
 #include "actors/step_data.h"
 #include "schedules/policy.h"
 #include "schedules/ready_set.h"
@@ -27,12 +28,12 @@ namespace tensorplay::pipelining {
 struct Notification {
   uint64_t step = 0;
   int stage = 0;
-  transport::Direction direction = transport::Direction::Forward;
+  Direction direction = Direction::Forward;
   int microbatch = 0;
   int source = 0;
   std::vector<transport::TensorDescriptor> tensors;
 
-  transport::TransferTag tag() const { return {step, stage, direction, microbatch}; }
+  PipelineTag tag() const { return {step, stage, direction, microbatch}; }
 };
 
 /// What StageWorker::check_notification found wrong with a notification.
@@ -101,7 +102,7 @@ class StageWorker {
   bool keep_rejection(const Notification& n, std::string mismatch);
   /// The rejections kept since the last call, oldest first.
   std::vector<Rejection> take_rejections();
-  /// Tags this worker's transfers with `stream` (the schedule's, where several share a channel)
+  /// Keys this worker's transfers with `stream` (the schedule's, where several share a channel)
   /// and, with `over_channel`, sends notifications as channel messages instead of through
   /// `send` (the receiving side decodes them with decode_notification).
   void set_stream(uint32_t stream, bool over_channel);
@@ -139,13 +140,12 @@ class StageWorker {
                 const std::function<void(const Notification&)>& send);
   schedules::SchedulePolicy& policy() const;
   /// Hands `tensors` to `stage` (this rank's or another's) and notifies.
-  void deliver(const transport::TransferTag& tag, std::vector<Tensor> tensors,
+  void deliver(const PipelineTag& tag, std::vector<Tensor> tensors,
                const std::function<void(const Notification&)>& send);
-  /// The channel tag of a transfer of this worker's stream.
-  transport::TransferTag tag_of(uint64_t step, int stage, transport::Direction direction,
-                                int microbatch) const;
+  /// The channel key of a transfer of this worker's stream (pipeline_tag.h).
+  transport::TransferKey key_of(const PipelineTag& tag) const;
   /// Takes the received tensors of `tag` out of the inbox.
-  std::vector<Tensor> take(const transport::TransferTag& tag);
+  std::vector<Tensor> take(const PipelineTag& tag);
 
   int rank_;
   std::vector<PipelineStage*> stages_;
@@ -167,11 +167,11 @@ class StageWorker {
     std::vector<Tensor> tensors;
     std::string error;
   };
-  /// Tensors received, by transfer tag key. Shared with the channel's callbacks (which run on
-  /// its threads and may outlive the worker).
+  /// Tensors received, by transfer. Shared with the channel's callbacks (which run on its threads
+  /// and may outlive the worker).
   struct Inbox {
     std::mutex mutex;
-    std::unordered_map<uint64_t, Received> entries;
+    std::unordered_map<PipelineTag, Received, PipelineTagHash> entries;
   };
   std::shared_ptr<Inbox> inbox_ = std::make_shared<Inbox>();
   std::mutex rejections_mutex_;

@@ -40,7 +40,7 @@ std::string encode_notification(const Notification& note) {
   std::string out;
   out.reserve(32 + note.tensors.size() * 40);
   put<uint8_t>(out, kVersion);
-  put<uint8_t>(out, note.direction == transport::Direction::Backward ? 1 : 0);
+  put<uint8_t>(out, note.direction == Direction::Backward ? 1 : 0);
   put<uint64_t>(out, note.step);
   put<int32_t>(out, note.stage);
   put<int32_t>(out, note.microbatch);
@@ -71,7 +71,7 @@ std::string decode_notification(std::string_view bytes, Notification& note) {
   if (note.stage < 0 || note.microbatch < 0 || note.source < 0)
     return "negative stage, microbatch or source";
   if (count > kMaxWireTensors) return std::to_string(count) + " tensors (limit 4096)";
-  note.direction = direction ? transport::Direction::Backward : transport::Direction::Forward;
+  note.direction = direction ? Direction::Backward : Direction::Forward;
   note.tensors.assign(count, {});
   for (transport::TensorDescriptor& d : note.tensors) {
     const auto defined = in.get<uint8_t>();

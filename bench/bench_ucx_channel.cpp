@@ -79,11 +79,9 @@ tp::Shape floats(size_t bytes) { return {static_cast<int64_t>(bytes / 4)}; }
 double bandwidth(tr::UcxChannel& channel, int rank, size_t size, int messages, int warmup,
                  int rounds, uint64_t first_step) {
   const tp::Tensor go = tp::ones({1});
-  auto go_tag = [&](int round) {
-    return tr::TransferTag{first_step + round, 0, tr::Direction::Backward, 0};
-  };
+  auto go_tag = [&](int round) { return tr::TransferKey{0, (first_step + round) << 21}; };
   auto data_tag = [&](int round, int i) {
-    return tr::TransferTag{first_step + round, 1, tr::Direction::Forward, i};
+    return tr::TransferKey{0, (first_step + round) << 21 | static_cast<uint64_t>(i) << 1 | 1};
   };
   if (rank == 0) {
     const tp::Tensor data = tp::full(floats(size), 1.0f);
@@ -119,8 +117,8 @@ double round_trip(tr::UcxChannel& channel, int rank, size_t size, int warmup, in
   Clock::time_point start;
   for (int i = 0; i < warmup + iterations; ++i) {
     if (i == warmup) start = Clock::now();
-    const tr::TransferTag ping{first_step + i, 1, tr::Direction::Forward, 0};
-    const tr::TransferTag pong{first_step + i, 0, tr::Direction::Backward, 0};
+    const tr::TransferKey ping{0, (first_step + i) << 1};
+    const tr::TransferKey pong{0, (first_step + i) << 1 | 1};
     if (rank == 0) {
       channel.post_receive(1, pong, descriptors, tp::cpu(), 10s, completions.callback());
       channel.send(1, ping, {out});
@@ -139,8 +137,8 @@ double round_trip_in_callbacks(tr::UcxChannel& channel, int rank, size_t size, i
   const tp::Tensor out = tp::full(floats(size), 2.0f);
   const std::vector<tr::TensorDescriptor> descriptors{tr::describe(out)};
   const int total = warmup + iterations;
-  auto ping = [&](int i) { return tr::TransferTag{first_step + i, 1, tr::Direction::Forward, 0}; };
-  auto pong = [&](int i) { return tr::TransferTag{first_step + i, 0, tr::Direction::Backward, 0}; };
+  auto ping = [&](int i) { return tr::TransferKey{0, (first_step + i) << 1}; };
+  auto pong = [&](int i) { return tr::TransferKey{0, (first_step + i) << 1 | 1}; };
   Completions finished;
   tr::ReceiveDone all_done = finished.callback();
   Clock::time_point start;

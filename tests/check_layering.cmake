@@ -1,6 +1,7 @@
 # Checks that every layer includes only the layers below it (DESIGN.md's arrows), that
-# schedules/ stays pure logic, that transport/ includes nothing from stages/ or schedules/, and
-# that CAF and CUDA headers stay out of public headers.
+# schedules/ stays pure logic, that transport/ includes nothing from stages/ or schedules/ and
+# its public headers name no pipeline vocabulary, and that CAF and CUDA headers stay out of public
+# headers.
 # Run as: cmake -DSOURCE_DIR=<repo> -P check_layering.cmake
 cmake_minimum_required(VERSION 3.25)
 set(allowed_tensors tensors)
@@ -43,6 +44,17 @@ foreach(layer ${layers})
         string(APPEND errors "${rel}: a public header includes ${target}\n")
       endif()
     endforeach()
+  endforeach()
+endforeach()
+# transport/'s API moves opaque {stream, key} pairs: its public headers speak of no pipeline (the
+# pipeline's keys live in actors/pipeline_tag.h).
+file(GLOB transport_headers ${SOURCE_DIR}/transport/*.h)
+foreach(file ${transport_headers})
+  file(RELATIVE_PATH rel ${SOURCE_DIR} ${file})
+  file(STRINGS ${file} words REGEX
+       "(^|[^A-Za-z_])([Mm]icrobatch|[Ss]tages?|[Pp]ipelines?|TransferTag|kCollectiveStage)([^A-Za-z_]|$)")
+  foreach(line ${words})
+    string(APPEND errors "${rel}: transport/'s API names no pipeline vocabulary, but says: ${line}\n")
   endforeach()
 endforeach()
 if(errors)

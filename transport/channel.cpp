@@ -15,7 +15,7 @@ void Channel::set_message_handler(uint32_t /*stream*/, MessageHandler /*handler*
   throw TransferError(name() + " channel: does not carry messages (carries_messages() is false)");
 }
 
-std::vector<Tensor> Channel::receive(int peer, const TransferTag& tag,
+std::vector<Tensor> Channel::receive(int peer, const TransferKey& key,
                                      std::vector<TensorDescriptor> descriptors, Device device,
                                      std::chrono::milliseconds timeout) {
   struct Result {
@@ -24,7 +24,7 @@ std::vector<Tensor> Channel::receive(int peer, const TransferTag& tag,
     std::optional<std::pair<std::vector<Tensor>, std::string>> value;
   };
   auto result = std::make_shared<Result>();
-  post_receive(peer, tag, std::move(descriptors), device, timeout,
+  post_receive(peer, key, std::move(descriptors), device, timeout,
                [result](std::vector<Tensor> tensors, std::string error) {
                  {
                    std::lock_guard lock(result->mutex);
@@ -36,10 +36,10 @@ std::vector<Tensor> Channel::receive(int peer, const TransferTag& tag,
   auto ready = [&] { return result->value.has_value(); };
   if (!result->cv.wait_for(lock, timeout, ready)) {
     lock.unlock();
-    cancel_receive(peer, tag);  // completes the receive with an error unless it just arrived
+    cancel_receive(peer, key);  // completes the receive with an error unless it just arrived
     lock.lock();
     if (!result->cv.wait_for(lock, std::chrono::seconds(1), ready))
-      throw TransferError(name() + " channel: nothing arrived for " + to_string(tag) + " within " +
+      throw TransferError(name() + " channel: nothing arrived for " + to_string(key) + " within " +
                           std::to_string(timeout.count()) + " ms");
   }
   if (!result->value->second.empty()) throw TransferError(result->value->second);

@@ -1,4 +1,4 @@
-// Channel: the data plane between stages. A sender posts tensors for a peer rank under a tag and
+// Channel: the data plane between ranks. A sender posts tensors for a peer rank under a key and
 // gets descriptors to put in its control message; the receiver posts a receive for them.
 #pragma once
 
@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "transport/tensor_descriptor.h"
+#include "transport/transfer_key.h"
 
 namespace tensorplay::transport {
 
@@ -43,22 +44,23 @@ class Channel {
   virtual void set_message_handler(uint32_t stream, MessageHandler handler);
   /// Transport name for messages and logs ("local", "ucx", "nccl").
   virtual std::string name() const = 0;
-  /// Posts `tensors` for rank `peer` under `tag`; returns their descriptors. Never waits for the
-  /// receiver: the channel keeps the tensors alive until their bytes have left.
-  virtual std::vector<TensorDescriptor> send(int peer, const TransferTag& tag,
+  /// Posts `tensors` (at most kMaxTransferTensors) for rank `peer` under `key`; returns their
+  /// descriptors. Never waits for the receiver: the channel keeps the tensors alive until their
+  /// bytes have left. Throws TransferError when the transfer has too many tensors.
+  virtual std::vector<TensorDescriptor> send(int peer, const TransferKey& key,
                                              std::vector<Tensor> tensors) = 0;
-  /// Posts a receive of what rank `peer` sent under `tag` (described by `descriptors`), placed on
+  /// Posts a receive of what rank `peer` sent under `key` (described by `descriptors`), placed on
   /// `device`. `done` is called exactly once, on any thread (possibly before this returns): with
-  /// the tensors, or with an error naming the tag when the transfer fails, is cancelled, or has
+  /// the tensors, or with an error naming the key when the transfer fails, is cancelled, or has
   /// not completed within `timeout`.
-  virtual void post_receive(int peer, const TransferTag& tag,
+  virtual void post_receive(int peer, const TransferKey& key,
                             std::vector<TensorDescriptor> descriptors, Device device,
                             std::chrono::milliseconds timeout, ReceiveDone done) = 0;
   /// Tensors posted and not yet received or sent (for leak checks and error messages).
   virtual size_t pending() const = 0;
-  /// Ends the receive posted for (`peer`, `tag`) if it has not completed: its callback gets an
+  /// Ends the receive posted for (`peer`, `key`) if it has not completed: its callback gets an
   /// error saying it timed out. Does nothing when it already completed.
-  virtual void cancel_receive(int peer, const TransferTag& tag) = 0;
+  virtual void cancel_receive(int peer, const TransferKey& key) = 0;
   /// Drops everything posted; pending receives complete with an error (after a failed step).
   virtual void cancel_all() = 0;
   /// Drops what was posted under `stream` (one schedule's traffic on a shared channel): its
@@ -68,8 +70,8 @@ class Channel {
   /// to it are dropped and later ones fail at once. The default does nothing.
   virtual void drop_peer(int peer, const std::string& why);
 
-  /// Posts a receive and waits for it: the tensors, or TransferError naming the tag.
-  std::vector<Tensor> receive(int peer, const TransferTag& tag,
+  /// Posts a receive and waits for it: the tensors, or TransferError naming the key.
+  std::vector<Tensor> receive(int peer, const TransferKey& key,
                               std::vector<TensorDescriptor> descriptors, Device device,
                               std::chrono::milliseconds timeout);
 };

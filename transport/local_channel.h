@@ -1,5 +1,5 @@
 // The in-process channel: the receiver takes the sender's tensors themselves (no copy), or a
-// device-to-device copy when the two stages sit on different devices of one process.
+// device-to-device copy when sender and receiver sit on different devices of one process.
 #pragma once
 
 #include <mutex>
@@ -14,12 +14,12 @@ namespace tensorplay::transport {
 class LocalChannel final : public Channel {
  public:
   std::string name() const override { return "local"; }
-  std::vector<TensorDescriptor> send(int peer, const TransferTag& tag,
+  std::vector<TensorDescriptor> send(int peer, const TransferKey& key,
                                      std::vector<Tensor> tensors) override;
-  void post_receive(int peer, const TransferTag& tag, std::vector<TensorDescriptor> descriptors,
+  void post_receive(int peer, const TransferKey& key, std::vector<TensorDescriptor> descriptors,
                     Device device, std::chrono::milliseconds timeout, ReceiveDone done) override;
   size_t pending() const override;
-  void cancel_receive(int peer, const TransferTag& tag) override;
+  void cancel_receive(int peer, const TransferKey& key) override;
   void cancel_all() override;
 
  private:
@@ -28,11 +28,12 @@ class LocalChannel final : public Channel {
     Device device;
     ReceiveDone done;
   };
-  void deliver(const TransferTag& tag, std::vector<Tensor> tensors, Waiter waiter);
+  void deliver(const TransferKey& key, std::vector<Tensor> tensors, Waiter waiter);
 
   mutable std::mutex mutex_;
-  std::unordered_map<uint64_t, std::vector<Tensor>> slots_;  // sent, not yet received
-  std::unordered_map<uint64_t, Waiter> waiters_;             // posted, not yet sent
+  std::unordered_map<TransferKey, std::vector<Tensor>, TransferKeyHash>
+      slots_;                                                         // sent, not yet received
+  std::unordered_map<TransferKey, Waiter, TransferKeyHash> waiters_;  // posted, not yet sent
 };
 
 }  // namespace tensorplay::transport

@@ -1,5 +1,5 @@
 // NCCL all-reduce: sums a device tensor in place over the ranks of one communicator, for
-// data-parallel gradient averaging of stages on GPUs.
+// data-parallel gradient averaging on GPUs.
 #pragma once
 
 #include <chrono>

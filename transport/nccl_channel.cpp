@@ -2,172 +2,19 @@
 // communicator split from the direction's group communicator, with its own stream. Sends and
 // receives are queued on their link in issue order; a completion thread watches an event per
 // transfer, reports receives, releases sent tensors, and aborts everything on a timeout or error.
-#include "transport/nccl_channel.h"
-
-#include <cuda_runtime.h>
-#include <nccl.h>
-
-#include <array>
-#include <condition_variable>
-#include <cstring>
-#include <deque>
-#include <mutex>
-#include <optional>
-#include <stdexcept>
-#include <thread>
-#include <utility>
-
-#include "tensors/cuda/cuda_check.h"
-#include "tensors/cuda/cuda_device.h"
-#include "tensors/device_info.h"
-#include "transport/detail/nccl_links.h"
-#include "transport/detail/nccl_support.h"
+#include "transport/detail/nccl_channel_impl.h"
 
 namespace tensorplay::transport {
 
-namespace {
-
-using detail::Clock;
 using detail::deadline_after;
+using detail::direction_name;
 using detail::finish;
-using detail::kDirections;
-using detail::link_index;
-using detail::LinkPair;
+using detail::kCloseGrace;
+using detail::kDrainTimeout;
+using detail::kEnqueueTimeout;
+using detail::kPollInterval;
 using detail::nccl_message;
 using detail::wait_ready;
-using std::chrono::milliseconds;
-
-// The completion thread looks at its events this often while transfers are in flight: a few tens
-// of microseconds of latency, against a core kept busy. Idle, it sleeps until something is queued.
-constexpr auto kPollInterval = std::chrono::microseconds(20);
-// Host-side work of one enqueue once every rank is connected; past this NCCL is stuck.
-constexpr auto kEnqueueTimeout = std::chrono::seconds(60);
-// How long the streams get to drain after an abort before their tensors are deliberately leaked
-// (freeing memory a kernel may still write would corrupt whatever reuses it).
-constexpr auto kDrainTimeout = std::chrono::seconds(10);
-// How long the destructor lets transfers in flight finish before it aborts them.
-constexpr auto kCloseGrace = std::chrono::seconds(1);
-
-int direction_of(Direction direction) { return direction == Direction::Forward ? 0 : 1; }
-std::string direction_name(int direction) { return direction == 0 ? "forward" : "backward"; }
-
-// One send or receive queued on a lane.
-struct Transfer {
-  bool receive = false;
-  int peer = 0;
-  TransferTag tag;
-  std::vector<Tensor> tensors;     // kept alive until the GPU is done with their bytes
-  cudaEvent_t finished = nullptr;  // recorded on the link's stream after the NCCL calls
-  Clock::time_point deadline = Clock::time_point::max();  // receives only
-  milliseconds timeout{0};
-  ReceiveDone done;  // receives only
-
-  std::string describe() const {
-    return (receive ? "receive of " : "send of ") + to_string(tag) +
-           (receive ? " from rank " : " to rank ") + std::to_string(peer);
-  }
-};
-
-// One (direction, sender, receiver) link: a two-rank communicator, the stream its calls run on,
-// and what is in flight there (in issue order, which is also completion order).
-struct Lane {
-  int direction = 0;
-  int peer = 0;               // the peer's rank in the group
-  bool sending = false;       // this rank sends on the link (else it receives)
-  int peer_in_comm = 0;       // the peer's rank in this link's two-rank communicator
-  std::mutex issue_mutex;     // one NCCL caller at a time; keeps queue order == stream order
-  ncclComm_t comm = nullptr;  // null once aborted or closed
-  cudaStream_t stream = nullptr;
-  cudaEvent_t produced = nullptr;  // marks the tensor stream's work so far, for the link to wait
-  std::deque<Transfer> queue;      // guarded by NcclChannel::Impl::mutex
-
-  std::string name() const {
-    return direction_name(direction) + (sending ? " link to rank " : " link from rank ") +
-           std::to_string(peer);
-  }
-};
-
-}  // namespace
-
-// -- shared state --------------------------------------------------------------------------------
-
-struct NcclChannel::Impl {
-  struct Culprit {
-    int peer;
-    uint64_t key;
-    std::string message;
-  };
-
-  Impl(int rank, int world_size, int device)
-      : rank(rank), world_size(world_size), device(device), slots(detail::link_slots(world_size)) {}
-  ~Impl() { close(); }
-
-  void open(const std::vector<std::vector<uint8_t>>& ids, milliseconds timeout);
-  void connect_all(Clock::time_point deadline);
-  void split_links(int direction, ncclComm_t parent, Clock::time_point deadline, int max_ctas);
-  std::string issue(Lane& lane, Transfer transfer);
-  Lane& lane(int direction, int peer, bool sending) {
-    return *slots[link_index(direction, peer, sending, world_size)];
-  }
-  // The links of this rank in link_pairs order (the order every rank connects and closes in).
-  template <typename F>
-  void for_each_lane_in_pair_order(F f) {
-    for (int d = 0; d < kDirections; ++d)
-      for (const LinkPair& pair : detail::link_pairs(world_size))
-        if (detail::in_pair(pair, rank)) {
-          auto& l = slots[link_index(d, detail::other_in_pair(pair, rank),
-                                     detail::sends_on(pair, rank), world_size)];
-          if (l) f(*l);
-        }
-  }
-  template <typename F>
-  void for_each_lane(F f) {
-    for (auto& l : slots)
-      if (l) f(*l);
-  }
-  template <typename F>
-  void for_each_lane(F f) const {
-    for (const auto& l : slots)
-      if (l) f(*l);
-  }
-  void poll();
-  void complete(std::vector<Transfer>& finished);
-  std::string async_error();
-  void fail(const std::string& reason, std::vector<Transfer> extra = {},
-            std::optional<Culprit> culprit = std::nullopt);
-  bool wait_streams(Clock::time_point deadline);
-  void close();
-
-  cudaEvent_t take_event();
-  bool busy() const {  // requires mutex
-    bool any = false;
-    for_each_lane([&](const Lane& l) { any = any || !l.queue.empty(); });
-    return any;
-  }
-  std::string failed() const {
-    std::lock_guard lock(mutex);
-    return failure;
-  }
-  std::string where() const {
-    return "rank " + std::to_string(rank) + " of " + std::to_string(world_size) +
-           " on cuda:" + std::to_string(device);
-  }
-
-  const int rank;
-  const int world_size;
-  const int device;
-  // The group communicators the links are split from (one per direction); kept until close.
-  std::array<ncclComm_t, kDirections> parents{};
-  std::vector<std::unique_ptr<Lane>> slots;  // by link_index; null for this rank itself
-  std::deque<ncclComm_t> split_outputs;      // where ncclCommSplit writes (see split_links)
-  mutable std::mutex mutex;                  // lane queues, spare_events, failure, stopping
-  std::condition_variable wake;
-  std::vector<cudaEvent_t> spare_events;
-  std::string failure;  // why the communicators were aborted; empty while usable
-  bool stopping = false;
-  bool closed = false;
-  std::thread poller;
-};
 
 // -- setup and teardown --------------------------------------------------------------------------
 
@@ -469,8 +316,8 @@ void NcclChannel::Impl::poll() {
           error = "the " + t.describe() + " timed out after " + std::to_string(t.timeout.count()) +
                   " ms";
           culprit =
-              Culprit{t.peer, t.tag.key(),
-                      "nccl channel: nothing arrived for " + to_string(t.tag) + " from rank " +
+              Culprit{t.peer, t.key,
+                      "nccl channel: nothing arrived for " + to_string(t.key) + " from rank " +
                           std::to_string(t.peer) + " within " + std::to_string(t.timeout.count()) +
                           " ms; the NCCL communicators were aborted, so this channel "
                           "cannot be used again"};
@@ -547,7 +394,7 @@ void NcclChannel::Impl::fail(const std::string& reason, std::vector<Transfer> ex
   bool drained = wait_streams(Clock::now() + kDrainTimeout);
   for (Transfer& t : abandoned) {
     if (t.done) {
-      bool is_culprit = culprit && culprit->peer == t.peer && culprit->key == t.tag.key();
+      bool is_culprit = culprit && culprit->peer == t.peer && culprit->key == t.key;
       std::string message = is_culprit ? culprit->message
                                        : "nccl channel: " + t.describe() + " abandoned: " + why +
                                              "; the NCCL communicators were aborted";
@@ -580,165 +427,6 @@ bool NcclChannel::Impl::wait_streams(Clock::time_point deadline) {
   }
   cudaGetLastError();  // an aborted kernel may leave a non-sticky error behind
   return true;
-}
-
-// -- public API ----------------------------------------------------------------------------------
-
-bool nccl_available() { return cuda_device_count() > 0; }
-
-std::vector<uint8_t> nccl_unique_id() {
-  if (!nccl_available())
-    throw TransferError(
-        "nccl channel: no CUDA device is visible, so NCCL cannot be used (check "
-        "CUDA_VISIBLE_DEVICES, or use the ucx channel)");
-  ncclUniqueId id;
-  ncclResult_t result = ncclGetUniqueId(&id);
-  if (result != ncclSuccess)
-    throw TransferError("nccl channel: ncclGetUniqueId failed: " + nccl_message(result));
-  const auto* bytes = reinterpret_cast<const uint8_t*>(id.internal);
-  return std::vector<uint8_t>(bytes, bytes + sizeof(id.internal));
-}
-
-NcclChannel::NcclChannel(int rank, int world_size, Device device,
-                         const std::vector<std::vector<uint8_t>>& ids, milliseconds connect_timeout)
-    : rank_(rank), world_size_(world_size), device_(device) {
-  if (world_size < 1 || rank < 0 || rank >= world_size)
-    throw std::invalid_argument("nccl channel: rank " + std::to_string(rank) +
-                                " is not a rank of a group of " + std::to_string(world_size));
-  if (!device.is_cuda())
-    throw std::invalid_argument("nccl channel: needs a CUDA device, not " + to_string(device));
-  if (ids.size() != kDirections)
-    throw std::invalid_argument("nccl channel: needs two unique ids (forward and backward), got " +
-                                std::to_string(ids.size()));
-  for (const auto& id : ids)
-    if (id.size() != NCCL_UNIQUE_ID_BYTES)
-      throw std::invalid_argument("nccl channel: a unique id has " + std::to_string(id.size()) +
-                                  " bytes, NCCL's have " + std::to_string(NCCL_UNIQUE_ID_BYTES) +
-                                  "; make them with nccl_unique_id()");
-  if (ids[0] == ids[1])
-    throw std::invalid_argument(
-        "nccl channel: the forward and backward unique ids are the same; make two");
-  if (!nccl_available())
-    throw TransferError(
-        "nccl channel: no CUDA device is visible, so NCCL cannot be used (check "
-        "CUDA_VISIBLE_DEVICES, or use the ucx channel)");
-  cuda::check_device(device.index);
-  impl_ = std::make_unique<Impl>(rank, world_size, device.index);
-  impl_->open(ids, connect_timeout);
-}
-
-NcclChannel::~NcclChannel() = default;
-
-std::vector<TensorDescriptor> NcclChannel::send(int peer, const TransferTag& tag,
-                                                std::vector<Tensor> tensors) {
-  if (peer < 0 || peer >= world_size_ || peer == rank_)
-    throw std::invalid_argument("nccl channel: rank " + std::to_string(rank_) +
-                                " cannot send to rank " + std::to_string(peer) + " (group of " +
-                                std::to_string(world_size_) + ")");
-  std::vector<TensorDescriptor> descriptors;
-  bool has_bytes = false;
-  for (Tensor& t : tensors) {
-    descriptors.push_back(describe(t));
-    if (!t.defined()) continue;
-    // Hold the bytes, not the autograd history behind them.
-    t = t.device() == device_ ? t.detach() : t.detach().to(device_);
-    has_bytes = has_bytes || t.nbytes() > 0;
-  }
-  Transfer transfer;
-  transfer.peer = peer;
-  transfer.tag = tag;
-  if (!has_bytes) {
-    // Nothing for NCCL to move: the receiver, reading the same descriptors, queues nothing too.
-    if (std::string failure = impl_->failed(); !failure.empty())
-      throw TransferError("nccl channel: " + transfer.describe() +
-                          " refused: the channel failed earlier (" + failure + ")");
-    return descriptors;
-  }
-  transfer.tensors = std::move(tensors);
-  std::string error =
-      impl_->issue(impl_->lane(direction_of(tag.direction), peer, true), std::move(transfer));
-  if (!error.empty()) throw TransferError(error);
-  return descriptors;
-}
-
-void NcclChannel::post_receive(int peer, const TransferTag& tag,
-                               std::vector<TensorDescriptor> descriptors, Device device,
-                               milliseconds timeout, ReceiveDone done) {
-  if (peer < 0 || peer >= world_size_ || peer == rank_)
-    throw std::invalid_argument("nccl channel: rank " + std::to_string(rank_) +
-                                " cannot receive from rank " + std::to_string(peer) +
-                                " (group of " + std::to_string(world_size_) + ")");
-  if (device != device_)
-    throw std::invalid_argument("nccl channel: receives land on " + to_string(device_) +
-                                ", the channel's device, not on " + to_string(device));
-  Transfer transfer;
-  transfer.receive = true;
-  transfer.peer = peer;
-  transfer.tag = tag;
-  transfer.timeout = timeout;
-  transfer.deadline = deadline_after(timeout);
-  bool has_bytes = false;
-  for (size_t i = 0; i < descriptors.size(); ++i) {
-    const TensorDescriptor& d = descriptors[i];
-    if (!d.defined) {
-      transfer.tensors.emplace_back();
-      continue;
-    }
-    Tensor t = tensorplay::empty(d.shape, {.dtype = d.dtype, .device = device_});
-    if (t.nbytes() != d.bytes)
-      throw std::invalid_argument("nccl channel: tensor " + std::to_string(i) + " of " +
-                                  to_string(tag) + " is described as " + std::to_string(d.bytes) +
-                                  " bytes, but " + tensorplay::to_string(d.shape) + " " +
-                                  to_string(d.dtype) + " holds " + std::to_string(t.nbytes()));
-    has_bytes = has_bytes || t.nbytes() > 0;
-    transfer.tensors.push_back(std::move(t));
-  }
-  if (std::string failure = impl_->failed(); !failure.empty()) {
-    done({}, "nccl channel: " + transfer.describe() + " refused: the channel failed earlier (" +
-                 failure + ")");
-    return;
-  }
-  if (!has_bytes) {
-    done(std::move(transfer.tensors), {});
-    return;
-  }
-  transfer.done = std::move(done);
-  // Reports errors through `done`.
-  impl_->issue(impl_->lane(direction_of(tag.direction), peer, false), std::move(transfer));
-}
-
-size_t NcclChannel::pending() const {
-  std::lock_guard lock(impl_->mutex);
-  size_t count = 0;
-  impl_->for_each_lane([&](const Lane& lane) { count += lane.queue.size(); });
-  return count;
-}
-
-void NcclChannel::cancel_receive(int peer, const TransferTag& tag) {
-  if (peer < 0 || peer >= world_size_ || peer == rank_) return;  // nothing was posted there
-  bool in_flight = false;
-  {
-    std::lock_guard lock(impl_->mutex);
-    for (const Transfer& t : impl_->lane(direction_of(tag.direction), peer, false).queue)
-      if (t.receive && t.peer == peer && t.tag.key() == tag.key()) in_flight = true;
-  }
-  if (!in_flight) return;
-  std::string message = "nccl channel: nothing arrived for " + to_string(tag) + " from rank " +
-                        std::to_string(peer) +
-                        " in time; the NCCL communicators were aborted, so this channel cannot "
-                        "be used again";
-  impl_->fail(
-      "the receive of " + to_string(tag) + " from rank " + std::to_string(peer) + " was cancelled",
-      {}, Impl::Culprit{peer, tag.key(), message});
-}
-
-void NcclChannel::cancel_all() {
-  bool in_flight = false;
-  {
-    std::lock_guard lock(impl_->mutex);
-    in_flight = impl_->busy();
-  }
-  if (in_flight) impl_->fail("cancel_all() was called with transfers in flight");
 }
 
 }  // namespace tensorplay::transport

@@ -1,5 +1,5 @@
 // The NCCL channel: moves tensors that live in GPU memory between ranks with NCCL point-to-point
-// sends and receives, forward and backward traffic on separate communicators and streams.
+// sends and receives, the two lanes of TransferKey on separate communicators and streams.
 #pragma once
 
 #include <chrono>
@@ -22,15 +22,15 @@ std::vector<uint8_t> nccl_unique_id();
 /// Device-memory channel between the ranks of one process group, one GPU per rank.
 ///
 /// Ordering. NCCL matches a send with a receive by issue order per communicator and peer, not by
-/// tag: the caller must post receives from a peer in the order that peer issued its sends. The
+/// key: the caller must post receives from a peer in the order that peer issued its sends. The
 /// runtime posts a receive when the sender's descriptor arrives, and CAF keeps per-sender order,
-/// so the two orders agree. Every (direction, sender, receiver) has a link of its own: a two-rank
-/// communicator split from the direction's group communicator, with its own stream (NCCL
-/// serialises all work of one communicator, so separate streams alone would not do). A link
-/// carries one way, so its sends and receives always match in issue order; a transfer never waits
-/// behind one to another peer, the other way, or in the other direction, so skip connections,
-/// V placements and several peers per rank cannot block each other. Making the channel splits
-/// 4 x (world - 1) links per rank (collective over the group) and connects each once.
+/// so the two orders agree. Every (lane, sender, receiver) has a link of its own (lane:
+/// TransferKey::lane): a two-rank communicator split from the lane's group communicator, with its
+/// own stream (NCCL serialises all work of one communicator, so separate streams alone would not
+/// do). A link carries one way, so its sends and receives always match in issue order; a transfer
+/// never waits behind one to another peer, the other way, or in the other lane, so skip
+/// connections, V placements and several peers per rank cannot block each other. Making the channel
+/// splits 4 x (world - 1) links per rank (collective over the group) and connects each once.
 ///
 /// Streams. A send waits (on the GPU) for work already queued on the device's tensor stream,
 /// so the caller may send a tensor it has just computed (a receive waits for it too: its memory
@@ -53,7 +53,7 @@ std::vector<uint8_t> nccl_unique_id();
 class NcclChannel final : public Channel {
  public:
   /// Joins the communicators of `world_size` ranks as `rank` on CUDA device `device`. `ids`
-  /// holds two unique ids made on one rank (one per direction; the links are split from them).
+  /// holds two unique ids made on one rank (one per lane; the links are split from them).
   /// Every rank needs its own GPU: NCCL rejects two ranks of one group on the same device (unless
   /// each process claims its own NCCL_HOSTID, as the single-GPU checks do). Waits until every rank
   /// has joined and connected to every other rank (so later calls only enqueue work), or throws
@@ -70,21 +70,21 @@ class NcclChannel final : public Channel {
 
   /// "nccl".
   std::string name() const override { return "nccl"; }
-  /// Queues the defined, non-empty tensors for `peer` on the direction's communicator; a tensor
+  /// Queues the defined, non-empty tensors for `peer` on the key's lane's communicator; a tensor
   /// on another device (or the host) is first copied to this channel's device. Never waits for
   /// the receiver. Throws TransferError once the channel has failed.
-  std::vector<TensorDescriptor> send(int peer, const TransferTag& tag,
+  std::vector<TensorDescriptor> send(int peer, const TransferKey& key,
                                      std::vector<Tensor> tensors) override;
   /// Allocates the described tensors on this channel's device (`device` must be it) and queues
   /// their receives; `done` runs on the channel's completion thread (it must not destroy the
   /// channel), or at once on this thread when nothing is to be moved or the channel has failed. A
   /// receive not complete within `timeout` aborts the channel (see the class comment).
-  void post_receive(int peer, const TransferTag& tag, std::vector<TensorDescriptor> descriptors,
+  void post_receive(int peer, const TransferKey& key, std::vector<TensorDescriptor> descriptors,
                     Device device, std::chrono::milliseconds timeout, ReceiveDone done) override;
   /// Sends and receives queued and not yet complete.
   size_t pending() const override;
-  /// Aborts the channel when the receive for (`peer`, `tag`) is still in flight.
-  void cancel_receive(int peer, const TransferTag& tag) override;
+  /// Aborts the channel when the receive for (`peer`, `key`) is still in flight.
+  void cancel_receive(int peer, const TransferKey& key) override;
   /// Aborts the channel when anything is in flight; otherwise does nothing.
   void cancel_all() override;
 

@@ -27,12 +27,12 @@ NcclChannel::NcclChannel(int rank, int world_size, Device device,
 
 NcclChannel::~NcclChannel() = default;
 
-std::vector<TensorDescriptor> NcclChannel::send(int /*peer*/, const TransferTag& /*tag*/,
+std::vector<TensorDescriptor> NcclChannel::send(int /*peer*/, const TransferKey& /*key*/,
                                                 std::vector<Tensor> /*tensors*/) {
   throw TransferError(kNotBuilt);
 }
 
-void NcclChannel::post_receive(int /*peer*/, const TransferTag& /*tag*/,
+void NcclChannel::post_receive(int /*peer*/, const TransferKey& /*key*/,
                                std::vector<TensorDescriptor> /*descriptors*/, Device /*device*/,
                                std::chrono::milliseconds /*timeout*/, ReceiveDone done) {
   done({}, kNotBuilt);
@@ -40,7 +40,7 @@ void NcclChannel::post_receive(int /*peer*/, const TransferTag& /*tag*/,
 
 size_t NcclChannel::pending() const { return 0; }
 
-void NcclChannel::cancel_receive(int /*peer*/, const TransferTag& /*tag*/) {}
+void NcclChannel::cancel_receive(int /*peer*/, const TransferKey& /*key*/) {}
 
 void NcclChannel::cancel_all() {}
 

@@ -34,6 +34,7 @@
 #include <string>
 
 #include "tensors/backend.h"
+#include "transport/collective_key.h"
 
 namespace tensorplay::transport {
 namespace {
@@ -41,7 +42,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
-constexpr int kStatusStep = 255;        // the status message's ring step (all-gather direction)
 constexpr int64_t kStatusFloats = 256;  // 1 KiB: a code and the reason
 constexpr uint8_t kDone = 1;
 constexpr uint8_t kGaveUp = 2;
@@ -142,8 +142,9 @@ class RingCall {
     for (int s = 0; s + 1 < n_; ++s) {
       const int64_t c = wrap(me_ - 1 - s);
       const std::string what = "reduce-scatter step " + std::to_string(s);
-      std::vector<Tensor> got = exchange(ring_tag(group_.stream, call_, Direction::Forward, s),
-                                         what, outgoing, chunks_.size(c), s > 0, s == 0);
+      std::vector<Tensor> got =
+          exchange(collective_key(group_.stream, call_, RingPhase::ReduceScatter, s), what,
+                   outgoing, chunks_.size(c), s > 0, s == 0);
       if (s == 0) check_header(got.at(1));
       if (chunks_.size(c) > 0) add_own(c, got.at(0));
       outgoing = got.empty() ? Tensor() : got[0];
@@ -153,8 +154,9 @@ class RingCall {
     for (int s = 0; s + 1 < n_; ++s) {
       const int64_t c = wrap(me_ - s);
       const std::string what = "all-gather step " + std::to_string(s);
-      std::vector<Tensor> got = exchange(ring_tag(group_.stream, call_, Direction::Backward, s),
-                                         what, outgoing, chunks_.size(c), true, false);
+      std::vector<Tensor> got =
+          exchange(collective_key(group_.stream, call_, RingPhase::AllGather, s), what, outgoing,
+                   chunks_.size(c), true, false);
       place(c, got.empty() ? Tensor() : got[0]);
       outgoing = got.empty() ? Tensor() : got[0];
     }
@@ -177,7 +179,7 @@ class RingCall {
   // Sends `outgoing` (plus the header at step 0) to the next member and receives `count`
   // elements (plus its header) from the one before; the tensors received, empty when the step
   // moves nothing (an empty chunk past step 0).
-  std::vector<Tensor> exchange(const TransferTag& tag, const std::string& what,
+  std::vector<Tensor> exchange(const TransferKey& key, const std::string& what,
                                const Tensor& outgoing, int64_t count, bool delivered_before,
                                bool with_header) {
     const bool sends = outgoing.defined() && outgoing.numel() > 0;
@@ -187,7 +189,7 @@ class RingCall {
     const Clock::time_point posted = Clock::now();
     try {
       if (with_header || count > 0) {
-        group_.channel->post_receive(prev_, tag, expect, cpu(), group_.timeout,
+        group_.channel->post_receive(prev_, key, expect, cpu(), group_.timeout,
                                      [box = box_](std::vector<Tensor> t, std::string error) {
                                        {
                                          std::lock_guard lock(box->mutex);
@@ -207,24 +209,24 @@ class RingCall {
         if (!sends) out.push_back(empty({0}, {.dtype = dtype_, .device = cpu()}));
         out.push_back(header_tensor());
       }
-      if (!out.empty()) group_.channel->send(next_, tag, std::move(out));
+      if (!out.empty()) group_.channel->send(next_, key, std::move(out));
     } catch (const std::exception& e) {
-      cancel_receive(tag);
+      cancel_receive(key);
       give_up(self() + " could not send " + what + " to " + member((me_ + 1) % n_) + ": " +
               e.what());
     }
     if (!with_header && count == 0) return {};
-    return await(tag, what, posted, delivered_before);
+    return await(key, what, posted, delivered_before);
   }
 
-  // Waits for the transfer `tag` from the predecessor, or its reason for giving up.
-  std::vector<Tensor> await(const TransferTag& tag, const std::string& what,
+  // Waits for the transfer `key` from the predecessor, or its reason for giving up.
+  std::vector<Tensor> await(const TransferKey& key, const std::string& what,
                             Clock::time_point posted, bool delivered_before) {
     std::unique_lock lock(box_->mutex);
     auto ready = [&] { return box_->data.has_value() || gave_up_locked(); };
     if (!box_->cv.wait_until(lock, posted + group_.timeout + kLateTimer, ready)) {
       lock.unlock();
-      cancel_receive(tag);  // ends it with an error unless it just arrived
+      cancel_receive(key);  // ends it with an error unless it just arrived
       lock.lock();
       if (!box_->cv.wait_for(lock, kLateTimer, ready)) {
         lock.unlock();
@@ -235,7 +237,7 @@ class RingCall {
     if (gave_up_locked()) {
       std::string reason = status_reason_locked();
       lock.unlock();
-      cancel_receive(tag);
+      cancel_receive(key);
       pass_on(reason);
     }
     Outcome got = std::move(*box_->data);
@@ -264,9 +266,9 @@ class RingCall {
     give_up(self() + " could not receive " + what + " from " + previous() + ": " + got.error);
   }
 
-  void cancel_receive(const TransferTag& tag) noexcept {
+  void cancel_receive(const TransferKey& key) noexcept {
     try {
-      group_.channel->cancel_receive(prev_, tag);
+      group_.channel->cancel_receive(prev_, key);
     } catch (const std::exception&) {  // the error that follows says what went wrong
     }
   }
@@ -317,8 +319,8 @@ class RingCall {
     }
   }
 
-  TransferTag status_tag() const {
-    return ring_tag(group_.stream, call_, Direction::Backward, kStatusStep);
+  TransferKey status_tag() const {
+    return collective_key(group_.stream, call_, RingPhase::AllGather, kStatusRingStep);
   }
 
   bool gave_up_locked() const {
@@ -414,11 +416,7 @@ void check_group(const RingGroup& group, const Tensor& flat) {
   const std::string where = "ring_all_reduce: ";
   if (group.channel == nullptr) throw std::invalid_argument(where + "the group has no channel");
   const int n = static_cast<int>(group.peers.size());
-  if (n == 0) throw std::invalid_argument(where + "the group has no members");
-  if (n > kMaxRingMembers)
-    throw std::invalid_argument(
-        where + "the group has " + std::to_string(n) + " members; a ring holds at most " +
-        std::to_string(kMaxRingMembers) + " (its tags number the steps " + "in 8 bits)");
+  check_ring_members(n, where);
   if (group.me < 0 || group.me >= n)
     throw std::invalid_argument(where + "this member's index " + std::to_string(group.me) +
                                 " is not one of the group's " + std::to_string(n) + " members");
@@ -443,14 +441,6 @@ void check_group(const RingGroup& group, const Tensor& flat) {
 }
 
 }  // namespace
-
-TransferTag ring_tag(uint32_t stream, uint64_t call, Direction phase, int ring_step) {
-  if (ring_step < 0 || ring_step > 255)
-    throw std::invalid_argument("ring_tag: ring step " + std::to_string(ring_step) +
-                                " is not in 0 to 255");
-  const auto group_bits = static_cast<int32_t>((stream >> 4) & 0xFFF);
-  return {call, kCollectiveStage, phase, group_bits << 8 | ring_step, stream};
-}
 
 void ring_all_reduce(const RingGroup& group, uint64_t call, Tensor& flat) {
   check_group(group, flat);

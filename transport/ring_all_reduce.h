@@ -8,15 +8,13 @@
 
 #include "tensors/tensor.h"
 #include "transport/channel.h"
+#include "transport/collective_key.h"
 
 namespace tensorplay::transport {
 
-/// The most members a ring holds: a ring step is 8 bits of the tag's microbatch (ring_tag).
-inline constexpr int kMaxRingMembers = 128;
-
-/// The ring a collective runs on: the channel, the channel ranks of the members in group order,
-/// this process's index among them, the stream tagging its traffic, and the longest one transfer
-/// may take.
+/// The ring a collective runs on: the channel, the channel ranks of the members in group order
+/// (at most kMaxRingMembers), this process's index among them, the stream keying its traffic, and
+/// the longest one transfer may take.
 struct RingGroup {
   Channel* channel = nullptr;
   std::vector<int> peers;
@@ -36,11 +34,5 @@ struct RingGroup {
 /// shape, or gave up (every member then fails with the first one's reason). After an error
 /// `flat` holds unspecified values.
 void ring_all_reduce(const RingGroup& group, uint64_t call, Tensor& flat);
-
-/// The tag of the ring's transfer `ring_step` (< 256) of `call` on `stream`: stage
-/// kCollectiveStage, step `call`, direction Forward for the reduce-scatter and Backward for the
-/// all-gather, microbatch ((stream >> 4) & 0xFFF) << 8 | ring_step, so that two streams whose
-/// low four bits agree still differ in the UCX tag.
-TransferTag ring_tag(uint32_t stream, uint64_t call, Direction phase, int ring_step);
 
 }  // namespace tensorplay::transport

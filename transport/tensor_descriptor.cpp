@@ -1,18 +1,17 @@
-// Transfer tags and tensor descriptors.
+// Transfer keys and tensor descriptors.
 #include "transport/tensor_descriptor.h"
+
+#include <cstdio>
+
+#include "transport/transfer_key.h"
 
 namespace tensorplay::transport {
 
-uint64_t TransferTag::key() const {
-  return ((step & 0xffffffULL) << 40) | (static_cast<uint64_t>(stage & 0x7fff) << 25) |
-         (static_cast<uint64_t>(direction == Direction::Backward) << 24) |
-         (static_cast<uint64_t>(microbatch) & 0xffffffULL);
-}
-
-std::string to_string(const TransferTag& tag) {
-  return "step " + std::to_string(tag.step) + " stage " + std::to_string(tag.stage) +
-         (tag.direction == Direction::Forward ? " forward" : " backward") + " microbatch " +
-         std::to_string(tag.microbatch);
+std::string to_string(const TransferKey& key) {
+  if (key.namer != nullptr) return key.namer(key);
+  char hex[24];
+  std::snprintf(hex, sizeof hex, "%llx", static_cast<unsigned long long>(key.key));
+  return "stream " + std::to_string(key.stream) + " key 0x" + hex;
 }
 
 TensorDescriptor describe(const Tensor& t) {

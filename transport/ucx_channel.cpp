@@ -4,47 +4,24 @@
 // Small messages (send_message) travel as UCX active messages handled on the progress thread.
 //
 // UCX tag of tensor `index` of a transfer (64 bits). UCX matches a receive by tag alone, never by
-// source, so the receiving stage and the direction stand in for the sender: a stage receives
-// forward values from one neighbour and gradients from the other. Tags are unique per (stream,
-// stage, direction, microbatch, index) within a window of 4096 steps, for 16 schedules sharing
-// the channel at once:
-//   bits 63..60  stream modulo 16      (the schedule)
-//   bits 59..48  step modulo 2^12
-//   bits 47..36  receiving stage      (< 4096)
-//   bit  35      direction            (1: backward)
-//   bits 34..15  microbatch           (< 2^20)
-//   bits 14..0   tensor index         (< 2^15)
-// A collective's transfer (stage kCollectiveStage) carries one or two tensors, a chunk and its
-// header: its bits 14..1 hold bits 12..25 of the step (the call number) and bit 0 the index, so
-// what a failed call leaves in UCX's queue matches again only 2^26 calls later, not 4096.
+// source, so the key must tell transfers apart (its user's codec sees to that):
+//   bits 63..60  stream modulo 2^kStreamBits
+//   bits 59..15  key modulo 2^kKeyBits
+//   bits 14..0   tensor index         (< kMaxTransferTensors)
 #include "transport/ucx_channel.h"
 
 #include "transport/detail/ucx_channel_impl.h"
 
 namespace tensorplay::transport {
 
-uint64_t UcxChannel::ucx_tag(const TransferTag& tag, size_t index) {
-  auto fits = [](int64_t value, int bits) { return value >= 0 && value < (int64_t{1} << bits); };
-  if (!fits(tag.stage, kStageBits))
-    throw TransferError("ucx channel: stage " + std::to_string(tag.stage) + " of " +
-                        to_string(tag) + " does not fit a UCX tag (stages 0 to 4095)");
-  if (!fits(tag.microbatch, kMicrobatchBits))
-    throw TransferError("ucx channel: microbatch " + std::to_string(tag.microbatch) + " of " +
-                        to_string(tag) + " does not fit a UCX tag (microbatches 0 to 2^20-1)");
-  if (index >= (size_t{1} << kIndexBits))
-    throw TransferError("ucx channel: " + to_string(tag) + " has more than 32768 tensors");
-  uint64_t low = index;
-  if (tag.stage == kCollectiveStage) {
-    if (index >= 2)
-      throw TransferError("ucx channel: collective transfer " + to_string(tag) +
-                          " has more than 2 tensors");
-    low = (tag.step >> kStepBits & ((uint64_t{1} << (kIndexBits - 1)) - 1)) << 1 | index;
-  }
-  const uint64_t stream = tag.stream & ((uint64_t{1} << kStreamBits) - 1);
-  const uint64_t step = tag.step & ((uint64_t{1} << kStepBits) - 1);
-  const uint64_t backward = tag.direction == Direction::Backward ? 1 : 0;
-  return stream << 60 | step << 48 | static_cast<uint64_t>(tag.stage) << 36 | backward << 35 |
-         static_cast<uint64_t>(tag.microbatch) << 15 | low;
+uint64_t UcxChannel::ucx_tag(const TransferKey& key, size_t index) {
+  if (index >= kMaxTransferTensors)
+    throw TransferError("ucx channel: " + to_string(key) + " has more than " +
+                        std::to_string(kMaxTransferTensors) + " tensors (kMaxTransferTensors)");
+  constexpr uint64_t kStreamMask = (uint64_t{1} << kStreamBits) - 1;
+  constexpr uint64_t kKeyMask = (uint64_t{1} << kKeyBits) - 1;
+  return (key.stream & kStreamMask) << (kKeyBits + kIndexBits) |
+         (key.key & kKeyMask) << kIndexBits | index;
 }
 
 // -- channels alive at process exit ---------------------------------------------------------------
@@ -219,22 +196,23 @@ void UcxChannel::Impl::connect(const std::vector<std::vector<uint8_t>>& addresse
   for (int r = 0; r < world_size_; ++r) peers_[r].connected = r != rank_ && !addresses[r].empty();
 }
 
-std::vector<TensorDescriptor> UcxChannel::Impl::send(int peer, const TransferTag& tag,
+std::vector<TensorDescriptor> UcxChannel::Impl::send(int peer, const TransferKey& transfer,
                                                      std::vector<Tensor> tensors) {
   check_peer(peer, "send to");
-  if (!tensors.empty()) UcxChannel::ucx_tag(tag, tensors.size() - 1);  // throws when it cannot fit
+  if (!tensors.empty())
+    UcxChannel::ucx_tag(transfer, tensors.size() - 1);  // throws when it cannot fit
   std::vector<TensorDescriptor> descriptors;
   descriptors.reserve(tensors.size());
   auto op = std::make_shared<SendOp>();
   op->impl = this;
   op->peer = peer;
-  op->tag = tag;
+  op->transfer = transfer;
   for (size_t i = 0; i < tensors.size(); ++i) {
     descriptors.push_back(describe(tensors[i]));
     if (!tensors[i].defined() || tensors[i].nbytes() == 0) continue;
     // UCX here has no CUDA transport: device tensors leave from a host copy.
     Tensor host = tensors[i].is_cuda() ? tensors[i].to(cpu()) : std::move(tensors[i]);
-    op->pieces.push_back({op.get(), std::move(host), UcxChannel::ucx_tag(tag, i)});
+    op->pieces.push_back({op.get(), std::move(host), UcxChannel::ucx_tag(transfer, i)});
   }
   if (op->pieces.empty()) return descriptors;
   pending_ += op->pieces.size();
@@ -245,14 +223,14 @@ std::vector<TensorDescriptor> UcxChannel::Impl::send(int peer, const TransferTag
   return descriptors;
 }
 
-void UcxChannel::Impl::post_receive(int peer, const TransferTag& tag,
+void UcxChannel::Impl::post_receive(int peer, const TransferKey& transfer,
                                     std::vector<TensorDescriptor> descriptors, Device device,
                                     std::chrono::milliseconds timeout, ReceiveDone done) {
   check_peer(peer, "receive from");
-  if (!descriptors.empty()) UcxChannel::ucx_tag(tag, descriptors.size() - 1);
+  if (!descriptors.empty()) UcxChannel::ucx_tag(transfer, descriptors.size() - 1);
   auto op = std::make_shared<ReceiveOp>();
   op->impl = this;
-  op->key = {peer, tag};
+  op->key = {peer, transfer};
   op->device = device;
   op->timeout = timeout;
   op->done = std::move(done);
@@ -264,19 +242,19 @@ void UcxChannel::Impl::post_receive(int peer, const TransferTag& tag,
     }
     const uint64_t expected = static_cast<uint64_t>(numel(d.shape)) * element_size(d.dtype);
     if (d.bytes != expected)
-      throw TransferError("ucx channel: descriptor " + std::to_string(i) + " of " + to_string(tag) +
-                          " from rank " + std::to_string(peer) + " says " +
+      throw TransferError("ucx channel: descriptor " + std::to_string(i) + " of " +
+                          to_string(transfer) + " from rank " + std::to_string(peer) + " says " +
                           std::to_string(d.bytes) + " bytes, but its shape and dtype hold " +
                           std::to_string(expected));
     // The host caching allocator hands back blocks of earlier steps: no fresh pages to fault in.
     op->tensors.push_back(empty(d.shape, {.dtype = d.dtype, .device = cpu()}));
-    if (d.bytes > 0) op->pieces.push_back({op.get(), i, UcxChannel::ucx_tag(tag, i)});
+    if (d.bytes > 0) op->pieces.push_back({op.get(), i, UcxChannel::ucx_tag(transfer, i)});
   }
   op->descriptors = std::move(descriptors);
   {
     std::lock_guard lock(mutex_);
     if (!posted_.insert(op->key).second)
-      throw TransferError("ucx channel: a receive of " + to_string(tag) + " from rank " +
+      throw TransferError("ucx channel: a receive of " + to_string(transfer) + " from rank " +
                           std::to_string(peer) + " is already posted");
   }
   pending_ += op->tensors.size();
@@ -288,8 +266,8 @@ void UcxChannel::Impl::post_receive(int peer, const TransferTag& tag,
   }
 }
 
-void UcxChannel::Impl::cancel_receive(int peer, const TransferTag& tag) {
-  call_on_thread([this, key = ReceiveKey{peer, tag}] {
+void UcxChannel::Impl::cancel_receive(int peer, const TransferKey& transfer) {
+  call_on_thread([this, key = ReceiveKey{peer, transfer}] {
     auto it = receives_.find(key);
     if (it == receives_.end()) return;
     finish(it->second.get(), nothing_arrived(*it->second));
@@ -302,7 +280,7 @@ void UcxChannel::Impl::cancel_all() {
     std::vector<ReceiveOp*> ops;
     for (auto& [key, op] : receives_) ops.push_back(op.get());
     for (ReceiveOp* op : ops)
-      finish(op, "ucx channel: the receive of " + to_string(op->key.tag) + " from rank " +
+      finish(op, "ucx channel: the receive of " + to_string(op->key.transfer) + " from rank " +
                      std::to_string(op->key.peer) + " was cancelled");
     discard_unexpected();
     deliver_completions();
@@ -313,9 +291,9 @@ void UcxChannel::Impl::cancel_stream(uint32_t stream) {
   call_on_thread([this, stream] {
     std::vector<ReceiveOp*> ops;
     for (auto& [key, op] : receives_)
-      if (key.tag.stream == stream) ops.push_back(op.get());
+      if (key.transfer.stream == stream) ops.push_back(op.get());
     for (ReceiveOp* op : ops)
-      finish(op, "ucx channel: the receive of " + to_string(op->key.tag) + " from rank " +
+      finish(op, "ucx channel: the receive of " + to_string(op->key.transfer) + " from rank " +
                      std::to_string(op->key.peer) + " was cancelled");
     deliver_completions();
   });
@@ -401,21 +379,21 @@ int UcxChannel::rank() const { return impl_->rank_; }
 
 int UcxChannel::world_size() const { return impl_->world_size_; }
 
-std::vector<TensorDescriptor> UcxChannel::send(int peer, const TransferTag& tag,
+std::vector<TensorDescriptor> UcxChannel::send(int peer, const TransferKey& transfer,
                                                std::vector<Tensor> tensors) {
-  return impl_->send(peer, tag, std::move(tensors));
+  return impl_->send(peer, transfer, std::move(tensors));
 }
 
-void UcxChannel::post_receive(int peer, const TransferTag& tag,
+void UcxChannel::post_receive(int peer, const TransferKey& transfer,
                               std::vector<TensorDescriptor> descriptors, Device device,
                               std::chrono::milliseconds timeout, ReceiveDone done) {
-  impl_->post_receive(peer, tag, std::move(descriptors), device, timeout, std::move(done));
+  impl_->post_receive(peer, transfer, std::move(descriptors), device, timeout, std::move(done));
 }
 
 size_t UcxChannel::pending() const { return impl_->pending_.load(); }
 
-void UcxChannel::cancel_receive(int peer, const TransferTag& tag) {
-  impl_->cancel_receive(peer, tag);
+void UcxChannel::cancel_receive(int peer, const TransferKey& transfer) {
+  impl_->cancel_receive(peer, transfer);
 }
 
 void UcxChannel::cancel_all() { impl_->cancel_all(); }

@@ -50,15 +50,15 @@ class UcxChannel final : public Channel {
   // -- Channel ------------------------------------------------------------------------------------
 
   std::string name() const override { return "ucx"; }
-  std::vector<TensorDescriptor> send(int peer, const TransferTag& tag,
+  std::vector<TensorDescriptor> send(int peer, const TransferKey& key,
                                      std::vector<Tensor> tensors) override;
   /// As Channel::post_receive; `done` runs on the progress thread, where it may send and post
   /// receives but must not block: nothing moves on this channel while it runs.
-  void post_receive(int peer, const TransferTag& tag, std::vector<TensorDescriptor> descriptors,
+  void post_receive(int peer, const TransferKey& key, std::vector<TensorDescriptor> descriptors,
                     Device device, std::chrono::milliseconds timeout, ReceiveDone done) override;
   /// Tensors of sends whose bytes have not left yet, plus tensors of receives not completed.
   size_t pending() const override;
-  void cancel_receive(int peer, const TransferTag& tag) override;
+  void cancel_receive(int peer, const TransferKey& key) override;
   /// Fails every pending receive and discards messages that arrived without a receive. Sends in
   /// flight stay (UCX cannot cancel them); they complete when the peer receives or discards them.
   void cancel_all() override;
@@ -69,9 +69,10 @@ class UcxChannel final : public Channel {
   void send_message(int peer, uint32_t stream, std::string bytes) override;
   void set_message_handler(uint32_t stream, MessageHandler handler) override;
 
-  /// The 64-bit UCX tag of tensor `index` of the transfer `tag` (layout in ucx_channel.cpp);
-  /// throws TransferError when a field does not fit.
-  static uint64_t ucx_tag(const TransferTag& tag, size_t index);
+  /// The 64-bit UCX tag of tensor `index` of the transfer `key`: the stream's low kStreamBits
+  /// bits, the key's low kKeyBits bits and the index (layout in ucx_channel.cpp). Throws
+  /// TransferError when `index` is kMaxTransferTensors or more.
+  static uint64_t ucx_tag(const TransferKey& key, size_t index);
 
  private:
   class Impl;

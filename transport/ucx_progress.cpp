@@ -124,8 +124,8 @@ void UcxChannel::Impl::shut_down() {
   std::vector<ReceiveOp*> ops;
   for (auto& [key, op] : receives_) ops.push_back(op.get());
   for (ReceiveOp* op : ops)
-    finish(op, "ucx channel: the channel was closed while receiving " + to_string(op->key.tag) +
-                   " from rank " + std::to_string(op->key.peer));
+    finish(op, "ucx channel: the channel was closed while receiving " +
+                   to_string(op->key.transfer) + " from rank " + std::to_string(op->key.peer));
   deliver_completions();
   discard_unexpected();  // nobody will receive them now
 
@@ -193,7 +193,7 @@ void UcxChannel::Impl::on_sent(void* request, ucs_status_t status, void* user_da
 void UcxChannel::Impl::piece_sent(SendOp* op, ucs_status_t status) {
   --pending_;
   if (status != UCS_OK && status != UCS_ERR_CANCELED)
-    mark_failed(op->peer, "ucx channel: sending " + to_string(op->tag) + " to rank " +
+    mark_failed(op->peer, "ucx channel: sending " + to_string(op->transfer) + " to rank " +
                               std::to_string(op->peer) + " failed (" + status_text(status) + ")");
   release(op);
 }
@@ -214,7 +214,7 @@ void UcxChannel::Impl::start_receive(const std::shared_ptr<ReceiveOp>& op) {
       std::lock_guard lock(mutex_);
       failure = peers_[op->key.peer].failure;
     }
-    finish(raw, failure + " before " + to_string(op->key.tag) + " arrived");
+    finish(raw, failure + " before " + to_string(op->key.transfer) + " arrived");
     return;
   }
   for (ReceivePiece& piece : raw->pieces) {
@@ -260,7 +260,7 @@ void UcxChannel::Impl::piece_received(ReceivePiece& piece, ucs_status_t status, 
     if (++op->received == op->pieces.size()) finish(op, {});
     return;
   }
-  const std::string what = tensor_of(piece.index, op->key.tag, op->key.peer);
+  const std::string what = tensor_of(piece.index, op->key.transfer, op->key.peer);
   if (status == UCS_OK) {
     finish(op, "ucx channel: " + what + ": " + std::to_string(length) +
                    " bytes arrived, its descriptor says " + std::to_string(expected) +
@@ -278,10 +278,10 @@ std::string UcxChannel::Impl::nothing_arrived(const ReceiveOp& op) const {
   const std::string within = " within " + std::to_string(op.timeout.count()) + " ms";
   const std::string from = " from rank " + std::to_string(op.key.peer);
   if (op.received == 0)
-    return "ucx channel: nothing arrived for " + to_string(op.key.tag) + from + within;
+    return "ucx channel: nothing arrived for " + to_string(op.key.transfer) + from + within;
   return "ucx channel: only " + std::to_string(op.received) + " of " +
-         std::to_string(op.pieces.size()) + " tensors of " + to_string(op.key.tag) + " arrived" +
-         from + within;
+         std::to_string(op.pieces.size()) + " tensors of " + to_string(op.key.transfer) +
+         " arrived" + from + within;
 }
 
 void UcxChannel::Impl::finish(ReceiveOp* op, std::string error) {
@@ -407,7 +407,7 @@ void UcxChannel::Impl::fail_peer(int peer, const std::string& why) {
     std::vector<ReceiveOp*> ops;
     for (auto& [key, op] : receives_)
       if (key.peer == peer) ops.push_back(op.get());
-    for (ReceiveOp* op : ops) finish(op, why + " while receiving " + to_string(op->key.tag));
+    for (ReceiveOp* op : ops) finish(op, why + " while receiving " + to_string(op->key.transfer));
     if (ucp_ep_h endpoint = endpoints_[peer]) {
       endpoints_[peer] = nullptr;
       ucp_request_param_t param{};

@@ -114,9 +114,10 @@ class Cluster {
   /// A stream id for the next schedule built over the group of global `ranks`: the same on every
   /// member, since members build their schedules in the same order (construction is collective).
   uint32_t next_stream(const std::vector<int>& ranks);
-  /// The stream tagging the ring collectives (all_reduce) on the group of global `ranks`: the
-  /// same on every member and fixed per group. Its low four bits are 0, and the ring's tags keep
-  /// the twelve above them, so two groups' collectives stay apart (transport/ring_all_reduce.h).
+  /// The stream keying the ring collectives (all_reduce) on the group of global `ranks`: the
+  /// same on every member and fixed per group. Its low transport::kStreamBits bits are 0, and
+  /// collective keys keep transport::kGroupBits above them, so two groups' collectives stay
+  /// apart (transport/collective_key.h).
   uint32_t collective_stream(const std::vector<int>& ranks) const;
   /// Numbers the ring collectives on the group of global `ranks`: 1, 2, ... alike on every
   /// member, a count of its own (exchange() counts the group's barriers and gathers).

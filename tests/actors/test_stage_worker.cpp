@@ -12,7 +12,7 @@
 namespace tp = tensorplay;
 namespace pp = tensorplay::pipelining;
 namespace sc = tensorplay::schedules;
-using tp::transport::Direction;
+using pp::Direction;
 
 namespace {
 
@@ -49,8 +49,8 @@ struct LastRank {
   }
   /// Rank 0's part: posts microbatch `mb`'s activations and returns the notification.
   pp::Notification from_rank0(uint64_t step, int mb) {
-    tp::transport::TransferTag tag{step, 1, Direction::Forward, mb};
-    auto descriptors = channel->send(1, tag, {tp::randn({2, kDim})});
+    auto descriptors = channel->send(1, pp::pipeline_key(0, {step, 1, Direction::Forward, mb}),
+                                     {tp::randn({2, kDim})});
     return {step, 1, Direction::Forward, mb, 0, descriptors};
   }
   void arrive(const pp::Notification& n) {

@@ -15,7 +15,7 @@ pp::Notification example() {
   pp::Notification n;
   n.step = 0x1234567890ULL;
   n.stage = 5;
-  n.direction = tr::Direction::Backward;
+  n.direction = pp::Direction::Backward;
   n.microbatch = 31;
   n.source = 3;
   n.tensors = {{{16, 1024}, DType::Float32, 16 * 1024 * 4, true},

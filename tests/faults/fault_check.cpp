@@ -108,7 +108,7 @@ struct FaultyLinear : tp::nn::Module {
 /// wrong dtype or shape) fails the step it names while that step can still run, and is only
 /// counted once it is over (tests/faults/mismatch_check.cpp covers the live case).
 std::string malformed(std::mt19937_64& random, uint64_t step) {
-  pp::Notification n{step, 1, tp::transport::Direction::Forward, 0, 0, {}};
+  pp::Notification n{step, 1, pp::Direction::Forward, 0, 0, {}};
   n.tensors.push_back({{2, kWidth}, tp::DType::Float32, 2 * kWidth * 4, true});
   n.microbatch = static_cast<int>(random() % kMicrobatches);
   std::string bytes;
@@ -132,7 +132,7 @@ std::string malformed(std::mt19937_64& random, uint64_t step) {
       n.source = 1 + static_cast<int>(random() % 1000);
       break;
     case 5:  // a gradient for a stage whose gradients come from another rank
-      n.direction = tp::transport::Direction::Backward;
+      n.direction = pp::Direction::Backward;
       n.source = 0;
       break;
     case 6:  // the wrong dtype, with matching bytes

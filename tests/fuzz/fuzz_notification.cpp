@@ -44,8 +44,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   n.stage = static_cast<int>(take(1));
   n.microbatch = static_cast<int>(take(1));
   n.source = static_cast<int>(take(1));
-  n.direction = take(1) % 2 ? tensorplay::transport::Direction::Backward
-                            : tensorplay::transport::Direction::Forward;
+  n.direction = take(1) % 2 ? tensorplay::pipelining::Direction::Backward
+                            : tensorplay::pipelining::Direction::Forward;
   const int tensors = static_cast<int>(take(1) % 4);
   for (int t = 0; t < tensors; ++t) {
     tensorplay::transport::TensorDescriptor d;

@@ -2,16 +2,19 @@
 #include <catch2/catch.hpp>
 #include <thread>
 
+#include "pipeline_keys.h"
 #include "tensors/tensors.h"
 #include "transport/local_channel.h"
 
 namespace tp = tensorplay;
 namespace tr = tensorplay::transport;
+using tensorplay::testing::Direction;
+using tensorplay::testing::pkey;
 
 TEST_CASE("the local channel hands over storage without copying", "[transport]") {
   tr::LocalChannel channel;
   tp::Tensor t = tp::randn({4, 4});
-  tr::TransferTag tag{1, 2, tr::Direction::Forward, 3};
+  tr::TransferKey tag = pkey(1, 2, Direction::Forward, 3);
   auto descriptors = channel.send(0, tag, {t});
   CHECK(descriptors[0].shape == tp::Shape{4, 4});
   CHECK(channel.pending() == 1);
@@ -23,7 +26,7 @@ TEST_CASE("the local channel hands over storage without copying", "[transport]")
 
 TEST_CASE("a receive waits for a later send", "[transport]") {
   tr::LocalChannel channel;
-  tr::TransferTag tag{0, 1, tr::Direction::Backward, 0};
+  tr::TransferKey tag = pkey(0, 1, Direction::Backward, 0);
   std::thread sender([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
     channel.send(0, tag, {tp::ones({2})});
@@ -35,14 +38,14 @@ TEST_CASE("a receive waits for a later send", "[transport]") {
 
 TEST_CASE("a receive that times out names the transfer", "[transport]") {
   tr::LocalChannel channel;
-  tr::TransferTag tag{7, 1, tr::Direction::Forward, 5};
+  tr::TransferKey tag = pkey(7, 1, Direction::Forward, 5);
   CHECK_THROWS_WITH(channel.receive(0, tag, {}, tp::cpu(), std::chrono::milliseconds(10)),
                     Catch::Contains("step 7 stage 1 forward microbatch 5"));
 }
 
 TEST_CASE("sending the same tag twice is an error", "[transport]") {
   tr::LocalChannel channel;
-  tr::TransferTag tag{0, 0, tr::Direction::Forward, 0};
+  tr::TransferKey tag = pkey(0, 0, Direction::Forward, 0);
   channel.send(0, tag, {tp::ones({1})});
   CHECK_THROWS_WITH(channel.send(0, tag, {tp::ones({1})}), Catch::Contains("sent twice"));
 }

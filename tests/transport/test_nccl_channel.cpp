@@ -18,11 +18,14 @@
 #include <thread>
 #include <vector>
 
+#include "pipeline_keys.h"
 #include "tensors/tensors.h"
 #include "transport/nccl_channel.h"
 
 namespace tp = tensorplay;
 namespace tr = tensorplay::transport;
+using tensorplay::testing::Direction;
+using tensorplay::testing::pkey;
 using namespace std::chrono_literals;
 
 namespace {
@@ -38,16 +41,17 @@ constexpr const char* kTwoProcessTestName =
 constexpr const char* kSkipTestName =
     "nccl channel: three processes on one GPU carry a skip connection past a neighbour";
 
-tr::TransferTag tag_for(tr::Direction direction, int microbatch) {
-  return {1, direction == tr::Direction::Forward ? 1 : 0, direction, microbatch};
+tr::TransferKey tag_for(Direction direction, int microbatch) {
+  return pkey(1, direction == Direction::Forward ? 1 : 0, direction, microbatch);
 }
 
 // What the sender of `tag` sends, on the host: float32 and bfloat16 values that differ per tag,
 // a large tensor (past NCCL's staging buffers, so its send waits for the receiver), an absent
 // gradient and an empty tensor.
-std::vector<tp::Tensor> payload(const tr::TransferTag& tag) {
+std::vector<tp::Tensor> payload(const tr::TransferKey& key) {
+  const tp::pipelining::PipelineTag tag = tp::pipelining::decode_pipeline_key(key);
   float base = static_cast<float>(tag.microbatch) * 1000.0f +
-               (tag.direction == tr::Direction::Backward ? 0.5f : 0.0f);
+               (tag.direction == Direction::Backward ? 0.5f : 0.0f);
   std::vector<float> small(15), large(1024 * 1100), narrow(8);
   for (size_t i = 0; i < small.size(); ++i) small[i] = base + static_cast<float>(i);
   for (size_t i = 0; i < large.size(); ++i) large[i] = base + 0.25f * static_cast<float>(i);
@@ -58,7 +62,7 @@ std::vector<tp::Tensor> payload(const tr::TransferTag& tag) {
 
 // "" when `got` holds exactly the bytes payload(tag) describes, on `device`; otherwise what
 // differs. Plain strings, not Catch2 checks: it runs on the channel's completion thread.
-std::string mismatch(const std::vector<tp::Tensor>& got, const tr::TransferTag& tag,
+std::string mismatch(const std::vector<tp::Tensor>& got, const tr::TransferKey& tag,
                      tp::Device device) {
   std::vector<tp::Tensor> want = payload(tag);
   std::string where = tr::to_string(tag) + ": ";
@@ -113,17 +117,17 @@ std::string run_rank(int rank, tp::Device device, const std::vector<std::vector<
     tr::NcclChannel channel(rank, 2, device, ids, 60s);
     if (channel.name() != "nccl") return me + "name() is " + channel.name();
     int peer = 1 - rank;
-    tr::Direction outgoing = rank == 0 ? tr::Direction::Forward : tr::Direction::Backward;
-    tr::Direction incoming = rank == 0 ? tr::Direction::Backward : tr::Direction::Forward;
+    Direction outgoing = rank == 0 ? Direction::Forward : Direction::Backward;
+    Direction incoming = rank == 0 ? Direction::Backward : Direction::Forward;
     for (int mb = 0; mb < kMicrobatches; ++mb) {
-      tr::TransferTag out = tag_for(outgoing, mb);
+      tr::TransferKey out = tag_for(outgoing, mb);
       std::vector<tp::Tensor> tensors;
       for (const tp::Tensor& t : payload(out)) tensors.push_back(t.defined() ? t.to(device) : t);
       std::vector<tr::TensorDescriptor> sent = channel.send(peer, out, tensors);
       if (sent.size() != tensors.size() || sent[3].defined)
         return me + "send returned the wrong descriptors";
 
-      tr::TransferTag in = tag_for(incoming, mb);
+      tr::TransferKey in = tag_for(incoming, mb);
       std::vector<tr::TensorDescriptor> descriptors;
       for (const tp::Tensor& t : payload(in)) descriptors.push_back(tr::describe(t));
       channel.post_receive(peer, in, descriptors, device, 30s,
@@ -137,7 +141,7 @@ std::string run_rank(int rank, tp::Device device, const std::vector<std::vector<
     if (channel.pending() != 0) return me + "sends still pending after their receives";
     if (rank == 1) return {};
 
-    tr::TransferTag never = tag_for(tr::Direction::Backward, 99);
+    tr::TransferKey never = tag_for(Direction::Backward, 99);
     std::vector<tr::TensorDescriptor> descriptors{tr::describe(tp::zeros({4}))};
     try {
       channel.receive(peer, never, descriptors, device, 300ms);
@@ -147,7 +151,7 @@ std::string run_rank(int rank, tp::Device device, const std::vector<std::vector<
         return me + "the timeout does not name the transfer: " + e.what();
     }
     try {
-      channel.send(peer, tag_for(tr::Direction::Forward, 100), {tp::ones({4}).to(device)});
+      channel.send(peer, tag_for(Direction::Forward, 100), {tp::ones({4}).to(device)});
       return me + "a timed-out channel accepted another send";
     } catch (const tr::TransferError& e) {
       if (std::string(e.what()).find("failed earlier") == std::string::npos)
@@ -168,19 +172,15 @@ std::string run_rank(int rank, tp::Device device, const std::vector<std::vector<
 std::string run_skip_rank(int rank, const std::vector<std::vector<uint8_t>>& ids) {
   std::string me = "rank " + std::to_string(rank) + ": ";
   tp::Device device("cuda:0");
-  auto neighbour_tag = [](int mb) { return tag_for(tr::Direction::Forward, mb); };
-  auto skip_tag = [](int mb) {
-    tr::TransferTag t = tag_for(tr::Direction::Forward, mb);
-    t.stage = 2;
-    return t;
-  };
-  auto on_device = [&](const tr::TransferTag& tag) {
+  auto neighbour_tag = [](int mb) { return tag_for(Direction::Forward, mb); };
+  auto skip_tag = [](int mb) { return pkey(1, 2, Direction::Forward, mb); };
+  auto on_device = [&](const tr::TransferKey& tag) {
     std::vector<tp::Tensor> tensors;
     for (const tp::Tensor& t : payload(tag)) tensors.push_back(t.defined() ? t.to(device) : t);
     return tensors;
   };
   Inbox inbox;
-  auto post = [&](tr::NcclChannel& channel, int peer, const tr::TransferTag& tag) {
+  auto post = [&](tr::NcclChannel& channel, int peer, const tr::TransferKey& tag) {
     std::vector<tr::TensorDescriptor> descriptors;
     for (const tp::Tensor& t : payload(tag)) descriptors.push_back(tr::describe(t));
     channel.post_receive(peer, tag, descriptors, device, 30s,

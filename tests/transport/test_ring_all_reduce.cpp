@@ -91,19 +91,24 @@ bool same_bits(const tp::Tensor& a, const tp::Tensor& b) {
 
 }  // namespace
 
-TEST_CASE("ring tags are collective tags that keep streams apart", "[transport][ring]") {
-  tr::TransferTag tag = tr::ring_tag(0x12345678, 9, tr::Direction::Backward, 5);
-  CHECK(tag.stage == tr::kCollectiveStage);
-  CHECK(tag.step == 9);
-  CHECK(tag.stream == 0x12345678u);
-  CHECK(tag.microbatch == (0x567 << 8 | 5));
+TEST_CASE("ring keys are collective keys that keep streams apart", "[transport][ring]") {
+  tr::TransferKey key = tr::collective_key(0x12345678, 9, tr::RingPhase::AllGather, 5);
+  CHECK(tr::is_collective_key(key.key));
+  CHECK(key.stream == 0x12345678u);
+  const tr::CollectiveFields f = tr::decode_collective_key(key);
+  CHECK(f.call == 9);
+  CHECK(f.phase == tr::RingPhase::AllGather);
+  CHECK(f.ring_step == 5);
+  CHECK(f.group_bits == (0x567u & 0x3ff));
   // Streams that agree in their low four bits (which the UCX tag keeps) still differ.
-  uint64_t a = tr::UcxChannel::ucx_tag(tr::ring_tag(0x10, 1, tr::Direction::Forward, 0), 0);
-  uint64_t b = tr::UcxChannel::ucx_tag(tr::ring_tag(0x20, 1, tr::Direction::Forward, 0), 0);
+  uint64_t a =
+      tr::UcxChannel::ucx_tag(tr::collective_key(0x10, 1, tr::RingPhase::ReduceScatter, 0), 0);
+  uint64_t b =
+      tr::UcxChannel::ucx_tag(tr::collective_key(0x20, 1, tr::RingPhase::ReduceScatter, 0), 0);
   CHECK(a != b);
-  CHECK_NOTHROW(
-      tr::UcxChannel::ucx_tag(tr::ring_tag(0xffffffff, 1, tr::Direction::Forward, 255), 1));
-  CHECK_THROWS_WITH(tr::ring_tag(0, 1, tr::Direction::Forward, 256),
+  CHECK_NOTHROW(tr::UcxChannel::ucx_tag(
+      tr::collective_key(0xffffffff, 1, tr::RingPhase::ReduceScatter, tr::kStatusRingStep), 1));
+  CHECK_THROWS_WITH(tr::collective_key(0, 1, tr::RingPhase::ReduceScatter, 256),
                     Catch::Contains("ring step 256"));
 }
 

@@ -16,6 +16,7 @@
 #include <set>
 #include <thread>
 
+#include "pipeline_keys.h"
 #include "tensors/knobs.h"
 #include "tensors/tensors.h"
 #include "transport/local_channel.h"
@@ -23,6 +24,7 @@
 
 namespace tp = tensorplay;
 namespace tr = tensorplay::transport;
+using namespace tensorplay::testing;  // pkey, Direction
 using namespace std::chrono_literals;
 
 namespace {
@@ -81,46 +83,6 @@ struct Outcomes {
 
 }  // namespace
 
-TEST_CASE("ucx tags keep every field of the transfer in its own bits", "[transport][ucx]") {
-  tr::TransferTag tag{0x12345, 7, tr::Direction::Backward, 9, 0x21};
-  uint64_t key = tr::UcxChannel::ucx_tag(tag, 3);
-  CHECK(key >> 60 == 0x1);              // stream modulo 16
-  CHECK((key >> 48 & 0xfff) == 0x345);  // step modulo 2^12
-  CHECK((key >> 36 & 0xfff) == 7);
-  CHECK((key >> 35 & 1) == 1);
-  CHECK((key >> 15 & 0xfffff) == 9);
-  CHECK((key & 0x7fff) == 3);
-  CHECK(tr::UcxChannel::ucx_tag(tag, 4) != key);
-  tr::TransferTag other_stream = tag;
-  other_stream.stream = 0x22;
-  CHECK(tr::UcxChannel::ucx_tag(other_stream, 3) != key);
-  tag.direction = tr::Direction::Forward;
-  CHECK(tr::UcxChannel::ucx_tag(tag, 3) != key);
-  CHECK_THROWS_WITH(tr::UcxChannel::ucx_tag({0, 4096, tr::Direction::Forward, 0}, 0),
-                    Catch::Contains("stage 4096"));
-  CHECK_THROWS_WITH(tr::UcxChannel::ucx_tag({0, 0, tr::Direction::Forward, -1}, 0),
-                    Catch::Contains("microbatch -1"));
-}
-
-TEST_CASE("ucx tags of collectives tell calls apart over 2^26 calls, not 4096",
-          "[transport][ucx]") {
-  // A transfer left over from a failed call must not match a later call of the same shape.
-  tr::TransferTag call{5, tr::kCollectiveStage, tr::Direction::Forward, 0x301, 0x21};
-  tr::TransferTag later = call;
-  later.step += 4096;
-  CHECK(tr::UcxChannel::ucx_tag(call, 0) != tr::UcxChannel::ucx_tag(later, 0));
-  CHECK(tr::UcxChannel::ucx_tag(call, 1) != tr::UcxChannel::ucx_tag(later, 1));
-  CHECK(tr::UcxChannel::ucx_tag(call, 0) != tr::UcxChannel::ucx_tag(call, 1));
-  later.step = call.step + (uint64_t{1} << 26);  // the window's end: the same tag again
-  CHECK(tr::UcxChannel::ucx_tag(call, 1) == tr::UcxChannel::ucx_tag(later, 1));
-  // A pipeline transfer keeps the 4096-step window and its 15 bits of tensor index.
-  tr::TransferTag stage{5, 3, tr::Direction::Forward, 0, 0};
-  tr::TransferTag stage_later = stage;
-  stage_later.step += 4096;
-  CHECK(tr::UcxChannel::ucx_tag(stage, 7) == tr::UcxChannel::ucx_tag(stage_later, 7));
-  CHECK_THROWS_WITH(tr::UcxChannel::ucx_tag(call, 2), Catch::Contains("more than 2 tensors"));
-}
-
 TEST_CASE("ucx channel moves float32 and bfloat16 tensors of every size between ranks",
           "[transport][ucx]") {
   ConnectedPair pair;
@@ -137,7 +99,7 @@ TEST_CASE("ucx channel moves float32 and bfloat16 tensors of every size between 
       patterned({4096, 4096}, tp::DType::Float32, 6),  // 64 MiB
       patterned({1000, 257}, tp::DType::Float32, 7),
   };
-  tr::TransferTag forward{1, 1, tr::Direction::Forward, 0};
+  tr::TransferKey forward = pkey(1, 1, Direction::Forward, 0);
   auto descriptors = pair.rank0.send(1, forward, sent);
   REQUIRE(descriptors.size() == sent.size());
   CHECK_FALSE(descriptors[2].defined);
@@ -154,7 +116,7 @@ TEST_CASE("ucx channel moves float32 and bfloat16 tensors of every size between 
   CHECK(got[4].dtype() == tp::DType::BFloat16);
 
   // And back the other way, as a gradient would go.
-  tr::TransferTag backward{1, 0, tr::Direction::Backward, 0};
+  tr::TransferKey backward = pkey(1, 0, Direction::Backward, 0);
   std::vector<tp::Tensor> gradients{patterned({2, 3}, tp::DType::BFloat16, 8), tp::Tensor()};
   auto back =
       pair.rank0.receive(1, backward, pair.rank1.send(0, backward, gradients), tp::cpu(), 5s);
@@ -177,8 +139,8 @@ TEST_CASE("ucx receives match their sends by tag whatever the order of posting",
   ConnectedPair pair;
   constexpr int kTransfers = 24;
   auto tag_of = [](int i) {
-    return tr::TransferTag{static_cast<uint64_t>(i / 8), 1 + i % 2,
-                           i % 3 == 0 ? tr::Direction::Backward : tr::Direction::Forward, i};
+    return pkey(static_cast<uint64_t>(i / 8), 1 + i % 2,
+                i % 3 == 0 ? Direction::Backward : Direction::Forward, i);
   };
   auto tensor_of = [](int i) {
     return patterned({static_cast<int64_t>(1 + i * 97)}, tp::DType::Float32,
@@ -212,7 +174,7 @@ TEST_CASE("a ucx receive that times out names the tag and the peer, and complete
           "[transport][ucx]") {
   Outcomes outcomes;
   ConnectedPair pair;
-  tr::TransferTag tag{3, 1, tr::Direction::Forward, 2};
+  tr::TransferKey tag = pkey(3, 1, Direction::Forward, 2);
   std::vector<tr::TensorDescriptor> descriptors{tr::describe(tp::ones({4}))};
   auto start = std::chrono::steady_clock::now();
   pair.rank1.post_receive(0, tag, descriptors, tp::cpu(), 30ms, outcomes.callback(0));
@@ -228,7 +190,7 @@ TEST_CASE("a ucx receive that times out names the tag and the peer, and complete
 
   // The blocking receive says the same.
   CHECK_THROWS_WITH(
-      pair.rank1.receive(0, {4, 1, tr::Direction::Backward, 0}, descriptors, tp::cpu(), 20ms),
+      pair.rank1.receive(0, pkey(4, 1, Direction::Backward, 0), descriptors, tp::cpu(), 20ms),
       Catch::Contains("nothing arrived for step 4 stage 1 backward microbatch 0 "
                       "from rank 0 within 20 ms"));
 }
@@ -239,7 +201,7 @@ TEST_CASE("cancel_all fails pending ucx receives and drops unreceived messages",
   ConnectedPair pair;
   std::vector<tr::TensorDescriptor> descriptors{tr::describe(tp::ones({8}))};
   for (int mb = 0; mb < 3; ++mb)
-    pair.rank1.post_receive(0, {0, 1, tr::Direction::Forward, mb}, descriptors, tp::cpu(), 10s,
+    pair.rank1.post_receive(0, pkey(0, 1, Direction::Forward, mb), descriptors, tp::cpu(), 10s,
                             outcomes.callback(mb));
   CHECK(pair.rank1.pending() == 3);
   pair.rank1.cancel_all();
@@ -251,7 +213,7 @@ TEST_CASE("cancel_all fails pending ucx receives and drops unreceived messages",
   CHECK(pair.rank1.pending() == 0);
 
   // A large message nobody receives holds its sender until the receiver discards it.
-  pair.rank0.send(1, {1, 1, tr::Direction::Forward, 0},
+  pair.rank0.send(1, pkey(1, 1, Direction::Forward, 0),
                   {patterned({1 << 20}, tp::DType::Float32, 1)});
   auto deadline = std::chrono::steady_clock::now() + 3s;
   while (pair.rank0.pending() > 0 && std::chrono::steady_clock::now() < deadline) {
@@ -261,7 +223,7 @@ TEST_CASE("cancel_all fails pending ucx receives and drops unreceived messages",
   CHECK(pair.rank0.pending() == 0);
 
   // The channel still works afterwards.
-  tr::TransferTag tag{2, 1, tr::Direction::Forward, 0};
+  tr::TransferKey tag = pkey(2, 1, Direction::Forward, 0);
   tp::Tensor t = patterned({5}, tp::DType::Float32, 9);
   auto got = pair.rank1.receive(0, tag, pair.rank0.send(1, tag, {t}), tp::cpu(), 5s);
   CHECK(same_bytes(got[0], t));
@@ -275,11 +237,11 @@ TEST_CASE("destroying a ucx channel with pending receives fails them without han
     ConnectedPair pair;
     std::vector<tr::TensorDescriptor> descriptors{tr::describe(tp::ones({1 << 20}))};
     for (int mb = 0; mb < 2; ++mb)
-      pair.rank1.post_receive(0, {0, 1, tr::Direction::Forward, mb}, descriptors, tp::cpu(), 60s,
+      pair.rank1.post_receive(0, pkey(0, 1, Direction::Forward, mb), descriptors, tp::cpu(), 60s,
                               outcomes.callback(mb));
     // One receive is mid-way: its message is on the way while the channel closes.
-    pair.rank0.send(1, {0, 1, tr::Direction::Forward, 5}, {tp::ones({1 << 20})});
-    pair.rank1.post_receive(0, {0, 1, tr::Direction::Forward, 5}, descriptors, tp::cpu(), 60s,
+    pair.rank0.send(1, pkey(0, 1, Direction::Forward, 5), {tp::ones({1 << 20})});
+    pair.rank1.post_receive(0, pkey(0, 1, Direction::Forward, 5), descriptors, tp::cpu(), 60s,
                             outcomes.callback(2));
   }
   CHECK(std::chrono::steady_clock::now() - start < 4s);
@@ -291,7 +253,7 @@ TEST_CASE("destroying a ucx channel with pending receives fails them without han
 TEST_CASE("a ucx descriptor that does not match what was sent is a clear error",
           "[transport][ucx]") {
   ConnectedPair pair;
-  tr::TransferTag tag{0, 1, tr::Direction::Forward, 0};
+  tr::TransferKey tag = pkey(0, 1, Direction::Forward, 0);
   auto sent = pair.rank0.send(1, tag, {tp::ones({4})});  // 16 bytes
   auto wrong = sent;
   wrong[0] = tr::describe(tp::ones({8}));
@@ -300,7 +262,7 @@ TEST_CASE("a ucx descriptor that does not match what was sent is a clear error",
       Catch::Contains("tensor 0 of step 0 stage 1 forward microbatch 0 from rank 0") &&
           Catch::Contains("16 bytes arrived, its descriptor says 32"));
 
-  tr::TransferTag tag2{0, 1, tr::Direction::Forward, 1};
+  tr::TransferKey tag2 = pkey(0, 1, Direction::Forward, 1);
   sent = pair.rank0.send(1, tag2, {tp::ones({4})});
   wrong[0] = tr::describe(tp::ones({2}));
   CHECK_THROWS_WITH(pair.rank1.receive(0, tag2, wrong, tp::cpu(), 5s),
@@ -352,11 +314,11 @@ TEST_CASE("the local channel carries no messages", "[transport]") {
 
 TEST_CASE("ucx channel misuse is a clear error", "[transport][ucx]") {
   ConnectedPair pair;
-  tr::TransferTag tag{0, 1, tr::Direction::Forward, 0};
+  tr::TransferKey tag = pkey(0, 1, Direction::Forward, 0);
   CHECK_THROWS_WITH(pair.rank0.send(2, tag, {tp::ones({1})}),
                     Catch::Contains("rank 2") && Catch::Contains("ranks are 0 to 1"));
   CHECK_THROWS_WITH(pair.rank0.send(0, tag, {tp::ones({1})}), Catch::Contains("itself"));
-  CHECK_THROWS_WITH(pair.rank0.send(1, {0, 5000, tr::Direction::Forward, 0}, {tp::ones({1})}),
+  CHECK_THROWS_WITH(pair.rank0.send(1, pkey(0, 5000, Direction::Forward, 0), {tp::ones({1})}),
                     Catch::Contains("stage 5000"));
   CHECK_THROWS_WITH(pair.rank0.connect({pair.rank0.address(), pair.rank1.address()}),
                     Catch::Contains("already called"));
@@ -419,8 +381,8 @@ int echo_child(int fd) {
     if (!join_parent(channel, fd)) return 2;
     std::vector<tr::TensorDescriptor> descriptors{
         tr::describe(tp::empty({1 << 18}, {.dtype = tp::DType::Float32, .device = tp::cpu()}))};
-    auto got = channel.receive(0, {0, 1, tr::Direction::Forward, 0}, descriptors, tp::cpu(), 5s);
-    channel.send(0, {0, 0, tr::Direction::Backward, 0}, got);
+    auto got = channel.receive(0, pkey(0, 1, Direction::Forward, 0), descriptors, tp::cpu(), 5s);
+    channel.send(0, pkey(0, 0, Direction::Backward, 0), got);
     for (auto end = std::chrono::steady_clock::now() + 5s;
          channel.pending() > 0 && std::chrono::steady_clock::now() < end;)
       std::this_thread::sleep_for(1ms);
@@ -436,7 +398,7 @@ int doomed_child(int fd) {
   try {
     tr::UcxChannel channel(1, 2);
     if (!join_parent(channel, fd)) return 2;
-    channel.send(0, {0, 0, tr::Direction::Backward, 0}, {tp::ones({4})});
+    channel.send(0, pkey(0, 0, Direction::Backward, 0), {tp::ones({4})});
     std::this_thread::sleep_for(10s);  // killed long before
     return 0;
   } catch (const std::exception&) {
@@ -500,8 +462,8 @@ TEST_CASE("a 1 MiB tensor crosses processes over ucx and comes back", "[transpor
   channel.connect({{}, *child_address});
 
   tp::Tensor t = patterned({1 << 18}, tp::DType::Float32, 3);  // 1 MiB
-  auto descriptors = channel.send(1, {0, 1, tr::Direction::Forward, 0}, {t});
-  auto back = channel.receive(1, {0, 0, tr::Direction::Backward, 0}, descriptors, tp::cpu(), 5s);
+  auto descriptors = channel.send(1, pkey(0, 1, Direction::Forward, 0), {t});
+  auto back = channel.receive(1, pkey(0, 0, Direction::Backward, 0), descriptors, tp::cpu(), 5s);
   REQUIRE(back.size() == 1);
   CHECK(same_bytes(back[0], t));
   CHECK(child.wait(5s) == 0);
@@ -523,9 +485,9 @@ TEST_CASE("a ucx peer that dies fails the receives posted for it, naming its ran
   REQUIRE(child_address);
   channel.connect({{}, *child_address});
   std::vector<tr::TensorDescriptor> four{tr::describe(tp::ones({4}))};
-  channel.receive(1, {0, 0, tr::Direction::Backward, 0}, four, tp::cpu(), 5s);  // it is up
+  channel.receive(1, pkey(0, 0, Direction::Backward, 0), four, tp::cpu(), 5s);  // it is up
 
-  channel.post_receive(1, {1, 0, tr::Direction::Backward, 0}, four, tp::cpu(), 30s,
+  channel.post_receive(1, pkey(1, 0, Direction::Backward, 0), four, tp::cpu(), 30s,
                        outcomes.callback(0));
   kill(child.pid, SIGKILL);
   child.wait(5s);
@@ -533,6 +495,6 @@ TEST_CASE("a ucx peer that dies fails the receives posted for it, naming its ran
   CHECK_THAT(outcomes.results[0].second,
              Catch::Contains("connection to rank 1 failed") &&
                  Catch::Contains("step 1 stage 0 backward microbatch 0"));
-  CHECK_THROWS_WITH(channel.send(1, {2, 1, tr::Direction::Forward, 0}, {tp::ones({1})}),
+  CHECK_THROWS_WITH(channel.send(1, pkey(2, 1, Direction::Forward, 0), {tp::ones({1})}),
                     Catch::Contains("rank 1"));
 }

@@ -53,7 +53,7 @@ void check_after_channels_closed() {
   if (error.empty() || error == "(it completed)")
     fail("at exit the pending receive had not ended with the channels' closing");
   try {
-    still_held->send(1, tr::TransferTag{.step = 0}, {*late_tensor});
+    still_held->send(1, tr::TransferKey{.key = 0}, {*late_tensor});
     fail("a send after the channel was closed at exit did not throw");
   } catch (const tr::TransferError& e) {
     if (std::string(e.what()).find("process is exiting") == std::string::npos)
@@ -78,9 +78,9 @@ int main(int argc, char** argv) {
   rank0->connect(addresses);
   rank1->connect(addresses);
   // A transfer that works, then a receive nobody will send to.
-  rank1->send(0, tr::TransferTag{.step = 0}, {tp::ones({16})});
+  rank1->send(0, tr::TransferKey{.key = 0}, {tp::ones({16})});
   std::atomic<bool> arrived{false};
-  rank0->post_receive(1, tr::TransferTag{.step = 0}, {tr::describe(tp::ones({16}))}, tp::cpu(),
+  rank0->post_receive(1, tr::TransferKey{.key = 0}, {tr::describe(tp::ones({16}))}, tp::cpu(),
                       std::chrono::seconds(10), [&](std::vector<tp::Tensor>, std::string error) {
                         if (!error.empty()) fail("the first transfer failed: " + error);
                         arrived = true;
@@ -88,7 +88,7 @@ int main(int argc, char** argv) {
   for (int i = 0; i < 1000 && !arrived; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   if (!arrived) fail("the first transfer did not arrive within 5 s");
-  rank0->post_receive(1, tr::TransferTag{.step = 1}, {tr::describe(tp::ones({16}))}, tp::cpu(),
+  rank0->post_receive(1, tr::TransferKey{.key = 1}, {tr::describe(tp::ones({16}))}, tp::cpu(),
                       std::chrono::seconds(60), [](std::vector<tp::Tensor>, std::string error) {
                         std::lock_guard lock(outcome_mutex);
                         receive_error = error.empty() ? "(it completed)" : error;

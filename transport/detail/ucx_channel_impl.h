@@ -30,12 +30,6 @@ namespace tensorplay::transport {
 using Clock = std::chrono::steady_clock;
 
 constexpr unsigned kMessageId = 1;  // the active-message id of send_message
-constexpr int kStreamBits = 4;      // the low bits of the schedule's stream
-constexpr int kStepBits = 12;
-constexpr int kStageBits = 12;
-constexpr int kMicrobatchBits = 20;
-constexpr int kIndexBits = 15;
-static_assert(kStreamBits + kStepBits + kStageBits + 1 + kMicrobatchBits + kIndexBits == 64);
 
 // Bounded waits: the destructor and callers waiting on the progress thread never hang.
 constexpr auto kSendDrainTime = std::chrono::seconds(1);     // sends still in flight at close
@@ -51,8 +45,8 @@ inline void check(ucs_status_t status, const std::string& what) {
     throw TransferError("ucx channel: " + what + " failed: " + status_text(status));
 }
 
-inline std::string tensor_of(size_t index, const TransferTag& tag, int peer) {
-  return "tensor " + std::to_string(index) + " of " + to_string(tag) + " from rank " +
+inline std::string tensor_of(size_t index, const TransferKey& key, int peer) {
+  return "tensor " + std::to_string(index) + " of " + to_string(key) + " from rank " +
          std::to_string(peer);
 }
 
@@ -74,13 +68,13 @@ inline std::optional<ucp_err_handling_mode_t> forced_error_mode() {
 
 struct ReceiveKey {
   int peer = 0;
-  TransferTag tag;
+  TransferKey transfer;
   bool operator==(const ReceiveKey&) const = default;
 };
 
 struct ReceiveKeyHash {
   size_t operator()(const ReceiveKey& k) const {
-    return std::hash<uint64_t>()(k.tag.key() * 1000003u + static_cast<uint64_t>(k.peer));
+    return TransferKeyHash()(k.transfer) * 1000003u + static_cast<size_t>(k.peer);
   }
 };
 
@@ -100,10 +94,12 @@ class UcxChannel::Impl {
   // Caller side (any thread).
   void connect(const std::vector<std::vector<uint8_t>>& addresses,
                const std::vector<bool>& same_host);
-  std::vector<TensorDescriptor> send(int peer, const TransferTag& tag, std::vector<Tensor> tensors);
-  void post_receive(int peer, const TransferTag& tag, std::vector<TensorDescriptor> descriptors,
-                    Device device, std::chrono::milliseconds timeout, ReceiveDone done);
-  void cancel_receive(int peer, const TransferTag& tag);
+  std::vector<TensorDescriptor> send(int peer, const TransferKey& transfer,
+                                     std::vector<Tensor> tensors);
+  void post_receive(int peer, const TransferKey& transfer,
+                    std::vector<TensorDescriptor> descriptors, Device device,
+                    std::chrono::milliseconds timeout, ReceiveDone done);
+  void cancel_receive(int peer, const TransferKey& transfer);
   void cancel_all();
   void cancel_stream(uint32_t stream);
   void drop_peer(int peer, const std::string& why);
@@ -127,7 +123,7 @@ class UcxChannel::Impl {
   struct SendOp {
     Impl* impl = nullptr;
     int peer = 0;
-    TransferTag tag;
+    TransferKey transfer;
     std::vector<SendPiece> pieces;
     size_t outstanding = 0;  // UCX requests not completed, plus one while posting
   };
