@@ -16,6 +16,7 @@
 #include "actors/detail/caf_system.h"
 #include "actors/detail/cluster.h"
 #include "actors/detail/given_order.h"
+#include "actors/detail/remote_error.h"
 #include "actors/detail/schedule_impl.h"
 #include "actors/detail/stage_actor.h"
 #include "actors/detail/step_io.h"
@@ -162,7 +163,7 @@ PipelineSchedule::PipelineSchedule(std::vector<std::shared_ptr<PipelineStage>> s
     im.check_local();
   } catch (const std::exception& e) {
     if (!im.distributed) throw;
-    local_error = e.what();
+    local_error = detail::encode_error(e);  // the other ranks throw it with its type
   }
   if (im.distributed)
     im.setup_distributed(local_error);

@@ -11,6 +11,7 @@
 #include "actors/detail/caf_messages.h"
 #include "actors/detail/caf_system.h"
 #include "actors/detail/cluster.h"
+#include "actors/detail/remote_error.h"
 #include "actors/detail/schedule_impl.h"
 #include "actors/detail/stage_actor.h"
 #include "actors/detail/wire_note.h"
@@ -35,11 +36,13 @@ std::string PipelineSchedule::Impl::describe_rank(int rank) const {
 void PipelineSchedule::Impl::check_agreement(const std::vector<std::string>& infos) {
   // Every rank runs these checks on the same gathered facts, so all fail alike, none hangs.
   std::string name(schedules::schedule_name(kind));
-  // A rank that could not build its share says why; every rank reports the first such rank.
+  // A rank that could not build its share says why; every rank reports the first such rank,
+  // with the type of its error.
   for (size_t r = 0; r < infos.size(); ++r)
     if (infos[r].rfind(kLocalError, 0) == 0)
-      throw std::invalid_argument(describe_rank(static_cast<int>(r)) + ": " +
-                                  infos[r].substr(std::string_view(kLocalError).size()));
+      detail::throw_remote_error(
+          describe_rank(static_cast<int>(r)),
+          std::string_view(infos[r]).substr(std::string_view(kLocalError).size()));
   std::map<int, int> built_on;  // stage -> rank
   // Each rank is compared with rank 0, so every rank words a disagreement the same way.
   struct Info {
