@@ -473,10 +473,12 @@ int64_t load_checkpoint(const std::string& dir,
     if (it == steps.end())
       throw CheckpointError("checkpoint: no step " + std::to_string(*step) + " under '" + dir +
                             "'");
-    if (!it->second.complete)
+    if (!it->second.complete) {
+      const std::string why = why_not_loadable(steps, num_stages, *step);
       throw CheckpointError("checkpoint: step " + std::to_string(*step) + " under '" + dir +
-                            "' cannot be loaded: " + why_not_loadable(steps, num_stages, *step) +
-                            "; pass another step");
+                            "' cannot be loaded: " + why +
+                            (why.rfind("incomplete", 0) == 0 ? "; pass another step" : ""));
+    }
     chosen = *step;
   } else {
     for (auto it = steps.rbegin(); it != steps.rend() && chosen < 0; ++it)
