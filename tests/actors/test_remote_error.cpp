@@ -4,6 +4,7 @@
 #include <functional>
 #include <stdexcept>
 #include <string>
+#include <typeinfo>
 
 #include "actors/detail/remote_error.h"
 #include "actors/process_group.h"

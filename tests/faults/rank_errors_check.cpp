@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <string>
 #include <thread>
+#include <typeinfo>
 
 #include "actors/process_group.h"
 #include "actors/schedule.h"
