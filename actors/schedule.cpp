@@ -16,6 +16,7 @@
 #include "actors/detail/caf_system.h"
 #include "actors/detail/cluster.h"
 #include "actors/detail/given_order.h"
+#include "actors/detail/remote_error.h"
 #include "actors/detail/schedule_impl.h"
 #include "actors/detail/stage_actor.h"
 #include "actors/detail/step_io.h"
@@ -162,7 +163,7 @@ PipelineSchedule::PipelineSchedule(std::vector<std::shared_ptr<PipelineStage>> s
     im.check_local();
   } catch (const std::exception& e) {
     if (!im.distributed) throw;
-    local_error = e.what();
+    local_error = detail::encode_error(e);  // the other ranks throw it with its type
   }
   if (im.distributed)
     im.setup_distributed(local_error);
@@ -341,19 +342,19 @@ std::vector<std::string> PipelineSchedule::Impl::abort_all(
   return stuck;
 }
 
-std::string PipelineSchedule::Impl::collect_status(caf::scoped_actor& self,
+std::string PipelineSchedule::Impl::collect_status(caf::scoped_actor& self, uint64_t step,
                                                    std::chrono::steady_clock::time_point deadline) {
   // All requests go out at once; each answer is awaited until the common deadline.
   auto left = std::max(std::chrono::duration_cast<std::chrono::milliseconds>(
                            deadline - std::chrono::steady_clock::now()),
                        std::chrono::milliseconds(1));
   std::vector<std::string> answers(status_actors.size());
-  using Handle = decltype(self->request<caf::message_priority::high>(status_actors[0], left,
-                                                                     detail::status_atom::value));
+  using Handle = decltype(self->request<caf::message_priority::high>(
+      status_actors[0], left, detail::status_atom::value, step));
   std::vector<Handle> pending;
   for (const caf::actor& a : status_actors)
     pending.push_back(
-        self->request<caf::message_priority::high>(a, left, detail::status_atom::value));
+        self->request<caf::message_priority::high>(a, left, detail::status_atom::value, step));
   for (size_t r = 0; r < pending.size(); ++r) {
     pending[r].receive([&](const std::string& s) { answers[r] = s; },
                        [&](const caf::error&) {
@@ -471,7 +472,7 @@ StepOutput PipelineSchedule::Impl::run_step(const std::vector<Tensor>& inputs,
               std::to_string(options.step_timeout.count()) + " ms;";
     // Ask every rank (in other processes too) what it waits for, with a short common deadline:
     // a rank computing answers through its status actor, a stopped process not at all.
-    failure += collect_status(self, std::chrono::steady_clock::now() + wind_down);
+    failure += collect_status(self, data->step, std::chrono::steady_clock::now() + wind_down);
   }
   std::vector<std::string> stuck;
   if (!failure.empty()) {

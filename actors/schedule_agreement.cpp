@@ -7,6 +7,7 @@
 
 #include "actors/detail/agreement.h"
 #include "actors/detail/cluster.h"
+#include "actors/detail/remote_error.h"
 #include "actors/detail/schedule_impl.h"
 #include "actors/pipeline_tag.h"
 #include "schedules/errors.h"
@@ -293,8 +294,8 @@ void PipelineSchedule::Impl::check_agreement(const std::vector<detail::RankFacts
   // Every rank runs these checks on the same gathered facts, so all fail alike, none hangs.
   // A rank that could not build its share says why; every rank reports the first such rank.
   for (size_t r = 0; r < facts.size(); ++r)
-    if (!facts[r].error.empty())
-      throw std::invalid_argument(describe_rank(static_cast<int>(r)) + ": " + facts[r].error);
+    if (!facts[r].error.empty())  // thrown here with the type it had there
+      detail::throw_remote_error(describe_rank(static_cast<int>(r)), facts[r].error);
   check_same_counts(facts);
   check_placement(facts);
   detail::check_built_alike(facts, context);

@@ -184,6 +184,25 @@ bool trusted(StageActor* self, const char* what) {
   return false;
 }
 
+/// What this rank does in `step`, for a step that did not finish on time: what it waits for, or
+/// that it has not started the step (its process has not called step() for it) or left it.
+std::string describe_step(StageActor* self, uint64_t step) {
+  auto& st = self->state;
+  const std::string rank = "rank " + std::to_string(st.worker->rank());
+  const std::string number = std::to_string(step);
+  if (st.step == 0)
+    return rank + ": no step started: its process has not called step() for step " + number +
+           " (it is busy before it, or calls step() fewer times than the others)";
+  if (st.step < step)
+    return rank + ": has not started step " + number +
+           ": its process has not called step() for it (its last step was " +
+           std::to_string(st.step) + "; it is busy before it, or calls step() fewer times)";
+  if (st.step > step)
+    return rank + ": already in step " + std::to_string(st.step) + ", past step " + number;
+  if (st.failed) return rank + ": step " + number + " failed here (its own error says why)";
+  return st.worker->describe_wait();
+}
+
 caf::behavior stage_actor(StageActor* self, std::shared_ptr<StageWorker> worker,
                           std::vector<int> stage_to_rank, bool distributed,
                           std::shared_ptr<const void> keep_alive) {
@@ -274,7 +293,7 @@ caf::behavior stage_actor(StageActor* self, std::shared_ptr<StageWorker> worker,
         self->state.worker->abort_step(step);
         self->state.driver = nullptr;
       },
-      [self](status_atom) -> std::string { return self->state.worker->describe_wait(); },
+      [self](status_atom, uint64_t step) -> std::string { return describe_step(self, step); },
   };
 }
 
@@ -293,13 +312,13 @@ caf::behavior status_actor(caf::event_based_actor* self, std::shared_ptr<StageWo
                            caf::actor stage) {
   self->link_to(stage);
   return {
-      [self, worker, stage](status_atom) {
+      [self, worker, stage](status_atom, uint64_t step) {
         auto promise = self->make_response_promise();
         std::string busy = worker->running();
         if (!busy.empty())
           promise.deliver(std::move(busy));
         else
-          promise.delegate(stage, status_atom::value);
+          promise.delegate(stage, status_atom::value, step);
       },
   };
 }

@@ -3,10 +3,12 @@
 #include "stages/checkpoint.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -47,7 +49,51 @@ uint64_t fnv1a64(const std::string& bytes) {
 }
 
 [[noreturn]] void throw_errno(const std::string& what, const std::string& path) {
-  throw CheckpointError("checkpoint: cannot " + what + " '" + path + "': " + std::strerror(errno));
+  const int error = errno;
+  const bool full = error == ENOSPC || error == EFBIG || error == EDQUOT;
+  throw CheckpointError("checkpoint: cannot " + what + " '" + path + "': " + std::strerror(error) +
+                        (full ? " (free space or raise the file-size limit, or save to another "
+                                "folder)"
+                              : ""));
+}
+
+// Temporary files are named "<file>.tmp.<host>.<pid>" after their writer, so that a later save or
+// load can tell the files of a writer that died (killed mid-write, by SIGXFSZ or the OOM killer)
+// from those of one still writing, on this host or, in a shared folder, on another.
+constexpr const char* kTempInfix = ".tmp.";
+
+std::string this_host() {
+  char name[256] = {};
+  if (::gethostname(name, sizeof(name) - 1) != 0 || name[0] == '\0') return "localhost";
+  return name;
+}
+
+std::string temp_name(const std::string& path) {
+  return path + kTempInfix + this_host() + "." + std::to_string(::getpid());
+}
+
+// True when `name` is a temporary file whose writer is known to be gone: written on this host (or
+// by an older version, which named it "<file>.tmp.<pid>", and untouched for an hour) by a
+// process that no longer exists. A live process's file, this process's, or another host's is
+// never taken.
+bool left_by_dead_writer(const fs::directory_entry& entry) {
+  const std::string name = entry.path().filename().string();
+  const size_t infix = name.find(kTempInfix);
+  if (infix == std::string::npos) return false;
+  const std::string rest = name.substr(infix + std::strlen(kTempInfix));
+  const size_t dot = rest.rfind('.');
+  const std::string host = dot == std::string::npos ? "" : rest.substr(0, dot);
+  const std::string digits = dot == std::string::npos ? rest : rest.substr(dot + 1);
+  if (digits.empty() || digits.size() > 9 ||
+      !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
+    return false;
+  const pid_t pid = static_cast<pid_t>(std::stol(digits));
+  if (pid <= 0 || pid == ::getpid()) return false;
+  if (::kill(pid, 0) == 0 || errno != ESRCH) return false;  // alive (or not ours to signal)
+  if (!host.empty()) return host == this_host();
+  std::error_code ec;
+  const auto written = fs::last_write_time(entry.path(), ec);
+  return !ec && fs::file_time_type::clock::now() - written > std::chrono::hours(1);
 }
 
 void fsync_folder(const std::string& folder) {
@@ -58,27 +104,30 @@ void fsync_folder(const std::string& folder) {
   if (rc != 0) throw_errno("flush folder", folder);
 }
 
-// Temporary file, fsync, rename over `path`, fsync the folder: readers see all or nothing.
+// Temporary file, fsync, rename over `path`, fsync the folder: readers see all or nothing. A
+// write that fails (a full disk, the file-size limit) removes its temporary file.
 void write_atomically(const std::string& path, const std::string& bytes) {
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  const std::string tmp = temp_name(path);
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) throw_errno("create", tmp);
+  auto fail = [&](const char* what, bool close_it) {
+    const int error = errno;
+    if (close_it) ::close(fd);
+    ::unlink(tmp.c_str());
+    errno = error;
+    throw_errno(what, path);
+  };
   size_t done = 0;
   while (done < bytes.size()) {
     ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      ::close(fd);
-      throw_errno("write", tmp);
-    }
+    if (n == 0) errno = ENOSPC;  // no progress: the device took nothing
+    if (n <= 0) fail("write", true);
     done += static_cast<size_t>(n);
   }
-  if (::fsync(fd) != 0) {
-    ::close(fd);
-    throw_errno("flush", tmp);
-  }
-  if (::close(fd) != 0) throw_errno("close", tmp);
-  if (::rename(tmp.c_str(), path.c_str()) != 0) throw_errno("rename into place", path);
+  if (::fsync(fd) != 0) fail("flush", true);
+  if (::close(fd) != 0) fail("close", false);
+  if (::rename(tmp.c_str(), path.c_str()) != 0) fail("rename into place", false);
   fsync_folder(fs::path(path).parent_path().string());
 }
 
@@ -182,20 +231,112 @@ bool parse_step_name(const std::string& name, int64_t& step) {
   return true;
 }
 
-// Every step folder under `dir`, with whether all markers are present.
-std::map<int64_t, bool> scan_steps(const std::string& dir, int num_stages) {
-  std::map<int64_t, bool> steps;
+// Removes what dead writers left under `dir` and its step folders (see left_by_dead_writer).
+// Best effort: a file that cannot be removed stays.
+void remove_dead_writers_files(const std::string& dir) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return;
+  auto clean = [](const fs::path& folder) {
+    std::error_code ec;
+    for (const fs::directory_entry& entry : fs::directory_iterator(folder, ec))
+      if (entry.is_regular_file(ec) && left_by_dead_writer(entry)) fs::remove(entry.path(), ec);
+  };
+  clean(dir);
+  for (const fs::directory_entry& entry : fs::directory_iterator(dir, ec)) {
+    int64_t step = 0;
+    if (entry.is_directory(ec) && parse_step_name(entry.path().filename().string(), step))
+      clean(entry.path());
+  }
+}
+
+// What a step folder holds: whether every marker of a pipeline of `num_stages` is there, and the
+// stage count its markers say it was saved by (0 when no marker says).
+struct StepFolder {
+  bool complete = false;
+  int saved_stages = 0;
+  bool complete_as_saved = false;  // every marker of `saved_stages` is there
+};
+
+// The stage count a marker says ("stage S of N"), or 0.
+int marker_stage_count(const std::string& path) {
+  std::ifstream in(path);
+  std::string word_stage, word_of;
+  int stage = -1, count = 0;
+  if (in >> word_stage >> stage >> word_of >> count && word_stage == "stage" && word_of == "of" &&
+      count > 0)
+    return count;
+  return 0;
+}
+
+// Every step folder under `dir`. A step counts as complete for `num_stages` only when its
+// markers are all there and were written by a pipeline of that many stages.
+std::map<int64_t, StepFolder> scan_steps(const std::string& dir, int num_stages) {
+  std::map<int64_t, StepFolder> steps;
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) return steps;
   for (const fs::directory_entry& entry : fs::directory_iterator(dir, ec)) {
     int64_t step = 0;
     if (!entry.is_directory() || !parse_step_name(entry.path().filename().string(), step)) continue;
-    bool complete = true;
-    for (int s = 0; s < num_stages && complete; ++s)
-      complete = fs::exists(marker_file(entry.path().string(), s));
-    steps[step] = complete;
+    const std::string folder = entry.path().string();
+    StepFolder found;
+    for (int s = 0; found.saved_stages == 0 && fs::exists(marker_file(folder, s)); ++s)
+      found.saved_stages = marker_stage_count(marker_file(folder, s));
+    if (found.saved_stages == 0)  // the first markers may be missing: look for any
+      for (const fs::directory_entry& file : fs::directory_iterator(folder, ec))
+        if (file.path().extension() == ".done" && found.saved_stages == 0)
+          found.saved_stages = marker_stage_count(file.path().string());
+    auto all_markers = [&](int count) {
+      for (int s = 0; s < count; ++s)
+        if (!fs::exists(marker_file(folder, s))) return false;
+      return count > 0;
+    };
+    found.complete =
+        (found.saved_stages == 0 || found.saved_stages == num_stages) && all_markers(num_stages);
+    found.complete_as_saved = found.saved_stages > 0 && all_markers(found.saved_stages);
+    steps[step] = found;
   }
   return steps;
+}
+
+// Why the steps of `steps` (or step `only`) cannot be loaded into a pipeline of `num_stages`
+// stages: steps saved by another stage count say so and what to do; the others are incomplete.
+std::string why_not_loadable(const std::map<int64_t, StepFolder>& steps, int num_stages,
+                             std::optional<int64_t> only = std::nullopt) {
+  std::map<int, std::vector<int64_t>> other_counts;  // stage count -> its complete steps
+  std::string incomplete;
+  for (const auto& [step, folder] : steps) {
+    if (only && step != *only) continue;
+    if (folder.saved_stages > 0 && folder.saved_stages != num_stages && folder.complete_as_saved)
+      other_counts[folder.saved_stages].push_back(step);
+    else if (!folder.complete)
+      incomplete += (incomplete.empty() ? "" : ", ") + std::to_string(step);
+  }
+  std::string out;
+  for (const auto& [count, list] : other_counts) {
+    std::string numbers;
+    for (int64_t step : list) numbers += (numbers.empty() ? "" : ", ") + std::to_string(step);
+    out += (out.empty() ? "" : "; ") + std::string(list.size() == 1 ? "step " : "steps ") +
+           numbers + (list.size() == 1 ? " was" : " were") + " saved by " + std::to_string(count) +
+           " stages; this pipeline has " + std::to_string(num_stages) +
+           ": build the pipeline with the " + std::to_string(count) +
+           " stages it was saved with (the same split) to resume, or give this pipeline another "
+           "checkpoint folder to start afresh";
+  }
+  if (!incomplete.empty())
+    out += (out.empty() ? "" : "; ") +
+           std::string(
+               "incomplete (some stage's marker is missing: a rank stopped while "
+               "saving): step") +
+           (incomplete.find(',') == std::string::npos ? " " : "s ") + incomplete;
+  return out;
+}
+
+// `message` of Module::load_state_dict without its hint about a `strict` flag, which
+// load_checkpoint does not have.
+std::string without_strict_hint(std::string message) {
+  const size_t hint = message.find("\n  (pass strict=false");
+  if (hint != std::string::npos) message.erase(hint, message.find(')', hint) + 1 - hint);
+  return message;
 }
 
 int stage_count(const std::vector<std::shared_ptr<PipelineStage>>& stages) {
@@ -300,6 +441,7 @@ void save_checkpoint(const std::string& dir,
     return !mesh.has_dim("dp") || mesh.get_local_rank("dp") == 0;
   };
   if (std::none_of(stages.begin(), stages.end(), [&](const auto& s) { return writes(*s); })) return;
+  remove_dead_writers_files(dir);
   const std::string folder = step_folder(dir, step);
   std::error_code ec;
   fs::create_directories(folder, ec);
@@ -323,6 +465,7 @@ int64_t load_checkpoint(const std::string& dir,
                         optim::Optimizer& optimizer, std::optional<int64_t> step,
                         const CheckpointOptions& options) {
   const int num_stages = stage_count(stages);
+  remove_dead_writers_files(dir);
   const auto steps = scan_steps(dir, num_stages);
   int64_t chosen = -1;
   if (step) {
@@ -330,22 +473,21 @@ int64_t load_checkpoint(const std::string& dir,
     if (it == steps.end())
       throw CheckpointError("checkpoint: no step " + std::to_string(*step) + " under '" + dir +
                             "'");
-    if (!it->second)
+    if (!it->second.complete) {
+      const std::string why = why_not_loadable(steps, num_stages, *step);
       throw CheckpointError("checkpoint: step " + std::to_string(*step) + " under '" + dir +
-                            "' is incomplete (some stage's marker is missing: a rank stopped "
-                            "while saving); pass another step");
+                            "' cannot be loaded: " + why +
+                            (why.rfind("incomplete", 0) == 0 ? "; pass another step" : ""));
+    }
     chosen = *step;
   } else {
     for (auto it = steps.rbegin(); it != steps.rend() && chosen < 0; ++it)
-      if (it->second) chosen = it->first;
-    if (chosen < 0) {
-      std::string incomplete;
-      for (const auto& [s, complete] : steps) incomplete += " " + std::to_string(s);
+      if (it->second.complete) chosen = it->first;
+    if (chosen < 0)
       throw CheckpointError("checkpoint: no complete checkpoint of " + std::to_string(num_stages) +
                             " stages under '" + dir + "'" +
-                            (incomplete.empty() ? std::string(" (no step folders)")
-                                                : " (incomplete steps:" + incomplete + ")"));
-    }
+                            (steps.empty() ? std::string(" (no step folders)")
+                                           : ": " + why_not_loadable(steps, num_stages)));
   }
   const std::string folder = step_folder(dir, chosen);
 
@@ -395,7 +537,10 @@ int64_t load_checkpoint(const std::string& dir,
     for (size_t k = 0; k < stages.size(); ++k) stages[k]->module().load_state_dict(models[k]);
     optimizer.load_state_dict(optimizer_dict);
   } catch (const std::invalid_argument& e) {
-    throw CheckpointError("checkpoint '" + folder + "' does not fit these stages: " + e.what());
+    throw CheckpointError("checkpoint '" + folder +
+                          "' does not fit these stages: " + without_strict_hint(e.what()) +
+                          "\n  (build the stages as when saving: the same model, split and "
+                          "parameters)");
   }
   auto generators = all_generators(options);
   for (size_t g = 0; g < generators.size(); ++g)
@@ -406,8 +551,8 @@ int64_t load_checkpoint(const std::string& dir,
 
 std::vector<int64_t> complete_checkpoint_steps(const std::string& dir, int num_stages) {
   std::vector<int64_t> complete;
-  for (const auto& [step, done] : scan_steps(dir, num_stages))
-    if (done) complete.push_back(step);
+  for (const auto& [step, folder] : scan_steps(dir, num_stages))
+    if (folder.complete) complete.push_back(step);
   return complete;
 }
 

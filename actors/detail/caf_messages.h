@@ -27,7 +27,7 @@ namespace tensorplay::pipelining::detail {
 using forward_atom = caf::atom_constant<caf::atom("fwd")>;   // a stage's input was posted
 using backward_atom = caf::atom_constant<caf::atom("bwd")>;  // a stage's output gradient was posted
 using peer_failed_atom = caf::atom_constant<caf::atom("pfailed")>;  // a rank's step failed
-using status_atom = caf::atom_constant<caf::atom("status")>;        // what a rank waits for
+using status_atom = caf::atom_constant<caf::atom("status")>;        // what a rank does in step N
 
 // Driver <-> its local stage actor (never leave the process).
 using step_atom = caf::atom_constant<caf::atom("step")>;           // begin a step

@@ -124,8 +124,9 @@ struct PipelineSchedule::Impl {
   /// Tells this process's ranks to drop step `step`, waits for them until `deadline`, and
   /// returns what each rank that did not answer in time is still doing.
   std::vector<std::string> abort_all(uint64_t step, std::chrono::steady_clock::time_point deadline);
-  /// Asks every rank what it waits for, all at once, and returns the answers by the deadline.
-  std::string collect_status(caf::scoped_actor& self,
+  /// Asks every rank what it does in `step` (what it waits for, or that it has not started it),
+  /// all at once, and returns the answers by the deadline.
+  std::string collect_status(caf::scoped_actor& self, uint64_t step,
                              std::chrono::steady_clock::time_point deadline);
   /// Throws when a rank of this process is still computing an earlier failed step.
   void check_not_stuck(const std::string& name);

@@ -21,7 +21,8 @@ caf::actor spawn_stage_actor(caf::actor_system& system, std::shared_ptr<StageWor
 
 /// Spawns the actor that answers status requests for `stage_actor` (linked to it): the action
 /// being computed, read from the worker at once, or (between actions) the stage actor's own
-/// answer. Status never waits behind compute.
+/// answer about the step asked for (not started, failed, or what it waits for). Status never
+/// waits behind compute.
 caf::actor spawn_status_actor(caf::actor_system& system, std::shared_ptr<StageWorker> worker,
                               caf::actor stage_actor);
 

@@ -1,7 +1,8 @@
 // Outside the project: a program built against the installed package (find_package(tensorplay))
 // that splits a two-layer model into two stages and trains them under Schedule1F1B. Exits with 0
-// when the loss fell to less than half its first value, 1 otherwise.
+// when the loss fell to less than half its first value, 1 otherwise (and on an error, printed).
 #include <cstdio>
+#include <exception>
 #include <string>
 #include <vector>
 
@@ -25,7 +26,9 @@ struct NetImpl : tp::nn::Module {
 };
 TENSORPLAY_MODULE(Net);
 
-int main() {
+namespace {
+
+int train() {
   tp::manual_seed(0);
   Net model;
   auto pipe = pp::pipeline(model, {tp::zeros({4, 32})},
@@ -48,4 +51,16 @@ int main() {
   }
   std::printf("consumer: %zu stages, loss %.4f -> %.4f\n", stages.size(), first, last);
   return last < 0.5f * first ? 0 : 1;
+}
+
+}  // namespace
+
+int main() {
+  // An error ends the program with its message and status 1 (not an abort).
+  try {
+    return train();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "consumer: %s\n", e.what());
+    return 1;
+  }
 }

@@ -9,11 +9,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <stdexcept>
 #include <string>
 
 #include "actors/device_mesh.h"
 #include "actors/process_group.h"
 #include "actors/schedule.h"
+#include "examples/exit_with_message.h"
 #include "stages/build_stage.h"
 #include "stages/pipeline.h"
 #include "tensors/tensors.h"
@@ -42,14 +44,31 @@ struct ModelImpl : tp::nn::Module {
 };
 TENSORPLAY_MODULE(Model);
 
-int main(int argc, char** argv) {
+namespace {
+
+// A whole number >= `least` from `text`, or an error naming `what` and the usage.
+int count_of(const std::string& text, const char* what, int least) {
+  size_t used = 0;
+  int value = 0;
+  try {
+    value = std::stoi(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != text.size() || value < least)
+    throw std::invalid_argument("'" + text + "' is not " + what + " (a whole number >= " +
+                                std::to_string(least) + "); usage: seed_mlp [steps] [--dp N]");
+  return value;
+}
+
+int run(int argc, char** argv) {
   int steps = 300, dp = 1;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--dp" && i + 1 < argc)
-      dp = std::atoi(argv[++i]);
+      dp = count_of(argv[++i], "a replica count", 1);
     else
-      steps = std::atoi(arg.c_str());
+      steps = count_of(arg, "a step count", 0);
   }
   const int64_t dim = 128, batch = 32;
   tp::manual_seed(0);
@@ -104,4 +123,12 @@ int main(int argc, char** argv) {
     }
   }
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Any error (a launcher variable, a rank that never joined, a step that failed) ends the
+  // program with its message and status 1.
+  return examples::exit_with_message("seed_mlp", [&] { return run(argc, argv); });
 }

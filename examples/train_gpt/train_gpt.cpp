@@ -27,6 +27,7 @@
 #include "actors/message_log.h"
 #include "actors/process_group.h"
 #include "actors/schedule.h"
+#include "examples/exit_with_message.h"
 #include "options.h"
 #include "schedules/timeline_export.h"
 #include "stages/checkpoint.h"
@@ -585,11 +586,6 @@ int run(const Options& o) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const Options options = train_gpt::parse_options(argc, argv);
-  try {
-    return run(options);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "train_gpt: %s\n", e.what());
-    return 1;
-  }
+  return examples::exit_with_message("train_gpt",
+                                     [&] { return run(train_gpt::parse_options(argc, argv)); });
 }

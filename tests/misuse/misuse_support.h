@@ -15,6 +15,7 @@
 #include <string>
 #include <thread>
 #include <typeinfo>
+#include <utility>
 #include <vector>
 
 namespace misuse {
@@ -30,12 +31,15 @@ inline std::exception_ptr run_bounded(const std::function<void()>& call,
   auto done = std::make_shared<std::promise<std::exception_ptr>>();
   std::future<std::exception_ptr> result = done->get_future();
   std::thread([call, done] {
+    std::exception_ptr error;
     try {
       call();
-      done->set_value(nullptr);
     } catch (...) {
-      done->set_value(std::current_exception());
+      error = std::current_exception();
     }
+    // Handed over after the handler has ended, as the only reference: the exception is freed by
+    // the caller's thread, never by this one while the caller reads it.
+    done->set_value(std::move(error));
   }).detach();
   if (result.wait_for(bound) != std::future_status::ready) {
     FAIL("the call did not finish within " << bound.count() << " s (a hang)");
