@@ -5,6 +5,32 @@
 
 namespace tensorplay {
 
+namespace {
+thread_local detail::DrawHook draw_hook = nullptr;
+}  // namespace
+
+detail::DrawHook detail::set_draw_hook(DrawHook hook) {
+  DrawHook previous = draw_hook;
+  draw_hook = hook;
+  return previous;
+}
+
+std::unique_lock<std::mutex> Generator::lock() {
+  std::unique_lock<std::mutex> guard(mutex_);
+  if (draw_hook) draw_hook(*this);
+  return guard;
+}
+
+std::mt19937_64 Generator::state() {
+  std::lock_guard<std::mutex> guard(mutex_);
+  return engine_;
+}
+
+void Generator::set_state(const std::mt19937_64& state) {
+  std::lock_guard<std::mutex> guard(mutex_);
+  engine_ = state;
+}
+
 double Generator::uniform() {
   return static_cast<double>(engine_() >> 11) * (1.0 / 9007199254740992.0);
 }

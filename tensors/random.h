@@ -25,13 +25,25 @@ class Generator {
   /// Standard normal.
   double normal();
   std::mt19937_64& engine() { return engine_; }
-  /// Exclusive use of the stream while the returned lock lives.
-  std::unique_lock<std::mutex> lock() { return std::unique_lock<std::mutex>(mutex_); }
+  /// Exclusive use of the stream while the returned lock lives. Code that draws takes it, so a
+  /// checkpoint sees which generators its forward draws from (see detail::set_draw_hook).
+  std::unique_lock<std::mutex> lock();
+  /// A copy of the stream's state, and setting it back (a checkpoint replays its forward's draws).
+  std::mt19937_64 state();
+  void set_state(const std::mt19937_64& state);
 
  private:
   std::mt19937_64 engine_;
   std::mutex mutex_;
 };
+
+namespace detail {
+/// Called, on the thread that locks it, with every generator locked to draw from while installed
+/// (tensors/autograd/checkpoint.h notes the state each generator had before its forward drew).
+/// Returns the previous hook.
+using DrawHook = void (*)(Generator& generator);
+DrawHook set_draw_hook(DrawHook hook);
+}  // namespace detail
 
 /// The process-wide default generator.
 Generator& default_generator();
