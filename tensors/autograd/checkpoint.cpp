@@ -236,7 +236,7 @@ class Recomputation final : public detail::PendingRecompute {
     }
     if (slots.size() != rec.made.size())
       throw RecomputationError("checkpoint: the forward ran " + std::to_string(slots.size()) +
-                               " ops that record gradients, the recomputation " +
+                               " op(s) that record gradients, the recomputation " +
                                std::to_string(rec.made.size()) + " (it took another branch)" +
                                kDeterminism);
     if (out.size() != outputs.size())
