@@ -25,12 +25,10 @@ class Generator {
   /// Standard normal.
   double normal();
   std::mt19937_64& engine() { return engine_; }
-  /// Exclusive use of the stream while the returned lock lives. Code that draws takes it, so a
-  /// checkpoint sees which generators its forward draws from (see detail::set_draw_hook).
+  /// Exclusive use of the stream while the returned lock lives. Code that draws takes it, which
+  /// lets a checkpoint note the state each draw started from and replay it in the backward's
+  /// recomputation (see detail::set_draw_hook).
   std::unique_lock<std::mutex> lock();
-  /// A copy of the stream's state, and setting it back (a checkpoint replays its forward's draws).
-  std::mt19937_64 state();
-  void set_state(const std::mt19937_64& state);
 
  private:
   std::mt19937_64 engine_;
@@ -38,10 +36,14 @@ class Generator {
 };
 
 namespace detail {
-/// Called, on the thread that locks it, with every generator locked to draw from while installed
-/// (tensors/autograd/checkpoint.h notes the state each generator had before its forward drew).
-/// Returns the previous hook.
-using DrawHook = void (*)(Generator& generator);
+/// Called, on the thread that locks it, with every generator locked to draw from while installed.
+/// It returns the engine this thread's draws from that generator use from then on instead of the
+/// generator's own (until the next lock of it), or null for the generator's own. A checkpoint's
+/// forward notes the states its draws start from; its recomputation replays them on private
+/// copies, so the shared generator, and other threads drawing from it, are untouched.
+using DrawHook = std::mt19937_64* (*)(Generator& generator);
+/// Installs `hook` on this thread; null removes it and forgets the engines substituted. Returns the
+/// previous hook.
 DrawHook set_draw_hook(DrawHook hook);
 }  // namespace detail
 

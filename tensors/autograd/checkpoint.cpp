@@ -30,27 +30,52 @@ struct Made {
   DType dtype = DType::Float32;
 };
 
+/// Each lock of a generator to draw, in order, with the state the draws under it started from.
+using Draws = std::vector<std::pair<Generator*, std::mt19937_64>>;
+
 /// One forward being recorded on this thread: a checkpoint's (owner set) or a recomputation's.
 struct Recording {
   std::shared_ptr<Recomputation> owner;
   std::vector<Made> made;
-  /// Each generator drawn from, with its state before the first draw.
-  std::vector<std::pair<Generator*, std::mt19937_64>> draws;
+  Draws draws;
+};
+
+/// A recomputation replaying its forward's draws on private engines, one lock after the other.
+struct Replay {
+  const Draws* draws = nullptr;
+  size_t next = 0;
+  std::vector<std::pair<Generator*, std::unique_ptr<std::mt19937_64>>> engines;
 };
 
 thread_local std::vector<Recording*> recordings;
+thread_local Replay* replaying = nullptr;
 
 void on_attach(const std::shared_ptr<Node>& node, const Tensor& output) {
   recordings.back()->made.push_back({node, nullptr, node->name(), output.shape(), output.dtype()});
 }
 
-// Called with the generator's lock held: reads its engine directly.
-void on_draw(Generator& generator) {
-  for (Recording* r : recordings) {
-    bool seen = std::any_of(r->draws.begin(), r->draws.end(),
-                            [&](const auto& d) { return d.first == &generator; });
-    if (!seen) r->draws.emplace_back(&generator, generator.engine());
+// Called with the generator's lock held, so its engine can be read.
+std::mt19937_64* on_draw(Generator& generator) {
+  std::mt19937_64* engine = nullptr;
+  if (replaying) {
+    Replay& r = *replaying;
+    if (r.next >= r.draws->size() || (*r.draws)[r.next].first != &generator)
+      throw RecomputationError(
+          "checkpoint: the recomputation drew random numbers from another generator, or more "
+          "often, than the forward (its draw " +
+          std::to_string(r.next) + " of " + std::to_string(r.draws->size()) +
+          "). A checkpointed function must run the same ops on the same shapes when recomputed");
+    auto it = std::find_if(r.engines.begin(), r.engines.end(),
+                           [&](const auto& e) { return e.first == &generator; });
+    if (it == r.engines.end())
+      it = r.engines.insert(r.engines.end(), {&generator, std::make_unique<std::mt19937_64>()});
+    *it->second = (*r.draws)[r.next++].second;
+    engine = it->second.get();
   }
+  const std::mt19937_64& state = engine ? *engine : generator.engine();
+  for (Recording* r : recordings)
+    if (r->owner) r->draws.emplace_back(&generator, state);
+  return engine;
 }
 
 /// Records on this thread for its lifetime.
@@ -92,23 +117,29 @@ class RecomputeModeScope {
   trace::OpRecorder* recorder_;
 };
 
-/// Sets generators to the states a forward started from, and back when done.
-class ReplayedDraws {
+/// Replays `draws` on this thread for its lifetime.
+class ReplayScope {
  public:
-  explicit ReplayedDraws(const std::vector<std::pair<Generator*, std::mt19937_64>>& draws) {
-    for (const auto& [generator, state] : draws) {
-      now_.emplace_back(generator, generator->state());
-      generator->set_state(state);
-    }
+  explicit ReplayScope(const Draws& draws) : previous_(replaying) {
+    replay_.draws = &draws;
+    replaying = &replay_;
   }
-  ~ReplayedDraws() {
-    for (const auto& [generator, state] : now_) generator->set_state(state);
+  ~ReplayScope() { replaying = previous_; }
+  ReplayScope(const ReplayScope&) = delete;
+  ReplayScope& operator=(const ReplayScope&) = delete;
+  /// Throws unless the recomputation drew as often as the forward.
+  void check_all_drawn() const {
+    if (replay_.next != replay_.draws->size())
+      throw RecomputationError("checkpoint: the recomputation drew random numbers " +
+                               std::to_string(replay_.next) + " times, the forward " +
+                               std::to_string(replay_.draws->size()) +
+                               ". A checkpointed function must run the same ops on the same "
+                               "shapes when recomputed");
   }
-  ReplayedDraws(const ReplayedDraws&) = delete;
-  ReplayedDraws& operator=(const ReplayedDraws&) = delete;
 
  private:
-  std::vector<std::pair<Generator*, std::mt19937_64>> now_;
+  Replay replay_;
+  Replay* previous_;
 };
 
 std::string describe(const std::string& op, const Shape& shape, DType dtype) {
@@ -144,7 +175,7 @@ class Recomputation final : public detail::PendingRecompute {
   /// The checkpoint whose forward ran this one; its recomputation gives back dropped inputs.
   std::shared_ptr<Recomputation> parent;
   std::vector<Slot> slots;
-  std::vector<std::pair<Generator*, std::mt19937_64>> draws;
+  Draws draws;
   std::vector<std::pair<Shape, DType>> outputs;
   bool done = false;
   bool running = false;
@@ -189,12 +220,13 @@ class Recomputation final : public detail::PendingRecompute {
     Recording rec;
     std::vector<Tensor> out;
     {
-      ReplayedDraws replay(draws);
       RecomputeModeScope mode;
       RecordingScope scope(rec);
+      ReplayScope replay(draws);
       out = fn(in);
+      check(rec, out);
+      replay.check_all_drawn();
     }
-    check(rec, out);
     for (size_t i = 0; i < slots.size(); ++i) {
       Made& twin = rec.made[i];
       if (!slots[i].is_nested) {

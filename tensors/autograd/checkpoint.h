@@ -23,23 +23,23 @@ class RecomputationError : public std::logic_error {
 };
 
 /// Runs `fn(inputs)` and returns its outputs, keeping for the backward only `inputs`, `fn` and the
-/// states of the generators it draws from, not the activations its ops would save. The first time
-/// the backward reaches one of its ops, `fn` runs again on the same inputs, with grad mode on and
-/// every generator it drew from set back to the state its forward started from (then returned to
-/// where it was), so dropout draws the same masks. Each op of the forward then runs its backward
-/// with the tensors the recomputation saved; the graph outside is untouched. So gradients equal
-/// those without the checkpoint bit for bit, with a full backward or a split one: the input-only
-/// backward (I) recomputes once, and the weight-only backward (W) uses what it kept.
+/// states its random draws started from, not the activations its ops would save. The first time
+/// the backward reaches one of its ops, `fn` runs again on the same inputs with grad mode on, and
+/// each of its draws (each Generator::lock(), as dropout and the tensor factories take it) starts
+/// from the state the forward's did, on a private copy of the engine: dropout draws the same
+/// masks, and the generator itself, and other threads drawing from it, are untouched. Each op of
+/// the forward then runs its backward with the tensors the recomputation saved; the graph outside
+/// is untouched. So gradients equal those without the checkpoint bit for bit, with a full
+/// backward or a split one: the input-only backward (I) recomputes once, and the weight-only
+/// backward (W) uses what it kept.
 ///
 /// Checkpoints nest: an inner checkpoint's inputs are held by the outer one's recomputation.
 /// Under grad mode off, `fn` just runs. `fn` (copied) and what it refers to (modules, generators)
-/// must live until the backward has run. Draws from generators are seen when made under
-/// Generator::lock(), as the tensor factories and dropout make them; two threads drawing from one
-/// generator (the default one, shared by stages) draw in no fixed order, with or without a
-/// checkpoint: give each stage's dropout its own generator.
+/// must live until the backward has run.
 ///
 /// Throws std::invalid_argument when no output requires grad (nothing to recompute), and, in the
-/// backward, RecomputationError when the recomputation runs other ops or shapes than the forward.
+/// backward, RecomputationError when the recomputation runs other ops or shapes than the forward,
+/// or draws other random numbers.
 std::vector<Tensor> checkpoint(CheckpointFn fn, const std::vector<Tensor>& inputs);
 
 }  // namespace tensorplay::autograd

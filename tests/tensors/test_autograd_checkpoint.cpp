@@ -3,6 +3,7 @@
 // and keeps fewer bytes between forward and backward.
 #include <catch2/catch.hpp>
 #include <functional>
+#include <thread>
 
 #include "tensors/tensors.h"
 
@@ -252,4 +253,26 @@ TEST_CASE("a checkpointed forward keeps fewer bytes than the plain one", "[check
   // Each block keeps its output (the next block's input); the plain one also its hidden
   // activations (about 4 of [512, 16] per block, against one [512, 8]).
   CHECK(ckpt * 4 < plain);
+}
+
+TEST_CASE("draws of other threads from a shared generator do not disturb the replay",
+          "[checkpoint]") {
+  // Between the function's two dropouts another thread draws from the same generator, as stages
+  // on other threads draw from the default one. The recomputation replays this thread's draws
+  // from the states they started from, whatever the other thread did in the meantime.
+  tp::Tensor w = tp::randn({6, 6}).requires_grad_();
+  tp::Tensor w2 = w.detach().requires_grad_();
+  tp::Tensor x = tp::randn({4, 6});
+  auto fn = [](const tp::Tensor& in, const tp::Tensor& weight, tp::Generator& g) {
+    tp::Tensor h = tp::dropout(tp::linear(in, weight), 0.5f, true, &g);
+    std::thread([&g] { tp::randn({16}, {}, &g); }).join();
+    return tp::dropout(tp::linear(h, weight), 0.5f, true, &g);
+  };
+  tp::Generator g_plain(3), g_ckpt(3);
+  tp::sum(fn(x, w, g_plain)).backward();
+  tp::Tensor y = tp::checkpoint(
+      [&](const tp::Tensor& in, const tp::Tensor& weight) { return fn(in, weight, g_ckpt); }, x,
+      w2);
+  tp::sum(y).backward();
+  check_same_grads({w2}, {w});
 }
