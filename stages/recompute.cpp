@@ -35,7 +35,10 @@ RecomputePolicy RecomputePolicy::every_kth(int k) {
   if (k < 1)
     throw std::invalid_argument("recompute every:" + std::to_string(k) +
                                 ": K must be at least 1 (every:1 is full)");
-  return {.mode = Mode::EveryKth, .every = k};
+  RecomputePolicy policy;
+  policy.mode = Mode::EveryKth;
+  policy.every = k;
+  return policy;
 }
 
 RecomputePolicy RecomputePolicy::by_type(std::vector<std::string> types) {
@@ -43,7 +46,10 @@ RecomputePolicy RecomputePolicy::by_type(std::vector<std::string> types) {
     throw std::invalid_argument("recompute by type: name at least one module type");
   for (const auto& t : types)
     if (t.empty()) throw std::invalid_argument("recompute by type: a type name is empty");
-  return {.mode = Mode::ByType, .types = std::move(types)};
+  RecomputePolicy policy;
+  policy.mode = Mode::ByType;
+  policy.types = std::move(types);
+  return policy;
 }
 
 RecomputePolicy RecomputePolicy::parse(const std::string& text) {

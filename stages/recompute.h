@@ -24,7 +24,11 @@ struct RecomputePolicy {
   std::vector<std::string> types;
 
   static RecomputePolicy none() { return {}; }
-  static RecomputePolicy full() { return {.mode = Mode::Full}; }
+  static RecomputePolicy full() {
+    RecomputePolicy policy;
+    policy.mode = Mode::Full;
+    return policy;
+  }
   /// Throws std::invalid_argument unless k >= 1.
   static RecomputePolicy every_kth(int k);
   /// Throws std::invalid_argument on an empty list or an empty name.

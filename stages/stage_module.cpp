@@ -224,6 +224,10 @@ void StageModule::run_segment(const std::shared_ptr<const Segment>& segment,
     for (int v : segment->outputs) out.push_back(local[v]);
     return out;
   };
+  if (segment->outputs.empty()) {  // nothing reads its results: run them as they are
+    fn(inputs);
+    return;
+  }
   std::vector<Tensor> out;
   try {
     out = autograd::checkpoint(std::move(fn), inputs);

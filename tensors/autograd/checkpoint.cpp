@@ -124,7 +124,11 @@ class ReplayScope {
     replay_.draws = &draws;
     replaying = &replay_;
   }
-  ~ReplayScope() { replaying = previous_; }
+  ~ReplayScope() {
+    replaying = previous_;
+    // Forget the private engines this replay substituted: they die with it.
+    tensorplay::detail::set_draw_hook(tensorplay::detail::set_draw_hook(nullptr));
+  }
   ReplayScope(const ReplayScope&) = delete;
   ReplayScope& operator=(const ReplayScope&) = delete;
   /// Throws unless the recomputation drew as often as the forward.

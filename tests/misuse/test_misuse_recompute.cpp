@@ -95,3 +95,22 @@ TEST_CASE("misuse: recompute policies with wrong values", "[misuse][recompute]")
   expect_error<std::invalid_argument>([] { tp::nn::checkpoint_wrapper(nullptr); },
                                       {"checkpoint_wrapper", "null"});
 }
+
+TEST_CASE("misuse: a checkpointed function that draws more random numbers when recomputed",
+          "[misuse][recompute]") {
+  expect_error<tp::RecomputationError>(
+      [] {
+        tp::Tensor w = tp::ones({3}).requires_grad_();
+        tp::Generator g(1);
+        int calls = 0;
+        tp::Tensor y = tp::checkpoint(
+            [&](const tp::Tensor& in) {
+              tp::Tensor noise = tp::randn({3}, {}, &g);
+              if (++calls > 1) noise = tp::randn({3}, {}, &g);  // a second draw only now
+              return in * w + noise;
+            },
+            tp::ones({3}));
+        tp::sum(y).backward();
+      },
+      {"drew random numbers", "more often", "the same ops"});
+}
