@@ -1,6 +1,7 @@
 // Tests for pipeline_stage.h: per-microbatch forward/backward against the unsplit module.
 #include <catch2/catch.hpp>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <thread>
 
@@ -289,4 +290,25 @@ TEST_CASE("a recomputing stage holds fewer bytes per microbatch", "[stage][recom
   INFO("plain " << plain << " bytes, full recomputation " << full << " bytes");
   // The last stage keeps its two blocks' inputs, ln_f's and the head's activations.
   CHECK(full * 3 < plain);
+}
+
+TEST_CASE("a model with checkpoint-wrapped blocks traces to the same stages",
+          "[stage][recompute]") {
+  auto make = [] {
+    tp::manual_seed(9);
+    return tp::nn::GPT(tp::nn::GPTConfig{
+        .vocab_size = 10, .context_length = 4, .n_layer = 2, .n_head = 2, .width = 8});
+  };
+  tp::nn::GPT plain = make(), wrapped = make();
+  for (const auto& block : *wrapped->blocks) tp::nn::checkpoint_wrapper(block);
+  pp::PipelineOptions split{.split_spec = {{"blocks.1", pp::SplitPoint::Beginning}}};
+  auto a = pp::pipeline(plain, {tp::zeros({2, 4})}, split);
+  auto b = pp::pipeline(wrapped, {tp::zeros({2, 4})}, split);
+  REQUIRE(b.num_stages() == 2);
+  for (int s = 0; s < 2; ++s) {
+    std::ostringstream ops_a, ops_b;
+    a.stage_module(s).print_ops(ops_a);
+    b.stage_module(s).print_ops(ops_b);
+    CHECK(ops_b.str() == ops_a.str());
+  }
 }
