@@ -3,6 +3,7 @@
 
 #include <stdexcept>
 
+#include "stages/stage_module.h"
 #include "tensors/autograd/grad_mode.h"
 #include "tensors/cpu_threads.h"
 
@@ -101,6 +102,7 @@ void PipelineStage::apply_num_threads() const {
 
 std::vector<Tensor> PipelineStage::forward(int mb, const std::vector<Tensor>& inputs,
                                            const nn::TensorDict& kwargs) {
+  Running running(*owner_);
   validate_inputs(mb, inputs);
   apply_num_threads();
   if (stash_.count(mb))
@@ -126,6 +128,7 @@ std::vector<Tensor> PipelineStage::forward(int mb, const std::vector<Tensor>& in
     return to_send;  // evaluation: nothing to keep
   }
   stash_.emplace(mb, std::move(s));
+  note_stash_size();
   return to_send;
 }
 
@@ -195,12 +198,14 @@ std::vector<Tensor> PipelineStage::input_grads(const Stash& s) const {
 
 std::vector<Tensor> PipelineStage::backward(int mb, const std::vector<Tensor>& output_grads,
                                             float loss_scale) {
+  Running running(*owner_);
   Stash& s = stash_of(mb, "backward");
   apply_num_threads();
   auto [roots, grads] = backward_roots(mb, s, output_grads, loss_scale);
   if (!roots.empty()) autograd::backward(roots, grads);
   std::vector<Tensor> result = input_grads(s);
   stash_.erase(mb);
+  note_stash_size();
   // As PyTorch: a fused backward has computed the weight gradients, so its runner runs now.
   if (DwRunner runner = build_dw_runner()) runner();
   return result;
@@ -208,6 +213,7 @@ std::vector<Tensor> PipelineStage::backward(int mb, const std::vector<Tensor>& o
 
 std::vector<Tensor> PipelineStage::backward_input(int mb, const std::vector<Tensor>& output_grads,
                                                   float loss_scale) {
+  Running running(*owner_);
   Stash& s = stash_of(mb, "backward_input");
   apply_num_threads();
   auto [roots, grads] = backward_roots(mb, s, output_grads, loss_scale);
@@ -224,6 +230,7 @@ std::vector<Tensor> PipelineStage::backward_input(int mb, const std::vector<Tens
 }
 
 void PipelineStage::backward_weight(int mb) {
+  Running running(*owner_);
   Stash& s = stash_of(mb, "backward_weight");
   apply_num_threads();
   if (!s.input_grads_done)
@@ -232,6 +239,7 @@ void PipelineStage::backward_weight(int mb) {
   autograd::backward_weight(std::move(s.weight_work));
   DwRunner runner = std::move(s.dw_runner);
   stash_.erase(mb);
+  note_stash_size();
   if (runner) runner();
 }
 
@@ -246,7 +254,35 @@ DwRunner PipelineStage::build_dw_runner() const {
   };
 }
 
-void PipelineStage::clear() { stash_.clear(); }
+void PipelineStage::clear() {
+  stash_.clear();
+  note_stash_size();
+}
+
+void PipelineStage::set_recompute(RecomputePolicy policy) {
+  const int running = owner_->running.load();
+  const size_t stashed = owner_->stashed.load();
+  if (running > 0 || stashed > 0)
+    throw std::logic_error(
+        stage_name(stage_index_) + ": set_recompute while the stage is running (" +
+        (running > 0 ? std::string("an action is running")
+                     : std::to_string(stashed) + " microbatch(es) between forward and backward") +
+        "); set it before the schedule's step or after it returns (clear() drops a failed "
+        "step's microbatches)");
+  if (policy.mode == RecomputePolicy::Mode::EveryKth && policy.every < 1)
+    policy = RecomputePolicy::every_kth(policy.every);  // throws, naming K
+  std::vector<std::string> paths = recomputed_module_paths(*module_, policy);
+  if (auto* stage_module = dynamic_cast<StageModule*>(module_.get())) {
+    // Mirrored modules that run no op here (a tied weight's owner) have nothing to recompute.
+    std::erase_if(paths, [&](const std::string& p) { return !stage_module->runs_ops_of(p); });
+    stage_module->set_recomputed_modules(paths);
+  } else {
+    for (const auto& [path, m] : module_->named_modules()) m->set_checkpointed(false);
+    for (const std::string& path : paths) module_->find_module(path)->set_checkpointed(true);
+  }
+  recompute_ = std::move(policy);
+  recomputed_modules_ = std::move(paths);
+}
 
 void PipelineStage::claim(const void* owner, const std::string& owner_name) {
   std::lock_guard lock(owner_->mutex);

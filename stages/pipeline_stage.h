@@ -2,6 +2,7 @@
 // backward, input-only backward, weight-only backward), each with its stash keyed by microbatch.
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <map>
 #include <memory>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "stages/device_mesh.h"
+#include "stages/recompute.h"
 #include "tensors/autograd/engine.h"
 #include "tensors/nn/module.h"
 #include "tensors/tensor.h"
@@ -123,6 +125,20 @@ class PipelineStage {
   /// Sets the stage's product thread count (>= 1; 0 restores the thread's own count).
   void set_num_threads(int n);
 
+  // -- recomputation ------------------------------------------------------------------------------
+
+  /// Recomputes the modules `policy` chooses (see stages/recompute.h): they keep only their
+  /// inputs from a microbatch's forward to its backward, which runs their forward again (in B, or
+  /// in I, whose W uses what I kept). Losses and gradients stay the same bit for bit. A stage built
+  /// from a traced model (build_stage) runs each chosen module's ops under one checkpoint; a stage
+  /// of a user module checkpoints the chosen submodules' calls (nn::checkpoint_wrapper). Replaces
+  /// the previous policy. Set it between steps: throws std::logic_error while the stage runs an
+  /// action or holds a microbatch between its forward and its backward.
+  void set_recompute(RecomputePolicy policy);
+  const RecomputePolicy& recompute() const { return recompute_; }
+  /// The modules recomputed under the policy (dotted paths), in the model's order.
+  const std::vector<std::string>& recomputed_modules() const { return recomputed_modules_; }
+
   // -- per-microbatch work -----------------------------------------------------------------------
 
   /// Runs forward for microbatch `mb`; returns the outputs to send on (no autograd history).
@@ -182,11 +198,23 @@ class PipelineStage {
   distributed::DeviceMesh mesh_;
   uint64_t pipe_id_ = 0;
   std::shared_ptr<const PipeDigest> pipe_digest_;
+  RecomputePolicy recompute_;
+  std::vector<std::string> recomputed_modules_;
   struct Owner {
     std::mutex mutex;
     const void* holder = nullptr;
     std::string name;
+    /// Actions running now and microbatches stashed, readable from any thread (set_recompute).
+    std::atomic<int> running{0};
+    std::atomic<size_t> stashed{0};
   };
+  /// Counts an action as running for its lifetime.
+  struct Running {
+    explicit Running(Owner& o) : owner(o) { ++owner.running; }
+    ~Running() { --owner.running; }
+    Owner& owner;
+  };
+  void note_stash_size() { owner_->stashed = stash_.size(); }
   std::shared_ptr<Owner> owner_ = std::make_shared<Owner>();
 };
 

@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <unordered_map>
 
+#include "tensors/autograd/checkpoint.h"
 #include "tensors/ops/shape_ops.h"
 
 namespace tensorplay::pipelining {
@@ -31,6 +32,22 @@ class MirrorModule : public nn::Module {
 };
 
 std::string stage_name(int index) { return "stage " + std::to_string(index); }
+
+// Runs node `n` of `g` on the values in `env`; an error names the stage, the op and its module.
+Tensor run_node(const Graph& g, int n, const std::vector<Tensor>& env, int stage_index) {
+  const Node& node = g.nodes[n];
+  std::vector<Tensor> ins;
+  ins.reserve(node.inputs.size());
+  for (int v : node.inputs) ins.push_back(v < 0 ? Tensor() : env[v]);
+  try {
+    return node.replay(ins);
+  } catch (const std::exception& e) {
+    std::string where = stage_name(stage_index) + ", op %" + std::to_string(n) + " '" + node.op +
+                        "'" + (node.module_path.empty() ? "" : " in '" + node.module_path + "'") +
+                        ": ";
+    throw std::invalid_argument(where + e.what());
+  }
+}
 
 }  // namespace
 
@@ -161,28 +178,19 @@ std::vector<Tensor> StageModule::forward_outputs(const std::vector<Tensor>& args
   Device device = !inputs.empty() && inputs[0].defined() ? inputs[0].device()
                   : !state_names_.empty()                ? env[state_names_[0].first].device()
                                                          : tensorplay::cpu();
-  for (int n = plan_.node_begin; n < plan_.node_end; ++n) {
-    const Node& node = g.nodes[n];
-    std::vector<Tensor> ins;
-    ins.reserve(node.inputs.size());
-    for (int v : node.inputs) {
-      if (v < 0) {
-        ins.emplace_back();
-      } else if (g.values[v].kind == ValueKind::Constant) {
-        ins.push_back(constant_on(v, device));
-      } else {
-        ins.push_back(env[v]);
-      }
+  for (const auto& [v, c] : constants_) env[v] = constant_on(v, device);
+  size_t next_segment = 0;
+  for (int n = plan_.node_begin; n < plan_.node_end;) {
+    if (next_segment < segments_.size() && segments_[next_segment]->begin == n) {
+      const auto& segment = segments_[next_segment++];
+      run_segment(segment, env);
+      for (; n < segment->end; ++n)
+        for (int v : release_after_[n - plan_.node_begin]) env[v] = Tensor();
+      continue;
     }
-    try {
-      env[node.output] = node.replay(ins);
-    } catch (const std::exception& e) {
-      std::string where = stage_name(plan_.stage_index) + ", op %" + std::to_string(n) + " '" +
-                          node.op + "'" +
-                          (node.module_path.empty() ? "" : " in '" + node.module_path + "'") + ": ";
-      throw std::invalid_argument(where + e.what());
-    }
+    env[g.nodes[n].output] = run_node(g, n, env, plan_.stage_index);
     for (int v : release_after_[n - plan_.node_begin]) env[v] = Tensor();
+    ++n;
   }
   std::vector<Tensor> outputs;
   for (int v : plan_.outputs) {
@@ -194,6 +202,110 @@ std::vector<Tensor> StageModule::forward_outputs(const std::vector<Tensor>& args
     outputs.push_back(t);
   }
   return outputs;
+}
+
+void StageModule::run_segment(const std::shared_ptr<const Segment>& segment,
+                              std::vector<Tensor>& env) const {
+  std::vector<Tensor> inputs;
+  for (int v : segment->inputs) inputs.push_back(env[v]);
+  std::vector<std::pair<int, Tensor>> fixed;
+  for (int v : segment->fixed) fixed.emplace_back(v, env[v]);
+  // The closure holds what a recomputation in the backward needs, not the stage.
+  auto fn = [graph = graph_, segment, fixed = std::move(fixed),
+             stage = plan_.stage_index](const std::vector<Tensor>& in) {
+    std::vector<Tensor> local(graph->values.size());
+    for (const auto& [v, t] : fixed) local[v] = t;
+    for (size_t i = 0; i < in.size(); ++i) local[segment->inputs[i]] = in[i];
+    for (int n = segment->begin; n < segment->end; ++n) {
+      local[graph->nodes[n].output] = run_node(*graph, n, local, stage);
+      for (int v : segment->releases[n - segment->begin]) local[v] = Tensor();
+    }
+    std::vector<Tensor> out;
+    for (int v : segment->outputs) out.push_back(local[v]);
+    return out;
+  };
+  if (segment->outputs.empty()) {  // nothing reads its results: run them as they are
+    fn(inputs);
+    return;
+  }
+  std::vector<Tensor> out;
+  try {
+    out = autograd::checkpoint(std::move(fn), inputs);
+  } catch (const std::invalid_argument& e) {
+    if (std::string(e.what()).rfind("checkpoint:", 0) != 0) throw;  // an op's error, named
+    throw std::invalid_argument(stage_name(plan_.stage_index) + ", recomputed ops %" +
+                                std::to_string(segment->begin) + "..%" +
+                                std::to_string(segment->end - 1) + ": " + e.what());
+  }
+  for (size_t i = 0; i < out.size(); ++i) env[segment->outputs[i]] = out[i];
+}
+
+bool StageModule::runs_ops_of(const std::string& path) const {
+  auto it = graph_->module_ranges.find(path);
+  return it != graph_->module_ranges.end() &&
+         std::max(it->second.first, plan_.node_begin) < std::min(it->second.second, plan_.node_end);
+}
+
+void StageModule::set_recomputed_modules(const std::vector<std::string>& paths) {
+  const Graph& g = *graph_;
+  std::vector<std::pair<int, int>> ranges;
+  for (const std::string& path : paths) {
+    if (!runs_ops_of(path)) {
+      auto it = g.module_ranges.find(path);
+      throw std::invalid_argument(
+          stage_name(plan_.stage_index) + " runs no op of module '" + path + "' (" +
+          (it == g.module_ranges.end()
+               ? std::string("the traced model ran no op in a module of that name")
+               : "its ops are %" + std::to_string(it->second.first) + "..%" +
+                     std::to_string(it->second.second - 1) + ", this stage's %" +
+                     std::to_string(plan_.node_begin) + "..%" +
+                     std::to_string(plan_.node_end - 1)) +
+          "): recompute modules of this stage only (PipelineStage::set_recompute picks them)");
+    }
+    const auto& [first, last] = g.module_ranges.at(path);
+    ranges.emplace_back(std::max(first, plan_.node_begin), std::min(last, plan_.node_end));
+  }
+  std::sort(ranges.begin(), ranges.end());
+  std::vector<std::pair<int, int>> merged;  // overlapping ranges run as one
+  for (const auto& r : ranges) {
+    if (!merged.empty() && r.first < merged.back().second)
+      merged.back().second = std::max(merged.back().second, r.second);
+    else
+      merged.push_back(r);
+  }
+  std::vector<bool> read_later(g.values.size());
+  std::vector<std::shared_ptr<const Segment>> segments;
+  for (auto it = merged.rbegin(); it != merged.rend(); ++it) {  // last first: reads after a range
+    auto s = std::make_shared<Segment>();
+    s->begin = it->first;
+    s->end = it->second;
+    std::fill(read_later.begin(), read_later.end(), false);
+    for (int n = s->end; n < plan_.node_end; ++n)
+      for (int v : g.nodes[n].inputs)
+        if (v >= 0) read_later[v] = true;
+    for (int v : plan_.outputs) read_later[v] = true;
+    for (int n = s->begin; n < s->end; ++n) {
+      for (int v : g.nodes[n].inputs) {
+        if (v < 0) continue;
+        const Value& value = g.values[v];
+        std::vector<int>* list = nullptr;
+        if (value.kind == ValueKind::Input ||
+            (value.kind == ValueKind::Result && value.index < s->begin))
+          list = &s->inputs;  // made before the range (here or in an earlier stage)
+        else if (value.kind != ValueKind::Result)
+          list = &s->fixed;
+        if (list && std::find(list->begin(), list->end(), v) == list->end()) list->push_back(v);
+      }
+      const int made = g.nodes[n].output;
+      if (read_later[made] &&
+          std::find(s->outputs.begin(), s->outputs.end(), made) == s->outputs.end())
+        s->outputs.push_back(made);
+      s->releases.push_back(release_after_[n - plan_.node_begin]);
+    }
+    segments.insert(segments.begin(), std::move(s));
+  }
+  segments_ = std::move(segments);
+  recomputed_ = paths;
 }
 
 Tensor StageModule::forward_args(const std::vector<Tensor>& args, const nn::TensorDict& kwargs) {

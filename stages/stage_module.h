@@ -70,6 +70,18 @@ class StageModule : public nn::Module {
   std::vector<Tensor> flatten_inputs(const std::vector<Tensor>& args,
                                      const nn::TensorDict& kwargs) const;
 
+  // -- recomputation -----------------------------------------------------------------------------
+
+  /// Runs the ops of each of these modules (dotted paths in the model) under autograd::checkpoint
+  /// in forward_outputs: one checkpoint per contiguous run of their ops in this stage (modules
+  /// whose ops overlap or touch share one), whose inputs are the values its ops read from before
+  /// it and whose outputs are the values read after it or sent on. Replaces the previous choice;
+  /// empty: none. Throws std::invalid_argument naming a module that runs no op in this stage.
+  void set_recomputed_modules(const std::vector<std::string>& paths);
+  const std::vector<std::string>& recomputed_modules() const { return recomputed_; }
+  /// Whether module `path` runs at least one op in this stage.
+  bool runs_ops_of(const std::string& path) const;
+
   std::string type_name() const override { return "StageModule"; }
   std::string extra_repr() const override;
   /// The stage's ops, one per line, as the Graph prints them.
@@ -86,6 +98,18 @@ class StageModule : public nn::Module {
   std::map<int, Tensor> constants_;
   /// Per node of the stage: values no later node of the stage reads.
   std::vector<std::vector<int>> release_after_;
+  /// Recomputed node ranges of the stage, ascending, with what crosses their borders.
+  struct Segment {
+    int begin = 0, end = 0;
+    std::vector<int> inputs;   // values read in the range and made before it
+    std::vector<int> fixed;    // parameters, buffers and constants read in the range
+    std::vector<int> outputs;  // values made in the range and read after it or sent on
+    std::vector<std::vector<int>> releases;  // per node of the range: as release_after_
+  };
+  std::vector<std::shared_ptr<const Segment>> segments_;
+  std::vector<std::string> recomputed_;
+  /// Runs a segment's nodes under a checkpoint, reading and writing `env`.
+  void run_segment(const std::shared_ptr<const Segment>& segment, std::vector<Tensor>& env) const;
 };
 
 }  // namespace tensorplay::pipelining

@@ -2,11 +2,44 @@
 #include "tensors/random.h"
 
 #include <cmath>
+#include <utility>
+#include <vector>
 
 namespace tensorplay {
 
+namespace {
+thread_local detail::DrawHook draw_hook = nullptr;
+// Engines the hook substituted on this thread, per generator.
+thread_local std::vector<std::pair<const Generator*, std::mt19937_64*>> substitutes;
+
+std::mt19937_64* substitute_of(const Generator* g) {
+  for (const auto& [owner, engine] : substitutes)
+    if (owner == g) return engine;
+  return nullptr;
+}
+}  // namespace
+
+detail::DrawHook detail::set_draw_hook(DrawHook hook) {
+  DrawHook previous = draw_hook;
+  draw_hook = hook;
+  if (!hook) substitutes.clear();
+  return previous;
+}
+
+std::unique_lock<std::mutex> Generator::lock() {
+  std::unique_lock<std::mutex> guard(mutex_);
+  if (draw_hook) {
+    std::mt19937_64* engine = draw_hook(*this);
+    std::erase_if(substitutes, [this](const auto& s) { return s.first == this; });
+    if (engine) substitutes.emplace_back(this, engine);
+  }
+  return guard;
+}
+
 double Generator::uniform() {
-  return static_cast<double>(engine_() >> 11) * (1.0 / 9007199254740992.0);
+  std::mt19937_64* substitute = substitutes.empty() ? nullptr : substitute_of(this);
+  std::mt19937_64& engine = substitute ? *substitute : engine_;
+  return static_cast<double>(engine() >> 11) * (1.0 / 9007199254740992.0);
 }
 
 double Generator::normal() {

@@ -25,13 +25,27 @@ class Generator {
   /// Standard normal.
   double normal();
   std::mt19937_64& engine() { return engine_; }
-  /// Exclusive use of the stream while the returned lock lives.
-  std::unique_lock<std::mutex> lock() { return std::unique_lock<std::mutex>(mutex_); }
+  /// Exclusive use of the stream while the returned lock lives. Code that draws takes it, which
+  /// lets a checkpoint note the state each draw started from and replay it in the backward's
+  /// recomputation (see detail::set_draw_hook).
+  std::unique_lock<std::mutex> lock();
 
  private:
   std::mt19937_64 engine_;
   std::mutex mutex_;
 };
+
+namespace detail {
+/// Called, on the thread that locks it, with every generator locked to draw from while installed.
+/// It returns the engine this thread's draws from that generator use from then on instead of the
+/// generator's own (until the next lock of it), or null for the generator's own. A checkpoint's
+/// forward notes the states its draws start from; its recomputation replays them on private
+/// copies, so the shared generator, and other threads drawing from it, are untouched.
+using DrawHook = std::mt19937_64* (*)(Generator& generator);
+/// Installs `hook` on this thread; null removes it and forgets the engines substituted. Returns the
+/// previous hook.
+DrawHook set_draw_hook(DrawHook hook);
+}  // namespace detail
 
 /// The process-wide default generator.
 Generator& default_generator();

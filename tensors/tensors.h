@@ -2,6 +2,7 @@
 // Include this from user code; library code includes the headers it needs.
 #pragma once
 
+#include "tensors/autograd/checkpoint.h"
 #include "tensors/autograd/engine.h"
 #include "tensors/autograd/grad_mode.h"
 #include "tensors/cpu_threads.h"
@@ -10,6 +11,7 @@
 #include "tensors/host_memory.h"
 #include "tensors/nn/activation.h"
 #include "tensors/nn/attention.h"
+#include "tensors/nn/checkpoint_wrapper.h"
 #include "tensors/nn/dropout.h"
 #include "tensors/nn/embedding.h"
 #include "tensors/nn/functional.h"

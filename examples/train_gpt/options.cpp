@@ -5,6 +5,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <stdexcept>
+
+#include "stages/recompute.h"
 
 namespace train_gpt {
 
@@ -53,6 +56,18 @@ Options parse_options(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   app.add_flag("--unsplit", o.unsplit,
                "train the whole model in this thread without a pipeline (the baseline)");
+  app.add_option("--recompute", o.recompute,
+                 "activation recomputation in every stage: none, full (every block), every:K "
+                 "(every K-th block) or type:Name[,Name...] (modules of those types); the blocks "
+                 "keep only their inputs and run their forward again in the backward")
+      ->check([](const std::string& text) -> std::string {
+        try {
+          tensorplay::pipelining::RecomputePolicy::parse(text);
+          return "";
+        } catch (const std::invalid_argument& e) {
+          return e.what();
+        }
+      });
   app.add_option("--steps", o.steps, "optimizer steps in all (a resumed run goes on to it)")
       ->check(CLI::PositiveNumber);
   app.add_option("--lr", o.lr, "peak learning rate (AdamW)")->check(CLI::PositiveNumber);

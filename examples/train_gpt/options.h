@@ -29,7 +29,8 @@ struct Options {
   int dp = 1;            ///< data-parallel replicas of the pipeline (tp-launch: stages/spr x dp)
   std::string device = "cpu";
   int blas_threads = 1;
-  bool unsplit = false;  ///< train the whole model in this thread, without a pipeline
+  bool unsplit = false;            ///< train the whole model in this thread, without a pipeline
+  std::string recompute = "none";  ///< none, full, every:K or type:Name,... (stages/recompute.h)
 
   // -- optimisation -------------------------------------------------------------------------------
   int steps = 400;

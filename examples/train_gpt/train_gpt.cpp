@@ -32,6 +32,7 @@
 #include "schedules/timeline_export.h"
 #include "stages/checkpoint.h"
 #include "stages/pipeline.h"
+#include "stages/recompute.h"
 #include "step_watch.h"
 #include "tensors/tensors.h"
 #include "text_corpus.h"
@@ -188,9 +189,12 @@ struct Job {
     loss_fn = [v = vocab](const tp::Tensor& logits, const tp::Tensor& targets) {
       return tp::cross_entropy(logits.reshape({-1, v}), targets.reshape({-1}));
     };
+    const auto recompute = pp::RecomputePolicy::parse(o.recompute);
     if (o.unsplit) {
       if (world > 1)
         throw std::invalid_argument("--unsplit runs in one process, without tp-launch");
+      for (const auto& path : pp::recomputed_module_paths(*model, recompute))
+        model->find_module(path)->set_checkpointed(true);
       model->to(device);
       opt = std::make_unique<tp::optim::AdamW>(
           model->parameters(), tp::optim::AdamWOptions{.lr = o.lr, .weight_decay = o.weight_decay});
@@ -230,6 +234,7 @@ struct Job {
           pipe, pp::stages_of_rank(kind, mesh.get_local_rank("pp"), o.stages, stages_per_rank),
           device, mesh);
     }
+    for (const auto& stage : stages) stage->set_recompute(recompute);
     activation_bytes = activation_bytes_per_microbatch(stages);
     schedule = std::make_unique<pp::PipelineSchedule>(stages, o.microbatches, loss_fn, kind,
                                                       pp::ScheduleOptions{});
@@ -414,6 +419,10 @@ void print_header(const Options& o, const Job& job, const TextCorpus& corpus) {
       o.stages, std::string(sc::schedule_name(job.kind)).c_str(), job.ranks,
       job.distributed() ? "one process each" : "one process, embedded runtime", o.microbatches,
       static_cast<long long>(o.batch / o.dp / o.microbatches), o.blas_threads, o.device.c_str());
+  if (o.recompute != "none")
+    std::printf(
+        "recomputation: %s (the chosen modules keep only their inputs until the backward)\n",
+        o.recompute.c_str());
   if (o.dp > 1)
     std::printf(
         "data parallel: %d replicas of the pipeline (%s), %lld sequences each, gradients "
@@ -484,6 +493,7 @@ void print_json(const Options& o, const Job& job, const RunResult& run, double e
       {"batch", o.batch},
       {"microbatches", o.microbatches},
       {"dp", o.dp},
+      {"recompute", o.recompute},
       {"steps", run.last_step - run.first_step + 1},
       {"tokens_per_second", static_cast<double>(o.batch * o.context) / run.seconds_per_step()},
       {"seconds_per_step", run.seconds_per_step()},

@@ -177,7 +177,7 @@ void execute(std::vector<std::pair<Edge, Tensor>> seeds, const EdgeFilter& follo
       s.grad = add_grads(s.grad, g);
       if (--s.dependencies == 0) ready.push(e.node.get());
     }
-    if (release(n)) n->release();
+    if (release(n)) n->release_all();
   }
 }
 
@@ -306,7 +306,7 @@ void backward_weight(WeightGradStash&& stash) {
       }
       seeds.emplace_back(edge, std::move(grads[i]));
     }
-    entry.node->release();
+    entry.node->release_all();
   }
   stash.entries().clear();
   execute(

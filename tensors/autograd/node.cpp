@@ -8,11 +8,24 @@
 namespace tensorplay::autograd {
 namespace {
 std::atomic<uint64_t> next_sequence_nr{0};
+thread_local detail::AttachHook attach_hook = nullptr;
+}  // namespace
+
+detail::AttachHook detail::set_attach_hook(AttachHook hook) {
+  AttachHook previous = attach_hook;
+  attach_hook = hook;
+  return previous;
 }
 
 Node::Node() : sequence_nr(next_sequence_nr.fetch_add(1, std::memory_order_relaxed)) {}
 
 std::vector<Tensor> Node::run(const Tensor& grad_output, const std::vector<bool>& needed) {
+  if (pending_recompute) {
+    // Keeps the recomputation alive while it runs: it clears pending_recompute of its nodes.
+    std::shared_ptr<detail::PendingRecompute> pending = pending_recompute;
+    pending->run();
+  }
+  if (recomputed) return recomputed->run(grad_output, needed);
   if (narrowed_.empty()) return apply(grad_output, needed);
   std::vector<Tensor> narrow;
   narrow.reserve(narrowed_.size());
@@ -30,6 +43,12 @@ std::vector<Tensor> Node::run(const Tensor& grad_output, const std::vector<bool>
     restore();
     throw;
   }
+}
+
+void Node::release_all() {
+  release();
+  recomputed.reset();
+  pending_recompute.reset();
 }
 
 void Node::narrow_saved(const std::vector<std::pair<Tensor, Tensor>>& wide_to_narrow) {
@@ -68,6 +87,7 @@ Tensor attach(Tensor output, std::shared_ptr<Node> node, const std::vector<Tenso
   }
   output.impl().requires_grad = true;
   output.impl().grad_fn = std::move(node);
+  if (attach_hook) attach_hook(output.impl().grad_fn, output);
   return output;
 }
 

@@ -5,6 +5,7 @@
 #include <stdexcept>
 #include <unordered_set>
 
+#include "tensors/autograd/checkpoint.h"
 #include "tensors/autograd/grad_mode.h"
 #include "tensors/trace_hook.h"
 
@@ -32,12 +33,31 @@ std::vector<Tensor> Module::forward_outputs(const std::vector<Tensor>& args,
 
 Tensor Module::operator()(const Tensor& x) {
   trace::ModulePathScope scope(name_in_parent_, this);
-  return forward(x);
+  if (!checkpointed_ || !autograd::grad_enabled()) return forward(x);
+  return autograd::checkpoint(
+      [this](const std::vector<Tensor>& in) { return std::vector<Tensor>{forward(in[0])}; },
+      {x})[0];
 }
 
 Tensor Module::operator()(const std::vector<Tensor>& args, const TensorDict& kwargs) {
   trace::ModulePathScope scope(name_in_parent_, this);
-  return forward_args(args, kwargs);
+  if (!checkpointed_ || !autograd::grad_enabled()) return forward_args(args, kwargs);
+  // The keyword inputs follow the positional ones, in name order.
+  std::vector<Tensor> inputs = args;
+  std::vector<std::string> names;
+  for (const auto& [name, t] : kwargs) {
+    inputs.push_back(t);
+    names.push_back(name);
+  }
+  const size_t positional = args.size();
+  return autograd::checkpoint(
+      [this, positional, names](const std::vector<Tensor>& in) {
+        std::vector<Tensor> a(in.begin(), in.begin() + static_cast<std::ptrdiff_t>(positional));
+        TensorDict kw;
+        for (size_t i = 0; i < names.size(); ++i) kw.emplace(names[i], in[positional + i]);
+        return std::vector<Tensor>{forward_args(a, kw)};
+      },
+      inputs)[0];
 }
 
 namespace {

@@ -42,7 +42,8 @@ class Module : public std::enable_shared_from_this<Module> {
   /// default wraps forward_args' single output.
   virtual std::vector<Tensor> forward_outputs(const std::vector<Tensor>& args,
                                               const TensorDict& kwargs);
-  /// Runs forward inside this module's name scope (module paths for tracing).
+  /// Runs forward inside this module's name scope (module paths for tracing); under
+  /// autograd::checkpoint when the module is checkpointed and grad mode is on.
   Tensor operator()(const Tensor& x);
   Tensor operator()(const std::vector<Tensor>& args, const TensorDict& kwargs = {});
 
@@ -96,6 +97,11 @@ class Module : public std::enable_shared_from_this<Module> {
   virtual void train(bool on = true);
   void eval() { train(false); }
   bool is_training() const { return training_; }
+  /// Whether calls through operator() run forward under autograd::checkpoint, keeping only the
+  /// inputs for the backward, which recomputes the forward (nn::checkpoint_wrapper sets it). The
+  /// module must then live until the backward has run.
+  bool is_checkpointed() const { return checkpointed_; }
+  void set_checkpointed(bool on = true) { checkpointed_ = on; }
   /// Clears the gradients of every parameter.
   void zero_grad();
   /// Moves parameters and buffers to `device` in place (the tensors keep their identity).
@@ -146,6 +152,7 @@ class Module : public std::enable_shared_from_this<Module> {
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
   std::string name_in_parent_;
   bool training_ = true;
+  bool checkpointed_ = false;
 };
 
 std::ostream& operator<<(std::ostream& os, const Module& module);

@@ -4,6 +4,9 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <map>
+#include <memory>
+#include <string>
+#include <vector>
 
 #include "actors/schedule.h"
 #include "stages/build_stage.h"
@@ -165,4 +168,130 @@ TEST_CASE("a pipe_split model with a skip connection trains like the unsplit mod
         }
     }
   }
+}
+
+namespace {
+
+// A block with dropout that may add a skip input: dropout(gelu(fc(x))) (+ skip).
+struct SkipBlockImpl : tp::nn::Module {
+  SkipBlockImpl() {
+    fc = register_module("fc", tp::nn::Linear(8, 8));
+    drop = register_module("drop", tp::nn::Dropout(0.25f));
+  }
+  tp::Tensor forward_args(const std::vector<tp::Tensor>& args, const tp::nn::TensorDict&) override {
+    tp::Tensor y = drop(tp::gelu(fc(args[0])));
+    return args.size() > 1 ? y + args[1] : y;
+  }
+  std::string type_name() const override { return "SkipBlock"; }
+  tp::nn::Linear fc{nullptr};
+  tp::nn::Dropout drop{nullptr};
+};
+TENSORPLAY_MODULE(SkipBlock);
+
+// Four SkipBlocks; block 0's output skips over stages 1 and 2 into block 3, which reads it inside
+// its recomputed ops.
+struct SkipStackImpl : tp::nn::Module {
+  SkipStackImpl() {
+    blocks = register_module("blocks", tp::nn::ModuleList());
+    for (int i = 0; i < 4; ++i) blocks->push_back(SkipBlock());
+  }
+  tp::Tensor forward(const tp::Tensor& x) override {
+    auto call = [this](size_t i, std::vector<tp::Tensor> args) { return (*(*blocks)[i])(args); };
+    tp::Tensor h = call(0, {x});
+    tp::Tensor k = call(2, {call(1, {h})});
+    return call(3, {k, h});
+  }
+  tp::nn::ModuleList blocks{nullptr};
+};
+TENSORPLAY_MODULE(SkipStack);
+
+// One job trained for two steps under `kind`, with `policy` on every stage: its losses, then every
+// gradient of both steps. Each Dropout draws from its own generator, so the masks do not depend
+// on which thread runs first.
+struct RecomputeJob {
+  std::shared_ptr<tp::nn::Module> model;
+  std::vector<std::unique_ptr<tp::Generator>> generators;
+
+  std::vector<std::vector<float>> train(sc::ScheduleKind kind, tp::DType dtype,
+                                        const std::string& policy, bool gpt) {
+    tp::manual_seed(17);
+    if (gpt) {
+      auto config = tiny_gpt();
+      config.dropout = 0.2f;
+      model = tp::nn::GPT(config).ptr();
+    } else {
+      model = SkipStack().ptr();
+    }
+    model->to(dtype);
+    for (auto& [path, m] : model->named_modules())
+      if (auto* d = dynamic_cast<tp::nn::DropoutImpl*>(m.get())) {
+        generators.push_back(std::make_unique<tp::Generator>(500 + generators.size()));
+        d->set_generator(generators.back().get());
+      }
+    const int n = 4;
+    const int64_t batch = 8;
+    tp::Tensor example =
+        gpt ? tp::zeros({batch / n, kContext}) : tp::zeros({batch / n, 8}).to(dtype);
+    auto pipe = pp::pipeline(model, {example}, at_blocks());
+    auto stages = pp::build_stages(pipe, {tp::cpu()});
+    for (auto& s : stages) s->set_recompute(pp::RecomputePolicy::parse(policy));
+    pp::LossFn loss_fn = gpt ? pp::LossFn(lm_loss) : pp::LossFn(tp::nn::mse_loss);
+    pp::PipelineSchedule schedule(stages, n, loss_fn, kind);
+    tp::optim::SGD opt(pp::parameters(stages), {.lr = 0.1f});
+    tp::Generator data(5);
+    std::vector<std::vector<float>> out;
+    for (int step = 0; step < 2; ++step) {
+      tp::Tensor x = gpt ? tp::randint(0, kVocab, {batch, kContext}, {}, &data)
+                         : tp::randn({batch, 8}, {}, &data).to(dtype);
+      tp::Tensor y = gpt ? tp::randint(0, kVocab, {batch, kContext}, {}, &data)
+                         : tp::randn({batch, 8}, {}, &data).to(dtype);
+      std::vector<tp::Tensor> losses;
+      schedule.step({x}, {.target = y, .losses = &losses});
+      for (const auto& l : losses) out.push_back(l.to_vector());
+      for (const auto& s : stages)
+        for (const auto& [name, p] : s->module().named_parameters())
+          out.push_back(p.grad().to_vector());
+      opt.step();
+      opt.zero_grad();
+    }
+    return out;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("recomputation keeps every loss and gradient bit for bit under each schedule",
+          "[pipeline][recompute]") {
+  for (bool gpt : {true, false}) {
+    for (auto dtype : {tp::DType::Float32, tp::DType::BFloat16}) {
+      for (auto kind : sc::all_schedule_kinds()) {
+        const std::string policy = gpt ? "full" : "every:2";
+        DYNAMIC_SECTION((gpt ? "GPT with dropout, " : "skip across stages, ")
+                        << tp::to_string(dtype) << ", " << sc::schedule_name(kind) << ", "
+                        << policy) {
+          RecomputeJob plain, recomputed;
+          auto want = plain.train(kind, dtype, "none", gpt);
+          auto got = recomputed.train(kind, dtype, policy, gpt);
+          REQUIRE(got.size() == want.size());
+          for (size_t i = 0; i < got.size(); ++i) {
+            INFO("loss or gradient " << i);
+            CHECK(got[i] == want[i]);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("set_recompute on a stage in the middle of a step is refused", "[pipeline][recompute]") {
+  RecomputeJob job;
+  tp::manual_seed(1);
+  auto pipe = pp::pipeline(SkipStack(), {tp::zeros({2, 8})}, at_blocks());
+  auto stages = pp::build_stages(pipe, {tp::cpu()});
+  stages[1]->forward(0, {tp::zeros({2, 8})});
+  CHECK_THROWS_WITH(stages[1]->set_recompute(pp::RecomputePolicy::full()),
+                    Catch::Contains("stage 1") && Catch::Contains("between forward and backward"));
+  stages[1]->clear();
+  stages[1]->set_recompute(pp::RecomputePolicy::full());
+  CHECK(stages[1]->recomputed_modules() == std::vector<std::string>{"blocks.1"});
 }

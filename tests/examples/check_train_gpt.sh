@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # examples/train_gpt end to end on a small model: it learns (the loss falls), writes the timeline and trace of its trace step and its checkpoints, and a run stopped
 # and resumed ends with checkpoint files identical, byte for byte, to a run that never stopped
-# (parameters, optimizer state and generators), under the given schedule.
+# (parameters, optimizer state and generators), under the given schedule; so does a run that
+# recomputes every block (--recompute full).
 # Usage: check_train_gpt.sh TRAIN_GPT SCRATCH_DIR SCHEDULE STAGES
 set -euo pipefail
 train_gpt=$1 scratch=$2 schedule=$3 stages=$4
@@ -43,7 +44,19 @@ for file in "$scratch"/straight/step_00000008/stage_*.tpsd; do
     fail "$(basename "$file") at step 8 differs between the straight and the resumed run"
 done
 
+# Recomputation changes memory, not results: the run under --recompute full ends with the same
+# checkpoint files.
+"$train_gpt" "${small[@]}" --steps 8 --recompute full --checkpoint-dir "$scratch/recomputed" \
+  > "$scratch/recomputed.out" 2>&1 || { cat "$scratch/recomputed.out"; fail "the --recompute full run failed"; }
+grep -q "^recomputation: full" "$scratch/recomputed.out" || fail "no recomputation line"
+for file in "$scratch"/straight/step_00000008/stage_*.tpsd; do
+  cmp -s "$file" "$scratch/recomputed/step_00000008/$(basename "$file")" ||
+    fail "$(basename "$file") at step 8 differs between the plain and the recomputing run"
+done
+
 # Bad input is a clear error, not a crash.
+if "$train_gpt" --recompute every:0 > "$scratch/bad.out" 2>&1; then fail "--recompute every:0 ran"; fi
+grep -q "at least 1" "$scratch/bad.out" || { cat "$scratch/bad.out"; fail "no clear error"; }
 if "$train_gpt" --stages 6 --layers 4 > "$scratch/bad.out" 2>&1; then fail "--stages 6 --layers 4 ran"; fi
 grep -q "more than --layers" "$scratch/bad.out" || { cat "$scratch/bad.out"; fail "no clear error"; }
 if "$train_gpt" --resume --checkpoint-dir "$scratch/none" > "$scratch/bad.out" 2>&1; then

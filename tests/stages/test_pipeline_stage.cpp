@@ -1,7 +1,12 @@
 // Tests for pipeline_stage.h: per-microbatch forward/backward against the unsplit module.
 #include <catch2/catch.hpp>
+#include <memory>
+#include <sstream>
+#include <string>
 #include <thread>
 
+#include "stages/build_stage.h"
+#include "stages/pipeline.h"
 #include "stages/pipeline_stage.h"
 #include "tensors/cpu_threads.h"
 #include "tensors/tensors.h"
@@ -149,4 +154,161 @@ TEST_CASE("dw_builder builds at I and runs at W, after the weight gradients", "[
   stage.backward_input(3, {g});
   stage.clear();
   CHECK(events == std::vector<std::string>{"build 3"});
+}
+
+namespace {
+
+// A GPT with dropout, each Dropout drawing from its own generator, cut into 2 stages at blocks.2.
+struct DropoutGpt {
+  tp::nn::GPT model{nullptr};
+  std::vector<std::unique_ptr<tp::Generator>> generators;
+  std::vector<std::shared_ptr<pp::PipelineStage>> stages;
+
+  explicit DropoutGpt(tp::DType dtype) {
+    tp::manual_seed(21);
+    model = tp::nn::GPT(tp::nn::GPTConfig{.vocab_size = 11,
+                                          .context_length = 6,
+                                          .n_layer = 4,
+                                          .n_head = 2,
+                                          .width = 16,
+                                          .dropout = 0.2f});
+    model->to(dtype);
+    for (auto& [path, m] : model->named_modules())
+      if (auto* d = dynamic_cast<tp::nn::DropoutImpl*>(m.get())) {
+        generators.push_back(std::make_unique<tp::Generator>(300 + generators.size()));
+        d->set_generator(generators.back().get());
+      }
+    auto pipe = pp::pipeline(model, {tp::zeros({2, 6})},
+                             {.split_spec = {{"blocks.2", pp::SplitPoint::Beginning}}});
+    stages = pp::build_stages(pipe, {tp::cpu()});
+  }
+
+  // Two microbatches: both forwards, then each backward, as B or as I then W (W after both I).
+  // Returns the losses, then every parameter gradient, as float vectors.
+  std::vector<std::vector<float>> step(bool split_backward) {
+    tp::Generator data(4);
+    auto loss_fn = [](const tp::Tensor& logits, const tp::Tensor& y) {
+      return tp::cross_entropy(logits.reshape({-1, 11}), y.reshape({-1}));
+    };
+    std::vector<std::vector<float>> out;
+    for (int mb = 0; mb < 2; ++mb) {
+      tp::Tensor x = tp::randint(0, 11, {2, 6}, {}, &data);
+      tp::Tensor y = tp::randint(0, 11, {2, 6}, {}, &data);
+      auto h = stages[0]->forward(mb, {x});
+      stages[1]->forward(mb, h);
+      out.push_back(stages[1]->compute_loss(mb, y, loss_fn).to_vector());
+    }
+    for (int mb = 0; mb < 2; ++mb) {
+      if (split_backward) {
+        auto g = stages[1]->backward_input(mb, {}, 0.5f);
+        stages[0]->backward_input(mb, g);
+      } else {
+        stages[0]->backward(mb, stages[1]->backward(mb, {}, 0.5f));
+      }
+    }
+    if (split_backward)
+      for (int mb = 0; mb < 2; ++mb)
+        for (auto& s : stages) s->backward_weight(mb);
+    for (auto& s : stages)
+      for (auto& [name, p] : s->module().named_parameters()) out.push_back(p.grad().to_vector());
+    return out;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("a traced stage recomputes its blocks and keeps every gradient", "[stage][recompute]") {
+  for (auto dtype : {tp::DType::Float32, tp::DType::BFloat16}) {
+    for (bool split : {false, true}) {
+      for (const char* policy : {"full", "every:2", "type:MLP"}) {
+        DYNAMIC_SECTION(tp::to_string(dtype) << (split ? " I/W " : " B ") << policy) {
+          DropoutGpt plain(dtype), recomputed(dtype);
+          for (auto& s : recomputed.stages) s->set_recompute(pp::RecomputePolicy::parse(policy));
+          CHECK(recomputed.stages[0]->recompute().to_string() == policy);
+          if (std::string(policy) == "full") {
+            CHECK(recomputed.stages[0]->recomputed_modules() ==
+                  std::vector<std::string>{"blocks.0", "blocks.1"});
+            CHECK(recomputed.stages[1]->recomputed_modules() ==
+                  std::vector<std::string>{"blocks.2", "blocks.3"});
+          }
+          for (int step = 0; step < 2; ++step) {  // the generators move on alike
+            INFO("step " << step);
+            CHECK(recomputed.step(split) == plain.step(split));
+            for (auto* g : {&plain, &recomputed})
+              for (auto& s : g->stages) s->module().zero_grad();
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("a stage of a user module checkpoints its chosen submodules", "[stage][recompute]") {
+  tp::manual_seed(5);
+  auto make = [] {
+    auto seq = tp::nn::Sequential(block(8), block(8), block(8)).ptr();
+    return seq;
+  };
+  auto a = make(), b = make();
+  b->load_state_dict(a->state_dict());
+  pp::PipelineStage plain(a, 1, 3, tp::cpu(), {tp::zeros({4, 8})});
+  pp::PipelineStage recomputed(b, 1, 3, tp::cpu(), {tp::zeros({4, 8})});
+  recomputed.set_recompute(pp::RecomputePolicy::every_kth(2));
+  CHECK(recomputed.recomputed_modules() == std::vector<std::string>{"1"});
+  CHECK(b->find_module("1")->is_checkpointed());
+  CHECK_FALSE(b->find_module("0")->is_checkpointed());
+  tp::Tensor x = tp::randn({4, 8}), g = tp::randn({4, 8});
+  plain.forward(0, {x});
+  recomputed.forward(0, {x});
+  CHECK(recomputed.backward(0, {g})[0].to_vector() == plain.backward(0, {g})[0].to_vector());
+  auto pa = a->named_parameters(), pb = b->named_parameters();
+  for (size_t i = 0; i < pa.size(); ++i)
+    CHECK(pb[i].second.grad().to_vector() == pa[i].second.grad().to_vector());
+  recomputed.set_recompute(pp::RecomputePolicy::none());
+  CHECK_FALSE(b->find_module("1")->is_checkpointed());
+}
+
+TEST_CASE("a recomputing stage holds fewer bytes per microbatch", "[stage][recompute]") {
+  tp::manual_seed(8);
+  tp::nn::GPT model(tp::nn::GPTConfig{
+      .vocab_size = 16, .context_length = 64, .n_layer = 4, .n_head = 2, .width = 32});
+  auto pipe = pp::pipeline(model, {tp::zeros({4, 64})},
+                           {.split_spec = {{"blocks.2", pp::SplitPoint::Beginning}}});
+  auto stages = pp::build_stages(pipe, {tp::cpu()});
+  pp::PipelineStage& stage = *stages[1];
+  tp::Tensor h = tp::randn({4, 64, 32});
+  auto held = [&] {
+    const size_t before = tp::host_memory_stats().allocated_bytes;
+    auto out = stage.forward(0, {h});
+    const size_t after = tp::host_memory_stats().allocated_bytes;
+    stage.clear();
+    return after - before;
+  };
+  const size_t plain = held();
+  stage.set_recompute(pp::RecomputePolicy::full());
+  const size_t full = held();
+  INFO("plain " << plain << " bytes, full recomputation " << full << " bytes");
+  // The last stage keeps its two blocks' inputs, ln_f's and the head's activations.
+  CHECK(full * 3 < plain);
+}
+
+TEST_CASE("a model with checkpoint-wrapped blocks traces to the same stages",
+          "[stage][recompute]") {
+  auto make = [] {
+    tp::manual_seed(9);
+    return tp::nn::GPT(tp::nn::GPTConfig{
+        .vocab_size = 10, .context_length = 4, .n_layer = 2, .n_head = 2, .width = 8});
+  };
+  tp::nn::GPT plain = make(), wrapped = make();
+  for (const auto& block : *wrapped->blocks) tp::nn::checkpoint_wrapper(block);
+  pp::PipelineOptions split{.split_spec = {{"blocks.1", pp::SplitPoint::Beginning}}};
+  auto a = pp::pipeline(plain, {tp::zeros({2, 4})}, split);
+  auto b = pp::pipeline(wrapped, {tp::zeros({2, 4})}, split);
+  REQUIRE(b.num_stages() == 2);
+  for (int s = 0; s < 2; ++s) {
+    std::ostringstream ops_a, ops_b;
+    a.stage_module(s).print_ops(ops_a);
+    b.stage_module(s).print_ops(ops_b);
+    CHECK(ops_b.str() == ops_a.str());
+  }
 }

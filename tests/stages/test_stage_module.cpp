@@ -66,3 +66,36 @@ TEST_CASE("an op failing in a stage names the stage, op and module", "[stage_mod
   CHECK_THROWS_WITH(pipe.stage_module(1).forward(tp::randn({2, 5})),
                     Catch::Contains("stage 1, op %2 'linear' in 'layers.1.net.0'"));
 }
+
+TEST_CASE("a StageModule recomputes only modules it runs ops of", "[stage_module][recompute]") {
+  tp::manual_seed(3);
+  auto model = std::make_shared<stages_test::MlpStack>(4, 4);
+  auto pipe = pp::pipeline(model, {tp::zeros({2, 4})},
+                           {.split_spec = {{"layers.2", pp::SplitPoint::Beginning}}});
+  auto stage = pipe.stage_module_ptr(0);
+  CHECK(stage->runs_ops_of("layers.1"));
+  CHECK_FALSE(stage->runs_ops_of("layers.3"));
+  CHECK_THROWS_WITH(stage->set_recomputed_modules({"layers.3"}),
+                    Catch::Contains("stage 0 runs no op of module 'layers.3'") &&
+                        Catch::Contains("this stage's"));
+  CHECK_THROWS_WITH(stage->set_recomputed_modules({"nope"}),
+                    Catch::Contains("ran no op in a module of that name"));
+  stage->set_recomputed_modules({"layers.0", "layers.1"});
+  CHECK(stage->recomputed_modules() == std::vector<std::string>{"layers.0", "layers.1"});
+  // Values and gradients are those of the plain stage.
+  tp::Tensor x = tp::randn({2, 4}).requires_grad_();
+  tp::Tensor y = stage->forward(x);
+  tp::sum(tp::square(y)).backward();
+  std::vector<std::vector<float>> got;
+  for (auto& p : stage->parameters()) got.push_back(p.grad().to_vector());
+  tp::Tensor gx = x.grad();
+  stage->zero_grad();
+  stage->set_recomputed_modules({});
+  tp::Tensor x2 = x.detach().requires_grad_();
+  tp::Tensor y2 = stage->forward(x2);
+  CHECK(y2.to_vector() == y.to_vector());
+  tp::sum(tp::square(y2)).backward();
+  CHECK(x2.grad().to_vector() == gx.to_vector());
+  size_t i = 0;
+  for (auto& p : stage->parameters()) CHECK(p.grad().to_vector() == got[i++]);
+}
