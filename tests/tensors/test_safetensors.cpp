@@ -457,7 +457,8 @@ TEST_CASE("safetensors loads 10,000 mutated files exactly or refuses them cleanl
           dtype, reinterpret_cast<const unsigned char*>(bytes.data()) + data_start + want.begin,
           expected.size(), expected.data());
       std::vector<float> got = t.to_vector();
-      REQUIRE(std::memcmp(got.data(), expected.data(), 4 * expected.size()) == 0);
+      REQUIRE(
+          (expected.empty() || std::memcmp(got.data(), expected.data(), 4 * expected.size()) == 0));
     }
   }
   fs::remove(path);
