@@ -219,61 +219,63 @@ std::string join(const std::vector<std::string>& parts, const std::string& separ
   return out;
 }
 
-}  // namespace
+// The run read from one file, when it has a run header.
+struct Header {
+  const MessageLogRuns* file;
+  size_t number;
+  const LogRun* run;
+};
 
-JobLog read_job_log(const std::vector<MessageLogRuns>& files, int run) {
-  if (run < 0)
-    throw std::invalid_argument("run " + std::to_string(run) +
-                                " is negative; runs count from 1 (0 reads each log's newest)");
-  JobLog log;
+// What picking one run of each file gave: the runs' events, those with headers, and the notes on
+// files holding several runs (the runs' text, and the files holding them).
+struct PickedRuns {
   std::vector<MessageLogFile> picked;
-  struct Header {
-    const MessageLogRuns* file;
-    size_t number;
-    const LogRun* run;
-  };
   std::vector<Header> headed;
-  std::vector<std::pair<std::string, std::vector<std::string>>> appended;  // runs, files
-  for (const MessageLogRuns& file : files) {
-    if (file.runs.empty()) {
-      log.empty_files.push_back(file.name);
-      continue;
-    }
-    log.most_runs = std::max(log.most_runs, file.runs.size());
-    std::vector<std::string> listed;
-    for (size_t k = 0; k < file.runs.size(); ++k)
-      listed.push_back(describe_run(file.runs[k], k + 1));
-    const size_t number = run == 0 ? file.runs.size() : static_cast<size_t>(run);
-    if (number > file.runs.size())
-      throw std::invalid_argument("there is no run " + std::to_string(run) + " in '" + file.name +
-                                  "': it holds " + std::to_string(file.runs.size()) + " (" +
-                                  join(listed, ", ") + "); pick one of 1 to " +
-                                  std::to_string(file.runs.size()));
-    if (file.runs.size() > 1) {
-      // Files holding the same runs (a launch's ranks, restarted together) share one note.
-      const std::string runs_read =
-          " " + std::to_string(file.runs.size()) +
-          " runs (processes started again with the same log): " + join(listed, ", ") +
-          "; reading run " + std::to_string(number) + (run == 0 ? ", the newest" : "");
-      auto same = std::find_if(appended.begin(), appended.end(),
-                               [&](const auto& a) { return a.first == runs_read; });
-      if (same == appended.end()) same = appended.insert(appended.end(), {runs_read, {}});
-      same->second.push_back("'" + file.name + "'");
-    }
-    const LogRun& chosen = file.runs[number - 1];
-    if (chosen.has_header) {
-      headed.push_back({&file, number, &chosen});
-      for (const LogEvent& e : chosen.events) log.checked_ranks.insert(e.rank);
-    } else {
-      log.notes.push_back("warning: " + name_run(file, number) +
-                          " has no run header (a log written before logs recorded job and run "
-                          "ids): it cannot be checked for another job's logs, appended runs or "
-                          "missing ranks");
-    }
-    picked.push_back({file.name, chosen.events});
-  }
+  std::vector<std::pair<std::string, std::vector<std::string>>> appended;
+};
 
-  for (auto it = appended.rbegin(); it != appended.rend(); ++it) {
+// Picks run `run` of `file` (0: its newest) into `out`, noting what the log holds.
+void pick_run(const MessageLogRuns& file, int run, JobLog& log, PickedRuns& out) {
+  if (file.runs.empty()) {
+    log.empty_files.push_back(file.name);
+    return;
+  }
+  log.most_runs = std::max(log.most_runs, file.runs.size());
+  std::vector<std::string> listed;
+  for (size_t k = 0; k < file.runs.size(); ++k) listed.push_back(describe_run(file.runs[k], k + 1));
+  const size_t number = run == 0 ? file.runs.size() : static_cast<size_t>(run);
+  if (number > file.runs.size())
+    throw std::invalid_argument("there is no run " + std::to_string(run) + " in '" + file.name +
+                                "': it holds " + std::to_string(file.runs.size()) + " (" +
+                                join(listed, ", ") + "); pick one of 1 to " +
+                                std::to_string(file.runs.size()));
+  if (file.runs.size() > 1) {
+    // Files holding the same runs (a launch's ranks, restarted together) share one note.
+    const std::string runs_read =
+        " " + std::to_string(file.runs.size()) +
+        " runs (processes started again with the same log): " + join(listed, ", ") +
+        "; reading run " + std::to_string(number) + (run == 0 ? ", the newest" : "");
+    auto same = std::find_if(out.appended.begin(), out.appended.end(),
+                             [&](const auto& a) { return a.first == runs_read; });
+    if (same == out.appended.end()) same = out.appended.insert(out.appended.end(), {runs_read, {}});
+    same->second.push_back("'" + file.name + "'");
+  }
+  const LogRun& chosen = file.runs[number - 1];
+  if (chosen.has_header) {
+    out.headed.push_back({&file, number, &chosen});
+    for (const LogEvent& e : chosen.events) log.checked_ranks.insert(e.rank);
+  } else {
+    log.notes.push_back("warning: " + name_run(file, number) +
+                        " has no run header (a log written before logs recorded job and run "
+                        "ids): it cannot be checked for another job's logs, appended runs or "
+                        "missing ranks");
+  }
+  out.picked.push_back({file.name, chosen.events});
+}
+
+// One note per set of files holding the same appended runs, before the other notes.
+void note_appended_runs(const PickedRuns& runs, JobLog& log) {
+  for (auto it = runs.appended.rbegin(); it != runs.appended.rend(); ++it) {
     const auto& [runs_read, names] = *it;
     const std::string who =
         names.size() == 1 ? names[0] + " holds"
@@ -282,11 +284,14 @@ JobLog read_job_log(const std::vector<MessageLogRuns>& files, int run) {
             : names[0] + " and " + std::to_string(names.size() - 1) + " other logs each hold";
     log.notes.insert(log.notes.begin(), who + runs_read);
   }
+}
 
-  // One job, one attempt, one size: the first header read is the reference.
+// Checks that the headers name one job, one attempt and one size (the first header read is the
+// reference); returns that size, or 0 when no header was read or the logs are not the whole job
+// (some process logs ranks other than its own: an embedded run, or a pipeline in a device mesh).
+int check_headers(const std::vector<Header>& headed) {
   int world = 0;
-  const Header* world_from = nullptr;
-  bool whole_world = !headed.empty();  // every process logs its own rank: the pipeline is the job
+  bool whole_world = !headed.empty();
   for (const Header& h : headed) {
     const Header& first = headed.front();
     const RunHeader& a = first.run->header;
@@ -310,13 +315,17 @@ JobLog read_job_log(const std::vector<MessageLogRuns>& files, int run) {
                                   std::to_string(a.world_size) + " processes, " + name_b +
                                   " says " + std::to_string(b.world_size) + "; is a log damaged?");
     world = b.world_size;
-    world_from = &first;
     for (const LogEvent& e : h.run->events)
       if (e.rank != b.rank) whole_world = false;
   }
+  return whole_world ? world : 0;
+}
 
-  log.events = merge_message_logs(picked);
-  for (const MessageLogFile& f : picked)
+// Merges the picked runs into `log`: events, each rank's file, the steps each rank logged and
+// finished, and the ranks a step needs (every process of a launched pipeline of `world` > 1).
+void index_events(const PickedRuns& runs, int world, JobLog& log) {
+  log.events = merge_message_logs(runs.picked);
+  for (const MessageLogFile& f : runs.picked)
     for (const LogEvent& e : f.events) log.file_of_rank.emplace(e.rank, f.name);
   std::set<int> expected;
   for (const LogEvent& e : log.events) {
@@ -327,14 +336,28 @@ JobLog read_job_log(const std::vector<MessageLogRuns>& files, int run) {
   }
   // A launched pipeline (each process logs its own rank) needs every process's log; an embedded
   // run, or a pipeline in a part of the job (a device mesh), the ranks its logs name.
-  if (whole_world && world > 1) {
+  if (world > 1) {
     for (int r = 0; r < world; ++r) expected.insert(r);
     // A process that logged its header and nothing else still has its log.
-    for (const Header& h : headed) log.file_of_rank.emplace(h.run->header.rank, h.file->name);
+    for (const Header& h : runs.headed) log.file_of_rank.emplace(h.run->header.rank, h.file->name);
+    const Header& first = runs.headed.front();
     log.expected_why = "the job has " + std::to_string(world) + " processes, says the header of " +
-                       name_run(*world_from->file, world_from->number);
+                       name_run(*first.file, first.number);
   }
   log.expected_ranks.assign(expected.begin(), expected.end());
+}
+
+}  // namespace
+
+JobLog read_job_log(const std::vector<MessageLogRuns>& files, int run) {
+  if (run < 0)
+    throw std::invalid_argument("run " + std::to_string(run) +
+                                " is negative; runs count from 1 (0 reads each log's newest)");
+  JobLog log;
+  PickedRuns runs;
+  for (const MessageLogRuns& file : files) pick_run(file, run, log, runs);
+  note_appended_runs(runs, log);
+  index_events(runs, check_headers(runs.headed), log);
   return log;
 }
 
