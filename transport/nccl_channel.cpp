@@ -51,10 +51,7 @@ void NcclChannel::Impl::open(const std::vector<std::vector<uint8_t>>& ids, milli
     error = e.what();
   }
   if (!error.empty()) {
-    for_each_lane([](Lane& l) {
-      if (l.comm != nullptr) ncclCommAbort(l.comm);
-      l.comm = nullptr;
-    });
+    abort_lanes();
     for (ncclComm_t& parent : parents) {
       if (parent != nullptr) ncclCommAbort(parent);
       parent = nullptr;
@@ -141,10 +138,7 @@ void NcclChannel::Impl::connect_all(Clock::time_point deadline) {
     error = e.what();
   }
   if (!error.empty()) {
-    for_each_lane([](Lane& l) {
-      if (l.comm != nullptr) ncclCommAbort(l.comm);
-      l.comm = nullptr;
-    });
+    abort_lanes();
     if (wait_streams(Clock::now() + kDrainTimeout)) cudaFree(scratch);  // else still in use
     throw TransferError(error);
   }
@@ -368,6 +362,14 @@ std::string NcclChannel::Impl::async_error() {
   return error;
 }
 
+void NcclChannel::Impl::abort_lanes() {
+  for_each_lane([](Lane& lane) {
+    std::lock_guard issue_lock(lane.issue_mutex);
+    if (lane.comm != nullptr) ncclCommAbort(lane.comm);
+    lane.comm = nullptr;
+  });
+}
+
 // Aborts every link's communicator, then reports every transfer in flight (and `extra`) as failed.
 void NcclChannel::Impl::fail(const std::string& reason, std::vector<Transfer> extra,
                              std::optional<Culprit> culprit) {
@@ -375,12 +377,7 @@ void NcclChannel::Impl::fail(const std::string& reason, std::vector<Transfer> ex
     std::lock_guard lock(mutex);
     if (failure.empty()) failure = reason;
   }
-  // ncclCommAbort is the only way to stop NCCL kernels that wait for a peer.
-  for_each_lane([](Lane& lane) {
-    std::lock_guard issue_lock(lane.issue_mutex);
-    if (lane.comm != nullptr) ncclCommAbort(lane.comm);
-    lane.comm = nullptr;
-  });
+  abort_lanes();
   std::vector<Transfer> abandoned = std::move(extra);
   std::string why;
   {

@@ -141,6 +141,8 @@ struct NcclChannel::Impl {
   std::string async_error();
   void fail(const std::string& reason, std::vector<Transfer> extra = {},
             std::optional<Culprit> culprit = std::nullopt);
+  // Aborts every link's communicator (the only way to stop NCCL kernels waiting for a peer).
+  void abort_lanes();
   bool wait_streams(Clock::time_point deadline);
   void close();
 
