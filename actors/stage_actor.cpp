@@ -203,6 +203,48 @@ std::string describe_step(StageActor* self, uint64_t step) {
   return st.worker->describe_wait();
 }
 
+/// Step `step` begins here: it fails at once if another rank's failure or a rejected
+/// neighbour's tensors already doomed it, else the worker runs what is ready.
+void begin(StageActor* self, uint64_t step, StepHandle data) {
+  auto& st = self->state;
+  st.driver = caf::actor_cast<caf::actor>(self->current_sender());
+  st.step = step;
+  st.failed = false;
+  log_event(st.worker->rank(), step, "recv", "step");
+  st.worker->begin_step(std::move(data));
+  if (!st.gone.empty()) self->delayed_send(self, kGoneGrace, check_gone_atom::value, step);
+  if (auto it = st.failed_elsewhere.find(step); it != st.failed_elsewhere.end()) {
+    auto [rank, what] = it->second;
+    st.failed_elsewhere.erase(st.failed_elsewhere.begin(), std::next(it));
+    st.failed = true;
+    self->send(st.driver, failed_atom::value, step, rank, what);
+    return;
+  }
+  // A neighbour's tensors for this step were rejected before it began here.
+  st.rejected.erase(st.rejected.begin(), st.rejected.lower_bound(step));
+  if (auto it = st.rejected.find(step); it != st.rejected.end()) {
+    std::string what = std::move(it->second);
+    st.rejected.erase(it);
+    fail(self, what, true);
+    return;
+  }
+  pump(self);
+}
+
+/// Rank `rank` failed step `step` with `what`: this rank's step ends, or will when it begins.
+void peer_failed(StageActor* self, uint64_t step, int32_t rank, const std::string& what) {
+  if (!trusted(self, "a step failure")) return;
+  auto& st = self->state;
+  if (step == st.step && st.driver) {
+    if (!st.failed) {
+      st.failed = true;
+      self->send(st.driver, failed_atom::value, st.step, static_cast<int>(rank), what);
+    }
+  } else if (step > st.step) {  // this rank has not begun that step yet
+    st.failed_elsewhere.emplace(step, std::make_pair(static_cast<int>(rank), what));
+  }
+}
+
 caf::behavior stage_actor(StageActor* self, std::shared_ptr<StageWorker> worker,
                           std::vector<int> stage_to_rank, bool distributed,
                           std::shared_ptr<const void> keep_alive) {
@@ -232,31 +274,7 @@ caf::behavior stage_actor(StageActor* self, std::shared_ptr<StageWorker> worker,
       [self](check_gone_atom, uint64_t step) {
         if (step == self->state.step) check_gone(self);
       },
-      [self](step_atom, uint64_t step, StepHandle data) {
-        auto& st = self->state;
-        st.driver = caf::actor_cast<caf::actor>(self->current_sender());
-        st.step = step;
-        st.failed = false;
-        log_event(st.worker->rank(), step, "recv", "step");
-        st.worker->begin_step(std::move(data));
-        if (!st.gone.empty()) self->delayed_send(self, kGoneGrace, check_gone_atom::value, step);
-        if (auto it = st.failed_elsewhere.find(step); it != st.failed_elsewhere.end()) {
-          auto [rank, what] = it->second;
-          st.failed_elsewhere.erase(st.failed_elsewhere.begin(), std::next(it));
-          st.failed = true;
-          self->send(st.driver, failed_atom::value, step, rank, what);
-          return;
-        }
-        // A neighbour's tensors for this step were rejected before it began here.
-        st.rejected.erase(st.rejected.begin(), st.rejected.lower_bound(step));
-        if (auto it = st.rejected.find(step); it != st.rejected.end()) {
-          std::string what = std::move(it->second);
-          st.rejected.erase(it);
-          fail(self, what, true);
-          return;
-        }
-        pump(self);
-      },
+      [self](step_atom, uint64_t step, StepHandle data) { begin(self, step, std::move(data)); },
       [self](forward_atom, WireNote& note) {
         if (trusted(self, "a forward notification")) notify(self, note, Direction::Forward);
       },
@@ -274,16 +292,7 @@ caf::behavior stage_actor(StageActor* self, std::shared_ptr<StageWorker> worker,
         arrived(self, n);
       },
       [self](peer_failed_atom, uint64_t step, int32_t rank, const std::string& what) {
-        if (!trusted(self, "a step failure")) return;
-        auto& st = self->state;
-        if (step == st.step && st.driver) {
-          if (!st.failed) {
-            st.failed = true;
-            self->send(st.driver, failed_atom::value, st.step, static_cast<int>(rank), what);
-          }
-        } else if (step > st.step) {  // this rank has not begun that step yet
-          st.failed_elsewhere.emplace(step, std::make_pair(static_cast<int>(rank), what));
-        }
+        peer_failed(self, step, rank, what);
       },
       [self](resume_atom, uint64_t step) {
         self->state.resume_pending = false;
