@@ -31,8 +31,8 @@ struct InitOptions {
   /// NCCL or a device is missing) or "auto" (NCCL for CUDA stages when available, else UCX).
   std::string backend = "auto";
   /// Longest the rendezvous and each collective may wait before failing, naming who is missing.
-  /// Unset: collectives wait kDefaultTimeout, and the rendezvous `TENSORPLAY_RDZV_TIMEOUT` seconds (set by
-  /// tp-launch's --rdzv-timeout) or, without it, kDefaultTimeout.
+  /// Unset: collectives wait kDefaultTimeout, and the rendezvous `TENSORPLAY_RDZV_TIMEOUT` seconds
+  /// (set by tp-launch's --rdzv-timeout) or, without it, kDefaultTimeout.
   std::optional<std::chrono::milliseconds> timeout;
   /// Where this process sits; by default read from the launcher's environment (launch_env.h).
   /// Without launcher variables the group is this process alone (the embedded default).

@@ -7,16 +7,14 @@
 
 #include "actors/detail/agreement.h"
 #include "actors/detail/cluster.h"
+#include "actors/detail/process_ranks.h"
 #include "actors/detail/remote_error.h"
-#include "actors/detail/schedule_impl.h"
 #include "actors/pipeline_tag.h"
 #include "schedules/errors.h"
 #include "stages/pipe_digest.h"
 #include "transport/tensor_descriptor.h"
 
-namespace tensorplay::pipelining {
-
-namespace detail {
+namespace tensorplay::pipelining::detail {
 
 namespace {
 
@@ -236,75 +234,72 @@ void check_built_alike(const std::vector<RankFacts>& facts, const AgreementConte
   }
 }
 
-}  // namespace detail
-
-detail::RankFacts PipelineSchedule::Impl::facts_of_this_rank(bool wants_nccl) const {
-  detail::RankFacts f;
-  f.kind = std::string(schedules::schedule_name(kind));
-  f.n_microbatches = n_microbatches;
-  f.num_stages = num_stages;
-  f.stages_per_rank = stages_per_rank;
-  f.has_loss = loss_fn != nullptr || options.outputs_loss_fn != nullptr;
-  f.scale_grads = options.scale_grads;
+RankFacts ProcessRanks::facts_of_this_rank(bool wants_nccl) const {
+  RankFacts f;
+  f.kind = std::string(schedules::schedule_name(spec_.kind));
+  f.n_microbatches = spec_.n_microbatches;
+  f.num_stages = spec_.placement.num_stages;
+  f.stages_per_rank = spec_.placement.stages_per_rank;
+  f.has_loss = spec_.loss_fn != nullptr || spec_.options.outputs_loss_fn != nullptr;
+  f.scale_grads = spec_.options.scale_grads;
   f.wants_nccl = wants_nccl;
-  f.order_hash = digest_hash(detail::order_text(order));
+  f.order_hash = digest_hash(order_text(spec_.placement.order));
   if (const PipeDigest* pipe = pipe_digest()) f.pipe_hash = pipe->hash();
-  for (const auto& s : stages)
+  for (const auto& s : spec_.stages)
     f.stages.push_back({s->stage_index(), s->input_meta(), s->output_meta()});
   return f;
 }
 
-std::vector<detail::RankFacts> PipelineSchedule::Impl::meet(const std::string& local_error,
-                                                            bool wants_nccl) {
-  const std::string name(schedules::schedule_name(kind));
-  detail::RankFacts mine;
+std::vector<RankFacts> ProcessRanks::meet(const std::string& local_error, bool wants_nccl) {
+  const std::string name(schedules::schedule_name(spec_.kind));
+  RankFacts mine;
   if (local_error.empty())
     mine = facts_of_this_rank(wants_nccl);
   else
     mine.error = local_error;
   auto* cluster = distributed::detail::Cluster::current();
-  std::vector<detail::RankFacts> facts;
-  for (auto& c : cluster->exchange(group_ranks, mine.encode(), {}, name + " construction"))
-    facts.push_back(detail::RankFacts::decode(c.bytes));
-  detail::AgreementContext context{name, [this](int r) { return describe_rank(r); },
-                                   [this, &name] { return gather_detail(name); }};
+  std::vector<RankFacts> facts;
+  for (auto& c : cluster->exchange(group_ranks_, mine.encode(), {}, name + " construction"))
+    facts.push_back(RankFacts::decode(c.bytes));
+  AgreementContext context{name, [this](int r) { return describe_rank(r); },
+                           [this, &name] { return gather_detail(name); }};
   check_agreement(facts, context);
   return facts;
 }
 
-std::vector<std::string> PipelineSchedule::Impl::gather_detail(const std::string& name) const {
+std::vector<std::string> ProcessRanks::gather_detail(const std::string& name) const {
   const PipeDigest* pipe = pipe_digest();
-  detail::RankDetail mine{pipe ? pipe->encode() : "", detail::order_text(order)};
+  RankDetail mine{pipe ? pipe->encode() : "", order_text(spec_.placement.order)};
   std::vector<std::string> out;
   auto* cluster = distributed::detail::Cluster::current();
-  for (auto& c : cluster->exchange(group_ranks, mine.encode(), {}, name + " construction details"))
+  for (auto& c : cluster->exchange(group_ranks_, mine.encode(), {}, name + " construction details"))
     out.push_back(std::move(c.bytes));
   return out;
 }
 
-const PipeDigest* PipelineSchedule::Impl::pipe_digest() const {
-  const PipeDigest* first = stages.front()->pipe_digest().get();
-  for (const auto& s : stages)
+const PipeDigest* ProcessRanks::pipe_digest() const {
+  const PipeDigest* first = spec_.stages.front()->pipe_digest().get();
+  for (const auto& s : spec_.stages)
     if (!s->pipe_digest() || *s->pipe_digest() != *first) return nullptr;
   return first;
 }
 
-void PipelineSchedule::Impl::check_agreement(const std::vector<detail::RankFacts>& facts,
-                                             const detail::AgreementContext& context) {
+void ProcessRanks::check_agreement(const std::vector<RankFacts>& facts,
+                                   const AgreementContext& context) {
   // Every rank runs these checks on the same gathered facts, so all fail alike, none hangs.
   // A rank that could not build its share says why; every rank reports the first such rank.
   for (size_t r = 0; r < facts.size(); ++r)
     if (!facts[r].error.empty())  // thrown here with the type it had there
-      detail::throw_remote_error(describe_rank(static_cast<int>(r)), facts[r].error);
+      throw_remote_error(describe_rank(static_cast<int>(r)), facts[r].error);
   check_same_counts(facts);
   check_placement(facts);
-  detail::check_built_alike(facts, context);
+  check_built_alike(facts, context);
 }
 
-void PipelineSchedule::Impl::check_same_counts(const std::vector<detail::RankFacts>& facts) const {
+void ProcessRanks::check_same_counts(const std::vector<RankFacts>& facts) const {
   // Each rank is compared with rank 0, so every rank words a disagreement the same way.
-  const std::string name(schedules::schedule_name(kind));
-  const detail::RankFacts& root = facts.at(0);
+  const std::string name(schedules::schedule_name(spec_.kind));
+  const RankFacts& root = facts.at(0);
   const std::string root_who = describe_rank(0);
   auto differ = [&](const std::string& what, int mine, int theirs, const std::string& who) {
     return std::invalid_argument(name + ": ranks disagree on " + what + ": " + root_who + " has " +
@@ -312,7 +307,7 @@ void PipelineSchedule::Impl::check_same_counts(const std::vector<detail::RankFac
                                  std::to_string(theirs));
   };
   for (size_t r = 0; r < facts.size(); ++r) {
-    const detail::RankFacts& o = facts[r];
+    const RankFacts& o = facts[r];
     const std::string who = describe_rank(static_cast<int>(r));
     if (o.kind != root.kind)
       throw std::invalid_argument(name + ": " + who + " runs " + o.kind + ", " + root_who +
@@ -327,11 +322,11 @@ void PipelineSchedule::Impl::check_same_counts(const std::vector<detail::RankFac
   }
 }
 
-void PipelineSchedule::Impl::check_placement(const std::vector<detail::RankFacts>& facts) const {
-  const std::string name(schedules::schedule_name(kind));
+void ProcessRanks::check_placement(const std::vector<RankFacts>& facts) const {
+  const std::string name(schedules::schedule_name(spec_.kind));
   std::map<int, int> built_on;  // stage -> rank
   for (size_t r = 0; r < facts.size(); ++r)
-    for (const detail::RankFacts::Stage& s : facts[r].stages) {
+    for (const RankFacts::Stage& s : facts[r].stages) {
       auto [it, fresh] = built_on.emplace(s.index, static_cast<int>(r));
       if (!fresh)
         throw std::invalid_argument(name + ": stage " + std::to_string(s.index) + " is built on " +
@@ -339,23 +334,26 @@ void PipelineSchedule::Impl::check_placement(const std::vector<detail::RankFacts
                                     describe_rank(static_cast<int>(r)) +
                                     "; each stage belongs to exactly one rank");
     }
-  check_pipeline_limits(name, num_stages, n_microbatches);  // what transfer keys hold
-  if (static_cast<int>(group_ranks.size()) != ranks)
+  check_pipeline_limits(name, spec_.placement.num_stages,
+                        spec_.n_microbatches);  // what transfer keys hold
+  if (static_cast<int>(group_ranks_.size()) != spec_.placement.ranks)
     throw std::invalid_argument(
-        name + ": " + std::to_string(num_stages) + " stages at " + std::to_string(stages_per_rank) +
-        " per rank need " + std::to_string(ranks) + " ranks, but the process group has " +
-        std::to_string(group_ranks.size()) + " (WORLD_SIZE or the group passed to build_stage)");
-  for (int s = 0; s < num_stages; ++s) {
+        name + ": " + std::to_string(spec_.placement.num_stages) + " stages at " +
+        std::to_string(spec_.placement.stages_per_rank) + " per rank need " +
+        std::to_string(spec_.placement.ranks) + " ranks, but the process group has " +
+        std::to_string(group_ranks_.size()) + " (WORLD_SIZE or the group passed to build_stage)");
+  for (int s = 0; s < spec_.placement.num_stages; ++s) {
     auto it = built_on.find(s);
     if (it == built_on.end())
       throw std::invalid_argument(name + ": stage " + std::to_string(s) +
                                   " is built on no rank (it belongs on " +
-                                  describe_rank(stage_to_rank[s]) + ")");
-    if (it->second != stage_to_rank[s])
+                                  describe_rank(spec_.placement.stage_to_rank[s]) + ")");
+    if (it->second != spec_.placement.stage_to_rank[s])
       throw std::invalid_argument(name + ": " + describe_rank(it->second) + " built stage " +
                                   std::to_string(s) + ", which " + name + " places on " +
-                                  describe_rank(stage_to_rank[s]) + " (see stages_of_rank)");
+                                  describe_rank(spec_.placement.stage_to_rank[s]) +
+                                  " (see stages_of_rank)");
   }
 }
 
-}  // namespace tensorplay::pipelining
+}  // namespace tensorplay::pipelining::detail

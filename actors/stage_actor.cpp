@@ -9,6 +9,7 @@
 
 #include "actors/detail/caf_messages.h"
 #include "actors/detail/cluster.h"
+#include "actors/detail/wire_note.h"
 #include "actors/message_log.h"
 
 namespace tensorplay::pipelining::detail {
@@ -337,6 +338,38 @@ caf::behavior status_actor(caf::event_based_actor* self, std::shared_ptr<StageWo
 caf::actor spawn_status_actor(caf::actor_system& system, std::shared_ptr<StageWorker> worker,
                               caf::actor stage) {
   return system.spawn(status_actor, std::move(worker), std::move(stage));
+}
+
+/// A notification that came on the channel (its thread) for the stage actor `actor`, from channel
+/// peer `peer`: decoded, checked, and its receive posted. A rejected one is counted; a
+/// neighbour's mismatched tensors are kept for the actor, which fails their step.
+void deliver_notification(StageWorker& worker, const caf::actor& actor, int peer,
+                          std::string_view bytes) {
+  const int rank = worker.rank();
+  Notification n;
+  if (std::string error = decode_notification(bytes, n); !error.empty()) {
+    note_rejected_message(rank, "malformed notification: " + error);
+    return;
+  }
+  if (NotificationCheck check = worker.check_notification(n); !check.accepted()) {
+    note_rejected_message(rank, "notification " + check.error);
+    // From the neighbour's rank, for a step of this schedule: the step cannot succeed.
+    if (!check.mismatch.empty() && peer == n.source &&
+        worker.keep_rejection(n, std::move(check.mismatch)))
+      caf::anon_send(actor, rejected_atom::value);
+    return;
+  }
+  if (message_log_enabled()) log_event(rank, n.step, "recv", describe(n));
+  auto tell = [actor](const Notification& done) {
+    caf::anon_send(actor, received_atom::value, done.step, static_cast<int32_t>(done.stage),
+                   static_cast<int32_t>(done.direction), static_cast<int32_t>(done.microbatch));
+  };
+  try {
+    if (worker.post_receive(n, tell)) tell(n);
+  } catch (const std::exception& e) {
+    worker.fail_arrival(n, e.what());
+    tell(n);
+  }
 }
 
 }  // namespace tensorplay::pipelining::detail

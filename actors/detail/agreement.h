@@ -12,6 +12,9 @@
 
 namespace tensorplay::pipelining::detail {
 
+/// Opens a rank's contribution to the construction meeting when it cannot build its share.
+inline constexpr const char* kLocalError = "error: ";
+
 /// One rank's part of the construction meeting. Small: the pipe and the order travel as hashes,
 /// their full text (RankDetail) only when the hashes differ.
 struct RankFacts {

@@ -4,6 +4,7 @@
 
 #include <caf/all.hpp>
 #include <memory>
+#include <string_view>
 #include <vector>
 
 #include "actors/stage_worker.h"
@@ -25,5 +26,11 @@ caf::actor spawn_stage_actor(caf::actor_system& system, std::shared_ptr<StageWor
 /// waits behind compute.
 caf::actor spawn_status_actor(caf::actor_system& system, std::shared_ptr<StageWorker> worker,
                               caf::actor stage_actor);
+
+/// The one entry point of a notification that came as a channel message (on the channel's
+/// thread) for `worker`'s stage actor `actor`, from channel peer `peer`: decoded, checked, its
+/// receive posted; the actor hears when the tensors are here (or why they will not come).
+void deliver_notification(StageWorker& worker, const caf::actor& actor, int peer,
+                          std::string_view bytes);
 
 }  // namespace tensorplay::pipelining::detail
