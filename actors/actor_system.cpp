@@ -38,7 +38,8 @@ caf::actor_system& process_actor_system() {
     config->load<caf::io::middleman>();
     config->add_message_type<transport::TensorDescriptor>("TensorDescriptor");
     config->add_message_type<std::vector<transport::TensorDescriptor>>("TensorDescriptors");
-    config->add_message_type<WireNote>("WireNote");
+    config->add_message_type<Notification>("Notification");
+    config->add_message_type<TensorsArrived>("TensorsArrived");
     config->add_message_type<PeerEntry>("PeerEntry");
     config->add_message_type<std::vector<PeerEntry>>("PeerEntries");
     config->add_message_type<Contribution>("Contribution");

@@ -11,7 +11,7 @@
 
 namespace tensorplay::distributed::detail {
 
-void Inbox::put(Contribution c) {
+void CollectiveInbox::put(Contribution c) {
   {
     std::lock_guard lock(mutex_);
     got_[c.key][c.source] = std::move(c);
@@ -19,17 +19,17 @@ void Inbox::put(Contribution c) {
   cv_.notify_all();
 }
 
-void Inbox::admit(const caf::node_id& node) {
+void CollectiveInbox::admit(const caf::node_id& node) {
   std::lock_guard lock(mutex_);
   members_.insert(node);
 }
 
-bool Inbox::admitted(const caf::node_id& node) {
+bool CollectiveInbox::admitted(const caf::node_id& node) {
   std::lock_guard lock(mutex_);
   return members_.count(node) > 0;
 }
 
-bool Inbox::hold(const caf::node_id& node, Contribution& c) {
+bool CollectiveInbox::hold(const caf::node_id& node, Contribution& c) {
   constexpr size_t kMaxHeld = 1024;
   std::lock_guard lock(mutex_);
   if (members_known_ || held_.size() >= kMaxHeld) return false;
@@ -37,7 +37,7 @@ bool Inbox::hold(const caf::node_id& node, Contribution& c) {
   return true;
 }
 
-std::vector<caf::node_id> Inbox::release_held() {
+std::vector<caf::node_id> CollectiveInbox::release_held() {
   std::vector<std::pair<caf::node_id, Contribution>> held;
   {
     std::lock_guard lock(mutex_);
@@ -54,7 +54,8 @@ std::vector<caf::node_id> Inbox::release_held() {
   return strangers;
 }
 
-bool from_member(const caf::strong_actor_ptr& sender, const caf::node_id& here, Inbox& members) {
+bool from_member(const caf::strong_actor_ptr& sender, const caf::node_id& here,
+                 CollectiveInbox& members) {
   if (!sender) return false;
   return sender->node() == here || members.admitted(sender->node());
 }
@@ -91,7 +92,7 @@ void report_intruder(caf::actor_system& system, int rank, const caf::node_id& no
           [&](const caf::error&) { report("node " + to_string(node)); });
 }
 
-void Inbox::peer_down(int rank, const std::string& why) {
+void CollectiveInbox::peer_down(int rank, const std::string& why) {
   {
     std::lock_guard lock(mutex_);
     down_[rank] = why;
@@ -99,7 +100,7 @@ void Inbox::peer_down(int rank, const std::string& why) {
   cv_.notify_all();
 }
 
-void Inbox::transport_down(int rank, const std::string& why) {
+void CollectiveInbox::transport_down(int rank, const std::string& why) {
   std::function<void(int, const std::string&)> hook;
   {
     std::lock_guard lock(mutex_);
@@ -108,12 +109,12 @@ void Inbox::transport_down(int rank, const std::string& why) {
   if (hook) hook(rank, why);
 }
 
-void Inbox::on_peer_down(std::function<void(int, const std::string&)> hook) {
+void CollectiveInbox::on_peer_down(std::function<void(int, const std::string&)> hook) {
   std::lock_guard lock(mutex_);
   on_down_ = std::move(hook);
 }
 
-void Inbox::on_stream_failure(uint32_t stream, StreamFailure hook) {
+void CollectiveInbox::on_stream_failure(uint32_t stream, StreamFailure hook) {
   std::lock_guard lock(failure_mutex_);
   if (hook)
     failure_hooks_[stream] = std::move(hook);
@@ -121,7 +122,8 @@ void Inbox::on_stream_failure(uint32_t stream, StreamFailure hook) {
     failure_hooks_.erase(stream);
 }
 
-void Inbox::stream_failed(uint32_t stream, uint64_t step, int rank, const std::string& why) {
+void CollectiveInbox::stream_failed(uint32_t stream, uint64_t step, int rank,
+                                    const std::string& why) {
   std::lock_guard lock(failure_mutex_);
   if (auto it = failure_hooks_.find(stream); it != failure_hooks_.end())
     it->second(step, rank, why);

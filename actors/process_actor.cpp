@@ -25,7 +25,7 @@ using expired_atom = caf::atom_constant<caf::atom("rdzvexp")>;  // a joined rank
 constexpr auto kDropGrace = std::chrono::seconds(1);
 
 struct ProcessActorState {
-  std::shared_ptr<Inbox> inbox;
+  std::shared_ptr<CollectiveInbox> inbox;
   int rank = 0;
   std::string token;
   // Rendezvous (rank 0 only): its record, and the answers owed to the ranks that joined.
@@ -106,8 +106,8 @@ bool member_or_report(ProcessActor* self, const char* what) {
   return false;
 }
 
-caf::behavior process_actor(ProcessActor* self, std::shared_ptr<Inbox> inbox, int world_size,
-                            std::string token, int rank) {
+caf::behavior process_actor(ProcessActor* self, std::shared_ptr<CollectiveInbox> inbox,
+                            int world_size, std::string token, int rank) {
   self->state.inbox = std::move(inbox);
   self->state.rank = rank;
   self->state.book.emplace(world_size, token);
@@ -156,7 +156,7 @@ int64_t steady_now_us() {
       .count();
 }
 
-caf::actor spawn_process_actor(caf::actor_system& system, std::shared_ptr<Inbox> inbox,
+caf::actor spawn_process_actor(caf::actor_system& system, std::shared_ptr<CollectiveInbox> inbox,
                                int world_size, std::string token, int rank) {
   return system.spawn(process_actor, std::move(inbox), world_size, std::move(token), rank);
 }

@@ -40,12 +40,12 @@ uint64_t group_hash(const std::vector<int>& ranks) {
 
 }  // namespace
 
-// -- Inbox
+// -- CollectiveInbox
 // -----------------------------------------------------------------------------------------
 
-std::map<int, Contribution> Inbox::take(uint64_t key, const std::vector<int>& from,
-                                        std::chrono::steady_clock::time_point deadline,
-                                        const std::string& what) {
+std::map<int, Contribution> CollectiveInbox::take(uint64_t key, const std::vector<int>& from,
+                                                  std::chrono::steady_clock::time_point deadline,
+                                                  const std::string& what) {
   std::unique_lock lock(mutex_);
   auto missing = [&] {
     std::vector<int> out;

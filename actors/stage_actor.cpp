@@ -55,11 +55,7 @@ void pump(StageActor* self) {
           auto& s = self->state;
           const caf::actor& dest = s.peers.at(s.stage_to_rank.at(n.stage));
           if (message_log_enabled()) log_event(s.worker->rank(), n.step, "send", describe(n));
-          WireNote note{n.step, n.stage, n.microbatch, n.source, n.tensors};
-          if (n.direction == Direction::Forward)
-            self->send(dest, forward_atom::value, std::move(note));
-          else
-            self->send(dest, backward_atom::value, std::move(note));
+          self->send(dest, n);
         },
         [self](const char* event, const schedules::Action& action) {
           if (message_log_enabled())
@@ -126,29 +122,30 @@ void reject(StageActor* self, const Notification& n, const std::string& mismatch
   if (st.rejected.size() > kMaxRejectedSteps) st.rejected.erase(std::prev(st.rejected.end()));
 }
 
-void notify(StageActor* self, WireNote& wire, Direction dir) {
+/// Tells the stage actor `actor` (from any thread) that the tensors of `n` are here.
+void tell_arrived(const caf::actor& actor, const Notification& n) {
+  caf::anon_send(actor, TensorsArrived{n.tag()});
+}
+
+/// A notification that came as a CAF message (embedded, or over NCCL across processes).
+void notify(StageActor* self, Notification& n) {
   auto& st = self->state;
-  Notification n{wire.step, wire.stage, dir, wire.microbatch, wire.source, std::move(wire.tensors)};
-  if (st.distributed) {
-    if (NotificationCheck check = st.worker->check_notification(n); !check.accepted()) {
-      note_rejected_message(st.worker->rank(), "notification " + check.error);
-      if (!check.mismatch.empty()) reject(self, n, check.mismatch);
+  caf::actor me = caf::actor_cast<caf::actor>(self);
+  Acceptance a = st.worker->accept(n, st.distributed,
+                                   [me](const Notification& done) { tell_arrived(me, done); });
+  switch (a.kind) {
+    case Acceptance::Kind::Posted:
       return;
-    }
+    case Acceptance::Kind::Arrived:
+      arrived(self, n);
+      return;
+    case Acceptance::Kind::Rejected:
+      if (!a.mismatch.empty()) reject(self, n, a.mismatch);
+      return;
+    case Acceptance::Kind::Failed:
+      if (n.step == st.step) fail(self, a.error, true);
+      return;
   }
-  if (message_log_enabled()) log_event(st.worker->rank(), n.step, "recv", describe(n));
-  bool now = false;
-  try {
-    caf::actor me = caf::actor_cast<caf::actor>(self);
-    now = st.worker->post_receive(n, [me](const Notification& done) {
-      caf::anon_send(me, received_atom::value, done.step, static_cast<int32_t>(done.stage),
-                     static_cast<int32_t>(done.direction), static_cast<int32_t>(done.microbatch));
-    });
-  } catch (const std::exception& e) {
-    if (n.step == st.step) fail(self, e.what(), true);
-    return;
-  }
-  if (now) arrived(self, n);
 }
 
 /// A rank that went down fails the step if the step still needs its tensors. Checked a moment
@@ -276,11 +273,8 @@ caf::behavior stage_actor(StageActor* self, std::shared_ptr<StageWorker> worker,
         if (step == self->state.step) check_gone(self);
       },
       [self](step_atom, uint64_t step, StepHandle data) { begin(self, step, std::move(data)); },
-      [self](forward_atom, WireNote& note) {
-        if (trusted(self, "a forward notification")) notify(self, note, Direction::Forward);
-      },
-      [self](backward_atom, WireNote& note) {
-        if (trusted(self, "a backward notification")) notify(self, note, Direction::Backward);
+      [self](Notification& note) {
+        if (trusted(self, "a notification")) notify(self, note);
       },
       [self](rejected_atom) {
         // The rejections themselves come from this process's channel thread, through the worker:
@@ -288,8 +282,8 @@ caf::behavior stage_actor(StageActor* self, std::shared_ptr<StageWorker> worker,
         for (const StageWorker::Rejection& r : self->state.worker->take_rejections())
           reject(self, r.note, r.mismatch);
       },
-      [self](received_atom, uint64_t step, int32_t stage, int32_t dir, int32_t mb) {
-        Notification n{step, stage, static_cast<Direction>(dir), mb, 0, {}};
+      [self](const TensorsArrived& m) {
+        Notification n{m.tag.step, m.tag.stage, m.tag.direction, m.tag.microbatch, 0, {}};
         arrived(self, n);
       },
       [self](peer_failed_atom, uint64_t step, int32_t rank, const std::string& what) {
@@ -345,30 +339,30 @@ caf::actor spawn_status_actor(caf::actor_system& system, std::shared_ptr<StageWo
 /// neighbour's mismatched tensors are kept for the actor, which fails their step.
 void deliver_notification(StageWorker& worker, const caf::actor& actor, int peer,
                           std::string_view bytes) {
-  const int rank = worker.rank();
   Notification n;
   if (std::string error = decode_notification(bytes, n); !error.empty()) {
-    note_rejected_message(rank, "malformed notification: " + error);
+    note_rejected_message(worker.rank(), "malformed notification: " + error);
     return;
   }
-  if (NotificationCheck check = worker.check_notification(n); !check.accepted()) {
-    note_rejected_message(rank, "notification " + check.error);
-    // From the neighbour's rank, for a step of this schedule: the step cannot succeed.
-    if (!check.mismatch.empty() && peer == n.source &&
-        worker.keep_rejection(n, std::move(check.mismatch)))
-      caf::anon_send(actor, rejected_atom::value);
-    return;
-  }
-  if (message_log_enabled()) log_event(rank, n.step, "recv", describe(n));
-  auto tell = [actor](const Notification& done) {
-    caf::anon_send(actor, received_atom::value, done.step, static_cast<int32_t>(done.stage),
-                   static_cast<int32_t>(done.direction), static_cast<int32_t>(done.microbatch));
-  };
-  try {
-    if (worker.post_receive(n, tell)) tell(n);
-  } catch (const std::exception& e) {
-    worker.fail_arrival(n, e.what());
-    tell(n);
+  auto tell = [actor](const Notification& done) { tell_arrived(actor, done); };
+  Acceptance a = worker.accept(n, true, tell);
+  switch (a.kind) {
+    case Acceptance::Kind::Posted:
+      return;
+    case Acceptance::Kind::Arrived:
+      tell(n);
+      return;
+    case Acceptance::Kind::Rejected:
+      // From the neighbour's rank, for a step of this schedule: the step cannot succeed. The
+      // rejection waits in the worker for the actor, which fails the step it names.
+      if (!a.mismatch.empty() && peer == n.source &&
+          worker.keep_rejection(n, std::move(a.mismatch)))
+        caf::anon_send(actor, rejected_atom::value);
+      return;
+    case Acceptance::Kind::Failed:
+      worker.fail_arrival(n, a.error);
+      tell(n);
+      return;
   }
 }
 

@@ -133,6 +133,29 @@ std::string StageWorker::tensor_mismatch(const Notification& n) const {
   return {};
 }
 
+Acceptance StageWorker::accept(const Notification& n, bool from_elsewhere,
+                               std::function<void(const Notification&)> arrived) {
+  Acceptance out;
+  if (from_elsewhere) {
+    if (NotificationCheck check = check_notification(n); !check.accepted()) {
+      note_rejected_message(rank_, "notification " + check.error);
+      out.kind = Acceptance::Kind::Rejected;
+      out.error = std::move(check.error);
+      out.mismatch = std::move(check.mismatch);
+      return out;
+    }
+  }
+  if (message_log_enabled()) log_event(rank_, n.step, "recv", describe(n));
+  try {
+    out.kind =
+        post_receive(n, std::move(arrived)) ? Acceptance::Kind::Arrived : Acceptance::Kind::Posted;
+  } catch (const std::exception& e) {
+    out.kind = Acceptance::Kind::Failed;
+    out.error = e.what();
+  }
+  return out;
+}
+
 bool StageWorker::post_receive(const Notification& n,
                                std::function<void(const Notification&)> arrived) {
   PipelineStage& s = stage(n.stage);
@@ -141,12 +164,12 @@ bool StageWorker::post_receive(const Notification& n,
   const PipelineTag key = n.tag();
   channel_->post_receive(
       n.source, key_of(key), n.tensors, s.device(), transfer_timeout_,
-      [inbox = inbox_, key, mark, arrived = std::move(arrived),
+      [received = received_, key, mark, arrived = std::move(arrived),
        note = Notification{n.step, n.stage, n.direction, n.microbatch, n.source, {}}](
           std::vector<Tensor> tensors, std::string error) {
         {
-          std::lock_guard lock(inbox->mutex);
-          inbox->entries[key] = Received{std::move(tensors), std::move(error)};
+          std::lock_guard lock(received->mutex);
+          received->entries[key] = Received{std::move(tensors), std::move(error)};
         }
         if (mark->exchange(true)) arrived(note);
       });
@@ -155,11 +178,11 @@ bool StageWorker::post_receive(const Notification& n,
 
 void StageWorker::on_arrival(const Notification& n) {
   {
-    std::lock_guard lock(inbox_->mutex);
-    auto it = inbox_->entries.find(n.tag());
-    if (it != inbox_->entries.end() && !it->second.error.empty()) {
+    std::lock_guard lock(received_->mutex);
+    auto it = received_->entries.find(n.tag());
+    if (it != received_->entries.end() && !it->second.error.empty()) {
       std::string error = std::move(it->second.error);
-      inbox_->entries.erase(it);
+      received_->entries.erase(it);
       throw transport::TransferError(error);
     }
   }
@@ -176,8 +199,8 @@ void StageWorker::on_arrival(const Notification& n) {
 }
 
 void StageWorker::fail_arrival(const Notification& n, std::string error) {
-  std::lock_guard lock(inbox_->mutex);
-  inbox_->entries[n.tag()] = Received{{}, std::move(error)};
+  std::lock_guard lock(received_->mutex);
+  received_->entries[n.tag()] = Received{{}, std::move(error)};
 }
 
 bool StageWorker::keep_rejection(const Notification& n, std::string mismatch) {
@@ -204,22 +227,22 @@ transport::TransferKey StageWorker::key_of(const PipelineTag& tag) const {
 }
 
 std::vector<Tensor> StageWorker::take(const PipelineTag& tag) {
-  std::lock_guard lock(inbox_->mutex);
-  auto it = inbox_->entries.find(tag);
-  if (it == inbox_->entries.end())
+  std::lock_guard lock(received_->mutex);
+  auto it = received_->entries.find(tag);
+  if (it == received_->entries.end())
     throw std::logic_error("rank " + std::to_string(rank_) + ": " + to_string(tag) +
                            " was marked present but never arrived");
   if (!it->second.error.empty()) throw transport::TransferError(it->second.error);
   std::vector<Tensor> out = std::move(it->second.tensors);
-  inbox_->entries.erase(it);
+  received_->entries.erase(it);
   return out;
 }
 
 void StageWorker::deliver(const PipelineTag& tag, std::vector<Tensor> tensors,
                           const std::function<void(const Notification&)>& send) {
   if (hosts(tag.stage)) {  // the V schedules' turn: hand over inside the rank
-    std::lock_guard lock(inbox_->mutex);
-    inbox_->entries[tag] = Received{std::move(tensors), {}};
+    std::lock_guard lock(received_->mutex);
+    received_->entries[tag] = Received{std::move(tensors), {}};
     return;
   }
   int peer = stage_to_peer_.at(tag.stage);
@@ -278,8 +301,9 @@ void StageWorker::abort_step(uint64_t failed_step) {
     // Keep what later steps already sent; drop this step's.
     uint64_t step = step_->step;
     std::erase_if(early_, [step](const Notification& n) { return n.step <= step; });
-    std::lock_guard lock(inbox_->mutex);
-    std::erase_if(inbox_->entries, [step](const auto& entry) { return entry.first.step == step; });
+    std::lock_guard lock(received_->mutex);
+    std::erase_if(received_->entries,
+                  [step](const auto& entry) { return entry.first.step == step; });
   }
   ready_.reset();
   step_.reset();

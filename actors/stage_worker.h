@@ -49,6 +49,20 @@ struct NotificationCheck {
   bool accepted() const { return error.empty(); }
 };
 
+/// What became of a notification handed to StageWorker::accept.
+struct Acceptance {
+  enum class Kind {
+    Posted,    ///< its receive is posted: the `arrived` callback says when the tensors are here
+    Arrived,   ///< the tensors are here already (call on_arrival now)
+    Rejected,  ///< refused (`error`); `mismatch` set when only its tensors differ (see
+               ///< NotificationCheck): the step it names cannot succeed
+    Failed,    ///< its receive could not be posted (`error`)
+  };
+  Kind kind = Kind::Posted;
+  std::string error;
+  std::string mismatch;
+};
+
 /// "input S:MB" or "grad S:MB", as the message log names a notification.
 std::string describe(const Notification& n);
 
@@ -81,6 +95,11 @@ class StageWorker {
   /// whether it is a mismatch of tensors in a well-routed notification. Reads only what
   /// construction fixed: safe from any thread.
   NotificationCheck check_notification(const Notification& n) const;
+  /// The one entry point of an arriving notification, whatever brought it (a CAF message, a
+  /// channel message): checked when `from_elsewhere` (another process sent it; a refusal is
+  /// counted in the message log), logged, and its receive posted. Safe from any thread.
+  Acceptance accept(const Notification& n, bool from_elsewhere,
+                    std::function<void(const Notification&)> arrived);
   /// A neighbour posted the input (or output gradient) of one of this rank's stages: posts the
   /// receive on the channel. Returns true when the tensors arrived at once (call on_arrival
   /// now); otherwise `arrived` is called later, from the channel's thread, and the caller's
@@ -144,7 +163,7 @@ class StageWorker {
                const std::function<void(const Notification&)>& send);
   /// The channel key of a transfer of this worker's stream (pipeline_tag.h).
   transport::TransferKey key_of(const PipelineTag& tag) const;
-  /// Takes the received tensors of `tag` out of the inbox.
+  /// Takes the received tensors of `tag` out of the received-tensor table.
   std::vector<Tensor> take(const PipelineTag& tag);
 
   int rank_;
@@ -169,11 +188,11 @@ class StageWorker {
   };
   /// Tensors received, by transfer. Shared with the channel's callbacks (which run on its threads
   /// and may outlive the worker).
-  struct Inbox {
+  struct ReceivedTensors {
     std::mutex mutex;
     std::unordered_map<PipelineTag, Received, PipelineTagHash> entries;
   };
-  std::shared_ptr<Inbox> inbox_ = std::make_shared<Inbox>();
+  std::shared_ptr<ReceivedTensors> received_ = std::make_shared<ReceivedTensors>();
   std::mutex rejections_mutex_;
   std::vector<Rejection> rejections_;
   /// The action being computed (running()), guarded by busy_mutex_.

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "actors/stage_worker.h"
 #include "actors/step_data.h"
 #include "transport/tensor_descriptor.h"
 
@@ -21,11 +22,20 @@ typename Inspector::result_type inspect(Inspector& f, TensorDescriptor& x) {
 
 }  // namespace tensorplay::transport
 
+namespace tensorplay::pipelining {
+
+/// A notification crosses processes as itself (the stage actors' one message for it).
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, Notification& x) {
+  return f(caf::meta::type_name("Notification"), x.step, x.stage, x.direction, x.microbatch,
+           x.source, x.tensors);
+}
+
+}  // namespace tensorplay::pipelining
+
 namespace tensorplay::pipelining::detail {
 
-// Between stage actors (may cross processes).
-using forward_atom = caf::atom_constant<caf::atom("fwd")>;   // a stage's input was posted
-using backward_atom = caf::atom_constant<caf::atom("bwd")>;  // a stage's output gradient was posted
+// Between stage actors (may cross processes); a Notification travels as itself.
 using peer_failed_atom = caf::atom_constant<caf::atom("pfailed")>;  // a rank's step failed
 using status_atom = caf::atom_constant<caf::atom("status")>;        // what a rank does in step N
 
@@ -35,7 +45,6 @@ using done_atom = caf::atom_constant<caf::atom("done")>;           // step finis
 using failed_atom = caf::atom_constant<caf::atom("failed")>;       // step failed
 using abort_atom = caf::atom_constant<caf::atom("abort")>;         // drop the step
 using peers_atom = caf::atom_constant<caf::atom("peers")>;         // stage actors by rank
-using received_atom = caf::atom_constant<caf::atom("recvd")>;      // a posted receive completed
 using resume_atom = caf::atom_constant<caf::atom("resume")>;       // run more ready actions
 using check_gone_atom = caf::atom_constant<caf::atom("chkgone")>;  // does the step need a gone rank
 using rejected_atom = caf::atom_constant<caf::atom("rejected")>;   // the worker kept rejections
@@ -46,23 +55,20 @@ using ping_atom = caf::atom_constant<caf::atom("ping")>;           // rank 0 -> 
 using collective_atom = caf::atom_constant<caf::atom("coll")>;     // one member's contribution
 using dp_failed_atom = caf::atom_constant<caf::atom("dpfailed")>;  // a replica's step failed
 
-/// A forward or backward notification: the tensors for `stage`'s `microbatch` of `step` were
-/// posted by rank `source` (a global rank, for the channel) and are described by `tensors`.
-struct WireNote {
-  uint64_t step = 0;
-  int32_t stage = 0;
-  int32_t microbatch = 0;
-  int32_t source = 0;
-  std::vector<transport::TensorDescriptor> tensors;
+/// A posted receive completed: the tensors of `tag` are here (or will not come: the worker knows
+/// why). From the channel's thread to this process's stage actor only.
+struct TensorsArrived {
+  PipelineTag tag;
 };
 
 template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, WireNote& x) {
-  return f(caf::meta::type_name("WireNote"), x.step, x.stage, x.microbatch, x.source, x.tensors);
+typename Inspector::result_type inspect(Inspector& f, TensorsArrived& x) {
+  return f(caf::meta::type_name("TensorsArrived"), x.tag.step, x.tag.stage, x.tag.direction,
+           x.tag.microbatch);
 }
 
 /// The rendezvous protocol's version: rank 0 refuses a hello of another version.
-constexpr int32_t kRendezvousProtocol = 2;
+constexpr int32_t kRendezvousProtocol = 3;
 
 /// What a rank says when it joins (to rank 0) and what rank 0 answers (every rank's entry). Rank
 /// 0 answers a hello with (table, why): every rank's entry and "" once all joined, or no entry

@@ -23,7 +23,7 @@ using pipelining::detail::Contribution;
 using pipelining::detail::PeerEntry;
 
 /// Contributions to collectives, filled by the process actor, read by the callers.
-class Inbox {
+class CollectiveInbox {
  public:
   void put(Contribution c);
   /// A peer's process is gone: waits that need it fail at once.
@@ -70,7 +70,8 @@ class Inbox {
 
 /// True when a message from `sender` may be trusted: it comes from this process, or from a
 /// process admitted to the job. Messages without a sender are not.
-bool from_member(const caf::strong_actor_ptr& sender, const caf::node_id& here, Inbox& members);
+bool from_member(const caf::strong_actor_ptr& sender, const caf::node_id& here,
+                 CollectiveInbox& members);
 
 /// Logs (stderr and the message log) that this process dropped `what` from `node`, with the
 /// node's network address when the middleman knows it; at most a few lines per node.
@@ -93,7 +94,7 @@ class Cluster {
   std::vector<PeerEntry> peers;  ///< by global rank (process actors, hosts, UCX addresses)
   caf::actor self_actor;         ///< this process's actor (published)
   uint16_t port = 0;             ///< where self_actor is published
-  std::shared_ptr<Inbox> inbox = std::make_shared<Inbox>();
+  std::shared_ptr<CollectiveInbox> inbox = std::make_shared<CollectiveInbox>();
   /// Host-memory transport between the ranks (null in a group of one).
   std::shared_ptr<transport::Channel> ucx;
 

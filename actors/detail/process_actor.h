@@ -19,7 +19,7 @@ int64_t steady_now_us();
 /// Spawns this process's actor for a job of `world_size` ranks whose cluster token is `token`;
 /// it fills `inbox`. Rank 0's is the rendezvous: it answers each hello with the table of every
 /// rank once all joined, or with why the rendezvous ended (RendezvousBook).
-caf::actor spawn_process_actor(caf::actor_system& system, std::shared_ptr<Inbox> inbox,
+caf::actor spawn_process_actor(caf::actor_system& system, std::shared_ptr<CollectiveInbox> inbox,
                                int world_size, std::string token, int rank);
 
 }  // namespace tensorplay::distributed::detail

@@ -101,8 +101,9 @@ TEST_CASE("rank 0 alone names the ranks that did not join within its timeout, an
   env.world_size = 3;
   env.master_addr = "127.0.0.1";
   env.master_port = free_port();
-  env.rdzv_timeout = std::chrono::milliseconds(200);  // TENSORPLAY_RDZV_TIMEOUT, when .timeout is unset
-  for (int attempt = 0; attempt < 2; ++attempt) {     // the second binds the same port again
+  env.rdzv_timeout =
+      std::chrono::milliseconds(200);  // TENSORPLAY_RDZV_TIMEOUT, when .timeout is unset
+  for (int attempt = 0; attempt < 2; ++attempt) {  // the second binds the same port again
     auto t0 = std::chrono::steady_clock::now();
     CHECK_THROWS_WITH(dist::init_process_group({.backend = "ucx", .env = env}),
                       Catch::Contains("within rank 0's timeout of 200 ms") &&

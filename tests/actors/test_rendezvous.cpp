@@ -68,7 +68,9 @@ TEST_CASE("a refused rank ends the rendezvous for every rank, with the reason", 
       {job.entry(3, 4, ""), "presented no cluster token"},
       {job.entry(1), "rank 1 joined already (from 10.0.0.1); each process needs its own RANK"},
       {job.entry(-1), "RANK=-1 is out of range for WORLD_SIZE=4 (ranks 0 to 3)"},
-      {protocol, "it speaks rendezvous protocol 1, rank 0 2; start every rank from the same"},
+      {protocol, "it speaks rendezvous protocol 1, rank 0 " +
+                     std::to_string(tensorplay::pipelining::detail::kRendezvousProtocol) +
+                     "; start every rank from the same"},
   };
   for (const Case& c : cases) {
     INFO(c.why);

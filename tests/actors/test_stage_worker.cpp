@@ -183,3 +183,25 @@ TEST_CASE("StageWorker keeps a bounded number of rejections for its actor", "[st
   CHECK(r.worker.take_rejections().empty());
   CHECK(r.worker.keep_rejection(n, "again"));  // taken: the next one tells the actor again
 }
+
+TEST_CASE("StageWorker::accept is one entry point: checked, posted, or refused with why",
+          "[stage_worker]") {
+  LastRank r;
+  r.worker.begin_step(r.step_data(1));
+  // From this process (not checked): the local channel hands the tensors over at once.
+  pp::Acceptance now = r.worker.accept(r.from_rank0(1, 0), false, [](const pp::Notification&) {});
+  CHECK(now.kind == pp::Acceptance::Kind::Arrived);
+  // From another process: a mismatch is refused with the words that fail the step.
+  pp::Notification wrong = r.from_rank0(1, 1);
+  wrong.tensors[0].shape = {2, kDim + 1};
+  pp::Acceptance refused = r.worker.accept(wrong, true, [](const pp::Notification&) {});
+  CHECK(refused.kind == pp::Acceptance::Kind::Rejected);
+  CHECK(refused.mismatch == "tensor 0 is float32[2,5], stage 1 expects float32[2,4]");
+  // Badly routed noise: refused, no mismatch to fail a step with.
+  pp::Notification noise = r.from_rank0(1, 2);
+  noise.stage = 0;
+  pp::Acceptance counted = r.worker.accept(noise, true, [](const pp::Notification&) {});
+  CHECK(counted.kind == pp::Acceptance::Kind::Rejected);
+  CHECK(counted.mismatch.empty());
+  CHECK_THAT(counted.error, Catch::Contains("not hosted by rank 1"));
+}
