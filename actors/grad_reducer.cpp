@@ -84,6 +84,60 @@ struct GradReducer::StageState {
   std::vector<std::string> names;  // by slot
 };
 
+std::unique_ptr<GradReducer::StageState> GradReducer::bucket_stage(
+    size_t si, std::set<const TensorImpl*>& seen) {
+  PipelineStage* stage = stages_[si];
+  auto st = std::make_unique<StageState>();
+  std::set<std::string> tied;
+  for (const auto& [tie, holders] : stage->tied_parameters()) tied.insert(tie);
+  for (const auto& [pname, p] : stage->module().named_parameters()) {
+    if (!p.requires_grad() || tied.count(pname) || !seen.insert(p.impl_ptr().get()).second)
+      continue;
+    st->params.push_back(p);
+    st->names.push_back(pname);
+  }
+  const size_t n = st->params.size();
+  st->bucket_of.assign(n, 0);
+  st->hits.assign(n, 0);
+  st->expected.assign(n, -1);
+  // Reverse registration order: the backward reaches the last layers first.
+  Bucket* open = nullptr;
+  int64_t open_bytes = 0;
+  for (size_t k = n; k-- > 0;) {
+    const Tensor& p = st->params[k];
+    const int64_t bytes = static_cast<int64_t>(p.nbytes());
+    if (!open || open->dtype != p.dtype() || open->device != p.device() ||
+        (open_bytes > 0 && open_bytes + bytes > options_.bucket_cap_bytes)) {
+      buckets_.push_back(std::make_unique<Bucket>());
+      open = buckets_.back().get();
+      open->index = buckets_.size() - 1;
+      open->stage = si;
+      open->dtype = p.dtype();
+      open->device = p.device();
+      open_bytes = 0;
+      st->buckets.push_back(buckets_.size() - 1);
+    }
+    open->params.push_back(p);
+    open->numel += p.numel();
+    open_bytes += bytes;
+    st->bucket_of[k] = buckets_.size() - 1;
+  }
+  return st;
+}
+
+void GradReducer::attach_hooks() {
+  for (size_t si = 0; si < stages_.size(); ++si) {
+    StageState& st = *stage_state_[si];
+    for (size_t k = 0; k < st.params.size(); ++k) {
+      uint64_t id = st.params[k].register_post_accumulate_grad_hook(
+          [this, si, k](const Tensor&) { on_accumulate(si, k); });
+      hooks_.emplace_back(st.params[k], id);
+    }
+    stages_[si]->set_runtime_dw_builder(
+        [this, si]() -> DwRunner { return [this, si] { on_action_done(si); }; });
+  }
+}
+
 GradReducer::GradReducer(std::vector<PipelineStage*> stages, int n_microbatches, int dp_size,
                          DataParallelOptions options, FlatAllReduce all_reduce, std::string name)
     : stages_(std::move(stages)),
@@ -104,58 +158,9 @@ GradReducer::GradReducer(std::vector<PipelineStage*> stages, int n_microbatches,
   });
   stage_state_.resize(stages_.size());
   std::set<const TensorImpl*> seen;  // a tensor two local stages share is averaged once
-  for (size_t si : order) {
-    PipelineStage* stage = stages_[si];
-    auto st = std::make_unique<StageState>();
-    std::set<std::string> tied;
-    for (const auto& [tie, holders] : stage->tied_parameters()) tied.insert(tie);
-    auto named = stage->module().named_parameters();
-    for (const auto& [pname, p] : named) {
-      if (!p.requires_grad() || tied.count(pname) || !seen.insert(p.impl_ptr().get()).second)
-        continue;
-      st->params.push_back(p);
-      st->names.push_back(pname);
-    }
-    const size_t n = st->params.size();
-    st->bucket_of.assign(n, 0);
-    st->hits.assign(n, 0);
-    st->expected.assign(n, -1);
-    // Reverse registration order: the backward reaches the last layers first.
-    Bucket* open = nullptr;
-    int64_t open_bytes = 0;
-    for (size_t k = n; k-- > 0;) {
-      const Tensor& p = st->params[k];
-      const int64_t bytes = static_cast<int64_t>(p.nbytes());
-      if (!open || open->dtype != p.dtype() || open->device != p.device() ||
-          (open_bytes > 0 && open_bytes + bytes > options_.bucket_cap_bytes)) {
-        buckets_.push_back(std::make_unique<Bucket>());
-        open = buckets_.back().get();
-        open->index = buckets_.size() - 1;
-        open->stage = si;
-        open->dtype = p.dtype();
-        open->device = p.device();
-        open_bytes = 0;
-        st->buckets.push_back(buckets_.size() - 1);
-      }
-      open->params.push_back(p);
-      open->numel += p.numel();
-      open_bytes += bytes;
-      st->bucket_of[k] = buckets_.size() - 1;
-    }
-    stage_state_[si] = std::move(st);
-  }
+  for (size_t si : order) stage_state_[si] = bucket_stage(si, seen);
   for (auto& b : buckets_) b->flat = empty({b->numel}, {.dtype = b->dtype, .device = b->device});
-  // Gradient hooks and the runtime dw_builder of every stage.
-  for (size_t si = 0; si < stages_.size(); ++si) {
-    StageState& st = *stage_state_[si];
-    for (size_t k = 0; k < st.params.size(); ++k) {
-      uint64_t id = st.params[k].register_post_accumulate_grad_hook(
-          [this, si, k](const Tensor&) { on_accumulate(si, k); });
-      hooks_.emplace_back(st.params[k], id);
-    }
-    stages_[si]->set_runtime_dw_builder(
-        [this, si]() -> DwRunner { return [this, si] { on_action_done(si); }; });
-  }
+  attach_hooks();
   // The tied parameters' all-reduces follow the buckets, one per dtype and device.
   std::set<Group> tied_groups;
   for (PipelineStage* stage : stages_)

@@ -95,34 +95,9 @@ constexpr Convention kConventions[] = {
     {"slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NTASKS_PER_NODE"},
 };
 
-}  // namespace
-
-LaunchEnv read_launch_env(const EnvLookup& getenv) {
-  constexpr int kMaxRanks = 1 << 20;
-  LaunchEnv env;
-  read_own_variables(getenv, env);
-  const Convention* found = nullptr;
-  for (const Convention& c : kConventions)
-    if (getenv(c.rank) || getenv(c.size)) {
-      found = &c;
-      break;
-    }
-  if (!found) {
-    env.source = "none";
-    return env;
-  }
-  const Convention& c = *found;
-  env.launched = true;
-  env.source = c.source;
-  env.world_size = parse_int(getenv, c.size, 1, kMaxRanks);
-  env.rank = parse_int(getenv, c.rank, 0, kMaxRanks);
-  check_below(env.rank, c.rank, env.world_size, c.size);
-  env.local_rank = parse_or(getenv, c.local_rank, env.rank, 0, kMaxRanks);
-  env.local_world_size = parse_or(getenv, c.local_size, env.world_size, 1, kMaxRanks);
-  check_below(env.local_rank, c.local_rank, env.local_world_size, c.local_size);
-
-  // Where rank 0 listens: MASTER_ADDR/MASTER_PORT wherever they are set; torchrun requires them,
-  // Open MPI on one host and Slurm (its node list's first host) imply the address.
+/// Where rank 0 listens: MASTER_ADDR/MASTER_PORT wherever they are set; torchrun requires them,
+/// Open MPI on one host and Slurm (its node list's first host) imply the address.
+void read_master(const EnvLookup& getenv, LaunchEnv& env) {
   const char* addr = getenv("MASTER_ADDR");
   const bool one_host = env.local_world_size == env.world_size;
   if (!addr && env.source == std::string("torchrun") && env.world_size > 1)
@@ -151,8 +126,11 @@ LaunchEnv read_launch_env(const EnvLookup& getenv) {
   if (env.master_addr.empty())
     throw std::invalid_argument("launcher environment: MASTER_ADDR is empty");
   env.master_port = parse_or(getenv, "MASTER_PORT", 29500, 1, 65535);
-  // The job's id, which every rank records in its message log: torchrun's run id ("none" when
-  // torchrun was given no --rdzv-id, the same for every such job), else Slurm's job step.
+}
+
+/// The job's id, which every rank records in its message log: torchrun's run id ("none" when
+/// torchrun was given no --rdzv-id, the same for every such job), else Slurm's job step.
+void read_job_id(const EnvLookup& getenv, LaunchEnv& env) {
   const char* run_id = getenv("TORCHELASTIC_RUN_ID");
   const char* slurm_job = getenv("SLURM_JOB_ID");
   const char* slurm_step = getenv("SLURM_STEP_ID");
@@ -161,6 +139,36 @@ LaunchEnv read_launch_env(const EnvLookup& getenv) {
   else if (env.source == std::string("slurm") && slurm_job && *slurm_job)
     env.job_id =
         std::string("slurm-") + slurm_job + (slurm_step ? std::string(".") + slurm_step : "");
+}
+
+}  // namespace
+
+LaunchEnv read_launch_env(const EnvLookup& getenv) {
+  constexpr int kMaxRanks = 1 << 20;
+  LaunchEnv env;
+  read_own_variables(getenv, env);
+  const Convention* found = nullptr;
+  for (const Convention& c : kConventions)
+    if (getenv(c.rank) || getenv(c.size)) {
+      found = &c;
+      break;
+    }
+  if (!found) {
+    env.source = "none";
+    return env;
+  }
+  const Convention& c = *found;
+  env.launched = true;
+  env.source = c.source;
+  env.world_size = parse_int(getenv, c.size, 1, kMaxRanks);
+  env.rank = parse_int(getenv, c.rank, 0, kMaxRanks);
+  check_below(env.rank, c.rank, env.world_size, c.size);
+  env.local_rank = parse_or(getenv, c.local_rank, env.rank, 0, kMaxRanks);
+  env.local_world_size = parse_or(getenv, c.local_size, env.world_size, 1, kMaxRanks);
+  check_below(env.local_rank, c.local_rank, env.local_world_size, c.local_size);
+
+  read_master(getenv, env);
+  read_job_id(getenv, env);
   env.restart_count =
       parse_or(getenv, "TORCHELASTIC_RESTART_COUNT", 0, 0, std::numeric_limits<int>::max());
   return env;

@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -65,6 +66,11 @@ class GradReducer {
  private:
   struct Bucket;
   struct StageState;
+  /// Stage `si`'s parameters (those not tied and not in `seen` yet) in buckets of at most
+  /// bucket_cap_bytes of one dtype and device, in reverse registration order.
+  std::unique_ptr<StageState> bucket_stage(size_t si, std::set<const TensorImpl*>& seen);
+  /// Hooks every bucketed parameter's gradient accumulation and every stage's W actions.
+  void attach_hooks();
   void on_accumulate(size_t stage, size_t slot);
   void on_action_done(size_t stage);
   void hand_over(size_t bucket);  // stage thread: the bucket's gradients are final
