@@ -61,14 +61,7 @@ FlatAllReduce flat_all_reduce(const ScheduleSpec& spec, const std::vector<int>& 
       nccl->all_reduce(flat);
       return;
     }
-    transport::RingGroup ring{ucx.get(), ranks, me, stream, timeout};
-    if (!flat.is_cuda()) {
-      transport::ring_all_reduce(ring, call, flat);
-      return;
-    }
-    Tensor host = flat.cpu();
-    transport::ring_all_reduce(ring, call, host);
-    flat.copy_(host);
+    transport::ring_all_reduce_staged({ucx.get(), ranks, me, stream, timeout}, call, flat);
   };
 }
 

@@ -201,15 +201,13 @@ void ProcessGroup::all_reduce(Tensor& tensor) const {
                            " is not a member of the group");
   if (!c.ucx) throw DistributedError(where + ": this process has no UCX channel to the others");
   NoGradGuard no_grad;
-  // Host tensors are summed in place; device tensors through a host copy.
-  Tensor host = tensor.is_cuda() ? tensor.detach().cpu() : tensor.detach();
   transport::RingGroup ring{c.ucx.get(), ranks_, me, c.collective_stream(ranks_), c.timeout};
+  Tensor summed = tensor.detach();
   try {
-    transport::ring_all_reduce(ring, c.next_collective_call(ranks_), host);
+    transport::ring_all_reduce_staged(ring, c.next_collective_call(ranks_), summed);
   } catch (const transport::TransferError& e) {
     throw DistributedError(where + " failed: " + e.what());
   }
-  if (tensor.is_cuda()) tensor.copy_(host);
 }
 
 // -- free functions

@@ -448,4 +448,14 @@ void ring_all_reduce(const RingGroup& group, uint64_t call, Tensor& flat) {
   RingCall(group, call, flat).run();
 }
 
+void ring_all_reduce_staged(const RingGroup& group, uint64_t call, Tensor& tensor) {
+  if (!tensor.is_cuda()) {
+    ring_all_reduce(group, call, tensor);
+    return;
+  }
+  Tensor host = tensor.detach().cpu();
+  ring_all_reduce(group, call, host);
+  tensor.copy_(host);
+}
+
 }  // namespace tensorplay::transport

@@ -35,4 +35,9 @@ struct RingGroup {
 /// `flat` holds unspecified values.
 void ring_all_reduce(const RingGroup& group, uint64_t call, Tensor& flat);
 
+/// ring_all_reduce for a tensor on any device: a device tensor is summed through a host copy
+/// (UCX here moves host memory) and copied back. What every all-reduce over UCX calls: a process
+/// group's, and the data-parallel buckets' when NCCL does not carry them.
+void ring_all_reduce_staged(const RingGroup& group, uint64_t call, Tensor& tensor);
+
 }  // namespace tensorplay::transport
