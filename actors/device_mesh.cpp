@@ -40,36 +40,3 @@ DeviceMesh init_device_mesh(std::vector<int> mesh_shape, std::vector<std::string
 ProcessGroup get_group(const DeviceMesh& mesh, const std::string& dim) { return mesh[dim]; }
 
 }  // namespace tensorplay::distributed
-
-namespace tensorplay::pipelining {
-
-namespace {
-
-distributed::ProcessGroup pipeline_group_of(const distributed::DeviceMesh& mesh, const char* what) {
-  if (!mesh.has_dim("pp"))
-    throw std::invalid_argument(std::string(what) + ": " + distributed::to_string(mesh) +
-                                " has no \"pp\" dimension; name the pipeline dimension \"pp\" "
-                                "(init_device_mesh({pp, dp}, {\"pp\", \"dp\"}))");
-  return mesh["pp"];
-}
-
-}  // namespace
-
-PipelineStage build_stage(const Pipe& pipe, int stage_index, Device device,
-                          const distributed::DeviceMesh& mesh) {
-  PipelineStage stage =
-      build_stage(pipe, stage_index, device, pipeline_group_of(mesh, "build_stage"));
-  stage.set_mesh(mesh);
-  return stage;
-}
-
-std::vector<std::shared_ptr<PipelineStage>> build_stages(const Pipe& pipe,
-                                                         const std::vector<int>& stage_indices,
-                                                         Device device,
-                                                         const distributed::DeviceMesh& mesh) {
-  auto stages = build_stages(pipe, stage_indices, device, pipeline_group_of(mesh, "build_stages"));
-  for (auto& s : stages) s->set_mesh(mesh);
-  return stages;
-}
-
-}  // namespace tensorplay::pipelining

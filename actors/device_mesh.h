@@ -29,21 +29,3 @@ DeviceMesh init_device_mesh(std::vector<int> mesh_shape, std::vector<std::string
 ProcessGroup get_group(const DeviceMesh& mesh, const std::string& dim);
 
 }  // namespace tensorplay::distributed
-
-namespace tensorplay::pipelining {
-
-/// The stage `stage_index` of `pipe` on `device` for this rank of a mesh with a "pp" dimension
-/// (and, optionally, "dp"): its traffic goes over the mesh's "pp" group, and a schedule averages
-/// its gradients over the "dp" group every step (get_mesh() tells the schedule). The stage
-/// index is usually `mesh.get_local_rank("pp")` (or stages_of_rank of it for multi-stage
-/// schedules). Throws std::invalid_argument when the mesh has no "pp" dimension.
-PipelineStage build_stage(const Pipe& pipe, int stage_index, Device device,
-                          const distributed::DeviceMesh& mesh);
-
-/// The stages `stage_indices` of `pipe` on `device` for this rank of `mesh` (as above).
-std::vector<std::shared_ptr<PipelineStage>> build_stages(const Pipe& pipe,
-                                                         const std::vector<int>& stage_indices,
-                                                         Device device,
-                                                         const distributed::DeviceMesh& mesh);
-
-}  // namespace tensorplay::pipelining

@@ -190,6 +190,10 @@ void ProcessGroup::barrier() const {
   cluster_or_throw("barrier").exchange(ranks_, {}, {}, "barrier");
 }
 
+ProcessGroup::operator DeviceMesh() const {
+  return DeviceMesh::over_ranks(ranks_, "pp", get_rank());
+}
+
 void ProcessGroup::all_reduce(Tensor& tensor) const {
   if (!tensor.defined()) throw std::invalid_argument("all_reduce: the tensor is undefined");
   if (ranks_.size() == 1 && ranks_[0] == get_rank()) return;
@@ -313,24 +317,3 @@ std::vector<Device> local_devices() {
 }
 
 }  // namespace tensorplay::distributed
-
-namespace tensorplay::pipelining {
-
-PipelineStage build_stage(const Pipe& pipe, int stage_index, Device device,
-                          const distributed::ProcessGroup& group) {
-  PipelineStage stage = build_stage(pipe, stage_index, device);
-  stage.set_group_ranks(group.ranks());
-  return stage;
-}
-
-std::vector<std::shared_ptr<PipelineStage>> build_stages(const Pipe& pipe,
-                                                         const std::vector<int>& stage_indices,
-                                                         Device device,
-                                                         const distributed::ProcessGroup& group) {
-  std::vector<std::shared_ptr<PipelineStage>> out;
-  for (int s : stage_indices)
-    out.push_back(std::make_shared<PipelineStage>(build_stage(pipe, s, device, group)));
-  return out;
-}
-
-}  // namespace tensorplay::pipelining

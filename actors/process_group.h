@@ -48,6 +48,9 @@ class ProcessGroup {
   /// `build_stage(pipe, s, device, mesh["pp"])`. Throws std::invalid_argument for a mesh of
   /// another dimension count.
   ProcessGroup(const DeviceMesh& mesh);  // NOLINT: converts, as PyTorch passes meshes for groups
+  /// The one-dimensional "pp" mesh over the members, seen from this process: a group given as a
+  /// stage's placement (the seed's `build_stage(pipe, rank, device, group)`).
+  operator DeviceMesh() const;  // NOLINT: converts, so a group places a stage as a mesh does
   /// Global ranks of the members, ascending.
   const std::vector<int>& ranks() const { return ranks_; }
   int size() const { return static_cast<int>(ranks_.size()); }
@@ -110,20 +113,3 @@ void destroy_process_group();
 std::vector<Device> local_devices();
 
 }  // namespace tensorplay::distributed
-
-namespace tensorplay::pipelining {
-
-/// The stage `stage_index` of `pipe` for this rank of `group` (the seed's
-/// `build_stage(pipe, rank, device, group)`): as build_stage(pipe, stage_index, device), and the
-/// schedule exchanges its traffic over `group`.
-PipelineStage build_stage(const Pipe& pipe, int stage_index, Device device,
-                          const distributed::ProcessGroup& group);
-
-/// The stages `stage_indices` of `pipe` on `device`, for a multi-stage schedule on this rank (a
-/// rank of ScheduleZBVZeroBubble holds stages r and 2p-1-r: see stages_of_rank).
-std::vector<std::shared_ptr<PipelineStage>> build_stages(const Pipe& pipe,
-                                                         const std::vector<int>& stage_indices,
-                                                         Device device,
-                                                         const distributed::ProcessGroup& group);
-
-}  // namespace tensorplay::pipelining

@@ -77,7 +77,6 @@ std::vector<std::shared_ptr<bench::pp::PipelineStage>> job_stages(
                                          timed_stage::Waits{wait, wait, wait}),
         s, num_stages, bench::tp::cpu(), std::vector<bench::pp::TensorMeta>{meta},
         std::vector<bench::pp::TensorMeta>{meta});
-    stage->set_group_ranks(mesh["pp"].ranks());
     stage->set_mesh(mesh);
     stages.push_back(stage);
   }

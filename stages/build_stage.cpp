@@ -53,4 +53,25 @@ std::vector<PipelineStage*> stage_pointers(
   return out;
 }
 
+PipelineStage build_stage(const Pipe& pipe, int stage_index, Device device,
+                          const distributed::DeviceMesh& placement) {
+  if (placement.empty() || !placement.has_dim("pp"))
+    throw std::invalid_argument("build_stage: " + distributed::to_string(placement) +
+                                " has no \"pp\" dimension; name the pipeline dimension \"pp\" "
+                                "(init_device_mesh({pp, dp}, {\"pp\", \"dp\"}))");
+  PipelineStage stage = build_stage(pipe, stage_index, device);
+  stage.set_mesh(placement);
+  return stage;
+}
+
+std::vector<std::shared_ptr<PipelineStage>> build_stages(const Pipe& pipe,
+                                                         const std::vector<int>& stage_indices,
+                                                         Device device,
+                                                         const distributed::DeviceMesh& placement) {
+  std::vector<std::shared_ptr<PipelineStage>> out;
+  for (int s : stage_indices)
+    out.push_back(std::make_shared<PipelineStage>(build_stage(pipe, s, device, placement)));
+  return out;
+}
+
 }  // namespace tensorplay::pipelining

@@ -18,6 +18,23 @@ namespace tensorplay::pipelining {
 /// runtime's business.
 PipelineStage build_stage(const Pipe& pipe, int stage_index, Device device);
 
+/// The stage `stage_index` of `pipe` on `device` for this rank of `placement`, the stage's one
+/// placement: a device mesh with a "pp" dimension (its traffic goes over the "pp" group, and a
+/// schedule averages its gradients over the "dp" group, if any, every step), or a process group
+/// (it converts to the one-dimensional "pp" mesh over its ranks: the seed's
+/// `build_stage(pipe, rank, device, group)`). The stage index is usually
+/// `mesh.get_local_rank("pp")` (or stages_of_rank of it for multi-stage schedules). Throws
+/// std::invalid_argument when the mesh has no "pp" dimension.
+PipelineStage build_stage(const Pipe& pipe, int stage_index, Device device,
+                          const distributed::DeviceMesh& placement);
+
+/// The stages `stage_indices` of `pipe` on `device` for this rank of `placement` (as above): a
+/// rank of ScheduleZBVZeroBubble holds stages r and 2p-1-r (see stages_of_rank).
+std::vector<std::shared_ptr<PipelineStage>> build_stages(const Pipe& pipe,
+                                                         const std::vector<int>& stage_indices,
+                                                         Device device,
+                                                         const distributed::DeviceMesh& placement);
+
 /// The stages one process hosts: with as many devices as stages, stage i on devices[i]; with
 /// fewer, stage i on devices[i % devices.size()] (the looped placement interleaved schedules
 /// expect).

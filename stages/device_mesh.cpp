@@ -54,6 +54,21 @@ DeviceMesh::DeviceMesh(std::string device_type, std::vector<int> shape,
   for (int r = 0; r < total; ++r) ranks_.push_back(r);
 }
 
+DeviceMesh DeviceMesh::over_ranks(std::vector<int> ranks, std::string dim_name, int rank,
+                                  std::string device_type) {
+  if (ranks.empty()) throw std::invalid_argument("DeviceMesh::over_ranks: no ranks given");
+  DeviceMesh mesh(std::move(device_type), {static_cast<int>(ranks.size())}, {std::move(dim_name)},
+                  0);
+  std::set<int> seen;
+  for (int r : ranks)
+    if (r < 0 || !seen.insert(r).second)
+      throw std::invalid_argument("DeviceMesh::over_ranks: rank " + std::to_string(r) +
+                                  (r < 0 ? " is negative" : " is listed twice"));
+  mesh.ranks_ = std::move(ranks);
+  mesh.rank_ = rank;
+  return mesh;
+}
+
 bool DeviceMesh::has_dim(const std::string& dim) const {
   for (const std::string& n : names_)
     if (n == dim) return true;

@@ -26,6 +26,11 @@ class DeviceMesh {
   /// std::invalid_argument naming a bad size, name or rank.
   DeviceMesh(std::string device_type, std::vector<int> shape, std::vector<std::string> dim_names,
              int rank);
+  /// The one-dimensional mesh named `dim_name` over the global `ranks` (a process group's, in
+  /// group order), seen from global rank `rank` (a member or not). Throws std::invalid_argument
+  /// for no ranks, a negative or repeated rank, or an empty name.
+  static DeviceMesh over_ranks(std::vector<int> ranks, std::string dim_name, int rank,
+                               std::string device_type = "cpu");
 
   /// True for a mesh with no dimensions.
   bool empty() const { return shape_.empty(); }

@@ -304,3 +304,21 @@ void PipelineStage::release(const void* owner) {
 }
 
 }  // namespace tensorplay::pipelining
+
+namespace tensorplay::pipelining {
+
+std::vector<int> PipelineStage::group_ranks() const {
+  if (mesh_.empty()) return {};
+  return mesh_["pp"].ranks();
+}
+
+void PipelineStage::set_mesh(distributed::DeviceMesh mesh) {
+  if (!mesh.empty() && !mesh.has_dim("pp"))
+    throw std::invalid_argument("PipelineStage " + std::to_string(stage_index()) + ": " +
+                                distributed::to_string(mesh) +
+                                " has no \"pp\" dimension; name the pipeline dimension \"pp\" "
+                                "(init_device_mesh({pp, dp}, {\"pp\", \"dp\"}))");
+  mesh_ = std::move(mesh);
+}
+
+}  // namespace tensorplay::pipelining

@@ -83,14 +83,16 @@ class PipelineStage {
   /// Parameters this stage shares with other stages (tied weights): name -> every stage holding
   /// a copy. build_stage fills it from the Pipe; schedules sum the copies' gradients per step.
   const std::map<std::string, std::vector<int>>& tied_parameters() const { return tied_; }
-  /// Global ranks of the process group this stage's traffic goes over (empty: the world group).
-  const std::vector<int>& group_ranks() const { return group_ranks_; }
-  void set_group_ranks(std::vector<int> ranks) { group_ranks_ = std::move(ranks); }
-  /// The device mesh this stage was built on (build_stage with a mesh; empty otherwise). Its
-  /// "pp" dimension carries the stage-to-stage traffic; across its "dp" dimension the stage is
-  /// replicated and schedules average its gradients every step.
+  /// Global ranks of the process group this stage's traffic goes over: its mesh's "pp"
+  /// dimension (empty without a mesh: the world group).
+  std::vector<int> group_ranks() const;
+  /// Where this stage runs (build_stage with a mesh or a process group; empty otherwise): its
+  /// "pp" dimension carries the stage-to-stage traffic; across its "dp" dimension, if any, the
+  /// stage is replicated and schedules average its gradients every step. The stage's one
+  /// placement: its group follows from it. Throws std::invalid_argument for a mesh without a
+  /// "pp" dimension.
   const distributed::DeviceMesh& get_mesh() const { return mesh_; }
-  void set_mesh(distributed::DeviceMesh mesh) { mesh_ = std::move(mesh); }
+  void set_mesh(distributed::DeviceMesh mesh);
   void set_tied_parameters(std::map<std::string, std::vector<int>> tied) {
     tied_ = std::move(tied);
   }
@@ -191,7 +193,6 @@ class PipelineStage {
   std::vector<std::string> input_names_;
   std::map<std::string, std::vector<int>> tied_;
   int num_threads_ = 0;  // 0: the computing thread's own count
-  std::vector<int> group_ranks_;
   std::map<int, Stash> stash_;
   DwBuilder dw_builder_;
   DwBuilder runtime_dw_builder_;

@@ -80,3 +80,24 @@ TEST_CASE("stages built on a mesh keep it, and a schedule without replicas train
                     Catch::Contains("no \"pp\" dimension"));
   dist::destroy_process_group();
 }
+
+TEST_CASE("a stage keeps one placement: a process group places it as its one-dimensional mesh",
+          "[device_mesh]") {
+  dist::destroy_process_group();
+  dist::init_process_group({.env = dist::LaunchEnv{}});
+  TwoLayer model;
+  auto pipe =
+      pp::pipeline(model, {tp::zeros({2, 4})}, {.split_spec = {{"b", pp::SplitPoint::Beginning}}});
+  // The seed's build_stage(pipe, rank, device, group): the group converts to a "pp" mesh.
+  pp::PipelineStage stage = pp::build_stage(pipe, 0, tp::cpu(), dist::world_group());
+  CHECK(stage.get_mesh().mesh_dim_names() == std::vector<std::string>{"pp"});
+  CHECK(stage.group_ranks() == std::vector<int>{0});
+  // A mesh without a "pp" dimension places no stage, whichever way it is given.
+  auto dp_only = dist::init_device_mesh("cpu", {1}, {"dp"});
+  CHECK_THROWS_WITH(pp::build_stage(pipe, 0, tp::cpu(), dp_only),
+                    Catch::Contains("has no \"pp\" dimension"));
+  CHECK_THROWS_WITH(stage.set_mesh(dp_only), Catch::Contains("has no \"pp\" dimension"));
+  // A stage built without a placement runs on the world group.
+  CHECK(pp::build_stage(pipe, 1, tp::cpu()).group_ranks().empty());
+  dist::destroy_process_group();
+}

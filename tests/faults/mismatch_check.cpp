@@ -84,7 +84,7 @@ std::shared_ptr<pp::PipelineStage> declared_stage(std::shared_ptr<tp::nn::Module
   std::vector<pp::TensorMeta> meta{{tp::Shape{2, kWidth}, tp::DType::Float32}};
   auto stage =
       std::make_shared<pp::PipelineStage>(std::move(module), rank, world, tp::cpu(), meta, meta);
-  stage->set_group_ranks(dist::world_group().ranks());
+  stage->set_mesh(dist::world_group());
   return stage;
 }
 

@@ -380,7 +380,7 @@ int misuse(const Args& args) {
       pp::PipelineStage stage(tp::nn::Linear(kWidth, kWidth).ptr(), rank, 4096, tp::cpu(),
                               std::vector<pp::TensorMeta>{{tp::Shape{2, kWidth}}},
                               std::vector<pp::TensorMeta>{{tp::Shape{2, kWidth}}});
-      stage.set_group_ranks(dist::world_group().ranks());
+      stage.set_mesh(dist::world_group());
       pp::ScheduleGPipe schedule(stage, 2, tp::nn::mse_loss);
     } else if (args.misuse == "dp-failed-replica") {
       // Rank 1's step fails (a target of the wrong width): rank 0's averaging of that step fails

@@ -82,3 +82,15 @@ TEST_CASE("each replica takes a disjoint share of the batch", "[device_mesh]") {
   CHECK_THROWS_WITH(dist::shard_batch(batch, wide),
                     Catch::Contains("batch of 5 rows") && Catch::Contains("at least 8 rows"));
 }
+
+TEST_CASE("a one-dimensional mesh over a group's ranks", "[device_mesh]") {
+  dist::DeviceMesh m = dist::DeviceMesh::over_ranks({2, 5, 7}, "pp", 5);
+  CHECK(m.ranks() == std::vector<int>{2, 5, 7});
+  CHECK(m.get_local_rank("pp") == 1);
+  CHECK(m["pp"].ranks() == std::vector<int>{2, 5, 7});
+  CHECK(dist::to_string(m) == "DeviceMesh('cpu', [2, 5, 7], mesh_dim_names=('pp',))");
+  CHECK_THROWS_WITH(dist::DeviceMesh::over_ranks({}, "pp", 0), Catch::Contains("no ranks"));
+  CHECK_THROWS_WITH(dist::DeviceMesh::over_ranks({1, 1}, "pp", 1),
+                    Catch::Contains("rank 1 is listed twice"));
+  CHECK_THROWS_WITH(dist::DeviceMesh::over_ranks({0}, "", 0), Catch::Contains("empty name"));
+}
