@@ -86,4 +86,9 @@ NamedCheckpointInfo load_named_checkpoint(const std::string& dir,
 /// stage count. Reads only the indexes.
 std::optional<NamedCheckpointInfo> latest_named_checkpoint(const std::string& dir, int num_stages);
 
+/// The model tensors (parameters and buffers, by qualified name, on the host) of the complete
+/// layout-free step `step` under `dir`, whatever layout wrote it: for tools and tests comparing
+/// runs of different layouts. Throws CheckpointError as load_named_checkpoint does.
+StateDict read_named_model(const std::string& dir, int64_t step);
+
 }  // namespace tensorplay::pipelining

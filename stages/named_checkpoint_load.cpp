@@ -306,4 +306,20 @@ NamedCheckpointInfo load_named_checkpoint(const std::string& dir,
   throw CheckpointError("checkpoint: no complete checkpoint under '" + dir + "'" + skipped);
 }
 
+StateDict read_named_model(const std::string& dir, int64_t step) {
+  const auto steps = scan_named_steps(dir);
+  auto it = steps.find(step);
+  if (it == steps.end())
+    throw CheckpointError("checkpoint: no layout-free step " + std::to_string(step) + " under '" +
+                          dir + "'");
+  if (!it->second.complete())
+    throw CheckpointError("checkpoint: step " + std::to_string(step) + " under '" + dir +
+                          "' cannot be read: " + it->second.why_incomplete());
+  StepReader reader(it->second);
+  StateDict model;
+  for (const auto* at : reader.of_kind(EntryKind::Model))
+    model.insert(at->entry->name, reader.read(*at));
+  return model;
+}
+
 }  // namespace tensorplay::pipelining
