@@ -7,6 +7,7 @@
 //
 //   bench_reshard            # a small GPT (about 0.8 M parameters): seconds
 //   bench_reshard --large    # about 100 M parameters (width 768, 14 blocks): needs ~6 GB
+//   bench_reshard --width 256 --layers 8   # another size (heads: 4, or 12 with --large)
 #include <unistd.h>
 
 #include <chrono>
@@ -70,8 +71,18 @@ uint64_t folder_bytes(const std::string& folder) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const bool large = argc > 1 && std::string(argv[1]) == "--large";
-  const int64_t width = large ? 768 : 128, layers = large ? 14 : 4, heads = large ? 12 : 4;
+  int64_t width = 128, layers = 4, heads = 4;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--large") {
+      width = 768, layers = 14, heads = 12;
+    } else if ((arg == "--width" || arg == "--layers") && i + 1 < argc) {
+      (arg == "--width" ? width : layers) = std::atoll(argv[++i]);
+    } else {
+      std::fprintf(stderr, "usage: bench_reshard [--large] [--width W] [--layers L]\n");
+      return 2;
+    }
+  }
   const std::string root =
       (fs::temp_directory_path() / ("bench_reshard_" + std::to_string(::getpid()))).string();
   fs::remove_all(root);

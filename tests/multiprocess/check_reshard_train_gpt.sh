@@ -28,7 +28,7 @@ run() {
   fi
 }
 
-tolerance=1e-6 parameter_tolerance=1e-6 per_tensor=()
+tolerance=1e-6 parameter_tolerance=1e-6 per_tensor=() resume=(--resume)
 case "$pair" in
   embedded_to_2_processes)  # 1F1B over 2 stages, with dropout (generators named by module)
     a=(0 --schedule 1F1B --stages 2 --dropout 0.1) b=(2 --schedule 1F1B --stages 2 --dropout 0.1)
@@ -48,6 +48,11 @@ case "$pair" in
     b=(2 --schedule 1F1B --pp 1 --dp auto --microbatches 4)
     reference=(--schedule 1F1B --stages 1 --microbatches 8) written="pp 2 x dp 1" as="pp 1 x dp 2"
     tolerance=1e-5 parameter_tolerance=2e-4 per_tensor=(per-tensor) ;;
+  auto_4_to_2_processes)  # --pp auto --dp auto: the largest dp the batch allows, resumed unasked
+    a=(4 --schedule 1F1B --pp auto --dp auto --microbatches 8)
+    b=(2 --schedule 1F1B --pp auto --dp auto --microbatches 8) resume=()
+    reference=(--schedule 1F1B --stages 1 --microbatches 16) written="pp 2 x dp 2" as="pp 1 x dp 2"
+    tolerance=1e-5 parameter_tolerance=2e-4 per_tensor=(per-tensor) ;;
   gpipe_to_interleaved)  # GPipe over 2 processes -> Interleaved1F1B, 4 stages on 2 ranks
     a=(2 --schedule GPipe --stages 2) b=(2 --schedule Interleaved1F1B --stages 4)
     reference=(--schedule Interleaved1F1B --stages 4) written="pp 2 x dp 1" as="pp 2 x dp 1" ;;
@@ -57,7 +62,7 @@ esac
 run a "${a[0]}" "${a[@]:1}" --stop-after 6 --checkpoint-dir "$scratch/run"
 ls "$scratch"/run/step_00000006/index_s*.txt > /dev/null || fail "A wrote no index at step 6"
 cp -r "$scratch/run" "$scratch/reference"
-run b "${b[0]}" "${b[@]:1}" --resume --checkpoint-dir "$scratch/run" --losses-file "$scratch/b.losses"
+run b "${b[0]}" "${b[@]:1}" "${resume[@]}" --checkpoint-dir "$scratch/run" --losses-file "$scratch/b.losses"
 grep -q "resumed step 6 written by $written as $as" "$scratch/b.out" ||
   { cat "$scratch/b.out"; fail "no line 'resumed step 6 written by $written as $as'"; }
 run reference 0 "${reference[@]}" --resume --checkpoint-dir "$scratch/reference" \
