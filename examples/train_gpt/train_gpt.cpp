@@ -516,6 +516,24 @@ void print_json(const Options& o, const Job& job, const RunResult& run, double e
   std::printf("%s\n", j.dump().c_str());
 }
 
+// The step to go on from: the newest complete checkpoint, whatever layout wrote it, with --resume,
+// when a launcher started the ranks again after a failure (tp-launch --max-restarts, torchrun),
+// or when the layout is left to the world size (--pp auto, --dp auto) and there is one; else 0.
+int resume_step(const Options& o, Job& job, const pp::NamedCheckpointOptions& checkpoint_options,
+                bool prints) {
+  const bool auto_resume = dist::read_launch_env().restart_count > 0 || o.pp_auto || o.dp_auto;
+  if (!o.resume && !(auto_resume && pp::latest_named_checkpoint(o.checkpoint_dir,
+                                                                job.stages.front()->num_stages())))
+    return 0;
+  const pp::NamedCheckpointInfo info = pp::load_named_checkpoint(
+      o.checkpoint_dir, job.stages, *job.opt, std::nullopt, checkpoint_options);
+  if (prints)
+    std::printf("resumed step %lld written by %s as %s (from %s)\n",
+                static_cast<long long>(info.step), info.layout.c_str(),
+                checkpoint_options.layout.c_str(), o.checkpoint_dir.c_str());
+  return static_cast<int>(info.step);
+}
+
 int run(Options o) {
   dist::init_process_group();
   if (!o.unsplit) {
@@ -545,25 +563,12 @@ int run(Options o) {
   pp::NamedCheckpointOptions checkpoint_options{.generators = {{"data", &data}}};
   for (const auto& [name, generator] : job.dropout_generators)
     checkpoint_options.generators.emplace_back(name, generator.get());
-  const std::string layout = train_gpt::layout_text(o, job.stages_per_rank);
-  checkpoint_options.layout = layout;
+  checkpoint_options.layout = train_gpt::layout_text(o, job.stages_per_rank);
   RunResult result;
-  // Started again by a launcher after a failure (tp-launch --max-restarts, torchrun), or with the
-  // layout left to the world size (--pp auto, --dp auto): go on from the newest complete
-  // checkpoint, whatever layout wrote it, as --resume does, when there is one.
-  const bool auto_resume = dist::read_launch_env().restart_count > 0 || o.pp_auto || o.dp_auto;
-  if (o.resume ||
-      (auto_resume && saves &&
-       pp::latest_named_checkpoint(o.checkpoint_dir, job.stages.front()->num_stages()))) {
-    if (!saves) throw std::invalid_argument("--resume needs --checkpoint-dir (and a pipeline)");
-    const pp::NamedCheckpointInfo info = pp::load_named_checkpoint(
-        o.checkpoint_dir, job.stages, *job.opt, std::nullopt, checkpoint_options);
-    result.first_step = static_cast<int>(info.step) + 1;
-    if (prints)
-      std::printf("resumed step %lld written by %s as %s (from %s)\n",
-                  static_cast<long long>(info.step), info.layout.c_str(), layout.c_str(),
-                  o.checkpoint_dir.c_str());
-  }
+  if (saves)
+    result.first_step = resume_step(o, job, checkpoint_options, prints) + 1;
+  else if (o.resume)
+    throw std::invalid_argument("--resume needs --checkpoint-dir (and a pipeline)");
   const std::string out_dir = saves ? o.checkpoint_dir : (o.log_dir.empty() ? "." : o.log_dir);
   std::filesystem::create_directories(out_dir);
 
