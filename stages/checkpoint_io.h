@@ -19,8 +19,9 @@ bool parse_step_name(const std::string& name, int64_t& step);
 
 /// FNV-1a, 64 bits, one byte at a time (the version-2 markers' checksum).
 uint64_t fnv1a64(const std::string& bytes);
-/// FNV-1a over 64-bit little-endian words (the tail bytewise): several times faster than
-/// fnv1a64, and enough to tell a damaged tensor from a whole one (not an adversary).
+/// An FNV-1a-style hash over 64-bit little-endian words in four lanes (the tail bytewise): many
+/// times faster than fnv1a64, and enough to tell a damaged tensor from a whole one (not an
+/// adversary).
 uint64_t word_checksum(const void* data, size_t bytes);
 
 /// Throws CheckpointError for errno after `what` failed on `path` (with what to do when the disk
