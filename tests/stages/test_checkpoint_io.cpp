@@ -49,7 +49,7 @@ TEST_CASE("an atomic write joins its parts and leaves no temporary file", "[chec
   fs::remove_all(dir);
 }
 
-TEST_CASE("a generator state goes to text and back; damaged text changes nothing",
+TEST_CASE("a generator state goes to text and back and damaged text changes nothing",
           "[checkpoint][io]") {
   tensorplay::Generator g(5), other(9);
   g.uniform();

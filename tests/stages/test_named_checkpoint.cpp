@@ -137,7 +137,7 @@ TEST_CASE("a named checkpoint loads into another split: stage count and stages p
   }
 }
 
-TEST_CASE("each writer saves its stages; a step is complete when its indexes cover all",
+TEST_CASE("each writer saves its stages and a step is complete when its indexes cover all",
           "[checkpoint][named]") {
   TempDir dir;
   Job job(3, {2});

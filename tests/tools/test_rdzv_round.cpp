@@ -57,7 +57,7 @@ TEST_CASE("elastic: with fewer than MAX, a round starts at the timeout with at l
   CHECK(keeper.assignment("y")->world_size == 4);
 }
 
-TEST_CASE("elastic: a lost node ends the round; the others go on without it, then it returns",
+TEST_CASE("elastic: a lost node ends the round and the others go on without it until it returns",
           "[elastic][rdzv]") {
   tl::RoundKeeper keeper(config(1, 2));
   keeper.join(node("a", 0), 0);
@@ -122,7 +122,8 @@ TEST_CASE("elastic misuse: another job, a wrong token, a node rank claimed twice
   CHECK_THROWS_AS(tl::RoundKeeper(config(3, 2)), std::invalid_argument);
 }
 
-TEST_CASE("elastic: JOIN and ROUND lines round-trip; other lines are refused", "[elastic][rdzv]") {
+TEST_CASE("elastic: JOIN and ROUND lines round-trip and other lines are refused",
+          "[elastic][rdzv]") {
   std::string error;
   const auto join = tl::parse_join(tl::format_join(node("host-1.42", 3, 8)), error);
   REQUIRE(join);
