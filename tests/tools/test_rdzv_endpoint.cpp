@@ -35,6 +35,7 @@ TEST_CASE("elastic: nodes meet at the endpoint, lose one, go on, and meet again"
   CHECK(a0.world_size == 4);
   CHECK(a0.rank_offset == 0);
   CHECK(b0.rank_offset == 2);
+  CHECK(b0.master_addr == "127.0.0.1");
   CHECK_FALSE(a.round_ended(0.1));
 
   // A rank of b fails: the round ends for both; both join round 1.

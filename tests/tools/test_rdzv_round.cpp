@@ -27,7 +27,7 @@ tl::JoinRequest node(const std::string& id, int node_rank = -1, int nproc = 2) {
 
 TEST_CASE("elastic: a round starts when MAX nodes join, ranks in node order", "[elastic][rdzv]") {
   tl::RoundKeeper keeper(config(1, 2));
-  CHECK(keeper.join(node("b", 1), 0.0).empty());
+  CHECK(keeper.join(node("b", 1, 3), 0.0).empty());
   CHECK_FALSE(keeper.running());
   CHECK(keeper.join(node("a", 0, 3), 0.5).empty());
   REQUIRE(keeper.running());
@@ -35,7 +35,7 @@ TEST_CASE("elastic: a round starts when MAX nodes join, ranks in node order", "[
   REQUIRE(a);
   REQUIRE(b);
   CHECK(a->round == 0);
-  CHECK(a->world_size == 5);
+  CHECK(a->world_size == 6);
   CHECK(a->nnodes == 2);
   CHECK(a->node_index == 0);
   CHECK(a->rank_offset == 0);
@@ -114,6 +114,7 @@ TEST_CASE("elastic misuse: another job, a wrong token, a node rank claimed twice
                                                Catch::Contains("'a'") &&
                                                Catch::Contains("--node-rank"));
   CHECK_THAT(keeper.join(node("c", 1, 0), 1), Catch::Contains("no ranks"));
+  CHECK_THAT(keeper.join(node("d", 1, 3), 1), Catch::Contains("--nproc-per-node"));
   keeper.poll(10);
   CHECK_FALSE(keeper.running());
   CHECK_THAT(keeper.error(), Catch::Contains("only 1 node joined") &&
@@ -144,6 +145,10 @@ TEST_CASE("elastic: JOIN and ROUND lines round-trip and other lines are refused"
   CHECK(back->round == 2);
   CHECK(back->world_size == 4);
   CHECK(back->rank_offset == 2);
-  CHECK_FALSE(tl::parse_round("ROUND 0 4 2 2 0"));  // node index past the node count
-  CHECK_FALSE(tl::parse_round("ROUND 0 4 2 1 4"));  // rank offset past the world
+  CHECK(back->master_addr == "-");
+  round.master_addr = "10.0.0.1";
+  CHECK(tl::parse_round(tl::format_round(round))->master_addr == "10.0.0.1");
+  CHECK_FALSE(tl::parse_round("ROUND 0 4 2 2 0 h"));  // node index past the node count
+  CHECK_FALSE(tl::parse_round("ROUND 0 4 2 1 4 h"));  // rank offset past the world
+  CHECK_FALSE(tl::parse_round("ROUND 0 4 2 1 2"));    // no master address
 }

@@ -52,7 +52,7 @@ sockaddr_in address_of(const std::string& host, int port) {
 // One node's connection at the endpoint.
 struct Connection {
   UniqueFd fd;
-  std::string buffer, node_id;
+  std::string buffer, node_id, peer;
   enum class Phase { Idle, Waiting, InRound } phase = Phase::Idle;
   int round = -1;
   bool told_error = false;
@@ -65,6 +65,11 @@ struct RdzvServer::State {
 
   void on_line(Connection& c, const std::string& line, double now) {
     if (line == "FAIL") return keeper.fail(c.node_id, now);
+    if (line == "DONE") {  // finished: its connection's end is no failure
+      c.node_id.clear();
+      c.phase = Connection::Phase::Idle;
+      return;
+    }
     std::string error;
     const auto request = parse_join(line, error);
     if (request) error = keeper.join(*request, now);
@@ -75,6 +80,11 @@ struct RdzvServer::State {
     }
     c.node_id = request->node_id;
     c.phase = Connection::Phase::Waiting;
+  }
+  std::string peer_of(const std::string& node_id) const {
+    for (const auto& c : connections)
+      if (c->node_id == node_id && c->fd) return c->peer;
+    return "127.0.0.1";
   }
   // Tells every node what changed: rounds ended, assignments, the job's end.
   void settle(double now) {
@@ -87,11 +97,12 @@ struct RdzvServer::State {
         c->told_error = true;
         continue;
       }
-      const auto mine = keeper.assignment(c->node_id);
+      auto mine = keeper.assignment(c->node_id);
       if (c->phase == Connection::Phase::InRound && (!mine || mine->round != c->round)) {
         send_line(c->fd.get(), "END");
         c->phase = Connection::Phase::Idle;
       } else if (c->phase == Connection::Phase::Waiting && mine) {
+        mine->master_addr = peer_of(mine->members.front());
         send_line(c->fd.get(), format_round(*mine));
         c->phase = Connection::Phase::InRound;
         c->round = mine->round;
@@ -129,10 +140,16 @@ void RdzvServer::serve() {
     ::poll(fds.data(), fds.size(), 50);
     const double now = now_seconds();
     if (fds[0].revents & POLLIN) {
-      UniqueFd fd(::accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC));
+      sockaddr_in peer{};
+      socklen_t length = sizeof(peer);
+      UniqueFd fd(
+          ::accept4(listener_.get(), reinterpret_cast<sockaddr*>(&peer), &length, SOCK_CLOEXEC));
       if (fd) {
+        char text[INET_ADDRSTRLEN] = "127.0.0.1";
+        ::inet_ntop(AF_INET, &peer.sin_addr, text, sizeof(text));
         state_->connections.push_back(std::make_unique<Connection>());
         state_->connections.back()->fd = std::move(fd);
+        state_->connections.back()->peer = text;
       }
     }
     for (size_t i = 1; i < fds.size(); ++i) {
@@ -215,5 +232,7 @@ bool RdzvClient::round_ended(double wait_seconds) {
 }
 
 void RdzvClient::report_failure() { send_line(socket_.get(), "FAIL"); }
+
+void RdzvClient::report_done() { send_line(socket_.get(), "DONE"); }
 
 }  // namespace tensorplay::launch

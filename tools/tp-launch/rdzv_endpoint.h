@@ -54,6 +54,10 @@ class RdzvClient {
   bool round_ended(double wait_seconds = 0);
   /// Tells the endpoint a local rank failed: the round ends for every node.
   void report_failure();
+  /// Tells the endpoint this node's ranks finished: its leaving ends no round.
+  void report_done();
+  /// The connection, for a poll loop (readable: a line from the endpoint, or its end).
+  int fd() const { return socket_.get(); }
 
  private:
   std::optional<std::string> read_line(double wait_seconds);

@@ -30,6 +30,11 @@ std::string RoundKeeper::join(const JoinRequest& request, double now) {
            " presented another cluster token: set the same TENSORPLAY_CLUSTER_TOKEN on every node";
   if (request.nproc < 1)
     return who + " has no ranks (--nproc-per-node " + std::to_string(request.nproc) + ")";
+  for (const auto& [id, other] : waiting_)
+    if (id != request.node_id && other.nproc != request.nproc)
+      return who + " starts " + std::to_string(request.nproc) + " ranks, node '" + id +
+             "' starts " + std::to_string(other.nproc) +
+             ": give every node the same --nproc-per-node";
   if (request.node_rank >= 0)
     for (const auto& [id, other] : waiting_)
       if (id != request.node_id && other.node_rank == request.node_rank)
@@ -144,16 +149,17 @@ std::optional<JoinRequest> parse_join(const std::string& line, std::string& erro
 
 std::string format_round(const RoundAssignment& r) {
   char line[128];
-  std::snprintf(line, sizeof(line), "ROUND %d %d %d %d %d", r.round, r.world_size, r.nnodes,
+  std::snprintf(line, sizeof(line), "ROUND %d %d %d %d %d ", r.round, r.world_size, r.nnodes,
                 r.node_index, r.rank_offset);
-  return line;
+  return line + (r.master_addr.empty() ? std::string("-") : r.master_addr);
 }
 
 std::optional<RoundAssignment> parse_round(const std::string& line) {
   std::istringstream in(line);
   std::string verb, extra;
   RoundAssignment r;
-  if (!(in >> verb >> r.round >> r.world_size >> r.nnodes >> r.node_index >> r.rank_offset) ||
+  if (!(in >> verb >> r.round >> r.world_size >> r.nnodes >> r.node_index >> r.rank_offset >>
+        r.master_addr) ||
       verb != "ROUND" || (in >> extra) || r.round < 0 || r.world_size < 1 || r.nnodes < 1 ||
       r.node_index < 0 || r.node_index >= r.nnodes || r.rank_offset < 0 ||
       r.rank_offset >= r.world_size)

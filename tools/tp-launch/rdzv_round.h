@@ -38,6 +38,8 @@ struct RoundAssignment {
   int node_index = 0;                ///< this node's place in node order
   int rank_offset = 0;               ///< the node's first rank (its local ranks follow)
   std::vector<std::string> members;  ///< node ids in node order
+  /// Where rank 0 listens: the address node 0 reached the endpoint from (set by the endpoint).
+  std::string master_addr;
 };
 
 /// The rounds of one job.
@@ -93,7 +95,7 @@ class RoundKeeper {
 
 /// The wire format between a node's launcher and the endpoint, one line each:
 ///   JOIN <job> <node-id> <node-rank|-> <nproc> <token>
-///   ROUND <round> <world> <nnodes> <node-index> <rank-offset>   (the endpoint's answer)
+///   ROUND <round> <world> <nnodes> <node-index> <rank-offset> <master-addr>   (the answer)
 ///   WAIT | ERROR <message>
 std::string format_join(const JoinRequest& request);
 /// Parses a JOIN line; nullopt (with `error` set) when it is not one.
