@@ -165,8 +165,9 @@ ParsedCommandLine parse_command_line(int argc, char** argv) {
                  "Nodes in the job, or MIN:MAX for an elastic job (--rdzv-endpoint)")
       ->capture_default_str();
   app.add_option("--rdzv-endpoint,--rdzv_endpoint", options.rdzv_endpoint,
-                 "HOST:PORT where the launchers of an elastic job meet each round (the launcher "
-                 "that can listen there serves it)");
+                 "HOST:PORT where the launchers of an elastic job meet each round (the first "
+                 "launcher that can listen there serves it, never one given a --node-rank "
+                 "other than 0)");
   app.add_option("--rdzv-id,--rdzv_id", options.rdzv_id,
                  "The elastic job's name; every node passes the same")
       ->capture_default_str();

@@ -71,10 +71,12 @@ void start_ranks(const tl::LaunchOptions& options, const tl::JobEnvironment& job
   }
 }
 
-// Elastic mode: this node's launcher serves the endpoint when it can listen there.
+// Elastic mode: this node's launcher serves the endpoint when it can listen there, unless it was
+// given a --node-rank other than 0 (so on one host the endpoint stays with node 0).
 std::unique_ptr<tl::RdzvServer> serve_endpoint(const tl::LaunchOptions& options,
                                                const tl::JobEnvironment& job,
                                                const std::string& host, int port) {
+  if (options.elastic_node_rank > 0) return nullptr;
   try {
     return std::make_unique<tl::RdzvServer>(
         host, port,
