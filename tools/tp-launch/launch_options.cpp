@@ -142,6 +142,20 @@ void check_options(LaunchOptions& options, const CLI::App& app) {
   if (options.master_addr.empty()) options.master_addr = "127.0.0.1";
 }
 
+// --nnodes (N or MIN:MAX) and the elastic rendezvous's flags.
+void add_node_options(CLI::App& app, LaunchOptions& options, std::string& nnodes) {
+  app.add_option("--nnodes", nnodes,
+                 "Nodes in the job, or MIN:MAX for an elastic job (--rdzv-endpoint)")
+      ->capture_default_str();
+  app.add_option("--rdzv-endpoint,--rdzv_endpoint", options.rdzv_endpoint,
+                 "HOST:PORT where the launchers of an elastic job meet each round (the first "
+                 "launcher that can listen there serves it, never one given a --node-rank "
+                 "other than 0)");
+  app.add_option("--rdzv-id,--rdzv_id", options.rdzv_id,
+                 "The elastic job's name; every node passes the same")
+      ->capture_default_str();
+}
+
 }  // namespace
 
 ParsedCommandLine parse_command_line(int argc, char** argv) {
@@ -161,16 +175,7 @@ ParsedCommandLine parse_command_line(int argc, char** argv) {
                  "Ranks (processes) to start on this node")
       ->required();
   std::string nnodes = "1";
-  app.add_option("--nnodes", nnodes,
-                 "Nodes in the job, or MIN:MAX for an elastic job (--rdzv-endpoint)")
-      ->capture_default_str();
-  app.add_option("--rdzv-endpoint,--rdzv_endpoint", options.rdzv_endpoint,
-                 "HOST:PORT where the launchers of an elastic job meet each round (the first "
-                 "launcher that can listen there serves it, never one given a --node-rank "
-                 "other than 0)");
-  app.add_option("--rdzv-id,--rdzv_id", options.rdzv_id,
-                 "The elastic job's name; every node passes the same")
-      ->capture_default_str();
+  add_node_options(app, options, nnodes);
   app.add_option("--node-rank,--node_rank", options.node_rank,
                  "This node's index, 0..nnodes-1 (required with --nnodes > 1)");
   app.add_option("--master-addr,--master_addr", options.master_addr,
