@@ -61,6 +61,11 @@ esac
 
 run a "${a[0]}" "${a[@]:1}" --stop-after 6 --checkpoint-dir "$scratch/run"
 ls "$scratch"/run/step_00000006/index_s*.txt > /dev/null || fail "A wrote no index at step 6"
+# Every model tensor once over all writers' indexes (the tied embedding and head included).
+twice=$(awk '$1 == "e" && $2 == "model" { print $3 }' "$scratch"/run/step_00000006/index_s*.txt |
+        sort | uniq -d)
+[ -z "$twice" ] || fail "saved by more than one writer: $twice"
+grep -q "^e model wte.weight " "$scratch"/run/step_00000006/index_s*.txt || fail "no wte.weight saved"
 cp -r "$scratch/run" "$scratch/reference"
 run b "${b[0]}" "${b[@]:1}" "${resume[@]}" --checkpoint-dir "$scratch/run" --losses-file "$scratch/b.losses"
 grep -q "resumed step 6 written by $written as $as" "$scratch/b.out" ||

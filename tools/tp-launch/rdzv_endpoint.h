@@ -1,8 +1,5 @@
 // The elastic rendezvous over TCP: the endpoint (one launcher serves a RoundKeeper on
-// --rdzv-endpoint) and each node's client, speaking rdzv_round.h's lines. A node keeps its
-// connection for the whole job: the endpoint tells it each round's assignment (ROUND), that the
-// round ended (END: stop the ranks and join again), or why the job stops (ERROR); a closed
-// connection is a lost node.
+// --rdzv-endpoint) and each node's client, speaking rdzv_round.h's lines.
 #pragma once
 
 #include <atomic>
@@ -16,7 +13,10 @@
 
 namespace tensorplay::launch {
 
-/// Serves the rounds of one job on a listening socket, on a thread of its own.
+/// Serves the rounds of one job on a listening socket, on a thread of its own. A node keeps its
+/// connection for the whole job: the endpoint tells it each round's assignment (ROUND), that the
+/// round ended (END: stop the ranks and join again), or why the job stops (ERROR); a closed
+/// connection is a lost node (DONE first: a finished one).
 class RdzvServer {
  public:
   /// Listens on host:port (port 0: any free one). Throws std::runtime_error naming the address

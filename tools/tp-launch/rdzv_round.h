@@ -1,7 +1,5 @@
-// The elastic rendezvous's rounds, as the launcher at the endpoint keeps them: which nodes belong
-// to each round, their ranks in node order, when a round starts (as many nodes as answer within
-// the timeout, at least MIN) and when it ends (a failure, or a node waiting to join). Pure logic
-// over an explicit clock, so tests drive every case without sockets or sleeps.
+// The elastic rendezvous's rounds as the endpoint keeps them (members, node order, start, end),
+// pure logic over an explicit clock so tests drive every case without sockets or sleeps.
 #pragma once
 
 #include <map>
@@ -42,7 +40,9 @@ struct RoundAssignment {
   std::string master_addr;
 };
 
-/// The rounds of one job.
+/// The rounds of one job: which nodes belong to each round, their ranks in node order, when a
+/// round starts (as many nodes as answer within the timeout, at least MIN) and when it ends (a
+/// failure, or a node waiting to join).
 class RoundKeeper {
  public:
   /// Throws std::invalid_argument for MIN < 1, MAX < MIN, or a timeout that is not positive.
