@@ -516,6 +516,20 @@ void print_json(const Options& o, const Job& job, const RunResult& run, double e
   std::printf("%s\n", j.dump().c_str());
 }
 
+// --pp/--dp from the world size (auto_layout.h); on the host, the memory of this host's ranks
+// bounds the model's share per rank (a GPU's memory is not known here: no bound).
+void resolve_layout(Options& o, int64_t vocab) {
+  const sc::ScheduleKind kind = sc::parse_schedule_kind(o.schedule);
+  const double memory =
+      tp::Device(o.device).is_cuda()
+          ? 0.0
+          : train_gpt::host_memory_per_rank(dist::read_launch_env().local_world_size);
+  train_gpt::resolve_layout(
+      o, dist::get_world_size(),
+      sc::is_single_stage_per_rank(kind) ? 1 : sc::default_stages_per_rank(kind),
+      train_gpt::gpt_training_bytes(o, vocab), memory);
+}
+
 // The step to go on from: the newest complete checkpoint, whatever layout wrote it, with --resume,
 // when a launcher started the ranks again after a failure (tp-launch --max-restarts, torchrun),
 // or when the layout is left to the world size (--pp auto, --dp auto) and there is one; else 0.
@@ -536,14 +550,9 @@ int resume_step(const Options& o, Job& job, const pp::NamedCheckpointOptions& ch
 
 int run(Options o) {
   dist::init_process_group();
-  if (!o.unsplit) {
-    const sc::ScheduleKind kind = sc::parse_schedule_kind(o.schedule);
-    train_gpt::resolve_layout(
-        o, dist::get_world_size(),
-        sc::is_single_stage_per_rank(kind) ? 1 : sc::default_stages_per_rank(kind));
-  }
-  tp::set_default_num_threads(o.blas_threads);  // product threads of each stage thread
   const TextCorpus corpus(o.data, o.held_out, o.context);
+  if (!o.unsplit) resolve_layout(o, corpus.vocab_size());
+  tp::set_default_num_threads(o.blas_threads);  // product threads of each stage thread
   Job job(o, corpus);
   // The rank with the last stage (of the first replica) knows the losses.
   const bool prints = job.gets_losses() && job.dp_rank == 0;
