@@ -270,3 +270,36 @@ TEST_CASE("misuse: a named checkpoint that does not fit is a clear error, nothin
                       Catch::Contains("AdamW") && Catch::Contains("SGD"));
   }
 }
+
+TEST_CASE("SGD's momentum reshards by parameter name", "[checkpoint][named][reshard]") {
+  TempDir dir;
+  Job saved(1, {1, 3});
+  tp::optim::SGD sgd(pp::parameters(saved.stages),
+                     tp::optim::SGDOptions{.lr = 0.1f, .momentum = 0.9f});
+  tp::Generator g(4);
+  for (int s = 0; s < 2; ++s) {
+    for (tp::Tensor p : sgd.parameters()) p.set_grad(tp::randn(p.shape(), {}, &g));
+    sgd.step();
+  }
+  pp::save_named_checkpoint(dir.path, saved.stages, sgd, 2);
+  auto momentum_by_name = [](const Job& job, const tp::optim::SGD& opt) {
+    std::map<std::string, std::vector<float>> all;
+    std::map<const tp::TensorImpl*, std::string> names;
+    for (const auto& stage : job.stages)
+      for (const auto& [name, p] : stage->module().named_parameters())
+        names[p.impl_ptr().get()] = name;
+    const auto state = opt.state_dict();
+    for (size_t i = 0; i < opt.parameters().size(); ++i)
+      if (const tp::Tensor* t = state.find("state." + std::to_string(i) + ".momentum_buffer"))
+        all[names.at(opt.parameters()[i].impl_ptr().get())] = t->to_vector();
+    return all;
+  };
+  Job fresh(9, {2});
+  tp::optim::SGD fresh_sgd(pp::parameters(fresh.stages), tp::optim::SGDOptions{.lr = 0.5f});
+  pp::load_named_checkpoint(dir.path, fresh.stages, fresh_sgd);
+  const auto want = momentum_by_name(saved, sgd);
+  CHECK(want.size() == 8);
+  CHECK(momentum_by_name(fresh, fresh_sgd) == want);
+  CHECK(fresh_sgd.options().momentum == 0.9f);
+  CHECK(fresh_sgd.options().lr == 0.1f);
+}
