@@ -177,9 +177,9 @@ void save_named_checkpoint(const std::string& dir,
 
 std::optional<NamedCheckpointInfo> latest_named_checkpoint(const std::string& dir, int num_stages) {
   std::optional<NamedCheckpointInfo> found;
-  const auto steps = scan_named_steps(dir);
-  for (auto it = steps.rbegin(); it != steps.rend() && !found; ++it)
-    if (it->second.complete()) found = it->second.info();
+  const auto folders = named_step_folders(dir);
+  for (auto it = folders.rbegin(); it != folders.rend() && !found; ++it)
+    if (const NamedStep step = read_named_step(it->second); step.complete()) found = step.info();
   const auto v2 = latest_checkpoint_step(dir, num_stages);
   if (v2 && (!found || *v2 > found->step))
     found = NamedCheckpointInfo{.step = *v2,

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <set>
 #include <tuple>
 #include <unordered_map>
@@ -276,46 +277,50 @@ NamedCheckpointInfo load_named_checkpoint(const std::string& dir,
                                           const NamedCheckpointOptions& options) {
   const int num_stages = checked_stage_count(stages);
   checkpoint_io::remove_dead_writers_files(dir);
-  const auto steps = scan_named_steps(dir);
+  const auto folders = named_step_folders(dir);
   if (step) {
-    auto it = steps.find(*step);
-    if (it == steps.end()) return load_version_2(dir, stages, optimizer, step, options);
-    if (!it->second.complete())
+    auto it = folders.find(*step);
+    if (it == folders.end()) return load_version_2(dir, stages, optimizer, step, options);
+    const NamedStep found = read_named_step(it->second);
+    if (!found.complete())
       throw CheckpointError("checkpoint: step " + std::to_string(*step) + " under '" + dir +
-                            "' cannot be loaded: " + it->second.why_incomplete() +
+                            "' cannot be loaded: " + found.why_incomplete() +
                             "; pass another step");
-    return load_step(it->second, stages, optimizer, options);
+    return load_step(found, stages, optimizer, options);
   }
-  const NamedStep* chosen = nullptr;
+  // The newest step whose indexes cover every stage; only as many folders are read as needed.
+  std::optional<NamedStep> chosen;
   std::string skipped;
-  for (auto it = steps.rbegin(); it != steps.rend() && chosen == nullptr; ++it) {
-    if (!it->second.damaged.empty())
-      throw CheckpointError(
-          "checkpoint: the newest step under '" + dir + "' (" + std::to_string(it->first) +
-          ") is damaged: " + it->second.damaged.front() + "; pass an earlier step");
-    if (it->second.complete())
-      chosen = &it->second;
+  for (auto it = folders.rbegin(); it != folders.rend() && !chosen; ++it) {
+    NamedStep found = read_named_step(it->second);
+    if (!found.damaged.empty())
+      throw CheckpointError("checkpoint: the newest step under '" + dir + "' (" +
+                            std::to_string(it->first) + ") is damaged: " + found.damaged.front() +
+                            "; pass an earlier step");
+    if (found.complete())
+      chosen = std::move(found);
     else
-      skipped += "; step " + std::to_string(it->first) + ": " + it->second.why_incomplete();
+      skipped += "; step " + std::to_string(it->first) + ": " + found.why_incomplete();
   }
   const auto v2 = latest_checkpoint_step(dir, num_stages);
-  if (v2 && (chosen == nullptr || *v2 > chosen->info().step))
+  if (v2 && (!chosen || *v2 > chosen->info().step))
     return load_version_2(dir, stages, optimizer, *v2, options);
-  if (chosen != nullptr) return load_step(*chosen, stages, optimizer, options);
-  if (steps.empty()) return load_version_2(dir, stages, optimizer, std::nullopt, options);
+  if (chosen) return load_step(*chosen, stages, optimizer, options);
+  if (folders.empty()) return load_version_2(dir, stages, optimizer, std::nullopt, options);
   throw CheckpointError("checkpoint: no complete checkpoint under '" + dir + "'" + skipped);
 }
 
 StateDict read_named_model(const std::string& dir, int64_t step) {
-  const auto steps = scan_named_steps(dir);
-  auto it = steps.find(step);
-  if (it == steps.end())
+  const auto folders = named_step_folders(dir);
+  auto it = folders.find(step);
+  if (it == folders.end())
     throw CheckpointError("checkpoint: no layout-free step " + std::to_string(step) + " under '" +
                           dir + "'");
-  if (!it->second.complete())
+  const NamedStep found = read_named_step(it->second);
+  if (!found.complete())
     throw CheckpointError("checkpoint: step " + std::to_string(step) + " under '" + dir +
-                          "' cannot be read: " + it->second.why_incomplete());
-  StepReader reader(it->second);
+                          "' cannot be read: " + found.why_incomplete());
+  StepReader reader(found);
   StateDict model;
   for (const auto* at : reader.of_kind(EntryKind::Model))
     model.insert(at->entry->name, reader.read(*at));

@@ -17,9 +17,18 @@ bool is_index_name(const std::string& name) {
          name.compare(name.size() - 4, 4, ".txt") == 0 && name.find(".tmp.") == std::string::npos;
 }
 
-NamedStep read_step(const fs::path& folder) {
+bool has_index(const fs::path& folder) {
+  std::error_code ec;
+  for (const fs::directory_entry& file : fs::directory_iterator(folder, ec))
+    if (is_index_name(file.path().filename().string())) return true;
+  return false;
+}
+
+}  // namespace
+
+NamedStep read_named_step(const std::string& folder) {
   NamedStep step;
-  step.folder = folder.string();
+  step.folder = folder;
   std::vector<std::pair<CheckpointIndex, std::string>> found;
   std::error_code ec;
   for (const fs::directory_entry& file : fs::directory_iterator(folder, ec)) {
@@ -40,8 +49,6 @@ NamedStep read_step(const fs::path& folder) {
   }
   return step;
 }
-
-}  // namespace
 
 std::string NamedStep::why_incomplete() const {
   if (!damaged.empty()) return damaged.front();
@@ -83,17 +90,16 @@ NamedCheckpointInfo NamedStep::info() const {
   return info;
 }
 
-std::map<int64_t, NamedStep> scan_named_steps(const std::string& dir) {
-  std::map<int64_t, NamedStep> steps;
+std::map<int64_t, std::string> named_step_folders(const std::string& dir) {
+  std::map<int64_t, std::string> steps;
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) return steps;
   for (const fs::directory_entry& entry : fs::directory_iterator(dir, ec)) {
     int64_t step = 0;
-    if (!entry.is_directory(ec) ||
-        !checkpoint_io::parse_step_name(entry.path().filename().string(), step))
-      continue;
-    NamedStep found = read_step(entry.path());
-    if (!found.indexes.empty() || !found.damaged.empty()) steps[step] = std::move(found);
+    if (entry.is_directory(ec) &&
+        checkpoint_io::parse_step_name(entry.path().filename().string(), step) &&
+        has_index(entry.path()))
+      steps[step] = entry.path().string();
   }
   return steps;
 }

@@ -31,8 +31,11 @@ struct NamedStep {
   NamedCheckpointInfo info() const;
 };
 
-/// The step folders under `dir` holding at least one index (or damaged one), by step.
-std::map<int64_t, NamedStep> scan_named_steps(const std::string& dir);
+/// The step folders under `dir` holding at least one index file, by step (nothing is read).
+std::map<int64_t, std::string> named_step_folders(const std::string& dir);
+
+/// Reads and parses the indexes of one step folder.
+NamedStep read_named_step(const std::string& folder);
 
 /// The stage count of `stages`; throws CheckpointError for none, a null one, or stages of
 /// pipelines of different stage counts.
