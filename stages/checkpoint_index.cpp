@@ -13,6 +13,7 @@ namespace {
 
 constexpr const char* kMagic = "tensorplay-checkpoint 3";
 constexpr size_t kMaxRank = 64;
+constexpr size_t kMaxStages = 1 << 16;
 
 std::string hex(uint64_t value) {
   char text[20];
@@ -176,11 +177,16 @@ CheckpointIndex parse_index(const std::string& text, const std::string& path) {
   };
   index.step = static_cast<int64_t>(next("step").number("step"));
   index.samples_consumed = static_cast<int64_t>(next("samples").number("sample count"));
-  index.num_stages = static_cast<int>(next("num_stages").number("stage count"));
+  const uint64_t num_stages = next("num_stages").number("stage count");
+  if (num_stages < 1 || num_stages > kMaxStages)
+    throw CheckpointError(damaged + ": stage count " + std::to_string(num_stages) +
+                          " is out of range");
+  index.num_stages = static_cast<int>(num_stages);
   {
     LineReader r = next("stages");
-    std::string w;
-    while (r.in >> w) index.stages.push_back(static_cast<int>(std::stoi(w)));
+    while (!(r.in >> std::ws).eof() && index.stages.size() < kMaxStages)
+      index.stages.push_back(static_cast<int>(r.number("stage")));
+    if (index.stages.empty()) throw CheckpointError(r.where + ": no stage");
   }
   index.layout = next("layout").rest();
   index.optimizer = next("optimizer").word("optimizer type");

@@ -1,9 +1,11 @@
 // Tests for checkpoint_index.h: the index text round-trips, and a truncated, damaged or foreign
 // index, an entry past the data file, or a name with a space is a clear error.
 #include <catch2/catch.hpp>
+#include <cstdio>
 
 #include "stages/checkpoint.h"
 #include "stages/checkpoint_index.h"
+#include "stages/checkpoint_io.h"
 
 namespace pp = tensorplay::pipelining;
 
@@ -87,6 +89,17 @@ TEST_CASE("misuse: a truncated, damaged or foreign index is a clear error", "[ch
   wrong.entries[0].bytes = 95;
   CHECK_THROWS_WITH(pp::parse_index(pp::format_index(wrong), "idx.txt"),
                     Catch::Contains("blocks.1.attn.c_attn.weight") && Catch::Contains("needs 96"));
+  // Found by the index fuzzer: a stage that is no number was a std::invalid_argument.
+  std::string bad_stage = text;
+  bad_stage.replace(bad_stage.find("stages 1 2"), 10, "stages 1 x");
+  const size_t end = bad_stage.rfind("\nend ");
+  char sum[20];
+  std::snprintf(sum, sizeof(sum), "%016llx",
+                static_cast<unsigned long long>(
+                    tensorplay::pipelining::checkpoint_io::fnv1a64(bad_stage.substr(0, end + 1))));
+  bad_stage = bad_stage.substr(0, bad_stage.rfind(' ') + 1) + sum + "\n";
+  CHECK_THROWS_WITH(pp::parse_index(bad_stage, "idx.txt"),
+                    Catch::Contains("stage 'x' is not a whole number"));
   pp::CheckpointIndex spaced = sample();
   spaced.entries[0].name = "a name";
   CHECK_THROWS_AS(pp::format_index(spaced), pp::CheckpointError);
