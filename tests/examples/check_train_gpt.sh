@@ -59,6 +59,8 @@ if "$train_gpt" --recompute every:0 > "$scratch/bad.out" 2>&1; then fail "--reco
 grep -q "at least 1" "$scratch/bad.out" || { cat "$scratch/bad.out"; fail "no clear error"; }
 if "$train_gpt" --stages 6 --layers 4 > "$scratch/bad.out" 2>&1; then fail "--stages 6 --layers 4 ran"; fi
 grep -q "more than --layers" "$scratch/bad.out" || { cat "$scratch/bad.out"; fail "no clear error"; }
+if "$train_gpt" --dp two > "$scratch/bad.out" 2>&1; then fail "--dp two ran"; fi
+grep -q "positive whole number or auto" "$scratch/bad.out" || { cat "$scratch/bad.out"; fail "no clear error"; }
 if "$train_gpt" --resume --checkpoint-dir "$scratch/none" > "$scratch/bad.out" 2>&1; then
   fail "--resume without a checkpoint ran"
 fi
