@@ -17,6 +17,7 @@
 #include <sstream>
 #include <unordered_map>
 
+#include "stages/checkpoint_io.h"
 #include "tensors/serialize.h"
 
 namespace tensorplay::pipelining {
@@ -24,119 +25,13 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr const char* kStepPrefix = "step_";
+using namespace checkpoint_io;
 
-std::string step_folder(const std::string& dir, int64_t step) {
-  char name[32];
-  std::snprintf(name, sizeof(name), "step_%08lld", static_cast<long long>(step));
-  return (fs::path(dir) / name).string();
-}
 std::string stage_file(const std::string& folder, int stage) {
   return (fs::path(folder) / ("stage_" + std::to_string(stage) + ".tpsd")).string();
 }
 std::string marker_file(const std::string& folder, int stage) {
   return (fs::path(folder) / ("stage_" + std::to_string(stage) + ".done")).string();
-}
-
-// FNV-1a, 64 bits: enough to tell a damaged file from a whole one (not an adversary).
-uint64_t fnv1a64(const std::string& bytes) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (unsigned char c : bytes) {
-    h ^= c;
-    h *= 0x100000001b3ull;
-  }
-  return h;
-}
-
-[[noreturn]] void throw_errno(const std::string& what, const std::string& path) {
-  const int error = errno;
-  const bool full = error == ENOSPC || error == EFBIG || error == EDQUOT;
-  throw CheckpointError("checkpoint: cannot " + what + " '" + path + "': " + std::strerror(error) +
-                        (full ? " (free space or raise the file-size limit, or save to another "
-                                "folder)"
-                              : ""));
-}
-
-// Temporary files are named "<file>.tmp.<host>.<pid>" after their writer, so that a later save or
-// load can tell the files of a writer that died (killed mid-write, by SIGXFSZ or the OOM killer)
-// from those of one still writing, on this host or, in a shared folder, on another.
-constexpr const char* kTempInfix = ".tmp.";
-
-std::string this_host() {
-  char name[256] = {};
-  if (::gethostname(name, sizeof(name) - 1) != 0 || name[0] == '\0') return "localhost";
-  return name;
-}
-
-std::string temp_name(const std::string& path) {
-  return path + kTempInfix + this_host() + "." + std::to_string(::getpid());
-}
-
-// True when `name` is a temporary file whose writer is known to be gone: written on this host (or
-// by an older version, which named it "<file>.tmp.<pid>", and untouched for an hour) by a
-// process that no longer exists. A live process's file, this process's, or another host's is
-// never taken.
-bool left_by_dead_writer(const fs::directory_entry& entry) {
-  const std::string name = entry.path().filename().string();
-  const size_t infix = name.find(kTempInfix);
-  if (infix == std::string::npos) return false;
-  const std::string rest = name.substr(infix + std::strlen(kTempInfix));
-  const size_t dot = rest.rfind('.');
-  const std::string host = dot == std::string::npos ? "" : rest.substr(0, dot);
-  const std::string digits = dot == std::string::npos ? rest : rest.substr(dot + 1);
-  if (digits.empty() || digits.size() > 9 ||
-      !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
-    return false;
-  const pid_t pid = static_cast<pid_t>(std::stol(digits));
-  if (pid <= 0 || pid == ::getpid()) return false;
-  if (::kill(pid, 0) == 0 || errno != ESRCH) return false;  // alive (or not ours to signal)
-  if (!host.empty()) return host == this_host();
-  std::error_code ec;
-  const auto written = fs::last_write_time(entry.path(), ec);
-  return !ec && fs::file_time_type::clock::now() - written > std::chrono::hours(1);
-}
-
-void fsync_folder(const std::string& folder) {
-  int fd = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY);
-  if (fd < 0) throw_errno("open folder", folder);
-  int rc = ::fsync(fd);
-  ::close(fd);
-  if (rc != 0) throw_errno("flush folder", folder);
-}
-
-// Temporary file, fsync, rename over `path`, fsync the folder: readers see all or nothing. A
-// write that fails (a full disk, the file-size limit) removes its temporary file.
-void write_atomically(const std::string& path, const std::string& bytes) {
-  const std::string tmp = temp_name(path);
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw_errno("create", tmp);
-  auto fail = [&](const char* what, bool close_it) {
-    const int error = errno;
-    if (close_it) ::close(fd);
-    ::unlink(tmp.c_str());
-    errno = error;
-    throw_errno(what, path);
-  };
-  size_t done = 0;
-  while (done < bytes.size()) {
-    ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n == 0) errno = ENOSPC;  // no progress: the device took nothing
-    if (n <= 0) fail("write", true);
-    done += static_cast<size_t>(n);
-  }
-  if (::fsync(fd) != 0) fail("flush", true);
-  if (::close(fd) != 0) fail("close", false);
-  if (::rename(tmp.c_str(), path.c_str()) != 0) fail("rename into place", false);
-  fsync_folder(fs::path(path).parent_path().string());
-}
-
-std::string read_whole(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw CheckpointError("checkpoint: cannot open '" + path + "'");
-  std::ostringstream bytes;
-  bytes << in.rdbuf();
-  return bytes.str();
 }
 
 // Text (a step count, a generator state) as a float32 tensor of its bytes: every byte value is
@@ -152,22 +47,11 @@ std::string tensor_text(const Tensor& tensor) {
   return text;
 }
 
-std::string generator_state(Generator& generator) {
-  auto guard = generator.lock();
-  std::ostringstream os;
-  os << generator.engine();
-  return os.str();
-}
 void restore_generator(Generator& generator, const std::string& state, const std::string& file,
                        const std::string& name) {
-  auto guard = generator.lock();
-  std::istringstream is(state);
-  std::mt19937_64 engine;
-  is >> engine;
-  if (!is)
+  if (!restore_generator_state(generator, state))
     throw CheckpointError("checkpoint '" + file + "': generator state '" + name +
                           "' does not parse (the file is damaged: pass an earlier step)");
-  generator.engine() = engine;
 }
 
 std::vector<std::pair<std::string, Generator*>> all_generators(const CheckpointOptions& options) {
@@ -220,33 +104,6 @@ Marker read_marker(const std::string& path) {
     throw CheckpointError("checkpoint marker '" + path +
                           "' is damaged (no size or checksum line): pass an earlier step");
   return marker;
-}
-
-bool parse_step_name(const std::string& name, int64_t& step) {
-  if (name.rfind(kStepPrefix, 0) != 0 || name.size() == std::strlen(kStepPrefix)) return false;
-  const std::string digits = name.substr(std::strlen(kStepPrefix));
-  if (!std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
-    return false;
-  step = std::stoll(digits);
-  return true;
-}
-
-// Removes what dead writers left under `dir` and its step folders (see left_by_dead_writer).
-// Best effort: a file that cannot be removed stays.
-void remove_dead_writers_files(const std::string& dir) {
-  std::error_code ec;
-  if (!fs::is_directory(dir, ec)) return;
-  auto clean = [](const fs::path& folder) {
-    std::error_code ec;
-    for (const fs::directory_entry& entry : fs::directory_iterator(folder, ec))
-      if (entry.is_regular_file(ec) && left_by_dead_writer(entry)) fs::remove(entry.path(), ec);
-  };
-  clean(dir);
-  for (const fs::directory_entry& entry : fs::directory_iterator(dir, ec)) {
-    int64_t step = 0;
-    if (entry.is_directory(ec) && parse_step_name(entry.path().filename().string(), step))
-      clean(entry.path());
-  }
 }
 
 // What a step folder holds: whether every marker of a pipeline of `num_stages` is there, and the

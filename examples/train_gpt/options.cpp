@@ -18,6 +18,18 @@ float Options::lr_at(int step) const {
   return static_cast<float>(min_lr + 0.5 * (lr - min_lr) * (1.0 + std::cos(M_PI * progress)));
 }
 
+namespace {
+
+std::string positive_or_auto(const std::string& text) {
+  if (text == "auto") return "";
+  if (!text.empty() && text.size() < 6 &&
+      text.find_first_not_of("0123456789") == std::string::npos && std::stoi(text) > 0)
+    return "";
+  return "expected a positive whole number or auto, got '" + text + "'";
+}
+
+}  // namespace
+
 Options parse_options(int argc, char** argv) {
   Options o;
   CLI::App app{
@@ -45,11 +57,17 @@ Options parse_options(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   app.add_option("--batch", o.batch, "sequences per step (over all data-parallel replicas)")
       ->check(CLI::PositiveNumber);
-  app.add_option("--dp", o.dp,
-                 "data-parallel replicas of the pipeline: tp-launch starts (pipeline ranks) x dp "
-                 "processes on a {pp, dp} device mesh; each replica trains on its share of the "
-                 "batch and gradients are averaged every step")
-      ->check(CLI::PositiveNumber);
+  std::string dp = "1", pp;
+  app.add_option("--dp", dp,
+                 "data-parallel replicas of the pipeline, or auto: tp-launch starts (pipeline "
+                 "ranks) x dp processes on a {pp, dp} device mesh; each replica trains on its "
+                 "share of the batch and gradients are averaged every step; auto: the largest "
+                 "that divides the world size and the batch into microbatches")
+      ->check(positive_or_auto);
+  app.add_option("--pp", pp,
+                 "pipeline ranks, or auto (the world size over dp); sets --stages to pp times "
+                 "the schedule's stages per rank")
+      ->check(positive_or_auto);
   app.add_option("--device", o.device, "cpu, cuda or cuda:N");
   app.add_option("--blas-threads", o.blas_threads,
                  "product threads of each computing thread (oneDNN)")
@@ -102,11 +120,17 @@ Options parse_options(int argc, char** argv) {
   app.add_option("--prompt", o.prompt, "text the samples start from");
   app.add_flag("--json", o.json, "print the summary as one JSON line too");
   app.add_flag("--quiet", o.quiet, "no line per step");
+  app.add_option("--losses-file", o.losses_file,
+                 "append each step's loss to this file with every digit (\"step loss\" lines)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     std::exit(app.exit(e));
   }
+  o.dp_auto = dp == "auto";
+  o.dp = o.dp_auto ? 1 : std::stoi(dp);
+  o.pp_auto = pp == "auto";
+  o.pp = o.pp_auto || pp.empty() ? 0 : std::stoi(pp);
   return o;
 }
 

@@ -27,6 +27,10 @@ struct Options {
   int microbatches = 8;  ///< per replica
   int64_t batch = 32;    ///< sequences per step, over all data-parallel replicas
   int dp = 1;            ///< data-parallel replicas of the pipeline (tp-launch: stages/spr x dp)
+  /// --pp: pipeline ranks (stages = pp x stages per rank); 0: from --stages. --pp auto and
+  /// --dp auto pick them from the world size (auto_layout.h).
+  int pp = 0;
+  bool pp_auto = false, dp_auto = false;
   std::string device = "cpu";
   int blas_threads = 1;
   bool unsplit = false;            ///< train the whole model in this thread, without a pipeline
@@ -53,8 +57,9 @@ struct Options {
   int sample_chars = 300;
   float temperature = 0.8f;
   std::string prompt = "This License";
-  bool json = false;   ///< also print the summary as one JSON line
-  bool quiet = false;  ///< no per-step lines
+  bool json = false;        ///< also print the summary as one JSON line
+  bool quiet = false;       ///< no per-step lines
+  std::string losses_file;  ///< append "step loss" per step, with every digit (empty: none)
 
   /// The learning rate of `step` (1-based): linear warm-up over `warmup` steps, then cosine decay
   /// from lr to min_lr at the last step.

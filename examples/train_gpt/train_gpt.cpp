@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iomanip>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -27,10 +28,11 @@
 #include "actors/message_log.h"
 #include "actors/process_group.h"
 #include "actors/schedule.h"
+#include "auto_layout.h"
 #include "examples/exit_with_message.h"
 #include "options.h"
 #include "schedules/timeline_export.h"
-#include "stages/checkpoint.h"
+#include "stages/named_checkpoint.h"
 #include "stages/pipeline.h"
 #include "stages/recompute.h"
 #include "step_watch.h"
@@ -186,6 +188,15 @@ struct Job {
     tp::manual_seed(o.seed);
     model = tp::nn::GPT(gpt_config(o, vocab));
     if (dtype != tp::DType::Float32) model->to(dtype);
+    // Each dropout module draws from its own generator, named after its path in the model, so
+    // its masks and a checkpoint of them do not depend on the split.
+    for (auto& [path, module] : model->named_modules())
+      if (auto* drop = dynamic_cast<tp::nn::DropoutImpl*>(module.get())) {
+        dropout_generators.emplace_back(
+            "dropout." + path,
+            std::make_unique<tp::Generator>(o.seed + 3 + dropout_generators.size()));
+        drop->set_generator(dropout_generators.back().second.get());
+      }
     loss_fn = [v = vocab](const tp::Tensor& logits, const tp::Tensor& targets) {
       return tp::cross_entropy(logits.reshape({-1, v}), targets.reshape({-1}));
     };
@@ -311,6 +322,7 @@ struct Job {
   std::vector<double> activation_bytes;
   std::unique_ptr<pp::PipelineSchedule> schedule;
   std::unique_ptr<tp::optim::AdamW> opt;
+  std::vector<std::pair<std::string, std::unique_ptr<tp::Generator>>> dropout_generators;
 };
 
 double validation_loss(Job& job, const TextCorpus& corpus, train_gpt::StepWatch* watch) {
@@ -504,10 +516,43 @@ void print_json(const Options& o, const Job& job, const RunResult& run, double e
   std::printf("%s\n", j.dump().c_str());
 }
 
-int run(const Options& o) {
+// --pp/--dp from the world size (auto_layout.h); on the host, the memory of this host's ranks
+// bounds the model's share per rank (a GPU's memory is not known here: no bound).
+void resolve_layout(Options& o, int64_t vocab) {
+  const sc::ScheduleKind kind = sc::parse_schedule_kind(o.schedule);
+  const double memory =
+      tp::Device(o.device).is_cuda()
+          ? 0.0
+          : train_gpt::host_memory_per_rank(dist::read_launch_env().local_world_size);
+  train_gpt::resolve_layout(
+      o, dist::get_world_size(),
+      sc::is_single_stage_per_rank(kind) ? 1 : sc::default_stages_per_rank(kind),
+      train_gpt::gpt_training_bytes(o, vocab), memory);
+}
+
+// The step to go on from: the newest complete checkpoint, whatever layout wrote it, with --resume,
+// when a launcher started the ranks again after a failure (tp-launch --max-restarts, torchrun),
+// or when the layout is left to the world size (--pp auto, --dp auto) and there is one; else 0.
+int resume_step(const Options& o, Job& job, const pp::NamedCheckpointOptions& checkpoint_options,
+                bool prints) {
+  const bool auto_resume = dist::read_launch_env().restart_count > 0 || o.pp_auto || o.dp_auto;
+  if (!o.resume && !(auto_resume && pp::latest_named_checkpoint(o.checkpoint_dir,
+                                                                job.stages.front()->num_stages())))
+    return 0;
+  const pp::NamedCheckpointInfo info = pp::load_named_checkpoint(
+      o.checkpoint_dir, job.stages, *job.opt, std::nullopt, checkpoint_options);
+  if (prints)
+    std::printf("resumed step %lld written by %s as %s (from %s)\n",
+                static_cast<long long>(info.step), info.layout.c_str(),
+                checkpoint_options.layout.c_str(), o.checkpoint_dir.c_str());
+  return static_cast<int>(info.step);
+}
+
+int run(Options o) {
   dist::init_process_group();
-  tp::set_default_num_threads(o.blas_threads);  // product threads of each stage thread
   const TextCorpus corpus(o.data, o.held_out, o.context);
+  if (!o.unsplit) resolve_layout(o, corpus.vocab_size());
+  tp::set_default_num_threads(o.blas_threads);  // product threads of each stage thread
   Job job(o, corpus);
   // The rank with the last stage (of the first replica) knows the losses.
   const bool prints = job.gets_losses() && job.dp_rank == 0;
@@ -524,21 +569,15 @@ int run(const Options& o) {
   // -- start, or resume from the newest complete checkpoint ---------------------------------------
   const bool saves = !o.checkpoint_dir.empty() && !o.unsplit;
   tp::Generator data(o.seed + 1);
-  pp::CheckpointOptions checkpoint_options{.generators = {{"data", &data}}};
+  pp::NamedCheckpointOptions checkpoint_options{.generators = {{"data", &data}}};
+  for (const auto& [name, generator] : job.dropout_generators)
+    checkpoint_options.generators.emplace_back(name, generator.get());
+  checkpoint_options.layout = train_gpt::layout_text(o, job.stages_per_rank);
   RunResult result;
-  // Started again by a launcher after a failure (tp-launch --max-restarts, torchrun): go on from
-  // the newest complete checkpoint, as --resume does, when there is one.
-  const bool restarted = dist::read_launch_env().restart_count > 0;
-  if (o.resume ||
-      (restarted && saves &&
-       pp::latest_checkpoint_step(o.checkpoint_dir, job.stages.front()->num_stages()))) {
-    if (!saves) throw std::invalid_argument("--resume needs --checkpoint-dir (and a pipeline)");
-    result.first_step = static_cast<int>(pp::load_checkpoint(o.checkpoint_dir, job.stages, *job.opt,
-                                                             std::nullopt, checkpoint_options)) +
-                        1;
-    if (prints)
-      std::printf("resumed from %s at step %d\n", o.checkpoint_dir.c_str(), result.first_step - 1);
-  }
+  if (saves)
+    result.first_step = resume_step(o, job, checkpoint_options, prints) + 1;
+  else if (o.resume)
+    throw std::invalid_argument("--resume needs --checkpoint-dir (and a pipeline)");
   const std::string out_dir = saves ? o.checkpoint_dir : (o.log_dir.empty() ? "." : o.log_dir);
   std::filesystem::create_directories(out_dir);
 
@@ -564,8 +603,14 @@ int run(const Options& o) {
         step == result.last_step || (o.val_interval > 0 && step % o.val_interval == 0);
     if (validate) result.val_loss = validation_loss(job, corpus, watching);
     if (saves && (step == result.last_step ||
-                  (o.checkpoint_interval > 0 && step % o.checkpoint_interval == 0)))
-      pp::save_checkpoint(o.checkpoint_dir, job.stages, *job.opt, step, checkpoint_options);
+                  (o.checkpoint_interval > 0 && step % o.checkpoint_interval == 0))) {
+      checkpoint_options.samples_consumed = static_cast<int64_t>(step) * o.batch;
+      pp::save_named_checkpoint(o.checkpoint_dir, job.stages, *job.opt, step, checkpoint_options);
+    }
+    if (prints && !o.losses_file.empty()) {
+      std::ofstream losses(o.losses_file, std::ios::app);
+      losses << step << ' ' << std::setprecision(9) << result.loss << '\n';
+    }
     if (prints && !o.quiet) {
       const double per_step = result.timed_steps ? result.seconds_per_step() : dt;
       std::printf("step %4d/%d  loss %.4f", step, o.steps, result.loss);

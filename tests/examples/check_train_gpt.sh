@@ -26,20 +26,20 @@ grep -q "rank 1: busy" "$out" || fail "no per-rank figures"
 grep -q -- "--- greedy ---" "$out" || fail "no generated text"
 [ -s "$scratch/straight/step_2_timeline.svg" ] || fail "no timeline SVG of step 2"
 grep -q '"traceEvents"\|"ph"' "$scratch/straight/step_2_trace.json" || fail "no Chrome trace of step 2"
-[ -f "$scratch/straight/step_00000004/stage_0.done" ] || fail "no checkpoint at step 4"
+[ -f "$scratch/straight/step_00000004/index_s0.txt" ] || fail "no checkpoint at step 4"
 
 # Stop after 4 steps, then resume to 8.
 "$train_gpt" "${small[@]}" --steps 8 --stop-after 4 --checkpoint-dir "$scratch/resumed" > "$scratch/first.out" 2>&1 ||
   { cat "$scratch/first.out"; fail "the first half failed"; }
 "$train_gpt" "${small[@]}" --steps 8 --checkpoint-dir "$scratch/resumed" --resume \
   > "$scratch/second.out" 2>&1 || { cat "$scratch/second.out"; fail "the resumed run failed"; }
-grep -q "resumed from .* at step 4" "$scratch/second.out" || fail "the second run did not resume"
+grep -q "resumed step 4 written by pp [0-9]* x dp 1 as pp [0-9]* x dp 1" "$scratch/second.out" || fail "the second run did not resume"
 for step_line in 5 6 7 8; do
   a=$(grep "^step    $step_line/8" "$out" | awk '{print $4}')
   b=$(grep "^step    $step_line/8" "$scratch/second.out" | awk '{print $4}')
   [ -n "$a" ] && [ "$a" = "$b" ] || fail "step $step_line: loss $b after resuming, $a straight"
 done
-for file in "$scratch"/straight/step_00000008/stage_*.tpsd; do
+for file in "$scratch"/straight/step_00000008/*_s[0-9]*; do
   cmp -s "$file" "$scratch/resumed/step_00000008/$(basename "$file")" ||
     fail "$(basename "$file") at step 8 differs between the straight and the resumed run"
 done
@@ -49,7 +49,7 @@ done
 "$train_gpt" "${small[@]}" --steps 8 --recompute full --checkpoint-dir "$scratch/recomputed" \
   > "$scratch/recomputed.out" 2>&1 || { cat "$scratch/recomputed.out"; fail "the --recompute full run failed"; }
 grep -q "^recomputation: full" "$scratch/recomputed.out" || fail "no recomputation line"
-for file in "$scratch"/straight/step_00000008/stage_*.tpsd; do
+for file in "$scratch"/straight/step_00000008/*_s[0-9]*; do
   cmp -s "$file" "$scratch/recomputed/step_00000008/$(basename "$file")" ||
     fail "$(basename "$file") at step 8 differs between the plain and the recomputing run"
 done
@@ -59,6 +59,8 @@ if "$train_gpt" --recompute every:0 > "$scratch/bad.out" 2>&1; then fail "--reco
 grep -q "at least 1" "$scratch/bad.out" || { cat "$scratch/bad.out"; fail "no clear error"; }
 if "$train_gpt" --stages 6 --layers 4 > "$scratch/bad.out" 2>&1; then fail "--stages 6 --layers 4 ran"; fi
 grep -q "more than --layers" "$scratch/bad.out" || { cat "$scratch/bad.out"; fail "no clear error"; }
+if "$train_gpt" --dp two > "$scratch/bad.out" 2>&1; then fail "--dp two ran"; fi
+grep -q "positive whole number or auto" "$scratch/bad.out" || { cat "$scratch/bad.out"; fail "no clear error"; }
 if "$train_gpt" --resume --checkpoint-dir "$scratch/none" > "$scratch/bad.out" 2>&1; then
   fail "--resume without a checkpoint ran"
 fi

@@ -44,15 +44,15 @@ cat "$work/restarted.out"
 [ "$rc" = 0 ] || fail "the restarted job exited $rc"
 grep -q "rank 2 was killed by signal SIGKILL" "$work/restarted.out" || fail "tp-launch did not name rank 2"
 grep -q "restarting every rank (restart 1 of 1)" "$work/restarted.out" || fail "no restart"
-grep -q "resumed from" "$work/restarted.out" || fail "the restarted ranks did not resume"
+grep -q "resumed step" "$work/restarted.out" || fail "the restarted ranks did not resume"
 for step in $(seq 1 20); do
   want=$(grep "step *$step/20 " "$work/straight.out" | tail -1 | sed 's/.*loss \([0-9.]*\).*/\1/')
   got=$(grep "step *$step/20 " "$work/restarted.out" | tail -1 | sed 's/.*loss \([0-9.]*\).*/\1/')
   [ -n "$want" ] && [ "$want" = "$got" ] || fail "step $step: loss '$got' after the restart, '$want' straight"
 done
-for s in 0 1 2 3; do
-  cmp "$work/straight/step_00000020/stage_$s.tpsd" "$work/restarted/step_00000020/stage_$s.tpsd" ||
-    fail "stage $s's final checkpoint differs from the uninterrupted run's"
+for file in "$work"/straight/step_00000020/*_s[0-9]*; do
+  cmp "$file" "$work/restarted/step_00000020/$(basename "$file")" ||
+    fail "$(basename "$file") of the final checkpoint differs from the uninterrupted run's"
 done
 sleep 0.2
 pgrep -f -- "--tag-$tag" >/dev/null && fail "processes of the job are left behind"

@@ -26,8 +26,10 @@ if ! "$clang" -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitiz
 fi
 # -rss_limit_mb: a reader that allocates what its input claims fails here.
 rc=0
+# -error_exitcode=1: libFuzzer's default (77) is CTest's skip code here, so a crash read as a skip;
+# -artifact_prefix: crash inputs go beside the fuzzer, not into the current folder.
 "$work/$target" -max_total_time="$seconds" -rss_limit_mb=2048 -print_final_stats=1 \
-  -seed=1 "$work/corpus" >"$work/fuzz.log" 2>&1 || rc=$?
+  -error_exitcode=1 -artifact_prefix="$work/" -seed=1 "$work/corpus" >"$work/fuzz.log" 2>&1 || rc=$?
 grep -E "^Done|stat::number_of_executed_runs|stat::peak_rss|ERROR|SUMMARY|==[0-9]+==" \
   "$work/fuzz.log" || true
 [ "$rc" = 0 ] || tail -40 "$work/fuzz.log"

@@ -183,6 +183,11 @@ expect_error --master-port --nproc-per-node 1 --master-port 70000 -- true
 expect_error --max-restarts --nproc-per-node 1 --max-restarts -1 -- true
 expect_error --max-restarts --nproc-per-node 2 --nnodes 2 --node-rank 0 --master-addr h \
   --master-port 29500 --max-restarts 1 -- true
+expect_error --rdzv-endpoint --nproc-per-node 1 --nnodes 1:2 -- true
+expect_error 'rdzv-endpoint takes HOST:PORT' --nproc-per-node 1 --nnodes 1:2 --rdzv-endpoint h -- true
+expect_error --master-addr --nproc-per-node 1 --rdzv-endpoint 127.0.0.1:1 --master-addr h -- true
+expect_error 'MIN <= MAX' --nproc-per-node 1 --nnodes 3:2 --rdzv-endpoint 127.0.0.1:1 -- true
+expect_error --nnodes --nproc-per-node 1 --nnodes two --rdzv-endpoint 127.0.0.1:1 -- true
 expect_error --bogus --nproc-per-node 1 --bogus -- true
 expect_error 'no program' --nproc-per-node 2
 expect_error 'no program' --nproc-per-node 2 --

@@ -51,6 +51,46 @@ void require(bool condition, const std::string& message) {
 }
 
 // Cross-field rules CLI11 cannot express: counts, ranges and which flags a multi-node job needs.
+// --nnodes N or MIN:MAX (elastic only).
+void parse_nnodes(LaunchOptions& options, const std::string& text) {
+  const size_t colon = text.find(':');
+  auto number = [&](const std::string& part) {
+    require(!part.empty() && part.size() < 6 &&
+                part.find_first_not_of("0123456789") == std::string::npos,
+            "--nnodes takes N or MIN:MAX (got '" + text + "')");
+    return std::stoi(part);
+  };
+  options.nnodes = number(colon == std::string::npos ? text : text.substr(colon + 1));
+  options.min_nodes = colon == std::string::npos ? options.nnodes : number(text.substr(0, colon));
+  require(colon == std::string::npos || options.elastic(),
+          "--nnodes MIN:MAX needs --rdzv-endpoint HOST:PORT (an elastic job)");
+}
+
+// Elastic mode: nodes meet at the endpoint; the master address and port come with each round.
+void check_elastic(LaunchOptions& options, const CLI::App& app) {
+  auto given = [&](const char* flag) { return app.count(flag) > 0; };
+  const size_t colon = options.rdzv_endpoint.rfind(':');
+  require(
+      colon != std::string::npos && colon > 0 &&
+          options.rdzv_endpoint.find_first_not_of("0123456789", colon + 1) == std::string::npos &&
+          colon + 1 < options.rdzv_endpoint.size(),
+      "--rdzv-endpoint takes HOST:PORT (got '" + options.rdzv_endpoint + "')");
+  require(options.min_nodes >= 1 && options.min_nodes <= options.nnodes,
+          "--nnodes MIN:MAX needs 1 <= MIN <= MAX (got " + std::to_string(options.min_nodes) + ":" +
+              std::to_string(options.nnodes) + ")");
+  for (const char* flag : {"--master-addr", "--master-port", "--standalone"})
+    require(!given(flag),
+            std::string("--rdzv-endpoint gives every round its rendezvous; drop ") + flag);
+  if (given("--node-rank")) {
+    require(options.node_rank >= 0 && options.node_rank < options.nnodes,
+            "--node-rank must be in 0.." + std::to_string(options.nnodes - 1) + " (got " +
+                std::to_string(options.node_rank) + ")");
+    options.elastic_node_rank = options.node_rank;
+  }
+  require(!options.rdzv_id.empty() && options.rdzv_id.find_first_of(" \t\n") == std::string::npos,
+          "--rdzv-id must be one word");
+}
+
 void check_options(LaunchOptions& options, const CLI::App& app) {
   auto given = [&](const char* flag) { return app.count(flag) > 0; };
   require(options.nproc_per_node >= 1, "--nproc-per-node must be at least 1 (got " +
@@ -59,16 +99,16 @@ void check_options(LaunchOptions& options, const CLI::App& app) {
           "--nnodes must be at least 1 (got " + std::to_string(options.nnodes) + ")");
   require(options.max_restarts >= 0,
           "--max-restarts must be 0 or more (got " + std::to_string(options.max_restarts) + ")");
-  require(options.max_restarts == 0 || options.nnodes == 1,
+  require(options.max_restarts == 0 || options.nnodes == 1 || options.elastic(),
           "--max-restarts " + std::to_string(options.max_restarts) +
-              " needs a single-node job (--nnodes 1): restarting the ranks of several nodes "
-              "together is not supported yet");
+              " needs a single-node job (--nnodes 1) or an elastic one (--rdzv-endpoint)");
   require(options.rdzv_timeout_seconds >= 1, "--rdzv-timeout must be at least 1 second (got " +
                                                  std::to_string(options.rdzv_timeout_seconds) +
                                                  ")");
   require(options.grace_seconds >= 0.0 && options.grace_seconds <= 3600.0,
           "--grace-seconds must be between 0 and 3600 (got " +
               std::to_string(options.grace_seconds) + ")");
+  if (options.elastic()) return check_elastic(options, app);
   if (given("--master-port")) {
     require(options.master_port >= 1 && options.master_port <= 65535,
             "--master-port must be in 1..65535 (got " + std::to_string(options.master_port) + ")");
@@ -102,6 +142,20 @@ void check_options(LaunchOptions& options, const CLI::App& app) {
   if (options.master_addr.empty()) options.master_addr = "127.0.0.1";
 }
 
+// --nnodes (N or MIN:MAX) and the elastic rendezvous's flags.
+void add_node_options(CLI::App& app, LaunchOptions& options, std::string& nnodes) {
+  app.add_option("--nnodes", nnodes,
+                 "Nodes in the job, or MIN:MAX for an elastic job (--rdzv-endpoint)")
+      ->capture_default_str();
+  app.add_option("--rdzv-endpoint,--rdzv_endpoint", options.rdzv_endpoint,
+                 "HOST:PORT where the launchers of an elastic job meet each round (the first "
+                 "launcher that can listen there serves it, never one given a --node-rank "
+                 "other than 0)");
+  app.add_option("--rdzv-id,--rdzv_id", options.rdzv_id,
+                 "The elastic job's name; every node passes the same")
+      ->capture_default_str();
+}
+
 }  // namespace
 
 ParsedCommandLine parse_command_line(int argc, char** argv) {
@@ -120,7 +174,8 @@ ParsedCommandLine parse_command_line(int argc, char** argv) {
   app.add_option("--nproc-per-node,--nproc_per_node", options.nproc_per_node,
                  "Ranks (processes) to start on this node")
       ->required();
-  app.add_option("--nnodes", options.nnodes, "Nodes in the job")->capture_default_str();
+  std::string nnodes = "1";
+  add_node_options(app, options, nnodes);
   app.add_option("--node-rank,--node_rank", options.node_rank,
                  "This node's index, 0..nnodes-1 (required with --nnodes > 1)");
   app.add_option("--master-addr,--master_addr", options.master_addr,
@@ -161,6 +216,7 @@ ParsedCommandLine parse_command_line(int argc, char** argv) {
                                (stray.empty() ? std::string() : stray.front()) + " ...");
     require(separator != argv + argc && separator + 1 != argv + argc,
             "no program given: tp-launch [flags] -- program [args...]");
+    parse_nnodes(options, nnodes);
     check_options(options, app);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return {std::nullopt, app.exit(e)};  // --help

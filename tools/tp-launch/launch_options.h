@@ -22,6 +22,16 @@ struct LaunchOptions {
   int rdzv_timeout_seconds = 900;
   double grace_seconds = 5.0;
   std::vector<std::string> program;  ///< program and its arguments, everything after `--`
+  /// Elastic mode (--rdzv-endpoint HOST:PORT): the launchers of all nodes meet there each round
+  /// (tools/tp-launch/rdzv_endpoint.h); --nnodes MIN:MAX bounds the nodes of a round (nnodes is
+  /// MAX), --rdzv-id names the job, --node-rank (optional) orders the nodes, --max-restarts
+  /// counts rounds.
+  std::string rdzv_endpoint;
+  std::string rdzv_id = "none";
+  int min_nodes = 1;
+  int elastic_node_rank = -1;  ///< --node-rank in elastic mode; -1: any
+
+  bool elastic() const { return !rdzv_endpoint.empty(); }
 
   /// Ranks in the whole job.
   int world_size() const { return nnodes * nproc_per_node; }

@@ -6,6 +6,7 @@
 //   tp-launch --nnodes 2 --node-rank 1 --master-addr 10.0.0.1 --master-port 29500
 //             --nproc-per-node 8 --log-dir logs -- ./train
 #include <fcntl.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -16,6 +17,7 @@
 #include "launch_options.h"
 #include "rank_environment.h"
 #include "rank_process.h"
+#include "rdzv_endpoint.h"
 #include "signal_pipe.h"
 #include "supervisor.h"
 #include "unique_fd.h"
@@ -28,6 +30,8 @@ namespace {
 // cannot be started, as a shell would say.
 constexpr int kSetupFailed = 1;
 constexpr int kCannotStart = 127;
+// Exit code of ranks stopped because the elastic rendezvous ended their round (not a failure).
+constexpr int kRoundEnded = 75;
 
 // Creates --log-dir and makes it absolute, so ranks that change directory still find it.
 void prepare_log_dir(tl::LaunchOptions& options) {
@@ -67,6 +71,100 @@ void start_ranks(const tl::LaunchOptions& options, const tl::JobEnvironment& job
   }
 }
 
+// Elastic mode: this node's launcher serves the endpoint when it can listen there, unless it was
+// given a --node-rank other than 0 (so on one host the endpoint stays with node 0).
+std::unique_ptr<tl::RdzvServer> serve_endpoint(const tl::LaunchOptions& options,
+                                               const tl::JobEnvironment& job,
+                                               const std::string& host, int port) {
+  if (options.elastic_node_rank > 0) return nullptr;
+  try {
+    return std::make_unique<tl::RdzvServer>(
+        host, port,
+        tl::RdzvConfig{.job_id = options.rdzv_id,
+                       .min_nodes = options.min_nodes,
+                       .max_nodes = options.nnodes,
+                       .timeout_seconds = static_cast<double>(options.rdzv_timeout_seconds),
+                       .max_restarts = options.max_restarts,
+                       .token = job.cluster_token});
+  } catch (const std::runtime_error&) {
+    return nullptr;  // another node's launcher serves it
+  }
+}
+
+// Runs this node's ranks for one round; true when the round ended for a reason to join again
+// (a failure here or on another node, a node leaving or joining), false when the job is over
+// (`exit_code` then holds how).
+bool run_round(const tl::LaunchOptions& options, const tl::JobEnvironment& job,
+               tl::RdzvClient& client, int& exit_code) {
+  tl::Supervisor supervisor(options.grace_seconds);
+  bool ended = false, endpoint_lost = false;
+  supervisor.watch(
+      client.fd(),
+      [&]() -> std::optional<std::string> {
+        try {
+          if (!client.round_ended(0)) return std::nullopt;
+          ended = true;
+          return "tp-launch: the rendezvous ended round " + std::to_string(job.restart_count) +
+                 " (a node failed, left or joined): stopping this node's ranks to join the next";
+        } catch (const std::runtime_error& e) {
+          endpoint_lost = true;  // the ranks may still finish; no later round is possible
+          supervisor.unwatch();
+          std::cerr << "tp-launch: " << e.what() << "\n";
+          return std::nullopt;
+        }
+      },
+      kRoundEnded);
+  start_ranks(options, job, supervisor);
+  const tl::Outcome outcome = supervisor.run();
+  if (!outcome.message.empty()) std::cerr << outcome.message << "\n";
+  exit_code = outcome.exit_code;
+  if (outcome.launcher_signalled || endpoint_lost) return false;
+  if (outcome.exit_code == 0 && !ended) {
+    client.report_done();
+    return false;
+  }
+  if (ended) return true;
+  client.report_failure();  // a rank of this node failed: the round ends everywhere
+  for (int waited = 0; waited < options.rdzv_timeout_seconds; ++waited)
+    if (client.round_ended(1.0)) return true;
+  return false;
+}
+
+// An elastic job: join each round at --rdzv-endpoint and run this node's ranks in it.
+int run_elastic(tl::LaunchOptions options, tl::JobEnvironment job) {
+  const size_t colon = options.rdzv_endpoint.rfind(':');
+  const std::string host = options.rdzv_endpoint.substr(0, colon);
+  const int port = std::stoi(options.rdzv_endpoint.substr(colon + 1));
+  const auto server = serve_endpoint(options, job, host, port);
+  char name[256] = "node";
+  ::gethostname(name, sizeof(name) - 1);
+  const tl::JoinRequest request{.job_id = options.rdzv_id,
+                                .node_id = std::string(name) + "." + std::to_string(::getpid()),
+                                .node_rank = options.elastic_node_rank,
+                                .nproc = options.nproc_per_node,
+                                .token = job.cluster_token};
+  try {
+    tl::RdzvClient client(host, port, options.rdzv_timeout_seconds);
+    for (;;) {
+      const tl::RoundAssignment round = client.join(request, options.rdzv_timeout_seconds + 60.0);
+      options.nnodes = round.nnodes;
+      options.node_rank = round.node_index;
+      job.master_addr = options.master_addr = round.master_addr;
+      job.master_port = port + 1 + round.round % 50;
+      job.restart_count = round.round;
+      std::cerr << "tp-launch: round " << round.round << ": node " << round.node_index << " of "
+                << round.nnodes << ", ranks " << round.rank_offset << ".."
+                << round.rank_offset + options.nproc_per_node - 1 << " of " << round.world_size
+                << "\n";
+      int exit_code = 0;
+      if (!run_round(options, job, client, exit_code)) return exit_code;
+    }
+  } catch (const std::runtime_error& e) {
+    std::cerr << "tp-launch: " << e.what() << "\n";
+    return kSetupFailed;
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -83,6 +181,8 @@ int main(int argc, char** argv) {
     std::cerr << "tp-launch: " << e.what() << "\n";
     return kSetupFailed;
   }
+
+  if (options.elastic()) return run_elastic(options, job);
 
   // torchrun's rule: when a rank fails, every rank is stopped and all are started again, up to
   // --max-restarts times; the program resumes from its last checkpoint.

@@ -42,6 +42,13 @@ void Supervisor::abort_launch(const std::string& message, int exit_code) {
   stop_ranks(SIGTERM);
 }
 
+void Supervisor::watch(int fd, std::function<std::optional<std::string>()> on_readable,
+                       int exit_code) {
+  watched_fd_ = fd;
+  on_watched_ = std::move(on_readable);
+  watched_exit_code_ = exit_code;
+}
+
 Outcome Supervisor::run() {
   std::vector<pollfd> watched;
   std::optional<Clock::time_point> drain_deadline;
@@ -57,14 +64,21 @@ Outcome Supervisor::run() {
       }
     }
     if (all_exited && watched.size() == 1) break;
+    const size_t external = watched.size();
+    if (watched_fd_ >= 0 && !all_exited) watched.push_back(pollfd{watched_fd_, POLLIN, 0});
 
     const int ready = ::poll(watched.data(), watched.size(), poll_timeout_ms(all_exited));
     if (ready < 0 && errno == EINTR) continue;
     if (ready == 0 && all_exited) break;  // pipes quiet after the last exit: done
     if (watched[0].revents & POLLIN) handle_signals();
-    for (std::size_t i = 1; i < watched.size(); ++i) {
+    for (std::size_t i = 1; i < external; ++i) {
       if (watched[i].revents & (POLLIN | POLLHUP | POLLERR)) relay_output(watched[i].fd);
     }
+    if (watched.size() > external && (watched[external].revents & (POLLIN | POLLHUP | POLLERR)))
+      if (auto message = on_watched_(); message && !stopping_) {
+        if (outcome_.message.empty()) outcome_ = {watched_exit_code_, *message};
+        stop_ranks(SIGTERM);
+      }
     kill_if_grace_expired();
   }
   for (Rank& rank : ranks_) {

@@ -4,7 +4,9 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,6 +33,14 @@ class Supervisor {
 
   /// Stops the ranks added so far because the launch itself failed (`message`, `exit_code`).
   void abort_launch(const std::string& message, int exit_code);
+
+  /// Also watches `fd` (an elastic rendezvous connection): when it is readable, `on_readable`
+  /// runs; a message it returns stops every rank (SIGTERM, then SIGKILL after the grace period)
+  /// with that message and `exit_code` as the outcome. Returning nullopt goes on. `fd` is watched
+  /// until unwatch() (which `on_readable` calls when the connection is closed).
+  void watch(int fd, std::function<std::optional<std::string>()> on_readable, int exit_code);
+  /// Stops watching the fd given to watch().
+  void unwatch() { watched_fd_ = -1; }
 
   /// Runs until every rank has exited and its output is relayed, then reaps them; call once, after
   /// the last add_rank.
@@ -66,6 +76,9 @@ class Supervisor {
   Clock::time_point kill_deadline_{};
   int launcher_signal_ = 0;  ///< the signal that made the launcher stop the ranks, if any
   Outcome outcome_;          ///< set by the first reason to stop; later ones keep it
+  int watched_fd_ = -1;
+  std::function<std::optional<std::string>()> on_watched_;
+  int watched_exit_code_ = 0;
 };
 
 }  // namespace tensorplay::launch
