@@ -25,6 +25,8 @@ struct LlamaConfig {
   float rope_theta = 10000.0f;
   float norm_eps = 1e-6f;
   bool tie_weights = false;  // lm_head.weight is embed_tokens.weight
+
+  bool operator==(const LlamaConfig&) const = default;
 };
 
 /// idx [B, T] (float32 token ids, T <= context_length) -> logits [B, T, vocab_size].
