@@ -168,7 +168,7 @@ bool is_shards(const std::string& data) {
 
 std::unique_ptr<Corpus> open_corpus(const std::string& data, const std::string& tokenizer,
                                     double held_out, int64_t context, uint64_t seed,
-                                    const std::string& work_dir) {
+                                    const std::string& work_dir, bool resume) {
   if (is_shards(data)) {
     if (tokenizer != "char")
       throw std::invalid_argument("--tokenizer " + tokenizer + ": --data " + data +
@@ -179,12 +179,23 @@ std::unique_ptr<Corpus> open_corpus(const std::string& data, const std::string& 
   if (data.empty())
     throw std::invalid_argument("--tokenizer " + tokenizer + " needs --data (a text file)");
   if (tokenizer.rfind("bpe:", 0) == 0) {
-    const int64_t vocab = std::stoll(tokenizer.substr(4));
+    const std::string digits = tokenizer.substr(4);
+    if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos ||
+        digits.size() > 9)
+      throw std::invalid_argument("--tokenizer " + tokenizer +
+                                  ": give bpe:VOCAB with VOCAB a number of pieces (bpe:4096)");
     fs::create_directories(work_dir);
     const std::string model = (fs::path(work_dir) / "tokenizer.model").string();
+    if (resume && fs::exists(model))  // the tokenizer the interrupted run trained
+      return std::make_unique<BpeTextCorpus>(data, data::SentencePieceTokenizer(model), model,
+                                             held_out, context);
     return std::make_unique<BpeTextCorpus>(
-        data, data::SentencePieceTokenizer::train(data, vocab, model), model, held_out, context);
+        data, data::SentencePieceTokenizer::train(data, std::stoll(digits), model), model, held_out,
+        context);
   }
+  if (fs::path(tokenizer).extension() != ".model")
+    throw std::invalid_argument("--tokenizer " + tokenizer +
+                                ": give char, bpe:VOCAB or a SentencePiece FILE.model");
   return std::make_unique<BpeTextCorpus>(data, data::SentencePieceTokenizer(tokenizer), tokenizer,
                                          held_out, context);
 }

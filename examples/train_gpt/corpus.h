@@ -47,10 +47,12 @@ std::pair<tensorplay::Tensor, tensorplay::Tensor> sample_windows(const std::vect
 
 /// The corpus --data and --tokenizer name: a text file (empty: the license texts) as characters
 /// ("char"), or as BPE pieces of a model trained on it ("bpe:VOCAB", written to
-/// `work_dir`/tokenizer.model) or loaded ("FILE.model"); or a folder (or file) of token shards
-/// (tp-tokenize's), sampled through a memory map, whose tokens.json names the tokenizer.
+/// `work_dir`/tokenizer.model; a resumed run reads the one written there) or loaded
+/// ("FILE.model"); or a folder (or file) of token shards (tp-tokenize's), sampled through a memory
+/// map, whose tokens.json names the tokenizer. Throws std::invalid_argument naming a --tokenizer
+/// that is none of these.
 std::unique_ptr<Corpus> open_corpus(const std::string& data, const std::string& tokenizer,
                                     double held_out, int64_t context, uint64_t seed,
-                                    const std::string& work_dir);
+                                    const std::string& work_dir, bool resume);
 
 }  // namespace train_gpt

@@ -503,7 +503,8 @@ int run(const Options& o) {
   tp::set_default_num_threads(o.blas_threads);  // product threads of each stage thread
   const std::unique_ptr<Corpus> corpus_ptr =
       train_gpt::open_corpus(o.data, o.tokenizer, o.held_out, o.context, o.seed,
-                             o.checkpoint_dir.empty() ? "." : o.checkpoint_dir);
+                             o.checkpoint_dir.empty() ? "." : o.checkpoint_dir,
+                             o.resume || dist::read_launch_env().restart_count > 0);
   const Corpus& corpus = *corpus_ptr;
   Job job(o, corpus);
   // The rank with the last stage (of the first replica) knows the losses.

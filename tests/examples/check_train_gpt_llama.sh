@@ -34,6 +34,19 @@ reload "$scratch/hf" "$scratch/reload.out"
 same_val "$scratch/run.out" "$scratch/reload.out" ||
   fail "reloaded validation loss $(val_of "$scratch/reload.out") != $(val_of "$scratch/run.out")"
 
+# Stopped after step 3 and resumed, the run reads the same windows: the same step-6 checkpoint.
+for phase in "--stop-after 3" "--resume"; do
+  # shellcheck disable=SC2086
+  "$train_gpt" "${small[@]}" --model llama --data "$scratch/shards" --steps 6 --val-interval 3 \
+    --checkpoint-dir "$scratch/stopped" $phase >>"$scratch/stopped.out" 2>&1 ||
+    { cat "$scratch/stopped.out"; fail "the stopped or resumed run failed ($phase)"; }
+done
+grep -q "resumed from" "$scratch/stopped.out" || fail "the second run did not resume"
+for file in "$scratch"/run/step_00000006/stage_*.tpsd; do
+  cmp -s "$file" "$scratch/stopped/step_00000006/$(basename "$file")" ||
+    fail "$(basename "$file") differs after a resume"
+done
+
 "$tp_launch" --nproc-per-node 2 --grace-seconds 2 -- "$train_gpt" "${small[@]}" --model llama \
   --data "$scratch/shards" --steps 6 --val-interval 3 --checkpoint-dir "$scratch/launched" \
   --export "$scratch/hf2" >"$scratch/launched.out" 2>&1 ||
