@@ -25,6 +25,22 @@ if(NOT TARGET DNNL::dnnl)
   set_target_properties(DNNL::dnnl PROPERTIES IMPORTED_LOCATION ${DNNL_LIBRARY}
     INTERFACE_INCLUDE_DIRECTORIES ${DNNL_INCLUDE_DIR})
 endif()
+# SentencePiece 0.1.97 from Debian (libsentencepiece-dev): trains and runs the BPE tokenizer of
+# token shards (tensors/data/sentencepiece_tokenizer.cpp). Its CMake config is not shipped.
+if(NOT TARGET sentencepiece::sentencepiece)
+  find_path(SENTENCEPIECE_INCLUDE_DIR sentencepiece_processor.h)
+  find_library(SENTENCEPIECE_LIBRARY sentencepiece)
+  find_library(SENTENCEPIECE_TRAIN_LIBRARY sentencepiece_train)
+  if(NOT SENTENCEPIECE_INCLUDE_DIR OR NOT SENTENCEPIECE_LIBRARY OR NOT SENTENCEPIECE_TRAIN_LIBRARY)
+    message(FATAL_ERROR
+      "SentencePiece not found: install Debian's libsentencepiece-dev (bash scripts/setup.sh)")
+  endif()
+  add_library(sentencepiece::sentencepiece SHARED IMPORTED)
+  set_target_properties(sentencepiece::sentencepiece PROPERTIES
+    IMPORTED_LOCATION ${SENTENCEPIECE_LIBRARY}
+    INTERFACE_INCLUDE_DIRECTORIES ${SENTENCEPIECE_INCLUDE_DIR}
+    INTERFACE_LINK_LIBRARIES ${SENTENCEPIECE_TRAIN_LIBRARY})
+endif()
 find_package(spdlog CONFIG REQUIRED)
 find_package(ucx CONFIG REQUIRED)
 

@@ -33,11 +33,29 @@ std::string positive_or_auto(const std::string& text) {
 Options parse_options(int argc, char** argv) {
   Options o;
   CLI::App app{
-      "Trains a character-level GPT cut into pipeline stages at its blocks, on the embedded "
-      "single-process runtime, or one rank per process under tp-launch."};
+      "Trains a GPT-2 or Llama language model (on characters, BPE pieces or token shards) cut "
+      "into pipeline stages at its blocks, on the embedded single-process runtime, or one rank "
+      "per process under tp-launch."};
   app.option_defaults()->always_capture_default();
   app.add_option("--data", o.data,
                  "UTF-8 text file (default: the license texts in /usr/share/common-licenses)");
+  app.add_option("--tokenizer", o.tokenizer,
+                 "char (characters), bpe:VOCAB (a SentencePiece BPE model of VOCAB pieces trained "
+                 "on --data, saved in the checkpoint folder) or FILE.model; token shards bring "
+                 "their own");
+  app.add_option("--model", o.model, "gpt2 or llama")->check(CLI::IsMember({"gpt2", "llama"}));
+  app.add_option("--init-from", o.init_from,
+                 "start from a Hugging Face folder (config.json + safetensors, GPT-2 or Llama): "
+                 "its sizes replace --model, --layers, --width, --heads")
+      ->check(CLI::ExistingDirectory);
+  app.add_option("--export", o.export_dir,
+                 "write the trained model as a Hugging Face folder that transformers loads");
+  app.add_option("--kv-heads", o.kv_heads, "Llama key-value heads (0: --heads)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--mlp-width", o.mlp_width, "Llama MLP width (0: 8/3 --width, rounded up to 8)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--rope-theta", o.rope_theta, "Llama rotary base")->check(CLI::PositiveNumber);
+  app.add_option("--tie", o.tie, "the head shares the token embedding (true or false)");
   app.add_option("--held-out", o.held_out, "fraction of the text kept for validation")
       ->check(CLI::Range(0.01, 0.5));
   app.add_option("--layers", o.layers, "transformer blocks")->check(CLI::PositiveNumber);

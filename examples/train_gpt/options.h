@@ -10,10 +10,18 @@ namespace train_gpt {
 /// Every flag of train_gpt, with its default.
 struct Options {
   // -- text ---------------------------------------------------------------------------------------
-  std::string data;  ///< UTF-8 file; empty: /usr/share/common-licenses
+  std::string data;  ///< UTF-8 file or token shards; empty: /usr/share/common-licenses
+  std::string tokenizer = "char";  ///< char, bpe:VOCAB or FILE.model
   double held_out = 0.1;
 
   // -- model --------------------------------------------------------------------------------------
+  std::string model = "gpt2";  ///< gpt2 or llama
+  std::string init_from;       ///< a Hugging Face folder to start from
+  std::string export_dir;      ///< a Hugging Face folder written at the end
+  int64_t kv_heads = 0;        ///< Llama's key-value heads (0: --heads)
+  int64_t mlp_width = 0;       ///< Llama's MLP width (0: 8/3 --width rounded up to 8)
+  float rope_theta = 10000.0f;
+  bool tie = true;  ///< the head shares the token embedding
   int64_t layers = 4;
   int64_t width = 128;
   int64_t heads = 4;

@@ -111,19 +111,14 @@ TextCorpus::TextCorpus(const std::string& path, double held_out, int64_t context
 }
 
 std::pair<tp::Tensor, tp::Tensor> TextCorpus::batch(int64_t batch, int64_t context,
-                                                    tp::Generator& generator, bool held_out) const {
-  const std::vector<int32_t>& ids = held_out ? val_ : train_;
-  std::vector<float> x(batch * context), y(batch * context);
-  const auto starts = static_cast<int64_t>(ids.size()) - context;  // offsets 0..starts-1
-  for (int64_t b = 0; b < batch; ++b) {
-    auto start = static_cast<int64_t>(generator.uniform() * static_cast<double>(starts));
-    start = std::min(start, starts - 1);
-    for (int64_t t = 0; t < context; ++t) {
-      x[b * context + t] = static_cast<float>(ids[start + t]);
-      y[b * context + t] = static_cast<float>(ids[start + t + 1]);
-    }
-  }
-  return {tp::from_vector(x, {batch, context}), tp::from_vector(y, {batch, context})};
+                                                    tp::Generator& generator, bool held_out,
+                                                    int64_t /*step*/) const {
+  return sample_windows(held_out ? val_ : train_, batch, context, generator);
+}
+
+std::string TextCorpus::describe() const {
+  return source_ + ": " + std::to_string(train_size()) + " characters for training, " +
+         std::to_string(val_size()) + " held out, " + std::to_string(vocab_size()) + " distinct";
 }
 
 double TextCorpus::unigram_entropy() const {

@@ -30,6 +30,7 @@
 #include "actors/schedule.h"
 #include "auto_layout.h"
 #include "examples/exit_with_message.h"
+#include "model_choice.h"
 #include "options.h"
 #include "schedules/timeline_export.h"
 #include "stages/named_checkpoint.h"
@@ -43,8 +44,8 @@ namespace tp = tensorplay;
 namespace pp = tensorplay::pipelining;
 namespace sc = tensorplay::schedules;
 namespace dist = tensorplay::distributed;
+using train_gpt::Corpus;
 using train_gpt::Options;
-using train_gpt::TextCorpus;
 using Clock = std::chrono::steady_clock;
 
 namespace {
@@ -66,26 +67,18 @@ double mean_of(const std::vector<tp::Tensor>& losses) {
   return losses.empty() ? NAN : sum / losses.size();
 }
 
-tp::nn::GPTConfig gpt_config(const Options& o, int64_t vocab) {
-  return {.vocab_size = vocab,
-          .context_length = o.context,
-          .n_layer = o.layers,
-          .n_head = o.heads,
-          .width = o.width,
-          .dropout = o.dropout};
-}
-
 // Cuts before blocks.k for evenly spaced k: stage s holds blocks [s L / S, (s+1) L / S); the first
 // stage also holds the embeddings, the last one ln_f and the head.
-pp::PipelineOptions cut_at_blocks(int64_t layers, int stages) {
+pp::PipelineOptions cut_at_blocks(const std::string& prefix, int64_t layers, int stages) {
   if (stages > layers)
     throw std::invalid_argument("--stages " + std::to_string(stages) + " is more than --layers " +
                                 std::to_string(layers) +
-                                ": each stage needs at least one block (lower --stages or raise "
-                                "--layers)");
+                                " (the model's blocks): each stage needs at least one block (lower "
+                                "--stages or raise --layers)");
   pp::PipelineOptions split;
   for (int s = 1; s < stages; ++s)
-    split.split_spec["blocks." + std::to_string(s * layers / stages)] = pp::SplitPoint::Beginning;
+    split.split_spec[prefix + "." + std::to_string(s * layers / stages)] =
+        pp::SplitPoint::Beginning;
   return split;
 }
 
@@ -180,14 +173,17 @@ struct RunFigures {
 
 // The job: the model split into this process's stages, the schedule, the optimizer.
 struct Job {
-  Job(const Options& o, const TextCorpus& corpus) : options(o), vocab(corpus.vocab_size()) {
+  Job(const Options& o, const Corpus& corpus) : options(o), vocab(corpus.vocab_size()) {
     rank = dist::get_rank();
     world = dist::get_world_size();
     device = tp::Device(o.device);
-    const tp::DType dtype = o.dtype == "bfloat16" ? tp::DType::BFloat16 : tp::DType::Float32;
     tp::manual_seed(o.seed);
-    model = tp::nn::GPT(gpt_config(o, vocab));
-    if (dtype != tp::DType::Float32) model->to(dtype);
+    choice = train_gpt::make_model(o, vocab);
+    model = choice.module;
+    if (!o.export_dir.empty() && world > 1 && choice.kind != "llama")
+      throw std::invalid_argument(
+          "--export under tp-launch needs --model llama (each stage "
+          "writes its part); export a GPT from one process");
     // Each dropout module draws from its own generator, named after its path in the model, so
     // its masks and a checkpoint of them do not depend on the split.
     for (auto& [path, module] : model->named_modules())
@@ -224,7 +220,7 @@ struct Job {
           std::to_string(o.microbatches) +
           (o.dp > 1 ? " per replica times --dp " + std::to_string(o.dp) : std::string()));
     auto pipe = pp::pipeline(model, {tp::zeros({o.batch / o.dp / o.microbatches, o.context})},
-                             cut_at_blocks(o.layers, o.stages));
+                             cut_at_blocks(choice.block_prefix, choice.layers, o.stages));
     if (world == 1 && o.dp == 1) {
       stages = pp::build_stages(pipe, {device});
     } else {
@@ -262,7 +258,7 @@ struct Job {
   double train_step(const tp::Tensor& x, const tp::Tensor& y, float lr) {
     double loss = NAN;
     if (options.unsplit) {
-      tp::Tensor l = loss_fn(model(x.to(device)), y.to(device));
+      tp::Tensor l = loss_fn((*model)(x.to(device)), y.to(device));
       l.backward();
       loss = l.item();
       if (options.clip > 0) tp::optim::clip_grad_norm(opt->parameters(), options.clip);
@@ -287,7 +283,7 @@ struct Job {
   tp::Tensor forward(const tp::Tensor& x, const tp::Tensor& y, double* loss) {
     if (options.unsplit) {
       tp::NoGradGuard no_grad;
-      tp::Tensor logits = model(x.to(device));
+      tp::Tensor logits = (*model)(x.to(device));
       if (loss) *loss = loss_fn(logits, y.to(device)).item();
       return logits;
     }
@@ -316,7 +312,8 @@ struct Job {
   int dp_rank = 0;
   tp::Device device;
   sc::ScheduleKind kind = sc::ScheduleKind::OneFOneB;
-  tp::nn::GPT model{nullptr};
+  train_gpt::ModelChoice choice;
+  std::shared_ptr<tp::nn::Module> model;
   pp::LossFn loss_fn;
   std::vector<std::shared_ptr<pp::PipelineStage>> stages;
   std::vector<double> activation_bytes;
@@ -325,11 +322,12 @@ struct Job {
   std::vector<std::pair<std::string, std::unique_ptr<tp::Generator>>> dropout_generators;
 };
 
-double validation_loss(Job& job, const TextCorpus& corpus, train_gpt::StepWatch* watch) {
+double validation_loss(Job& job, const Corpus& corpus, train_gpt::StepWatch* watch) {
   tp::Generator val(job.options.seed + 1000);  // the same held-out windows every time
   double sum = 0;
   for (int b = 0; b < job.options.val_batches; ++b) {
-    auto [x, y] = corpus.batch(job.options.batch, job.options.context, val, /*held_out=*/true);
+    auto [x, y] =
+        corpus.batch(job.options.batch, job.options.context, val, /*held_out=*/true, b + 1);
     double loss = NAN;
     job.forward(dist::shard_batch(x, job.mesh), dist::shard_batch(y, job.mesh), &loss);
     sum += loss;
@@ -342,7 +340,7 @@ double validation_loss(Job& job, const TextCorpus& corpus, train_gpt::StepWatch*
 // temperature (row 1), through the pipeline's forward (a batch of one row per microbatch). Every
 // rank takes part; the characters chosen on the last stage's rank reach the others by an
 // all-reduce.
-std::pair<std::string, std::string> generate(Job& job, const TextCorpus& corpus,
+std::pair<std::string, std::string> generate(Job& job, const Corpus& corpus,
                                              train_gpt::StepWatch* watch) {
   const Options& o = job.options;
   // One sequence per microbatch: the stages take microbatches of any batch size.
@@ -403,23 +401,18 @@ std::string mib(double bytes) {
   return text;
 }
 
-void print_header(const Options& o, const Job& job, const TextCorpus& corpus) {
+void print_header(const Options& o, const Job& job, const Corpus& corpus) {
   const double entropy = corpus.unigram_entropy();
   int64_t parameters = 0;
   for (const auto& p : job.model->parameters()) parameters += p.numel();
-  std::printf("text: %s: %lld characters for training, %lld held out, %lld distinct\n",
-              corpus.source().c_str(), static_cast<long long>(corpus.train_size()),
-              static_cast<long long>(corpus.val_size()),
-              static_cast<long long>(corpus.vocab_size()));
-  std::printf(
-      "unigram entropy of the text: %.3f nats per character (%.3f bits): the loss to get well "
-      "below\n",
-      entropy, entropy / std::log(2.0));
-  std::printf(
-      "model: GPT, %lld blocks, width %lld, %lld heads, context %lld, %s, %lld parameters\n",
-      static_cast<long long>(o.layers), static_cast<long long>(o.width),
-      static_cast<long long>(o.heads), static_cast<long long>(o.context), o.dtype.c_str(),
-      static_cast<long long>(parameters));
+  std::printf("text: %s\n", corpus.describe().c_str());
+  if (!std::isnan(entropy))
+    std::printf(
+        "unigram entropy of the text: %.3f nats per %s (%.3f bits): the loss to get well "
+        "below\n",
+        entropy, corpus.unit(), entropy / std::log(2.0));
+  std::printf("model: %s, %s, %lld parameters\n", job.choice.description.c_str(), o.dtype.c_str(),
+              static_cast<long long>(parameters));
   if (o.unsplit) {
     std::printf("run: unsplit, one thread, batch %lld, on %s\n", static_cast<long long>(o.batch),
                 o.device.c_str());
@@ -467,14 +460,15 @@ struct RunResult {
   double seconds_per_step() const { return timed_steps ? timed_seconds / timed_steps : NAN; }
 };
 
-void print_summary(const Options& o, const Job& job, const RunResult& run, double entropy) {
+void print_summary(const Options& o, const Job& job, const RunResult& run, double entropy,
+                   const char* unit) {
   const double tokens_per_step = static_cast<double>(o.batch * o.context);
   std::printf(
       "\nsummary: %d steps in %s; %.0f tokens/s, %.1f ms per step (steps after the first)\n",
       run.last_step - run.first_step + 1, duration_text(run.wall_seconds).c_str(),
       tokens_per_step / run.seconds_per_step(), run.seconds_per_step() * 1e3);
-  std::printf("loss %.4f, validation loss %.4f, unigram entropy %.4f nats per character\n",
-              run.loss, run.val_loss, entropy);
+  std::printf("loss %.4f, validation loss %.4f, unigram entropy %.4f nats per %s\n", run.loss,
+              run.val_loss, entropy, unit);
   const RunFigures& figures = run.figures;
   if (!figures.bubble_steps) return;
   std::printf("measured bubble %.1f%% (mean over steps)\n", 100.0 * figures.bubble());
@@ -550,9 +544,13 @@ int resume_step(const Options& o, Job& job, const pp::NamedCheckpointOptions& ch
 
 int run(Options o) {
   dist::init_process_group();
-  const TextCorpus corpus(o.data, o.held_out, o.context);
-  if (!o.unsplit) resolve_layout(o, corpus.vocab_size());
   tp::set_default_num_threads(o.blas_threads);  // product threads of each stage thread
+  const std::unique_ptr<Corpus> corpus_ptr =
+      train_gpt::open_corpus(o.data, o.tokenizer, o.held_out, o.context, o.seed,
+                             o.checkpoint_dir.empty() ? "." : o.checkpoint_dir,
+                             o.resume || dist::read_launch_env().restart_count > 0);
+  const Corpus& corpus = *corpus_ptr;
+  if (!o.unsplit) resolve_layout(o, corpus.vocab_size());
   Job job(o, corpus);
   // The rank with the last stage (of the first replica) knows the losses.
   const bool prints = job.gets_losses() && job.dp_rank == 0;
@@ -586,7 +584,7 @@ int run(Options o) {
   result.last_step = o.stop_after > 0 ? std::min(o.stop_after, o.steps) : o.steps;
   const Clock::time_point start = Clock::now();
   for (int step = result.first_step; step <= result.last_step; ++step) {
-    auto [x, y] = corpus.batch(o.batch, o.context, data);
+    auto [x, y] = corpus.batch(o.batch, o.context, data, /*held_out=*/false, step);
     const Clock::time_point t0 = Clock::now();
     result.loss = job.train_step(x, y, o.lr_at(step));
     const double dt = seconds_since(t0);
@@ -625,9 +623,13 @@ int run(Options o) {
 
   // -- what it did, and what it learned -----------------------------------------------------------
   const double entropy = corpus.unigram_entropy();
-  if (prints) print_summary(o, job, result, entropy);
+  if (prints) print_summary(o, job, result, entropy, corpus.unit());
   std::fflush(stdout);
-  if (o.sample_chars > 0) {
+  if (!o.export_dir.empty()) {
+    train_gpt::export_model(o, job.choice, job.stages, job.distributed(), job.dp_rank);
+    if (prints) std::printf("exported the model to %s\n", o.export_dir.c_str());
+  }
+  if (o.sample_chars > 0 && corpus.can_decode()) {
     auto [greedy, sampled] = generate(job, corpus, watching);
     if (prints)
       std::printf("\n--- greedy ---\n%s\n--- sampled at temperature %.2f ---\n%s\n---\n",

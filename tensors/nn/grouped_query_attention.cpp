@@ -1,0 +1,83 @@
+// Grouped-query causal self-attention module with rotary positions.
+#include "tensors/nn/grouped_query_attention.h"
+
+#include <stdexcept>
+#include <vector>
+
+#include "tensors/ops/attention.h"
+#include "tensors/ops/shape_ops.h"
+
+namespace tensorplay::nn {
+namespace {
+
+void check_options(const GroupedQueryAttentionOptions& o) {
+  auto fail = [](const std::string& what) {
+    throw std::invalid_argument("GroupedQueryAttention: " + what);
+  };
+  if (o.width <= 0 || o.heads <= 0 || o.kv_heads <= 0 || o.context_length <= 0)
+    fail("width, heads, kv_heads and context_length must be positive, got " +
+         std::to_string(o.width) + ", " + std::to_string(o.heads) + ", " +
+         std::to_string(o.kv_heads) + ", " + std::to_string(o.context_length));
+  if (o.width % o.heads != 0)
+    fail("heads (" + std::to_string(o.heads) + ") must divide width (" + std::to_string(o.width) +
+         ")");
+  if (o.heads % o.kv_heads != 0)
+    fail("kv_heads (" + std::to_string(o.kv_heads) + ") must divide heads (" +
+         std::to_string(o.heads) + ")");
+  if ((o.width / o.heads) % 2 != 0)
+    fail("the head size width / heads (" + std::to_string(o.width / o.heads) +
+         ") must be even for rotary positions");
+}
+
+}  // namespace
+
+Tensor repeat_kv(const Tensor& x, int64_t groups) {
+  if (x.dim() != 4 || groups <= 0)
+    throw std::invalid_argument("repeat_kv: expected [B, kv_heads, T, D] and groups > 0, got " +
+                                to_string(x.shape()) + " and " + std::to_string(groups));
+  if (groups == 1) return x;
+  const int64_t kv = x.size(1), time = x.size(2), d = x.size(3);
+  Tensor one = x.reshape({-1, kv, 1, time * d});
+  std::vector<Tensor> copies(static_cast<size_t>(groups), one);
+  return cat(copies, 2).reshape({-1, kv * groups, time, d});
+}
+
+GroupedQueryAttentionImpl::GroupedQueryAttentionImpl(GroupedQueryAttentionOptions options)
+    : options_(options) {
+  check_options(options);
+  const int64_t d = head_dim(), w = options.width;
+  const LinearOptions no_bias{.bias = false};
+  q_proj = register_module("q_proj", Linear(w, options.heads * d, no_bias));
+  k_proj = register_module("k_proj", Linear(w, options.kv_heads * d, no_bias));
+  v_proj = register_module("v_proj", Linear(w, options.kv_heads * d, no_bias));
+  o_proj = register_module("o_proj", Linear(options.heads * d, w, no_bias));
+  rotary_emb =
+      register_module("rotary_emb", RotaryEmbedding(d, options.context_length, options.rope_theta));
+}
+
+Tensor GroupedQueryAttentionImpl::forward(const Tensor& x) {
+  const int64_t w = options_.width, heads = options_.heads, kv = options_.kv_heads;
+  if (x.dim() != 3 || x.size(2) != w || x.size(1) > options_.context_length)
+    throw std::invalid_argument(
+        "GroupedQueryAttention: expected input [B, T, " + std::to_string(w) +
+        "] with T <= " + std::to_string(options_.context_length) + ", got " + to_string(x.shape()));
+  const int64_t time = x.size(1), d = head_dim();
+  // [B, T, heads * D] -> [B, heads, T, D]. The batch size stays -1 so that a traced stage
+  // replays on microbatches of any size.
+  auto split_heads = [&](const Tensor& y, int64_t n) {
+    return permute(y.reshape({-1, time, n, d}), {0, 2, 1, 3});
+  };
+  Tensor q = rotary_emb(split_heads(q_proj(x), heads));
+  Tensor k = rotary_emb(split_heads(k_proj(x), kv));
+  Tensor v = split_heads(v_proj(x), kv);
+  Tensor y = scaled_dot_product_attention(q, repeat_kv(k, heads / kv), repeat_kv(v, heads / kv),
+                                          /*causal=*/true);
+  return o_proj(permute(y, {0, 2, 1, 3}).reshape({-1, time, heads * d}));
+}
+
+std::string GroupedQueryAttentionImpl::extra_repr() const {
+  return "width=" + std::to_string(options_.width) + ", heads=" + std::to_string(options_.heads) +
+         ", kv_heads=" + std::to_string(options_.kv_heads);
+}
+
+}  // namespace tensorplay::nn

@@ -1,0 +1,149 @@
+// tp-tokenize: tokenizes text files with a SentencePiece BPE model (trained on them, or loaded)
+// into token shards in nanoGPT's format (header-free uint16, uint32 when the vocabulary needs it)
+// or llm.c's, plus tokens.json naming their type, vocabulary and tokenizer; the training loader
+// (tensors/data/token_window_loader.h) and train_gpt --data read the folder.
+//
+//   tp-tokenize book.txt --out shards --tokenizer bpe:4096
+//   tp-tokenize a.txt b.txt --out shards --tokenizer shards/tokenizer.model --shard-tokens 1000000
+//   tp-tokenize book.txt --out shards --tokenizer bpe:4096 --verify   # decode and compare
+#include <CLI/CLI.hpp>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "tensors/data/sentencepiece_tokenizer.h"
+#include "tensors/data/token_shards.h"
+#include "tools/cli_checks.h"
+
+namespace data = tensorplay::data;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Options {
+  std::vector<std::string> inputs;
+  std::string out;
+  std::string tokenizer = "bpe:4096";
+  int64_t shard_tokens = 100'000'000;
+  std::string format = "nanogpt";
+  bool verify = false;
+};
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error("cannot read " + path);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// The tokenizer --tokenizer names: bpe:VOCAB trains one on the inputs (saved in the output
+// folder), anything else is a .model file.
+data::SentencePieceTokenizer make_tokenizer(const Options& o) {
+  if (o.tokenizer.rfind("bpe:", 0) != 0) return data::SentencePieceTokenizer(o.tokenizer);
+  const double vocab = tensorplay::tools::parse_number(o.tokenizer.substr(4), "--tokenizer bpe:");
+  std::string corpus = o.inputs.front();
+  if (o.inputs.size() > 1) {  // SentencePiece trains on one file: the inputs joined
+    corpus = (fs::path(o.out) / "corpus.txt.tmp").string();
+    std::ofstream joined(corpus, std::ios::binary | std::ios::trunc);
+    for (const auto& input : o.inputs) joined << read_file(input) << "\n";
+  }
+  auto tokenizer = data::SentencePieceTokenizer::train(
+      corpus, static_cast<int64_t>(vocab), (fs::path(o.out) / "tokenizer.model").string());
+  if (o.inputs.size() > 1) fs::remove(corpus);
+  return tokenizer;
+}
+
+// Encodes `text` a line at a time (newlines kept), appending to `tokens`.
+void encode_lines(const data::SentencePieceTokenizer& tokenizer, const std::string& text,
+                  std::vector<int32_t>& tokens) {
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t end = text.find('\n', start);
+    end = end == std::string::npos ? text.size() : end + 1;
+    const std::vector<int32_t> ids =
+        tokenizer.encode(std::string_view(text).substr(start, end - start));
+    tokens.insert(tokens.end(), ids.begin(), ids.end());
+    start = end;
+  }
+}
+
+int run(const Options& o) {
+  if (o.shard_tokens <= 0) throw std::invalid_argument("--shard-tokens must be positive");
+  if (o.format != "nanogpt" && o.format != "llmc")
+    throw std::invalid_argument("--format is '" + o.format + "'; give nanogpt or llmc");
+  fs::create_directories(o.out);
+  const data::SentencePieceTokenizer tokenizer = make_tokenizer(o);
+  const data::TokenType type = data::token_type_for(tokenizer.vocab_size());
+  const auto format = o.format == "llmc" ? data::ShardFormat::LlmC : data::ShardFormat::NanoGPT;
+  std::vector<int32_t> tokens;
+  std::string all_text;
+  for (const auto& input : o.inputs) {
+    const std::string text = read_file(input);
+    encode_lines(tokenizer, text, tokens);
+    if (o.verify) all_text += text;
+  }
+  int64_t shards = 0;
+  for (size_t start = 0; start < tokens.size(); start += static_cast<size_t>(o.shard_tokens)) {
+    const size_t end = std::min(tokens.size(), start + static_cast<size_t>(o.shard_tokens));
+    char name[32];
+    std::snprintf(name, sizeof(name), "shard_%05lld.bin", static_cast<long long>(shards++));
+    data::write_token_shard((fs::path(o.out) / name).string(),
+                            std::vector<int32_t>(tokens.begin() + start, tokens.begin() + end),
+                            type, format);
+  }
+  const std::string tokenizer_path =
+      o.tokenizer.rfind("bpe:", 0) == 0 ? "tokenizer.model" : fs::absolute(o.tokenizer).string();
+  nlohmann::json meta = {{"dtype", data::token_type_name(type)},
+                         {"vocab_size", tokenizer.vocab_size()},
+                         {"tokenizer", tokenizer_path},
+                         {"format", o.format},
+                         {"tokens", tokens.size()},
+                         {"shards", shards}};
+  std::ofstream(fs::path(o.out) / data::kTokenShardsMetaName) << meta.dump(2) << "\n";
+  if (o.verify) {
+    std::vector<int32_t> read;
+    for (const auto& shard : data::open_token_shards(o.out))
+      for (int64_t i = 0; i < shard.size(); ++i) read.push_back(static_cast<int32_t>(shard.at(i)));
+    if (tokenizer.decode(read) != all_text) {
+      std::cerr << "tp-tokenize: --verify: the shards do not decode to the input\n";
+      return 1;
+    }
+    meta["verified"] = true;
+  }
+  std::cout << meta.dump() << "\n";
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "tp-tokenize: text files to token shards (nanoGPT's uint16/uint32 .bin, or llm.c's)"};
+  Options o;
+  app.add_option("inputs", o.inputs, "text files")->required()->check(CLI::ExistingFile);
+  app.add_option("--out", o.out, "output folder (shards, tokens.json, tokenizer.model)")
+      ->required();
+  app.add_option("--tokenizer", o.tokenizer,
+                 "bpe:VOCAB to train a BPE model of VOCAB pieces on the inputs, or a "
+                 "SentencePiece .model file")
+      ->capture_default_str();
+  app.add_option("--shard-tokens", o.shard_tokens, "tokens per shard")->capture_default_str();
+  app.add_option("--format", o.format, "nanogpt (header-free) or llmc (256-int32 header)")
+      ->capture_default_str();
+  app.add_flag("--verify", o.verify, "decode the written shards and compare with the input");
+  try {
+    tensorplay::tools::reject_unknown_flags(app, argc, argv);
+    app.parse(argc, argv);
+    return run(o);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const std::exception& e) {
+    std::cerr << "tp-tokenize: " << e.what() << "\n";
+    return 1;
+  }
+}
