@@ -220,6 +220,7 @@ void PipelineSchedule::Impl::check_local() {
 void PipelineSchedule::Impl::setup_embedded() {
   channel = std::make_shared<transport::LocalChannel>();
   caf::actor_system& system = detail::process_actor_system();
+  for (const auto& s : stages) s->set_concurrent_threads(ranks);  // each actor its core share
   for (int r = 0; r < ranks; ++r) {
     std::vector<PipelineStage*> local;
     for (const auto& s : stages)
