@@ -1,0 +1,40 @@
+// pp::profile: measures a model on this machine, segment by segment between its split
+// candidates, for the planner (times, stashed activation bytes, parameter bytes, the bytes
+// crossing each cut, the in-process channel, and how compute scales with product threads).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "planner/profile.h"
+#include "stages/pipeline_stage.h"
+#include "tensors/device.h"
+#include "tensors/nn/module.h"
+#include "tensors/tensor.h"
+
+namespace tensorplay::pipelining {
+
+/// What profile() measures and how.
+struct ProfileOptions {
+  /// Module paths where a stage may begin, in model order ("blocks.0", "blocks.1", ...); each
+  /// becomes the beginning of one segment. Must be non-empty.
+  std::vector<std::string> candidates;
+  Device device = cpu();
+  LossFn loss_fn;  ///< the last segment's loss
+  Tensor target;   ///< one microbatch's target
+  std::string model_name = "model";
+  int repeats = 3;                            ///< each time is the best of this many runs
+  std::vector<int> thread_counts = {1};       ///< product threads to measure the model with
+  double optimizer_states_per_parameter = 2;  ///< AdamW keeps two moments
+};
+
+/// Measures `model` on `example_microbatch` (one microbatch of the model's positional inputs):
+/// traces it, cuts it at every candidate, and times each segment's F, B, I and W (best of
+/// `repeats`, product threads as the calling thread has them). Activation bytes are the host
+/// allocator's bytes still allocated after a segment's forward (its stash and outputs), with and
+/// without full recomputation; on a CUDA device they are left 0. Throws what pipeline() throws
+/// for a candidate the model lacks.
+Profile profile(nn::Module& model, const std::vector<Tensor>& example_microbatch,
+                const ProfileOptions& options);
+
+}  // namespace tensorplay::pipelining
