@@ -86,12 +86,18 @@ std::vector<int> even_stage_begins(int segments, int stages) {
   return begins;
 }
 
+// A measured time at another microbatch size: its overhead stays, the rest scales.
+double scaled(double seconds, double overhead, double scale) {
+  const double fixed = std::min(seconds, overhead);
+  return fixed + (seconds - fixed) * scale;
+}
+
 schedules::CostModel cost_model(const Profile& profile, const PlanContext& context,
                                 const PlanChoice& c) {
   const int segments = static_cast<int>(profile.segments.size());
   const bool split = schedules::uses_split_backward(c.schedule);
-  const double scale = size_scale(profile, context, c) / compute_speed(profile, context, c.threads);
   const double byte_scale = size_scale(profile, context, c);
+  const double speed = compute_speed(profile, context, c.threads);
   schedules::CostModel m;
   m.forward.assign(c.num_stages(), 0.0);
   m.input_backward.assign(c.num_stages(), 0.0);
@@ -101,10 +107,11 @@ schedules::CostModel cost_model(const Profile& profile, const PlanContext& conte
     const int end = stage_end(c, s, segments);
     for (int i = c.stage_begin[s]; i < end; ++i) {
       const SegmentProfile& seg = profile.segments[i];
-      const double again = c.recompute[s] ? seg.forward : 0.0;  // the forward, run again
-      m.forward[s] += seg.forward * scale;
-      m.input_backward[s] += ((split ? seg.input_backward : seg.full_backward) + again) * scale;
-      m.weight_backward[s] += (split ? seg.weight_backward : 0.0) * scale;
+      auto time = [&](double t) { return scaled(t, seg.overhead, byte_scale) / speed; };
+      const double again = c.recompute[s] ? time(seg.forward) : 0.0;  // the forward, again
+      m.forward[s] += time(seg.forward);
+      m.input_backward[s] += time(split ? seg.input_backward : seg.full_backward) + again;
+      m.weight_backward[s] += split ? time(seg.weight_backward) : 0.0;
     }
     m.boundary_bytes[s] = profile.segments[end - 1].output_bytes * byte_scale;
   }

@@ -24,7 +24,8 @@ json segment_json(const SegmentProfile& s) {
           {"parameter_bytes", s.parameter_bytes},
           {"gradient_bytes", s.gradient_bytes},
           {"optimizer_bytes", s.optimizer_bytes},
-          {"output_bytes", s.output_bytes}};
+          {"output_bytes", s.output_bytes},
+          {"overhead", s.overhead}};
 }
 
 // The field `key` of `object`, or an error naming where it was expected.
@@ -63,6 +64,7 @@ SegmentProfile segment_from(const json& j, const std::string& where) {
   s.gradient_bytes = number(j, "gradient_bytes", where);
   s.optimizer_bytes = number(j, "optimizer_bytes", where);
   s.output_bytes = number(j, "output_bytes", where);
+  s.overhead = j.contains("overhead") ? number(j, "overhead", where) : 0.0;
   return s;
 }
 
@@ -116,7 +118,7 @@ void Profile::check() const {
   for (const SegmentProfile& s : segments) {
     for (double v : {s.forward, s.input_backward, s.weight_backward, s.full_backward,
                      s.activation_bytes, s.activation_bytes_recompute, s.parameter_bytes,
-                     s.gradient_bytes, s.optimizer_bytes, s.output_bytes})
+                     s.gradient_bytes, s.optimizer_bytes, s.output_bytes, s.overhead})
       if (!(v >= 0))
         throw std::invalid_argument("profile of " + model + ": segment '" + s.name +
                                     "' has a negative or missing figure");

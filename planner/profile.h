@@ -22,6 +22,9 @@ struct SegmentProfile {
   double gradient_bytes = 0;
   double optimizer_bytes = 0;  ///< optimizer state (AdamW: two moments)
   double output_bytes = 0;     ///< bytes crossing a cut right after it, per microbatch
+  /// Seconds of each of its actions that do not shrink with the microbatch (kernel launches,
+  /// dispatch): the planner scales only the rest with the microbatch size. Optional in JSON.
+  double overhead = 0;
 };
 
 /// A channel between two ranks: time of a transfer = latency + bytes / bandwidth.

@@ -90,8 +90,30 @@ double recompute_bytes(PipelineStage& stage, const std::vector<Tensor>& inputs, 
   return bytes;
 }
 
+// The part of an action's time that does not shrink with the microbatch: from the forward at
+// one sample and at the profiled size n, t(s) = a + b s gives a = (n t(1) - t(n)) / (n - 1).
+double overhead(PipelineStage& stage, const std::vector<Tensor>& inputs, const ProfileOptions& o,
+                double forward) {
+  const int64_t n = inputs.empty() || inputs[0].dim() == 0 ? 1 : inputs[0].shape()[0];
+  if (n < 2) return 0.0;
+  std::vector<Tensor> one;
+  for (const Tensor& t : inputs) one.push_back(t.dim() > 0 ? t.slice0(0, 1) : t);
+  double best = std::numeric_limits<double>::infinity();
+  for (int r = 0; r <= std::max(1, o.repeats); ++r) {  // the first run warms up
+    const auto start = Clock::now();
+    std::vector<Tensor> outputs = stage.forward(2, one);
+    const double seconds = seconds_since(start);
+    stage.clear();
+    if (r > 0) best = std::min(best, seconds);
+  }
+  return std::clamp((static_cast<double>(n) * best - forward) / static_cast<double>(n - 1), 0.0,
+                    forward);
+}
+
 SegmentProfile measure_segment(PipelineStage& stage, std::vector<Tensor>& inputs,
                                const ProfileOptions& o) {
+  Timing warm;
+  time_round(stage, inputs, o, warm);  // first calls build kernels and fill caches: not counted
   Timing t;
   for (int r = 0; r < std::max(1, o.repeats); ++r) time_round(stage, inputs, o, t);
   SegmentProfile s;
@@ -108,6 +130,7 @@ SegmentProfile measure_segment(PipelineStage& stage, std::vector<Tensor>& inputs
   }
   s.optimizer_bytes = s.gradient_bytes * o.optimizer_states_per_parameter;
   s.output_bytes = stage.is_last() ? 0.0 : tensor_bytes(t.outputs);
+  s.overhead = overhead(stage, inputs, o, t.forward);
   inputs.clear();
   for (const Tensor& out : t.outputs) inputs.push_back(out.detach());
   return s;
@@ -179,12 +202,17 @@ Profile profile(nn::Module& model, const std::vector<Tensor>& example_microbatch
         std::to_string(o.candidates.size() + 1) +
         " (a candidate at the very beginning, or pipe_split() calls in the model?)");
   std::vector<Tensor> inputs = pipe.flatten_inputs(example_microbatch, {});
-  for (size_t s = 0; s < stages.size(); ++s) {
-    for (Tensor& t : inputs) t = t.to(o.device);
-    SegmentProfile seg = measure_segment(*stages[s], inputs, o);
-    seg.name = s == 0 ? "" : o.candidates[s - 1];
-    p.segments.push_back(seg);
-  }
+  // On a thread of one product thread: the times the planner scales by Profile::threads, and
+  // free of the waits of a product's threads for a core another process holds.
+  std::thread([&] {
+    set_num_threads(1);
+    for (size_t s = 0; s < stages.size(); ++s) {
+      for (Tensor& t : inputs) t = t.to(o.device);
+      SegmentProfile seg = measure_segment(*stages[s], inputs, o);
+      seg.name = s == 0 ? "" : o.candidates[s - 1];
+      p.segments.push_back(seg);
+    }
+  }).join();
   p.channels.push_back(in_process_channel());
   if (o.thread_counts.size() > 1)
     p.threads = thread_scaling(stages, pipe.flatten_inputs(example_microbatch, {}), o);

@@ -24,16 +24,18 @@ struct ProfileOptions {
   Tensor target;   ///< one microbatch's target
   std::string model_name = "model";
   int repeats = 3;                            ///< each time is the best of this many runs
-  std::vector<int> thread_counts = {1};       ///< product threads to measure the model with
+  std::vector<int> thread_counts = {1};       ///< product threads to try (first: 1)
   double optimizer_states_per_parameter = 2;  ///< AdamW keeps two moments
 };
 
 /// Measures `model` on `example_microbatch` (one microbatch of the model's positional inputs):
 /// traces it, cuts it at every candidate, and times each segment's F, B, I and W (best of
-/// `repeats`, product threads as the calling thread has them). Activation bytes are the host
-/// allocator's bytes still allocated after a segment's forward (its stash and outputs), with and
-/// without full recomputation; on a CUDA device they are left 0. Throws what pipeline() throws
-/// for a candidate the model lacks.
+/// `repeats` after one warm-up round, on one product thread: `thread_counts` measure the whole
+/// model's speedup with more, which the planner applies). Each action's fixed overhead comes from
+/// a forward of one sample against one of the whole microbatch. Activation
+/// bytes are the host allocator's bytes still allocated after a segment's forward (its stash and
+/// outputs), with and without full recomputation; on a CUDA device they are left 0. Throws what
+/// pipeline() throws for a candidate the model lacks.
 Profile profile(nn::Module& model, const std::vector<Tensor>& example_microbatch,
                 const ProfileOptions& options);
 

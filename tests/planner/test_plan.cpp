@@ -90,6 +90,19 @@ TEST_CASE("cuts balance measured time, not segment counts", "[planner][plan]") {
   CHECK(even_lost);
 }
 
+TEST_CASE("a fixed overhead per action makes too many microbatches lose", "[planner][plan]") {
+  // Each action keeps 0.5 s whatever the microbatch; the rest scales with it. Batch 8 on 2 ranks:
+  // at 8 microbatches stages take F 2, B 4: 9 x 6 = 54; at 4, F 3, B 7: 5 x 10 = 50; at 2,
+  // F 5, B 13: 3 x 18 = 54; at 1, 2 x 34 = 68.
+  pp::Profile profile = planner_test::synthetic({1, 1, 1, 1});
+  for (pp::SegmentProfile& s : profile.segments) s.overhead = 0.5;
+  pp::PlanRequest request{.world = 2, .batch = 8};
+  request.schedules = {sc::ScheduleKind::OneFOneB};
+  const pp::PlanChoice best = pp::plan(profile, request).best();
+  CHECK(best.microbatches == 4);
+  CHECK(best.step_seconds == Approx(50));
+}
+
 TEST_CASE("threads per stage follow the profile's scaling and the host's cores",
           "[planner][plan]") {
   pp::Profile profile = planner_test::synthetic({1, 1, 1, 1});

@@ -39,6 +39,8 @@ TEST_CASE("profile measures every segment of a GPT between its blocks", "[planne
     CHECK(s.input_backward > 0);
     CHECK(s.parameter_bytes > 0);
     CHECK(s.optimizer_bytes == 2 * s.gradient_bytes);
+    CHECK(s.overhead >= 0);
+    CHECK(s.overhead <= s.forward);
   }
   // The embeddings hand [2, 8, 16] float32 on; the last segment hands nothing.
   CHECK(p.segments[0].output_bytes == 2 * 8 * width * 4);
