@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "mlp_pipeline_job.h"
+#include "planner/calibrate.h"
 #include "planner/plan.h"
 #include "planner/profile_run.h"
 #include "stages/build_stage.h"
@@ -83,7 +84,10 @@ pp::Profile profile_of(Model& m) {
   o.target = m.y.slice0(0, rows);
   o.repeats = 5;
   o.thread_counts = {1};
-  return pp::profile(*m.module, {m.x.slice0(0, rows)}, o);
+  pp::Profile profile = pp::profile(*m.module, {m.x.slice0(0, rows)}, o);
+  pp::calibrate_profile(profile, *m.module, {m.x.slice0(0, rows)},
+                        {.loss_fn = m.loss, .target = o.target});
+  return profile;
 }
 
 // Seconds per pipeline step of `c` on the embedded runtime: best of `steps` after `warmup`.

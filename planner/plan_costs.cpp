@@ -113,6 +113,9 @@ schedules::CostModel cost_model(const Profile& profile, const PlanContext& conte
       m.input_backward[s] += time(split ? seg.input_backward : seg.full_backward) + again;
       m.weight_backward[s] += split ? time(seg.weight_backward) : 0.0;
     }
+    m.forward[s] += profile.action_overhead;  // the runtime's share of each action
+    m.input_backward[s] += profile.action_overhead;
+    if (split) m.weight_backward[s] += profile.action_overhead;
     m.boundary_bytes[s] = profile.segments[end - 1].output_bytes * byte_scale;
   }
   m.latency = context.channel.latency;

@@ -123,6 +123,8 @@ void Profile::check() const {
         throw std::invalid_argument("profile of " + model + ": segment '" + s.name +
                                     "' has a negative or missing figure");
   }
+  if (!(action_overhead >= 0))
+    throw std::invalid_argument("profile of " + model + ": action_overhead must be >= 0");
   for (size_t i = 1; i < threads.size(); ++i)
     if (threads[i].threads <= threads[i - 1].threads)
       throw std::invalid_argument("profile of " + model + ": thread counts must ascend");
@@ -144,7 +146,8 @@ std::string profile_to_json(const Profile& p) {
             {"activation_bytes_source", p.activation_bytes_source},
             {"segments", segments},
             {"channels", channels},
-            {"threads", threads}};
+            {"threads", threads},
+            {"action_overhead", p.action_overhead}};
   return j.dump(2) + "\n";
 }
 
@@ -169,6 +172,8 @@ Profile profile_from_json(const std::string& source) {
   for (const json& t : array(j, "threads"))
     p.threads.push_back({static_cast<int>(number(t, "threads", "a thread count")),
                          number(t, "speedup", "a thread count")});
+  p.action_overhead =
+      j.contains("action_overhead") ? number(j, "action_overhead", "the profile") : 0.0;
   p.check();
   return p;
 }

@@ -51,6 +51,9 @@ struct Profile {
   std::vector<SegmentProfile> segments;  ///< in model order
   std::vector<ChannelProfile> channels;  ///< the first is the planner's default
   std::vector<ThreadScaling> threads;    ///< empty: compute does not scale with threads
+  /// Seconds the runtime adds to each compute action (its messages and scheduling), found by
+  /// calibrate_profile against a real run; 0 when not calibrated. Optional in JSON.
+  double action_overhead = 0;
 
   /// The segment names, in order (the first is "").
   std::vector<std::string> segment_names() const;

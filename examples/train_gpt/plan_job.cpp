@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <stdexcept>
 
+#include "planner/calibrate.h"
 #include "planner/plan.h"
 #include "planner/plan_report.h"
 #include "planner/profile_run.h"
@@ -62,7 +63,12 @@ pp::Profile profile_gpt(const Options& o, int64_t vocab) {
   options.thread_counts = {1, 2};
   options.repeats = 5;
   model->to(options.device);
-  return pp::profile(*model.ptr(), {tp::zeros({rows, o.context})}, options);
+  const std::vector<tp::Tensor> example = {tp::zeros({rows, o.context})};
+  pp::Profile profile = pp::profile(*model.ptr(), example, options);
+  if (!options.device.is_cuda())  // the runtime's own time per action, from one real run
+    pp::calibrate_profile(profile, *model.ptr(), example,
+                          {.loss_fn = options.loss_fn, .target = options.target});
+  return profile;
 }
 
 std::optional<pp::Plan> resolve_plan(Options& o, int64_t vocab, int world) {

@@ -18,6 +18,7 @@ TEST_CASE("a profile survives the JSON round trip and a file", "[planner][profil
   p.channels.push_back({"ucx_tcp", 2e-5, 1.25e9});
   p.threads = {{1, 1.0}, {2, 1.9}};
   p.cores = 8;
+  p.action_overhead = 1.5e-5;
   p.activation_bytes_source = "host allocator";
   const pp::Profile back = pp::profile_from_json(pp::profile_to_json(p));
   CHECK(pp::profile_to_json(back) == pp::profile_to_json(p));
@@ -27,6 +28,7 @@ TEST_CASE("a profile survives the JSON round trip and a file", "[planner][profil
   CHECK(back.segments[2].overhead == 0.0625);
   CHECK(back.channel("ucx_tcp").bandwidth == 1.25e9);
   CHECK(back.threads.at(1).speedup == 1.9);
+  CHECK(back.action_overhead == 1.5e-5);
   const std::string path = "test_profile_round_trip.json";
   pp::save_profile(p, path);
   CHECK(pp::profile_to_json(pp::load_profile(path)) == pp::profile_to_json(p));
