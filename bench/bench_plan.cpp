@@ -6,15 +6,17 @@
 // step; the optimizer step is not part of it) with its prediction. Last line: "pick_vs_best"
 // (fastest measured over the pick's measured, 1 when the pick is fastest), "within_8pct_share"
 // (share of the grid predicted within 8%), "worst_prediction_error", "planning_seconds"
-// (the slowest model's search), "configs" (configurations run). Two-process runs are not part
-// of it yet.
+// (the slowest model's search), "configs" (configurations run). mlp-2proc adds the MLP in two
+// processes (tp-launch) under 1F1B and ZBV, predicted over the in-process channel's profile.
 //
-//   ./build/bench/bench_plan [--models gpt,gpt-large,mlp] [--steps 3] [--warmup 1]
+//   ./build/bench/bench_plan [--models gpt,gpt-large,mlp,mlp-2proc] [--steps 3] [--warmup 1]
+//                            [--tp-launch PATH]
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -141,7 +143,7 @@ std::vector<pp::PlanChoice> grid(const pp::Profile& profile) {
 
 struct Figures {
   int configs = 0, within = 0;
-  double worst_error = 0, planning_seconds = 0, pick_vs_best = 1e30;
+  double worst_error = 0, planning_seconds = 0, pick_vs_best = 1;  // each model's is <= 1
 };
 
 void print_config(const std::string& model, const pp::PlanChoice& c, double measured, bool pick) {
@@ -179,6 +181,40 @@ void run_model(Model m, int steps, int warmup, Figures& f) {
   f.pick_vs_best = std::min(f.pick_vs_best, std::min(best, picked) / picked);
 }
 
+// The MLP in two processes (tp-launch, this executable's worker mode: even cut, the schedule's
+// default stages per rank, SGD step included) under 1F1B and ZBV at 4 and 8 microbatches. The
+// prediction uses the profile's in-process channel: UCX is not profiled yet.
+void run_two_processes(const std::string& tp_launch, int steps, int warmup, Figures& f) {
+  Model m = mlp();
+  const pp::Profile profile = profile_of(m);
+  const pp::PlanRequest request{.world = 2, .batch = m.batch};
+  bench::MlpJob job;
+  job.steps = steps;
+  job.warmup = warmup;
+  for (sc::ScheduleKind kind : {sc::ScheduleKind::OneFOneB, sc::ScheduleKind::ZBVZeroBubble})
+    for (int microbatches : {4, 8}) {
+      pp::PlanChoice c;
+      c.schedule = kind;
+      c.ranks = 2;
+      c.stages_per_rank = sc::default_stages_per_rank(kind);
+      c.microbatches = job.microbatches = microbatches;
+      for (int s = 0; s < c.num_stages(); ++s)
+        c.stage_begin.push_back(static_cast<int>(s * job.blocks / c.num_stages()));
+      c.recompute.assign(c.num_stages(), false);
+      c.cut = "even";
+      c = pp::predict(profile, request, c);
+      const bench::PipelineRun run =
+          bench::launch_pipeline(tp_launch, job, std::string(sc::schedule_name(kind)));
+      if (!run.error.empty()) throw std::runtime_error(run.error);
+      const double measured = static_cast<double>(job.batch) / run.samples_per_s;
+      const double error = std::abs(c.step_seconds / measured - 1);
+      f.worst_error = std::max(f.worst_error, error);
+      f.within += error <= 0.08 ? 1 : 0;
+      ++f.configs;
+      print_config("mlp, 2 processes", c, measured, false);
+    }
+}
+
 std::string text_option(int argc, char** argv, const char* name, const char* fallback) {
   for (int i = 1; i + 1 < argc; ++i)
     if (std::strcmp(argv[i], name) == 0) return argv[i + 1];
@@ -188,15 +224,25 @@ std::string text_option(int argc, char** argv, const char* name, const char* fal
 }  // namespace
 
 int main(int argc, char** argv) {
-  const std::string models = text_option(argc, argv, "--models", "gpt,gpt-large,mlp");
+  if (bench::is_worker(argc, argv)) return bench::worker_main(argc, argv);
+  const std::string models = text_option(argc, argv, "--models", "gpt,gpt-large,mlp,mlp-2proc");
   const int steps = std::stoi(text_option(argc, argv, "--steps", "3"));
   const int warmup = std::stoi(text_option(argc, argv, "--warmup", "1"));
+  std::set<std::string> wanted;
+  for (size_t at = 0; at <= models.size();) {
+    const size_t comma = std::min(models.find(',', at), models.size());
+    wanted.insert(models.substr(at, comma - at));
+    at = comma + 1;
+  }
   Figures f;
-  if (models.find("gpt,") != std::string::npos || models == "gpt")
-    run_model(gpt("gpt", 4, 128), steps, warmup, f);
-  if (models.find("gpt-large") != std::string::npos)
-    run_model(gpt("gpt-large", 8, 256), steps, warmup, f);
-  if (models.find("mlp") != std::string::npos) run_model(mlp(), steps, warmup, f);
+  if (wanted.count("gpt")) run_model(gpt("gpt", 4, 128), steps, warmup, f);
+  if (wanted.count("gpt-large")) run_model(gpt("gpt-large", 8, 256), steps, warmup, f);
+  if (wanted.count("mlp")) run_model(mlp(), steps, warmup, f);
+  if (wanted.count("mlp-2proc")) {
+    std::string tp_launch;
+    if (!bench::locate_tp_launch(text_option(argc, argv, "--tp-launch", ""), tp_launch)) return 1;
+    run_two_processes(tp_launch, steps, warmup, f);
+  }
   std::printf(
       "{\"bench\": \"plan\", \"models\": \"%s\", \"pick_vs_best\": %.3f, \"within_8pct_share\": "
       "%.3f, \"worst_prediction_error\": %.3f, \"planning_seconds\": %.4f, \"configs\": %d}\n",

@@ -603,9 +603,11 @@ int run(Options o) {
   const double entropy = corpus.unigram_entropy();
   if (prints) print_summary(o, job, result, entropy);
   if (prints && plan && result.timed_steps > 0)
-    std::printf("plan: predicted %.4f s per step, measured %.4f s (%+.1f%%)\n",
-                plan->predicted_step_seconds, result.seconds_per_step(),
-                100 * (result.seconds_per_step() / plan->predicted_step_seconds - 1));
+    std::printf(
+        "plan: predicted %.4f s per step, measured %.4f s (%+.1f%%; the measured step also "
+        "holds the optimizer step and clipping)\n",
+        plan->predicted_step_seconds, result.seconds_per_step(),
+        100 * (result.seconds_per_step() / plan->predicted_step_seconds - 1));
   std::fflush(stdout);
   if (o.sample_chars > 0) {
     auto [greedy, sampled] = generate(job, corpus, watching);
