@@ -144,6 +144,7 @@ std::vector<pp::PlanChoice> grid(const pp::Profile& profile) {
 struct Figures {
   int configs = 0, within = 0;
   double worst_error = 0, planning_seconds = 0, pick_vs_best = 1;  // each model's is <= 1
+  double configs_per_second = 1e30;                                // the slowest search's
 };
 
 void print_config(const std::string& model, const pp::PlanChoice& c, double measured, bool pick) {
@@ -162,6 +163,7 @@ void run_model(Model m, int steps, int warmup, Figures& f) {
   const pp::PlanResult result = pp::plan(profile, request);
   const double planning = std::chrono::duration<double>(Clock::now() - start).count();
   f.planning_seconds = std::max(f.planning_seconds, planning);
+  f.configs_per_second = std::min(f.configs_per_second, result.configs / std::max(planning, 1e-9));
   std::printf("{\"model\": \"%s\", \"planning_seconds\": %.4f, \"planned_configs\": %zu}\n",
               m.name.c_str(), planning, result.configs);
   double best = 1e30;
@@ -245,8 +247,10 @@ int main(int argc, char** argv) {
   }
   std::printf(
       "{\"bench\": \"plan\", \"models\": \"%s\", \"pick_vs_best\": %.3f, \"within_8pct_share\": "
-      "%.3f, \"worst_prediction_error\": %.3f, \"planning_seconds\": %.4f, \"configs\": %d}\n",
+      "%.3f, \"worst_prediction_error\": %.3f, \"planning_seconds\": %.4f, "
+      "\"planning_configs_per_second\": %.0f, "
+      "\"configs\": %d}\n",
       models.c_str(), f.pick_vs_best, f.configs ? double(f.within) / f.configs : 0.0, f.worst_error,
-      f.planning_seconds, f.configs);
+      f.planning_seconds, f.configs_per_second < 1e30 ? f.configs_per_second : 0.0, f.configs);
   return 0;
 }
