@@ -216,17 +216,19 @@ double PlanChoice::max_peak_bytes() const {
 }
 
 std::string PlanChoice::describe() const {
+  std::string head = std::string(sc::schedule_name(schedule)) + ", " + std::to_string(ranks) +
+                     " ranks x " + std::to_string(stages_per_rank) +
+                     (stages_per_rank == 1 ? " stage" : " stages");
+  if (microbatches > 0) head += ", " + std::to_string(microbatches) + " microbatches";
+  if (stage_begin.empty()) return head;  // refused before a cut was chosen
   const int recomputed = static_cast<int>(std::count(recompute.begin(), recompute.end(), true));
   std::string r =
       recomputed == 0 ? "none"
       : recomputed == static_cast<int>(recompute.size())
           ? "full"
           : std::to_string(recomputed) + " of " + std::to_string(recompute.size()) + " stages";
-  return std::string(sc::schedule_name(schedule)) + ", " + std::to_string(ranks) + " ranks x " +
-         std::to_string(stages_per_rank) + (stages_per_rank == 1 ? " stage" : " stages") + ", " +
-         std::to_string(microbatches) + " microbatches, cut " + (cut.empty() ? "given" : cut) +
-         ", recompute " + r + ", " + std::to_string(threads) +
-         (threads == 1 ? " thread" : " threads");
+  return head + ", cut " + (cut.empty() ? "given" : cut) + ", recompute " + r + ", " +
+         std::to_string(threads) + (threads == 1 ? " thread" : " threads");
 }
 
 const PlanChoice& PlanResult::best() const {

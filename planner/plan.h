@@ -49,7 +49,8 @@ struct PlanChoice {
 
   int num_stages() const { return ranks * stages_per_rank; }
   double max_peak_bytes() const;
-  /// "1F1B, 2 ranks x 1 stage, 8 microbatches, cut balanced, recompute none, 1 thread".
+  /// "1F1B, 2 ranks x 1 stage, 8 microbatches, cut balanced, recompute none, 1 thread" (a
+  /// configuration refused before its cut: the schedule, sizes and microbatches only).
   std::string describe() const;
 };
 
