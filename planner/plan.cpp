@@ -236,9 +236,11 @@ const PlanChoice& PlanResult::best() const {
   std::string reasons;
   for (size_t i = 0; i < ranked.size() && i < 5; ++i)
     reasons += "\n  " + ranked[i].describe() + ": " + ranked[i].why;
-  throw std::runtime_error("no configuration fits (" + std::to_string(ranked.size()) +
-                           " tried); the first few:" + reasons +
-                           "\nraise the memory cap, or allow recomputation or more ranks");
+  throw std::runtime_error(
+      "no configuration fits (" + std::to_string(ranked.size()) +
+      " tried); the first few:" + reasons +
+      "\nraise the memory cap, or plan for more ranks (with try_recompute, recomputation "
+      "was tried)");
 }
 
 PlanResult plan(const Profile& profile, const PlanRequest& request) {

@@ -34,6 +34,7 @@ struct Options {
   /// A plan file (tp-plan) or "auto" (profile and plan here); empty: the flags above decide.
   std::string plan;
   std::string profile_out;  ///< write the GPT's profile (for tp-plan) there and exit
+  double memory_cap = 0;    ///< --plan auto: bytes per rank (0: none)
 
   // -- optimisation -------------------------------------------------------------------------------
   int steps = 400;

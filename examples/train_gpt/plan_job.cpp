@@ -26,7 +26,8 @@ pp::Plan auto_plan(const Options& o, int64_t vocab, int world) {
         "the same plan: run train_gpt --profile-out profile.json once, then tp-plan --profile "
         "profile.json --world N --batch B, and pass --plan plan.json to every rank");
   const pp::Profile profile = profile_gpt(o, vocab);
-  pp::PlanRequest request{.world = kEmbeddedRanks, .batch = o.batch / o.dp};
+  pp::PlanRequest request{
+      .world = kEmbeddedRanks, .memory_cap = o.memory_cap, .batch = o.batch / o.dp};
   const pp::PlanResult result = pp::plan(profile, request);
   std::printf("plan auto:\n%s", pp::format_plan_report(result, 3).c_str());
   return pp::make_plan(profile, result.best(), request.batch);
