@@ -1,12 +1,13 @@
 // bench_plan: does the planner pick well, and does the simulator predict the runtime? For
 // train_gpt's GPT (default size), a larger GPT and the MLP of bench_pipeline_procs: profile the
-// model (pp::profile), plan it for two ranks (pp::plan, timed), then run a grid of configurations
-// for real on the embedded runtime (schedules x microbatches x stage counts x recomputation, cut
-// balanced on the profile) and the plan's pick, and compare each measured step (the pipeline's
-// step; the optimizer step is not part of it) with its prediction. Last line: "pick_vs_best"
-// (fastest measured over the pick's measured, 1 when the pick is fastest), "within_8pct_share"
-// (share of the grid predicted within 8%), "worst_prediction_error", "planning_seconds"
-// (the slowest model's search), "configs" (configurations run). mlp-2proc adds the MLP in two
+// model (pp::profile, calibrated by one real run), plan it for two ranks (pp::plan, timed), then
+// run a grid of configurations for real on the embedded runtime (schedules x microbatches x stage
+// counts x recomputation, cut balanced on the profile) and the plan's pick, and compare each
+// measured training step (the pipeline's, then the optimizer's: AdamW for the GPTs, SGD for the
+// MLP) with its prediction. Last line: "pick_vs_best" (fastest measured over the pick's measured,
+// 1 when the pick is fastest), "within_8pct_share" (share of the grid predicted within 8%),
+// "worst_prediction_error", "planning_seconds" (the slowest model's search),
+// "planning_configs_per_second", "configs" (configurations run). mlp-2proc adds the MLP in two
 // processes (tp-launch) under 1F1B and ZBV, predicted over the in-process channel's profile.
 //
 //   ./build/bench/bench_plan [--models gpt,gpt-large,mlp,mlp-2proc] [--steps 3] [--warmup 1]
@@ -42,7 +43,14 @@ struct Model {
   int64_t batch = 32;
   tp::Tensor x, y;  // one whole batch
   pp::LossFn loss;
+  bool adamw = true;  // train_gpt's optimizer; false: SGD, as the MLP benchmarks
 };
+
+std::unique_ptr<tp::optim::Optimizer> make_optimizer(const Model& m, std::vector<tp::Tensor> p,
+                                                     float lr) {
+  if (m.adamw) return std::make_unique<tp::optim::AdamW>(p, tp::optim::AdamWOptions{.lr = lr});
+  return std::make_unique<tp::optim::SGD>(p, tp::optim::SGDOptions{.lr = lr});
+}
 
 Model gpt(const std::string& name, int64_t layers, int64_t width) {
   const int64_t vocab = 86, context = 64;
@@ -74,6 +82,7 @@ Model mlp() {
   m.x = data.x;
   m.y = data.y;
   m.loss = tp::nn::mse_loss;
+  m.adamw = false;
   return m;
 }
 
@@ -86,13 +95,15 @@ pp::Profile profile_of(Model& m) {
   o.target = m.y.slice0(0, rows);
   o.repeats = 5;
   o.thread_counts = {1};
+  o.optimizer = [&m](std::vector<tp::Tensor> p) { return make_optimizer(m, std::move(p), 0.0f); };
   pp::Profile profile = pp::profile(*m.module, {m.x.slice0(0, rows)}, o);
   pp::calibrate_profile(profile, *m.module, {m.x.slice0(0, rows)},
                         {.loss_fn = m.loss, .target = o.target});
   return profile;
 }
 
-// Seconds per pipeline step of `c` on the embedded runtime: best of `steps` after `warmup`.
+// Seconds per training step (the pipeline's, then the optimizer's) of `c` on the embedded
+// runtime: best of `steps` after `warmup`.
 double measure(Model& m, const pp::Profile& profile, const pp::PlanChoice& c, int steps,
                int warmup) {
   pp::PipelineOptions cut;
@@ -106,15 +117,15 @@ double measure(Model& m, const pp::Profile& profile, const pp::PlanChoice& c, in
   }
   pp::PipelineSchedule schedule(stages, c.microbatches, m.loss, c.schedule,
                                 {.stages_per_rank = c.stages_per_rank});
-  tp::optim::SGD opt(pp::parameters(stages), {.lr = 1e-3f});
+  auto opt = make_optimizer(m, pp::parameters(stages), 1e-4f);
   double best = 1e30;
   for (int i = 0; i < warmup + steps; ++i) {
     const auto start = Clock::now();
     schedule.step({m.x}, {.target = m.y});
+    opt->step();
     const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
     if (i >= warmup) best = std::min(best, seconds);
-    opt.step();
-    opt.zero_grad();
+    opt->zero_grad();
   }
   return best;
 }
@@ -184,12 +195,12 @@ void run_model(Model m, int steps, int warmup, Figures& f) {
 }
 
 // The MLP in two processes (tp-launch, this executable's worker mode: even cut, the schedule's
-// default stages per rank, SGD step included) under 1F1B and ZBV at 4 and 8 microbatches. The
-// prediction uses the profile's in-process channel: UCX is not profiled yet.
+// default stages per rank, each process's SGD step included) under 1F1B and ZBV at 4 and 8
+// microbatches. The prediction uses the profile's in-process channel: UCX is not profiled yet.
 void run_two_processes(const std::string& tp_launch, int steps, int warmup, Figures& f) {
   Model m = mlp();
   const pp::Profile profile = profile_of(m);
-  const pp::PlanRequest request{.world = 2, .batch = m.batch};
+  const pp::PlanRequest request{.world = 2, .batch = m.batch, .one_process = false};
   bench::MlpJob job;
   job.steps = steps;
   job.warmup = warmup;

@@ -68,14 +68,18 @@ double calibrate_profile(Profile& profile, nn::Module& model,
     throw std::invalid_argument("calibrate_profile: needs a profile of at least 2 segments");
   const PlanChoice c = calibration_choice(profile, o.microbatches);
   const double measured = measured_step(profile, model, c, example_microbatch, o);
-  const PlanRequest request{
-      .world = 2, .batch = profile.microbatch_size * o.microbatches};
+  const PlanRequest request{.world = 2, .batch = profile.microbatch_size * o.microbatches};
+  // The pipeline's step alone: the measured one has no optimizer step.
+  auto pipeline_step = [&] {
+    const PlanChoice p = predict(profile, request, c);
+    return p.step_seconds - p.optimizer_seconds;
+  };
   profile.action_overhead = 0;
-  if (predict(profile, request, c).step_seconds >= measured) return measured;
+  if (pipeline_step() >= measured) return measured;
   double low = 0, high = measured;  // the simulator's step grows with the overhead
   for (int i = 0; i < 40; ++i) {
     profile.action_overhead = (low + high) / 2;
-    (predict(profile, request, c).step_seconds < measured ? low : high) = profile.action_overhead;
+    (pipeline_step() < measured ? low : high) = profile.action_overhead;
   }
   profile.action_overhead = low;
   return measured;

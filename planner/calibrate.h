@@ -21,9 +21,9 @@ struct CalibrationOptions {
 
 /// Runs `model` on the embedded runtime, two ranks under 1F1B (cut balanced on the profile,
 /// `options.microbatches` copies of `example_microbatch` per step), and sets
-/// profile.action_overhead to the per-action time that makes the simulator's step equal the
-/// measured one (0 when the simulator is already slower). Returns the measured step in seconds.
-/// The model's gradients are left zero; its parameters do not change.
+/// profile.action_overhead to the per-action time that makes the simulator's pipeline step (no
+/// optimizer step) equal the measured one (0 when the simulator is already slower). Returns the
+/// measured step in seconds. The model's gradients are left zero; its parameters do not change.
 double calibrate_profile(Profile& profile, nn::Module& model,
                          const std::vector<Tensor>& example_microbatch,
                          const CalibrationOptions& options);

@@ -60,7 +60,9 @@ void simulate_into(const Profile& profile, const detail::PlanContext& context,
   options.record_timeline = false;
   const sc::SimulationResult r =
       sc::simulate(policies.pointers, policies.stage_to_rank, choice.microbatches, costs, options);
-  choice.step_seconds = r.makespan;
+  choice.optimizer_seconds =
+      detail::optimizer_seconds(profile, context, choice, policies.stage_to_rank);
+  choice.step_seconds = r.makespan + choice.optimizer_seconds;
   choice.bubble = r.bubble_fraction;
   choice.transfer_share = detail::transfer_share(costs, policies.stage_to_rank);
   choice.peak_bytes =

@@ -27,6 +27,9 @@ struct PlanRequest {
   int ranks_per_host = 0;     ///< 0: every rank on one host (the embedded runtime)
   bool try_recompute = true;  ///< also try recomputation (everywhere, and where memory needs it)
   bool try_threads = true;    ///< also try fewer product threads per stage than the share
+  /// Every rank in one process (the embedded runtime): one optimizer steps all stages after the
+  /// pipeline's step. false: each rank's process steps its own stages, at the same time.
+  bool one_process = true;
 };
 
 /// One configuration and what the simulator predicts for it.
@@ -40,8 +43,9 @@ struct PlanChoice {
   int threads = 1;               ///< product threads of each stage actor
   std::string cut;               ///< "balanced" (on measured time) or "even" (segment counts)
 
-  double step_seconds = 0;         ///< predicted
-  double bubble = 0;               ///< idle share of ranks x step
+  double step_seconds = 0;         ///< predicted: the pipeline's step, then the optimizer's
+  double optimizer_seconds = 0;    ///< predicted: the optimizer's part of step_seconds
+  double bubble = 0;               ///< idle share of ranks x the pipeline's step
   double transfer_share = 0;       ///< transfer time of one microbatch's hops / its compute
   std::vector<double> peak_bytes;  ///< per rank: parameters, gradients, optimizer, activations
   bool feasible = true;            ///< false: over the cap, or the schedule refused the sizes

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <numeric>
 #include <stdexcept>
 
 #include "tensors/cpu_threads.h"
@@ -51,6 +52,7 @@ PlanContext make_context(const Profile& profile, const PlanRequest& request) {
     c.channel = profile.channels.front();
   c.cores = request.cores > 0 ? request.cores : std::max(1, profile.cores);
   c.ranks_per_host = request.ranks_per_host > 0 ? request.ranks_per_host : request.world;
+  c.one_process = request.one_process;
   const int share = thread_share(c.cores, c.ranks_per_host, 1);
   for (int t = 1; t < share && request.try_threads; t *= 2) c.thread_options.push_back(t);
   c.thread_options.push_back(share);
@@ -154,6 +156,17 @@ std::vector<double> peak_bytes(const Profile& profile, const PlanContext& contex
   for (int r = 0; r < c.ranks; ++r)
     bytes[r] = fixed[r] + peak_activations.at(r) * largest_activation[r];
   return bytes;
+}
+
+double optimizer_seconds(const Profile& profile, const PlanContext& context, const PlanChoice& c,
+                         const std::vector<int>& stage_to_rank) {
+  const int segments = static_cast<int>(profile.segments.size());
+  std::vector<double> per_rank(c.ranks, 0.0);
+  for (int s = 0; s < c.num_stages(); ++s)
+    for (int i = c.stage_begin[s]; i < stage_end(c, s, segments); ++i)
+      per_rank[stage_to_rank[s]] += profile.segments[i].optimizer_seconds;
+  if (context.one_process) return std::accumulate(per_rank.begin(), per_rank.end(), 0.0);
+  return *std::max_element(per_rank.begin(), per_rank.end());
 }
 
 std::string why_slower(const PlanChoice& c, const PlanChoice& best) {

@@ -25,7 +25,8 @@ json segment_json(const SegmentProfile& s) {
           {"gradient_bytes", s.gradient_bytes},
           {"optimizer_bytes", s.optimizer_bytes},
           {"output_bytes", s.output_bytes},
-          {"overhead", s.overhead}};
+          {"overhead", s.overhead},
+          {"optimizer_seconds", s.optimizer_seconds}};
 }
 
 // The field `key` of `object`, or an error naming where it was expected.
@@ -65,6 +66,8 @@ SegmentProfile segment_from(const json& j, const std::string& where) {
   s.optimizer_bytes = number(j, "optimizer_bytes", where);
   s.output_bytes = number(j, "output_bytes", where);
   s.overhead = j.contains("overhead") ? number(j, "overhead", where) : 0.0;
+  s.optimizer_seconds =
+      j.contains("optimizer_seconds") ? number(j, "optimizer_seconds", where) : 0.0;
   return s;
 }
 
@@ -116,9 +119,10 @@ void Profile::check() const {
   if (!segments.front().name.empty())
     throw std::invalid_argument("profile of " + model + ": the first segment's name must be \"\"");
   for (const SegmentProfile& s : segments) {
-    for (double v : {s.forward, s.input_backward, s.weight_backward, s.full_backward,
-                     s.activation_bytes, s.activation_bytes_recompute, s.parameter_bytes,
-                     s.gradient_bytes, s.optimizer_bytes, s.output_bytes, s.overhead})
+    for (double v :
+         {s.forward, s.input_backward, s.weight_backward, s.full_backward, s.activation_bytes,
+          s.activation_bytes_recompute, s.parameter_bytes, s.gradient_bytes, s.optimizer_bytes,
+          s.output_bytes, s.overhead, s.optimizer_seconds})
       if (!(v >= 0))
         throw std::invalid_argument("profile of " + model + ": segment '" + s.name +
                                     "' has a negative or missing figure");

@@ -25,6 +25,8 @@ struct SegmentProfile {
   /// Seconds of each of its actions that do not shrink with the microbatch (kernel launches,
   /// dispatch): the planner scales only the rest with the microbatch size. Optional in JSON.
   double overhead = 0;
+  /// Seconds of one optimizer step over its parameters (ProfileOptions::optimizer). Optional.
+  double optimizer_seconds = 0;
 };
 
 /// A channel between two ranks: time of a transfer = latency + bytes / bandwidth.

@@ -110,6 +110,25 @@ double overhead(PipelineStage& stage, const std::vector<Tensor>& inputs, const P
                     forward);
 }
 
+// One optimizer step over the stage's parameters (their gradients are there from the backward).
+double optimizer_seconds(PipelineStage& stage, const ProfileOptions& o) {
+  std::vector<Tensor> params;
+  for (const auto& [name, p] : stage.module().named_parameters())
+    if (p.requires_grad()) params.push_back(p);
+  if (params.empty()) return 0.0;
+  std::unique_ptr<optim::Optimizer> opt =
+      o.optimizer ? o.optimizer(params)
+                  : std::make_unique<optim::AdamW>(params, optim::AdamWOptions{.lr = 0.0f});
+  double best = std::numeric_limits<double>::infinity();
+  for (int r = 0; r <= std::max(1, o.repeats); ++r) {  // the first step builds the state
+    const auto start = Clock::now();
+    opt->step();
+    if (r > 0) best = std::min(best, seconds_since(start));
+  }
+  opt->zero_grad();
+  return best;
+}
+
 SegmentProfile measure_segment(PipelineStage& stage, std::vector<Tensor>& inputs,
                                const ProfileOptions& o) {
   Timing warm;
@@ -131,6 +150,7 @@ SegmentProfile measure_segment(PipelineStage& stage, std::vector<Tensor>& inputs
   s.optimizer_bytes = s.gradient_bytes * o.optimizer_states_per_parameter;
   s.output_bytes = stage.is_last() ? 0.0 : tensor_bytes(t.outputs);
   s.overhead = overhead(stage, inputs, o, t.forward);
+  s.optimizer_seconds = optimizer_seconds(stage, o);
   inputs.clear();
   for (const Tensor& out : t.outputs) inputs.push_back(out.detach());
   return s;

@@ -3,6 +3,8 @@
 // crossing each cut, the in-process channel, and how compute scales with product threads).
 #pragma once
 
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -10,6 +12,7 @@
 #include "stages/pipeline_stage.h"
 #include "tensors/device.h"
 #include "tensors/nn/module.h"
+#include "tensors/optim/optimizer.h"
 #include "tensors/tensor.h"
 
 namespace tensorplay::pipelining {
@@ -26,6 +29,9 @@ struct ProfileOptions {
   int repeats = 3;                            ///< each time is the best of this many runs
   std::vector<int> thread_counts = {1};       ///< product threads to try (first: 1)
   double optimizer_states_per_parameter = 2;  ///< AdamW keeps two moments
+  /// The optimizer whose step each segment times (its learning rate should be 0: the timing
+  /// steps must not change the model); null: AdamW with learning rate 0.
+  std::function<std::unique_ptr<optim::Optimizer>(std::vector<Tensor>)> optimizer;
 };
 
 /// Measures `model` on `example_microbatch` (one microbatch of the model's positional inputs):

@@ -605,7 +605,7 @@ int run(Options o) {
   if (prints && plan && result.timed_steps > 0)
     std::printf(
         "plan: predicted %.4f s per step, measured %.4f s (%+.1f%%; the measured step also "
-        "holds the optimizer step and clipping)\n",
+        "holds gradient clipping)\n",
         plan->predicted_step_seconds, result.seconds_per_step(),
         100 * (result.seconds_per_step() / plan->predicted_step_seconds - 1));
   std::fflush(stdout);

@@ -19,6 +19,7 @@ struct PlanContext {
   int cores = 1;
   int ranks_per_host = 1;
   std::vector<int> thread_options;  ///< product threads per stage actor to try
+  bool one_process = true;
 };
 
 /// Checks the request and derives the context; throws std::invalid_argument naming what is bad.
@@ -42,6 +43,11 @@ double transfer_share(const schedules::CostModel& costs, const std::vector<int>&
 std::vector<double> peak_bytes(const Profile& profile, const PlanContext& context,
                                const PlanChoice& choice, const std::vector<int>& stage_to_rank,
                                const std::vector<int>& peak_activations);
+
+/// The optimizer step after the pipeline's: every stage's in one process, else the slowest
+/// rank's own stages.
+double optimizer_seconds(const Profile& profile, const PlanContext& context,
+                         const PlanChoice& choice, const std::vector<int>& stage_to_rank);
 
 /// Why `c` lost to `best`: "+12.0% step: bubble 23.0% vs 8.0%", or communication, or compute.
 std::string why_slower(const PlanChoice& c, const PlanChoice& best);

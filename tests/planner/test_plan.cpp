@@ -146,6 +146,13 @@ TEST_CASE("predict evaluates one given configuration as the search does", "[plan
   c.stage_begin = {0, 2};
   const pp::PlanChoice p = pp::predict(profile, {.world = 2, .batch = 4}, c);
   CHECK(p.step_seconds == Approx(30));
+  // An optimizer step of 1 s per segment: one process steps all four after the pipeline (34);
+  // separate processes step their own two at once (32).
+  pp::Profile stepped = profile;
+  for (pp::SegmentProfile& s : stepped.segments) s.optimizer_seconds = 1;
+  CHECK(pp::predict(stepped, {.world = 2, .batch = 4}, c).step_seconds == Approx(34));
+  CHECK(pp::predict(stepped, {.world = 2, .batch = 4, .one_process = false}, c).step_seconds ==
+        Approx(32));
   c.stage_begin = {0, 5};
   CHECK_THROWS_WITH(pp::predict(profile, {.world = 2, .batch = 4}, c),
                     Catch::Contains("runs past the profile's 4"));

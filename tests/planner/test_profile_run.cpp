@@ -41,6 +41,7 @@ TEST_CASE("profile measures every segment of a GPT between its blocks", "[planne
     CHECK(s.optimizer_bytes == 2 * s.gradient_bytes);
     CHECK(s.overhead >= 0);
     CHECK(s.overhead <= s.forward);
+    CHECK(s.optimizer_seconds > 0);
   }
   // The embeddings hand [2, 8, 16] float32 on; the last segment hands nothing.
   CHECK(p.segments[0].output_bytes == 2 * 8 * width * 4);

@@ -1,8 +1,9 @@
-// tp-plan: reads a profile (pp::profile, or train_gpt --profile), searches every schedule,
+// tp-plan: reads a profile (pp::profile, or train_gpt --profile-out), searches every schedule,
 // stages per rank, microbatch count, cut, recomputation and thread count with the simulator,
 // prints the best few and why the others lost, and writes the chosen plan.
 //
-//   tp-plan --profile gpt.json --world 2 --batch 32 [--memory-cap 2e9] [--top 5] [--out plan.json]
+//   tp-plan --profile gpt.json --world 2 --batch 32 [--memory-cap 2e9] [--processes] [--top 5]
+//           [--out plan.json]
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <iostream>
@@ -19,7 +20,8 @@ int main(int argc, char** argv) {
   std::string profile_path, out = "plan.json", schedules;
   pp::PlanRequest request;
   int top = 5;
-  app.add_option("--profile", profile_path, "profile JSON (pp::profile, train_gpt --profile)")
+  bool processes = false;
+  app.add_option("--profile", profile_path, "profile JSON (pp::profile, train_gpt --profile-out)")
       ->required();
   app.add_option("--world", request.world, "ranks of the pipeline")
       ->required()
@@ -35,6 +37,9 @@ int main(int argc, char** argv) {
   app.add_option("--channel", request.channel, "the profile's channel between ranks");
   app.add_option("--cores", request.cores, "cores of a host (default: the profile's)");
   app.add_option("--ranks-per-host", request.ranks_per_host, "default: the whole world");
+  app.add_flag("--processes", processes,
+               "one process per rank (tp-launch): each steps its own optimizer; default: the "
+               "embedded runtime, one process");
   app.add_option("--top", top, "configurations to print")->check(CLI::PositiveNumber);
   app.add_option("--out", out, "where to write the chosen plan")->capture_default_str();
   try {
@@ -53,6 +58,7 @@ int main(int argc, char** argv) {
           schedules.substr(at, comma == std::string::npos ? comma : comma - at)));
       at = comma == std::string::npos ? comma : comma + 1;
     }
+    request.one_process = !processes;
     const pp::Profile profile = pp::load_profile(profile_path);
     const pp::PlanResult result = pp::plan(profile, request);
     std::cout << pp::format_plan_report(result, top);
