@@ -1,6 +1,5 @@
-// The planner: from a measured profile, a world size, a per-rank memory cap and a batch size, it
-// evaluates with the simulator every schedule, stages per rank, microbatch count, cut, recompute
-// choice and thread count, and ranks them by predicted step time.
+// The planner: given a profile, world size, memory cap and batch, it simulates every schedule,
+// stages per rank, microbatch count, cut, recomputation and thread count, and ranks them.
 #pragma once
 
 #include <cstdint>

@@ -1,4 +1,5 @@
-// Running a plan: the ScheduleOptions and the stage settings a plan file describes.
+// Running a plan: the ScheduleOptions (stages per rank, the order) and the stage settings
+// (recomputation, product threads) a plan file describes.
 #pragma once
 
 #include <memory>

@@ -1,6 +1,5 @@
 // pp::profile: measures a model on this machine, segment by segment between its split
-// candidates, for the planner (times, stashed activation bytes, parameter bytes, the bytes
-// crossing each cut, the in-process channel, and how compute scales with product threads).
+// candidates (times, bytes, the cuts' traffic, the in-process channel, thread scaling).
 #pragma once
 
 #include <functional>

@@ -1,4 +1,5 @@
-// Whole-file text reading and writing for the planner's JSON files, with errors naming the file.
+// Whole-file text reading and writing for the planner's JSON files (profiles and plans), with
+// errors naming the file.
 #pragma once
 
 #include <fstream>

@@ -1,4 +1,5 @@
-// Profiles written by hand for the planner's tests: costs whose optimum can be worked out on paper.
+// Profiles written by hand for the planner's tests: costs whose optimum can be worked out on
+// paper.
 #pragma once
 
 #include <vector>
