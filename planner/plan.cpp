@@ -28,8 +28,10 @@ std::string format_bytes(double bytes) {
     std::snprintf(text, sizeof text, "%.2f GB", bytes / 1e9);
   else if (bytes >= 1e6)
     std::snprintf(text, sizeof text, "%.2f MB", bytes / 1e6);
-  else
+  else if (bytes >= 1e3)
     std::snprintf(text, sizeof text, "%.0f kB", bytes / 1e3);
+  else
+    std::snprintf(text, sizeof text, "%.0f B", bytes);
   return text;
 }
 
