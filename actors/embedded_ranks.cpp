@@ -14,6 +14,8 @@ class EmbeddedRanks : public ActorRanks {
  public:
   explicit EmbeddedRanks(const ScheduleSpec& spec) : ActorRanks(spec) {
     caf::actor_system& system = process_actor_system();
+    // Every rank's actor computes at once here: each stage takes its share of the cores.
+    for (const auto& s : spec.stages) s->set_concurrent_threads(spec.placement.ranks);
     for (int r = 0; r < spec.placement.ranks; ++r) {
       auto worker = spec.make_worker(r, channel_);
       actors_.push_back(spawn_stage_actor(system, worker, spec.placement.stage_to_rank, false,

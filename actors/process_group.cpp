@@ -246,6 +246,7 @@ void init_process_group(const InitOptions& options) {
   check_options(options);
   auto c = std::make_unique<Cluster>();
   c->env = options.env ? *options.env : read_launch_env();
+  set_ranks_on_host(c->env.local_world_size);  // each rank its share of the host's cores
   c->timeout = options.timeout.value_or(kDefaultTimeout);
   c->backend = options.backend == "auto" ? (cuda_available() ? "nccl" : "ucx") : options.backend;
   if (c->env.world_size > 1) {

@@ -25,17 +25,17 @@ int main(int argc, char** argv) {
     return std::chrono::duration<double>(b - a).count();
   };
 
+  // Each rank's order is generated and turned into its policy at once, while it is in cache: the
+  // whole order (16.8 million actions of 32 bytes) is never held.
   auto t0 = clock::now();
-  ts::PipelineOrder order = ts::one_f_one_b_order(ranks, microbatches);
-  auto t1 = clock::now();
   std::vector<std::unique_ptr<ts::SchedulePolicy>> owned;
   std::vector<ts::SchedulePolicy*> policies;
-  for (ts::RankOrder& rank : order) {
-    owned.push_back(ts::make_static_order_policy(std::move(rank)));
+  for (int rank = 0; rank < ranks; ++rank) {
+    owned.push_back(
+        ts::make_static_order_policy(ts::one_f_one_b_rank_order(ranks, rank, microbatches)));
     policies.push_back(owned.back().get());
   }
-  order.clear();
-  order.shrink_to_fit();
+  auto t1 = clock::now();
   const std::vector<int> placement = ts::stage_to_rank(ts::ScheduleKind::OneFOneB, ranks, 1);
   auto t2 = clock::now();
   const std::clock_t cpu_start = std::clock();
@@ -48,8 +48,7 @@ int main(int argc, char** argv) {
 
   // Unit costs: (m + p - 1) * (F + B) = (m + p - 1) * 3.
   const double expected = 3.0 * (microbatches + ranks - 1);
-  std::printf("{\"phase\":\"generate\",\"seconds\":%.3f}\n", seconds(t0, t1));
-  std::printf("{\"phase\":\"policies\",\"seconds\":%.3f}\n", seconds(t1, t2));
+  std::printf("{\"phase\":\"generate and policies\",\"seconds\":%.3f}\n", seconds(t0, t2));
   std::printf(
       "{\"bench\":\"bench_sim_scale\",\"schedule\":\"1F1B\",\"ranks\":%d,\"microbatches\":%d,"
       "\"actions\":%zu,\"makespan\":%.1f,\"makespan_ok\":%s,\"seconds\":%.3f,"

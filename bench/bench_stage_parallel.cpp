@@ -4,8 +4,11 @@
 // Interleaved1F1B, against the unsplit model on one thread (microbatched the same way). On two
 // free cores the pipeline should reach at least 1.7 times the samples/s. Each figure is the best
 // of --rounds rounds; the process CPU seconds per wall second show how many cores it used.
+// With --default-threads it compares instead, on a two-stage 1F1B pipeline, no thread setting at
+// all (each stage actor takes its share of the cores) against one product thread per stage set
+// by hand: "default_threads_ratio" should be at least 0.97.
 //
-//   ./build/bench/bench_stage_parallel [--rounds 3] [--steps 10] [--warmup 2]
+//   ./build/bench/bench_stage_parallel [--rounds 3] [--steps 10] [--warmup 2] [--default-threads]
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -27,14 +30,15 @@ struct Rate {
 };
 
 // The pipeline in this process: every stage here, two ranks, each rank's stages on its actor.
-Rate in_process_pipeline(const MlpJob& job, const std::string& schedule) {
+Rate in_process_pipeline(const MlpJob& job, const std::string& schedule, bool by_hand = true) {
   const auto kind = tp::schedules::parse_schedule_kind(schedule);
   const int num_stages = 2 * tp::schedules::default_stages_per_rank(kind);
   tp::manual_seed(0);
   bench::Mlp model(job.width, job.blocks);
   pp::Pipe pipe = bench::split_mlp(model, job, num_stages);
   auto stages = pp::build_stages(pipe, {tp::cpu()});
-  for (auto& stage : stages) stage->set_num_threads(1);  // one product thread per stage actor
+  if (by_hand)
+    for (auto& stage : stages) stage->set_num_threads(1);  // one product thread per stage actor
   pp::PipelineSchedule pipeline(stages, job.microbatches, tp::nn::mse_loss, kind,
                                 {.step_timeout = std::chrono::seconds(120)});
   tp::optim::SGD opt(pp::parameters(stages), {.lr = job.lr});
@@ -60,6 +64,34 @@ int option(int argc, char** argv, const char* name, int fallback) {
   return fallback;
 }
 
+bool flag(int argc, char** argv, const char* name) {
+  for (int i = 1; i < argc; ++i)
+    if (std::strcmp(argv[i], name) == 0) return true;
+  return false;
+}
+
+// No thread setting anywhere in the process against one product thread per stage by hand.
+int default_threads(const MlpJob& job, int rounds) {
+  Rate by_default, by_hand;
+  for (int round = 0; round < rounds; ++round) {  // alternate, so load shifts hit both sides
+    Rate d = in_process_pipeline(job, "1F1B", false);
+    if (d.samples_per_s > by_default.samples_per_s) by_default = d;
+    Rate h = in_process_pipeline(job, "1F1B", true);
+    if (h.samples_per_s > by_hand.samples_per_s) by_hand = h;
+  }
+  std::printf("{\"side\": \"no thread setting\", \"samples_per_s\": %.1f, \"cores_used\": %.2f}\n",
+              by_default.samples_per_s, by_default.cores_used);
+  std::printf(
+      "{\"side\": \"one product thread per stage\", \"samples_per_s\": %.1f, \"cores_used\": "
+      "%.2f}\n",
+      by_hand.samples_per_s, by_hand.cores_used);
+  std::printf(
+      "{\"bench\": \"stage_parallel\", \"mode\": \"default_threads\", \"schedule\": \"1F1B\", "
+      "\"stages\": 2, \"rounds\": %d, \"default_threads_ratio\": %.3f, \"goal\": 0.97}\n",
+      rounds, by_default.samples_per_s / by_hand.samples_per_s);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -67,6 +99,7 @@ int main(int argc, char** argv) {
   job.steps = option(argc, argv, "--steps", 10);
   job.warmup = option(argc, argv, "--warmup", 2);
   const int rounds = option(argc, argv, "--rounds", 3);
+  if (flag(argc, argv, "--default-threads")) return default_threads(job, rounds);
   tp::set_default_num_threads(1);
   const std::vector<std::string> schedules = {"1F1B", "ZBVZeroBubble", "Interleaved1F1B"};
   double unsplit = 0;

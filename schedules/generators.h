@@ -11,6 +11,9 @@ PipelineOrder gpipe_order(int ranks, int microbatches);
 
 /// 1F1B: warmup forwards, steady one-forward-one-backward, cooldown backwards. Needs m >= p.
 PipelineOrder one_f_one_b_order(int ranks, int microbatches);
+/// Row `rank` of one_f_one_b_order, alone: a very large pipeline can build each rank's policy
+/// from its row while the row is still in cache, never holding the whole order.
+RankOrder one_f_one_b_rank_order(int ranks, int rank, int microbatches);
 
 /// Interleaved 1F1B (Megatron, depth first) with loop placement: stage s on rank s % p.
 /// Needs m divisible by max(1, m / p).

@@ -96,8 +96,18 @@ void PipelineStage::set_num_threads(int n) {
   num_threads_ = n;
 }
 
+void PipelineStage::set_concurrent_threads(int n) {
+  if (n < 1)
+    throw std::invalid_argument(stage_name(stage_index_) +
+                                ": set_concurrent_threads needs n >= 1, got " + std::to_string(n));
+  concurrent_threads_ = n;
+}
+
 void PipelineStage::apply_num_threads() const {
-  if (num_threads_ > 0) tensorplay::set_num_threads(num_threads_);
+  if (num_threads_ > 0)
+    tensorplay::set_num_threads(num_threads_);
+  else
+    tensorplay::set_compute_threads(concurrent_threads_);
 }
 
 std::vector<Tensor> PipelineStage::forward(int mb, const std::vector<Tensor>& inputs,

@@ -126,6 +126,10 @@ class PipelineStage {
   int num_threads() const { return num_threads_; }
   /// Sets the stage's product thread count (>= 1; 0 restores the thread's own count).
   void set_num_threads(int n);
+  /// How many threads of this process run stages at once (the embedded runtime's stage actors;
+  /// the schedule sets it). With no thread setting anywhere, the stage computes on its share of
+  /// the cores (tensors/cpu_threads.h, thread_share). Throws std::invalid_argument for n < 1.
+  void set_concurrent_threads(int n);
 
   // -- recomputation ------------------------------------------------------------------------------
 
@@ -192,7 +196,8 @@ class PipelineStage {
   std::vector<TensorMeta> output_meta_;
   std::vector<std::string> input_names_;
   std::map<std::string, std::vector<int>> tied_;
-  int num_threads_ = 0;  // 0: the computing thread's own count
+  int num_threads_ = 0;         // 0: the computing thread's own count
+  int concurrent_threads_ = 1;  // threads of this process running stages at once
   std::map<int, Stash> stash_;
   DwBuilder dw_builder_;
   DwBuilder runtime_dw_builder_;

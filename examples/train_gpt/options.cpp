@@ -104,6 +104,15 @@ Options parse_options(int argc, char** argv) {
           return e.what();
         }
       });
+  app.add_option("--plan", o.plan,
+                 "a plan file from tp-plan, or auto (profile and plan in this process): sets "
+                 "the schedule, cut, stages, microbatches, recomputation and threads");
+  app.add_option("--memory-cap", o.memory_cap,
+                 "--plan auto: bytes each rank may hold (0: no cap); configurations over it lose")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--profile-out", o.profile_out,
+                 "profile the GPT (per block times and bytes) into this JSON file for tp-plan, "
+                 "then exit");
   app.add_option("--steps", o.steps, "optimizer steps in all (a resumed run goes on to it)")
       ->check(CLI::PositiveNumber);
   app.add_option("--lr", o.lr, "peak learning rate (AdamW)")->check(CLI::PositiveNumber);

@@ -43,6 +43,10 @@ struct Options {
   int blas_threads = 1;
   bool unsplit = false;            ///< train the whole model in this thread, without a pipeline
   std::string recompute = "none";  ///< none, full, every:K or type:Name,... (stages/recompute.h)
+  /// A plan file (tp-plan) or "auto" (profile and plan here); empty: the flags above decide.
+  std::string plan;
+  std::string profile_out;  ///< write the GPT's profile (for tp-plan) there and exit
+  double memory_cap = 0;    ///< --plan auto: bytes per rank (0: none)
 
   // -- optimisation -------------------------------------------------------------------------------
   int steps = 400;

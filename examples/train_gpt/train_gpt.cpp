@@ -32,6 +32,8 @@
 #include "examples/exit_with_message.h"
 #include "model_choice.h"
 #include "options.h"
+#include "plan_job.h"
+#include "planner/plan_apply.h"
 #include "schedules/timeline_export.h"
 #include "stages/named_checkpoint.h"
 #include "stages/pipeline.h"
@@ -173,7 +175,8 @@ struct RunFigures {
 
 // The job: the model split into this process's stages, the schedule, the optimizer.
 struct Job {
-  Job(const Options& o, const Corpus& corpus) : options(o), vocab(corpus.vocab_size()) {
+  Job(const Options& o, const Corpus& corpus, const pp::Plan* plan = nullptr)
+      : options(o), vocab(corpus.vocab_size()) {
     rank = dist::get_rank();
     world = dist::get_world_size();
     device = tp::Device(o.device);
@@ -208,7 +211,9 @@ struct Job {
       return;
     }
     kind = sc::parse_schedule_kind(o.schedule);
-    stages_per_rank = sc::is_single_stage_per_rank(kind) ? 1 : sc::default_stages_per_rank(kind);
+    stages_per_rank = plan                                 ? plan->stages_per_rank
+                      : sc::is_single_stage_per_rank(kind) ? 1
+                                                           : sc::default_stages_per_rank(kind);
     if (o.stages % stages_per_rank != 0)
       throw std::invalid_argument("--schedule " + o.schedule + " holds " +
                                   std::to_string(stages_per_rank) +
@@ -220,7 +225,8 @@ struct Job {
           std::to_string(o.microbatches) +
           (o.dp > 1 ? " per replica times --dp " + std::to_string(o.dp) : std::string()));
     auto pipe = pp::pipeline(model, {tp::zeros({o.batch / o.dp / o.microbatches, o.context})},
-                             cut_at_blocks(choice.block_prefix, choice.layers, o.stages));
+                             plan ? pp::PipelineOptions{.split_spec = plan->split_spec()}
+                                  : cut_at_blocks(choice.block_prefix, choice.layers, o.stages));
     if (world == 1 && o.dp == 1) {
       stages = pp::build_stages(pipe, {device});
     } else {
@@ -241,10 +247,14 @@ struct Job {
           pipe, pp::stages_of_rank(kind, mesh.get_local_rank("pp"), o.stages, stages_per_rank),
           device, mesh);
     }
-    for (const auto& stage : stages) stage->set_recompute(recompute);
+    if (plan)
+      pp::apply_plan(*plan, stages);  // each stage's recomputation and threads
+    else
+      for (const auto& stage : stages) stage->set_recompute(recompute);
     activation_bytes = activation_bytes_per_microbatch(stages);
-    schedule = std::make_unique<pp::PipelineSchedule>(stages, o.microbatches, loss_fn, kind,
-                                                      pp::ScheduleOptions{});
+    schedule = std::make_unique<pp::PipelineSchedule>(
+        stages, o.microbatches, loss_fn, kind,
+        plan ? pp::schedule_options(*plan) : pp::ScheduleOptions{});
     opt = std::make_unique<tp::optim::AdamW>(
         pp::parameters(stages),
         tp::optim::AdamWOptions{.lr = o.lr, .weight_decay = o.weight_decay});
@@ -544,17 +554,29 @@ int resume_step(const Options& o, Job& job, const pp::NamedCheckpointOptions& ch
 
 int run(Options o) {
   dist::init_process_group();
-  tp::set_default_num_threads(o.blas_threads);  // product threads of each stage thread
   const std::unique_ptr<Corpus> corpus_ptr =
       train_gpt::open_corpus(o.data, o.tokenizer, o.held_out, o.context, o.seed,
                              o.checkpoint_dir.empty() ? "." : o.checkpoint_dir,
                              o.resume || dist::read_launch_env().restart_count > 0);
   const Corpus& corpus = *corpus_ptr;
-  if (!o.unsplit) resolve_layout(o, corpus.vocab_size());
-  Job job(o, corpus);
+  if (!o.profile_out.empty()) {
+    pp::save_profile(train_gpt::profile_gpt(o, corpus.vocab_size()), o.profile_out);
+    std::printf("profile written to %s\n", o.profile_out.c_str());
+    return 0;
+  }
+  // A plan sets the schedule, stages, microbatches and threads of `o`, the cut and recomputation;
+  // without one, --pp/--dp auto follow the world size.
+  const std::optional<pp::Plan> plan =
+      train_gpt::resolve_plan(o, corpus.vocab_size(), dist::get_world_size());
+  if (!o.unsplit && !plan) resolve_layout(o, corpus.vocab_size());
+  tp::set_default_num_threads(o.blas_threads);  // product threads of each stage thread
+  Job job(o, corpus, plan ? &*plan : nullptr);
   // The rank with the last stage (of the first replica) knows the losses.
   const bool prints = job.gets_losses() && job.dp_rank == 0;
   if (prints) print_header(o, job, corpus);
+  if (prints && plan)
+    std::printf("plan: %s, predicted %.4f s per step, bubble %.1f%%\n", o.plan.c_str(),
+                plan->predicted_step_seconds, 100 * plan->predicted_bubble);
 
   if (!o.log_dir.empty()) {
     std::filesystem::create_directories(o.log_dir);
@@ -624,6 +646,12 @@ int run(Options o) {
   // -- what it did, and what it learned -----------------------------------------------------------
   const double entropy = corpus.unigram_entropy();
   if (prints) print_summary(o, job, result, entropy, corpus.unit());
+  if (prints && plan && result.timed_steps > 0)
+    std::printf(
+        "plan: predicted %.4f s per step, measured %.4f s (%+.1f%%; the measured step also "
+        "holds gradient clipping)\n",
+        plan->predicted_step_seconds, result.seconds_per_step(),
+        100 * (result.seconds_per_step() / plan->predicted_step_seconds - 1));
   std::fflush(stdout);
   if (!o.export_dir.empty()) {
     train_gpt::export_model(o, job.choice, job.stages, job.distributed(), job.dp_rank);

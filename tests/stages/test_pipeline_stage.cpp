@@ -9,6 +9,7 @@
 #include "stages/pipeline.h"
 #include "stages/pipeline_stage.h"
 #include "tensors/cpu_threads.h"
+#include "tensors/knobs.h"
 #include "tensors/tensors.h"
 
 namespace tp = tensorplay;
@@ -114,6 +115,30 @@ TEST_CASE("a stage's thread count applies on the thread that runs its work", "[s
     seen = tp::get_num_threads();
   }).join();
   CHECK(seen == 1);
+}
+
+TEST_CASE("a stage with no thread setting computes on its share of the cores", "[stage]") {
+  if (tp::knob_is_set(tp::Knob::NumThreads)) {
+    WARN("TENSORPLAY_NUM_THREADS is set, and it wins over the share: nothing to check");
+    return;
+  }
+  tp::reset_default_num_threads();  // another test of this process may have set one
+  auto m0 = block(8);
+  pp::PipelineStage s0(m0, 0, 1, tp::cpu(), {tp::zeros({4, 8})});
+  CHECK_THROWS_WITH(s0.set_concurrent_threads(0), Catch::Contains("needs n >= 1, got 0"));
+  s0.set_concurrent_threads(64);  // more actors than any test machine has cores
+  int seen = 0, explicit_seen = 0;
+  std::thread([&] {
+    s0.forward(0, {tp::ones({4, 8})});
+    seen = tp::get_num_threads();
+  }).join();
+  CHECK(seen == tp::thread_share(static_cast<int>(std::thread::hardware_concurrency()), 1, 64));
+  s0.set_num_threads(3);  // an explicit setting wins
+  std::thread([&] {
+    s0.forward(1, {tp::ones({4, 8})});
+    explicit_seen = tp::get_num_threads();
+  }).join();
+  CHECK(explicit_seen == 3);
 }
 
 TEST_CASE("dw_builder builds at I and runs at W, after the weight gradients", "[stage][dw]") {

@@ -1,5 +1,6 @@
 // Tests for cpu_threads.h: per-thread product thread counts, and products on two threads running
 // at the same time (no library lock serialises them).
+#include <algorithm>
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
@@ -7,6 +8,7 @@
 #include <vector>
 
 #include "tensors/cpu_threads.h"
+#include "tensors/knobs.h"
 #include "tensors/tensors.h"
 
 namespace tp = tensorplay;
@@ -32,6 +34,55 @@ TEST_CASE("set_num_threads is per thread and rejects counts below one", "[cpu_th
   CHECK(other == (before == 2 ? 3 : 2));  // a thread that set nothing takes the process default
   CHECK(tp::get_num_threads() == 1);      // one that set its own keeps it
   tp::set_default_num_threads(before);
+}
+
+TEST_CASE("thread_share: each computing thread's share of the host's cores", "[cpu_threads]") {
+  CHECK(tp::thread_share(16, 1, 1) == 16);  // alone on the host: every core
+  CHECK(tp::thread_share(16, 1, 2) == 8);   // two stage actors in one process
+  CHECK(tp::thread_share(16, 4, 1) == 4);   // LOCAL_WORLD_SIZE 4
+  CHECK(tp::thread_share(16, 2, 3) == 2);   // 16 / 6, rounded down
+  CHECK(tp::thread_share(2, 1, 2) == 1);
+  CHECK(tp::thread_share(2, 1, 3) == 1);  // at least one, however many share
+  CHECK(tp::thread_share(4, 8, 8) == 1);
+  CHECK(tp::thread_share(0, 0, 0) == 1);                 // nonsense counts as one
+  CHECK(tp::thread_share(4096, 1 << 20, 1 << 20) == 1);  // no overflow
+}
+
+TEST_CASE("with no setting a thread takes its share, and explicit settings win", "[cpu_threads]") {
+  if (tp::knob_is_set(tp::Knob::NumThreads)) {
+    WARN("TENSORPLAY_NUM_THREADS is set, and it wins over the share: nothing to check");
+    return;
+  }
+  tp::reset_default_num_threads();  // another test of this process may have set one
+  const int cores = static_cast<int>(std::thread::hardware_concurrency());
+  CHECK_THROWS_WITH(tp::set_compute_threads(0), Catch::Contains("at least 1 thread, got 0"));
+  CHECK_THROWS_WITH(tp::set_ranks_on_host(0), Catch::Contains("at least 1 rank, got 0"));
+  int alone = 0, shared = 0, on_busy_host = 0, explicit_count = 0;
+  std::thread([&] { alone = tp::get_num_threads(); }).join();
+  CHECK(alone == std::max(cores, 1));
+  std::thread([&] {
+    tp::set_compute_threads(2);
+    shared = tp::get_num_threads();
+    tp::set_ranks_on_host(2);
+    on_busy_host = tp::get_num_threads();
+    tp::set_ranks_on_host(1);
+    tp::set_num_threads(5);
+    explicit_count = tp::get_num_threads();
+  }).join();
+  CHECK(shared == tp::thread_share(cores, 1, 2));
+  CHECK(on_busy_host == tp::thread_share(cores, 2, 2));
+  CHECK(explicit_count == 5);
+  std::thread([&] { alone = tp::get_num_threads(); }).join();
+  CHECK(alone == std::max(cores, 1));  // the other thread's share stayed on it
+  tp::set_default_num_threads(7);      // the process default wins over any share
+  std::thread([&] {
+    tp::set_compute_threads(4);
+    shared = tp::get_num_threads();
+  }).join();
+  CHECK(shared == 7);
+  tp::reset_default_num_threads();
+  std::thread([&] { alone = tp::get_num_threads(); }).join();
+  CHECK(alone == std::max(cores, 1));
 }
 
 namespace {

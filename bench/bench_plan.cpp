@@ -1,0 +1,267 @@
+// bench_plan: does the planner pick well, and does the simulator predict the runtime? For
+// train_gpt's GPT (default size), a larger GPT and the MLP of bench_pipeline_procs: profile the
+// model (pp::profile, calibrated by one real run), plan it for two ranks (pp::plan, timed), then
+// run a grid of configurations for real on the embedded runtime (schedules x microbatches x stage
+// counts x recomputation, cut balanced on the profile) and the plan's pick, and compare each
+// measured training step (the pipeline's, then the optimizer's: AdamW for the GPTs, SGD for the
+// MLP) with its prediction. Last line: "pick_vs_best" (fastest measured over the pick's measured,
+// 1 when the pick is fastest), "within_8pct_share" (share of the grid predicted within 8%),
+// "worst_prediction_error", "planning_seconds" (the slowest model's search),
+// "planning_configs_per_second", "configs" (configurations run). mlp-2proc adds the MLP in two
+// processes (tp-launch) under 1F1B and ZBV, predicted over the in-process channel's profile.
+//
+//   ./build/bench/bench_plan [--models gpt,gpt-large,mlp,mlp-2proc] [--steps 3] [--warmup 1]
+//                            [--tp-launch PATH]
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "mlp_pipeline_job.h"
+#include "planner/calibrate.h"
+#include "planner/plan.h"
+#include "planner/profile_run.h"
+#include "stages/build_stage.h"
+#include "tensors/nn/gpt.h"
+
+namespace {
+
+namespace tp = tensorplay;
+namespace pp = tensorplay::pipelining;
+namespace sc = tensorplay::schedules;
+using Clock = std::chrono::steady_clock;
+
+// One model of the benchmark: how to build it, feed it and cut it.
+struct Model {
+  std::string name;
+  std::shared_ptr<tp::nn::Module> module;
+  std::vector<std::string> candidates;
+  int64_t batch = 32;
+  tp::Tensor x, y;  // one whole batch
+  pp::LossFn loss;
+  bool adamw = true;  // train_gpt's optimizer; false: SGD, as the MLP benchmarks
+};
+
+std::unique_ptr<tp::optim::Optimizer> make_optimizer(const Model& m, std::vector<tp::Tensor> p,
+                                                     float lr) {
+  if (m.adamw) return std::make_unique<tp::optim::AdamW>(p, tp::optim::AdamWOptions{.lr = lr});
+  return std::make_unique<tp::optim::SGD>(p, tp::optim::SGDOptions{.lr = lr});
+}
+
+Model gpt(const std::string& name, int64_t layers, int64_t width) {
+  const int64_t vocab = 86, context = 64;
+  tp::manual_seed(0);
+  Model m{name, tp::nn::GPT(tp::nn::GPTConfig{.vocab_size = vocab,
+                                              .context_length = context,
+                                              .n_layer = layers,
+                                              .n_head = 4,
+                                              .width = width})
+                    .ptr()};
+  for (int64_t b = 0; b < layers; ++b) m.candidates.push_back("blocks." + std::to_string(b));
+  m.candidates.push_back("ln_f");
+  tp::Generator gen(3);
+  m.x = tp::randint(0, vocab, {m.batch, context}, {}, &gen);
+  m.y = tp::randint(0, vocab, {m.batch, context}, {}, &gen);
+  m.loss = [vocab](const tp::Tensor& logits, const tp::Tensor& targets) {
+    return tp::cross_entropy(logits.reshape({-1, vocab}), targets.reshape({-1}));
+  };
+  return m;
+}
+
+Model mlp() {
+  bench::MlpJob job;
+  tp::manual_seed(0);
+  Model m{"mlp", bench::Mlp(job.width, job.blocks).ptr()};
+  for (int64_t b = 1; b < job.blocks; ++b) m.candidates.push_back("blocks." + std::to_string(b));
+  m.batch = job.batch;
+  bench::MlpData data(job);
+  m.x = data.x;
+  m.y = data.y;
+  m.loss = tp::nn::mse_loss;
+  m.adamw = false;
+  return m;
+}
+
+pp::Profile profile_of(Model& m) {
+  pp::ProfileOptions o;
+  o.candidates = m.candidates;
+  o.model_name = m.name;
+  o.loss_fn = m.loss;
+  const int64_t rows = m.batch / 8;
+  o.target = m.y.slice0(0, rows);
+  o.repeats = 5;
+  o.thread_counts = {1};
+  o.optimizer = [&m](std::vector<tp::Tensor> p) { return make_optimizer(m, std::move(p), 0.0f); };
+  pp::Profile profile = pp::profile(*m.module, {m.x.slice0(0, rows)}, o);
+  pp::calibrate_profile(profile, *m.module, {m.x.slice0(0, rows)},
+                        {.loss_fn = m.loss, .target = o.target});
+  return profile;
+}
+
+// Seconds per training step (the pipeline's, then the optimizer's) of `c` on the embedded
+// runtime: best of `steps` after `warmup`.
+double measure(Model& m, const pp::Profile& profile, const pp::PlanChoice& c, int steps,
+               int warmup) {
+  pp::PipelineOptions cut;
+  for (size_t s = 1; s < c.stage_begin.size(); ++s)
+    cut.split_spec[profile.segments[c.stage_begin[s]].name] = pp::SplitPoint::Beginning;
+  pp::Pipe pipe = pp::pipeline(*m.module, {m.x.slice0(0, m.batch / c.microbatches)}, cut);
+  auto stages = pp::build_stages(pipe, {tp::cpu()});
+  for (auto& stage : stages) {
+    stage->set_num_threads(c.threads);
+    if (c.recompute.at(stage->stage_index())) stage->set_recompute(pp::RecomputePolicy::full());
+  }
+  pp::PipelineSchedule schedule(stages, c.microbatches, m.loss, c.schedule,
+                                {.stages_per_rank = c.stages_per_rank});
+  auto opt = make_optimizer(m, pp::parameters(stages), 1e-4f);
+  double best = 1e30;
+  for (int i = 0; i < warmup + steps; ++i) {
+    const auto start = Clock::now();
+    schedule.step({m.x}, {.target = m.y});
+    opt->step();
+    const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    if (i >= warmup) best = std::min(best, seconds);
+    opt->zero_grad();
+  }
+  return best;
+}
+
+// The grid: four schedules x three microbatch counts x recomputation off and on, on 2 ranks.
+std::vector<pp::PlanChoice> grid(const pp::Profile& profile) {
+  std::vector<double> costs;
+  for (const pp::SegmentProfile& s : profile.segments) costs.push_back(s.forward + s.full_backward);
+  std::vector<pp::PlanChoice> out;
+  for (sc::ScheduleKind kind : {sc::ScheduleKind::GPipe, sc::ScheduleKind::OneFOneB,
+                                sc::ScheduleKind::Interleaved1F1B, sc::ScheduleKind::ZBVZeroBubble})
+    for (int m : {2, 4, 8})
+      for (bool recompute : {false, true}) {
+        pp::PlanChoice c;
+        c.schedule = kind;
+        c.ranks = 2;
+        c.stages_per_rank = sc::is_single_stage_per_rank(kind) ? 1 : 2;
+        c.microbatches = m;
+        c.stage_begin = pp::balanced_stage_begins(costs, c.num_stages());
+        c.recompute.assign(c.num_stages(), recompute);
+        c.cut = "balanced";
+        out.push_back(c);
+      }
+  return out;
+}
+
+struct Figures {
+  int configs = 0, within = 0;
+  double worst_error = 0, planning_seconds = 0, pick_vs_best = 1;  // each model's is <= 1
+  double configs_per_second = 1e30;                                // the slowest search's
+};
+
+void print_config(const std::string& model, const pp::PlanChoice& c, double measured, bool pick) {
+  std::printf(
+      "{\"model\": \"%s\", \"config\": \"%s\", \"pick\": %s, \"predicted_s\": %.5f, "
+      "\"measured_s\": %.5f, \"error\": %.3f}\n",
+      model.c_str(), c.describe().c_str(), pick ? "true" : "false", c.step_seconds, measured,
+      measured > 0 ? c.step_seconds / measured - 1 : 0.0);
+  std::fflush(stdout);
+}
+
+void run_model(Model m, int steps, int warmup, Figures& f) {
+  const pp::Profile profile = profile_of(m);
+  const pp::PlanRequest request{.world = 2, .batch = m.batch};
+  const auto start = Clock::now();
+  const pp::PlanResult result = pp::plan(profile, request);
+  const double planning = std::chrono::duration<double>(Clock::now() - start).count();
+  f.planning_seconds = std::max(f.planning_seconds, planning);
+  f.configs_per_second = std::min(f.configs_per_second, result.configs / std::max(planning, 1e-9));
+  std::printf("{\"model\": \"%s\", \"planning_seconds\": %.4f, \"planned_configs\": %zu}\n",
+              m.name.c_str(), planning, result.configs);
+  double best = 1e30;
+  for (pp::PlanChoice c : grid(profile)) {
+    c = pp::predict(profile, request, c);
+    const double measured = measure(m, profile, c, steps, warmup);
+    const double error = std::abs(c.step_seconds / measured - 1);
+    f.worst_error = std::max(f.worst_error, error);
+    f.within += error <= 0.08 ? 1 : 0;
+    ++f.configs;
+    best = std::min(best, measured);
+    print_config(m.name, c, measured, false);
+  }
+  const pp::PlanChoice& pick = result.best();
+  const double picked = measure(m, profile, pick, steps, warmup);
+  print_config(m.name, pick, picked, true);
+  f.pick_vs_best = std::min(f.pick_vs_best, std::min(best, picked) / picked);
+}
+
+// The MLP in two processes (tp-launch, this executable's worker mode: even cut, the schedule's
+// default stages per rank, each process's SGD step included) under 1F1B and ZBV at 4 and 8
+// microbatches. The prediction uses the profile's in-process channel: UCX is not profiled yet.
+void run_two_processes(const std::string& tp_launch, int steps, int warmup, Figures& f) {
+  Model m = mlp();
+  const pp::Profile profile = profile_of(m);
+  const pp::PlanRequest request{.world = 2, .batch = m.batch, .one_process = false};
+  bench::MlpJob job;
+  job.steps = steps;
+  job.warmup = warmup;
+  for (sc::ScheduleKind kind : {sc::ScheduleKind::OneFOneB, sc::ScheduleKind::ZBVZeroBubble})
+    for (int microbatches : {4, 8}) {
+      pp::PlanChoice c;
+      c.schedule = kind;
+      c.ranks = 2;
+      c.stages_per_rank = sc::default_stages_per_rank(kind);
+      c.microbatches = job.microbatches = microbatches;
+      for (int s = 0; s < c.num_stages(); ++s)
+        c.stage_begin.push_back(static_cast<int>(s * job.blocks / c.num_stages()));
+      c.recompute.assign(c.num_stages(), false);
+      c.cut = "even";
+      c = pp::predict(profile, request, c);
+      const bench::PipelineRun run =
+          bench::launch_pipeline(tp_launch, job, std::string(sc::schedule_name(kind)));
+      if (!run.error.empty()) throw std::runtime_error(run.error);
+      const double measured = static_cast<double>(job.batch) / run.samples_per_s;
+      const double error = std::abs(c.step_seconds / measured - 1);
+      f.worst_error = std::max(f.worst_error, error);
+      f.within += error <= 0.08 ? 1 : 0;
+      ++f.configs;
+      print_config("mlp, 2 processes", c, measured, false);
+    }
+}
+
+std::string text_option(int argc, char** argv, const char* name, const char* fallback) {
+  for (int i = 1; i + 1 < argc; ++i)
+    if (std::strcmp(argv[i], name) == 0) return argv[i + 1];
+  return fallback;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (bench::is_worker(argc, argv)) return bench::worker_main(argc, argv);
+  const std::string models = text_option(argc, argv, "--models", "gpt,gpt-large,mlp,mlp-2proc");
+  const int steps = std::stoi(text_option(argc, argv, "--steps", "3"));
+  const int warmup = std::stoi(text_option(argc, argv, "--warmup", "1"));
+  std::set<std::string> wanted;
+  for (size_t at = 0; at <= models.size();) {
+    const size_t comma = std::min(models.find(',', at), models.size());
+    wanted.insert(models.substr(at, comma - at));
+    at = comma + 1;
+  }
+  Figures f;
+  if (wanted.count("gpt")) run_model(gpt("gpt", 4, 128), steps, warmup, f);
+  if (wanted.count("gpt-large")) run_model(gpt("gpt-large", 8, 256), steps, warmup, f);
+  if (wanted.count("mlp")) run_model(mlp(), steps, warmup, f);
+  if (wanted.count("mlp-2proc")) {
+    std::string tp_launch;
+    if (!bench::locate_tp_launch(text_option(argc, argv, "--tp-launch", ""), tp_launch)) return 1;
+    run_two_processes(tp_launch, steps, warmup, f);
+  }
+  std::printf(
+      "{\"bench\": \"plan\", \"models\": \"%s\", \"pick_vs_best\": %.3f, \"within_8pct_share\": "
+      "%.3f, \"worst_prediction_error\": %.3f, \"planning_seconds\": %.4f, "
+      "\"planning_configs_per_second\": %.0f, "
+      "\"configs\": %d}\n",
+      models.c_str(), f.pick_vs_best, f.configs ? double(f.within) / f.configs : 0.0, f.worst_error,
+      f.planning_seconds, f.configs_per_second < 1e30 ? f.configs_per_second : 0.0, f.configs);
+  return 0;
+}

@@ -1,0 +1,88 @@
+// train_gpt's --plan and --profile-out (plan_job.h).
+#include "plan_job.h"
+
+#include <cstdio>
+#include <stdexcept>
+
+#include "planner/calibrate.h"
+#include "planner/plan.h"
+#include "planner/plan_report.h"
+#include "planner/profile_run.h"
+#include "tensors/nn/gpt.h"
+#include "tensors/tensors.h"
+
+namespace tp = tensorplay;
+namespace pp = tensorplay::pipelining;
+
+namespace train_gpt {
+namespace {
+
+constexpr int kEmbeddedRanks = 2;  // --plan auto in one process plans for two stage actors
+
+pp::Plan auto_plan(const Options& o, int64_t vocab, int world) {
+  if (world > 1)
+    throw std::invalid_argument(
+        "--plan auto profiles and plans in one process; across processes every rank must run "
+        "the same plan: run train_gpt --profile-out profile.json once, then tp-plan --profile "
+        "profile.json --world N --batch B, and pass --plan plan.json to every rank");
+  const pp::Profile profile = profile_gpt(o, vocab);
+  pp::PlanRequest request{
+      .world = kEmbeddedRanks, .memory_cap = o.memory_cap, .batch = o.batch / o.dp};
+  const pp::PlanResult result = pp::plan(profile, request);
+  std::printf("plan auto:\n%s", pp::format_plan_report(result, 3).c_str());
+  return pp::make_plan(profile, result.best(), request.batch);
+}
+
+}  // namespace
+
+std::vector<std::string> split_candidates(const Options& o) {
+  std::vector<std::string> names;
+  for (int64_t b = 0; b < o.layers; ++b) names.push_back("blocks." + std::to_string(b));
+  names.push_back("ln_f");
+  return names;
+}
+
+pp::Profile profile_gpt(const Options& o, int64_t vocab) {
+  tp::manual_seed(o.seed);
+  tp::nn::GPT model(tp::nn::GPTConfig{.vocab_size = vocab,
+                                      .context_length = o.context,
+                                      .n_layer = o.layers,
+                                      .n_head = o.heads,
+                                      .width = o.width,
+                                      .dropout = o.dropout});
+  if (o.dtype == "bfloat16") model->to(tp::DType::BFloat16);
+  const int64_t rows = std::max<int64_t>(1, o.batch / o.dp / o.microbatches);
+  pp::ProfileOptions options;
+  options.candidates = split_candidates(o);
+  options.device = tp::Device(o.device);
+  options.model_name = "train_gpt GPT (" + std::to_string(o.layers) + " blocks, width " +
+                       std::to_string(o.width) + ")";
+  options.loss_fn = [vocab](const tp::Tensor& logits, const tp::Tensor& targets) {
+    return tp::cross_entropy(logits.reshape({-1, vocab}), targets.reshape({-1}));
+  };
+  options.target = tp::zeros({rows, o.context});
+  options.thread_counts = {1, 2};
+  options.repeats = 5;
+  model->to(options.device);
+  const std::vector<tp::Tensor> example = {tp::zeros({rows, o.context})};
+  pp::Profile profile = pp::profile(*model.ptr(), example, options);
+  if (!options.device.is_cuda())  // the runtime's own time per action, from one real run
+    pp::calibrate_profile(profile, *model.ptr(), example,
+                          {.loss_fn = options.loss_fn, .target = options.target});
+  return profile;
+}
+
+std::optional<pp::Plan> resolve_plan(Options& o, int64_t vocab, int world) {
+  if (o.plan.empty()) return std::nullopt;
+  if (o.unsplit) throw std::invalid_argument("--plan runs a pipeline; drop --unsplit");
+  pp::Plan plan = o.plan == "auto" ? auto_plan(o, vocab, world) : pp::load_plan(o.plan);
+  const int ranks = world > 1 ? world / o.dp : plan.ranks;  // embedded: any count fits
+  pp::check_plan(plan, split_candidates(o), ranks, o.batch / o.dp);
+  o.schedule = std::string(tp::schedules::schedule_name(plan.schedule));
+  o.stages = plan.num_stages();
+  o.microbatches = plan.microbatches;
+  o.blas_threads = plan.threads;
+  return plan;
+}
+
+}  // namespace train_gpt

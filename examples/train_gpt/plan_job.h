@@ -1,0 +1,28 @@
+// train_gpt's --plan and --profile-out: profiling its GPT, planning it, and turning a plan into
+// the options it sets (schedule, stages, microbatches, threads) plus the cut and recomputation.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "options.h"
+#include "planner/plan_file.h"
+#include "planner/profile.h"
+
+namespace train_gpt {
+
+/// Where a stage of the GPT may begin: every block, and ln_f (the head on its own).
+std::vector<std::string> split_candidates(const Options& o);
+
+/// Profiles the GPT of `o` (vocabulary `vocab`) on one microbatch of the configured size.
+tensorplay::pipelining::Profile profile_gpt(const Options& o, int64_t vocab);
+
+/// The plan --plan names: "auto" profiles and plans here (one process only: ranks 2 in the
+/// embedded runtime), else the file is loaded. The plan is checked against the model and the job
+/// (a mismatch is std::invalid_argument naming it), and `o`'s schedule, stages, microbatches and
+/// BLAS threads are set from it. Empty when --plan is not given.
+std::optional<tensorplay::pipelining::Plan> resolve_plan(Options& o, int64_t vocab, int world);
+
+}  // namespace train_gpt

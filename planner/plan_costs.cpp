@@ -1,0 +1,187 @@
+// The planner's model of one configuration (detail/plan_costs.h).
+#include "planner/detail/plan_costs.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <numeric>
+#include <stdexcept>
+
+#include "tensors/cpu_threads.h"
+
+namespace tensorplay::pipelining::detail {
+namespace {
+
+// Segments [begin of stage s, begin of stage s + 1).
+int stage_end(const PlanChoice& c, int s, int segments) {
+  return s + 1 < static_cast<int>(c.stage_begin.size()) ? c.stage_begin[s + 1] : segments;
+}
+
+// Samples per microbatch over the profiled microbatch: times and activations scale with it.
+double size_scale(const Profile& profile, const PlanContext& context, const PlanChoice& c) {
+  return static_cast<double>(context.batch) / c.microbatches /
+         static_cast<double>(profile.microbatch_size);
+}
+
+// Compute speed of one stage actor with `threads` product threads while every rank of the host
+// computes with as many: the profile's speedup, less when the host's cores are oversubscribed.
+double compute_speed(const Profile& profile, const PlanContext& context, int threads) {
+  const double wanted = static_cast<double>(threads) * context.ranks_per_host;
+  const double oversubscribed = std::max(1.0, wanted / std::max(1, context.cores));
+  // One thread per actor, more actors than cores: they take turns.
+  return profile.speedup(threads) / oversubscribed;
+}
+
+}  // namespace
+
+PlanContext make_context(const Profile& profile, const PlanRequest& request) {
+  profile.check();
+  if (request.world < 1)
+    throw std::invalid_argument("plan: world must be at least 1 rank, got " +
+                                std::to_string(request.world));
+  if (request.batch < 1)
+    throw std::invalid_argument("plan: batch must be at least 1 sample, got " +
+                                std::to_string(request.batch));
+  if (request.memory_cap < 0)
+    throw std::invalid_argument("plan: the memory cap must be >= 0 bytes (0: none)");
+  PlanContext c;
+  c.batch = request.batch;
+  c.memory_cap = request.memory_cap;
+  if (!request.channel.empty())
+    c.channel = profile.channel(request.channel);
+  else if (!profile.channels.empty())
+    c.channel = profile.channels.front();
+  c.cores = request.cores > 0 ? request.cores : std::max(1, profile.cores);
+  c.ranks_per_host = request.ranks_per_host > 0 ? request.ranks_per_host : request.world;
+  c.one_process = request.one_process;
+  const int share = thread_share(c.cores, c.ranks_per_host, 1);
+  for (int t = 1; t < share && request.try_threads; t *= 2) c.thread_options.push_back(t);
+  c.thread_options.push_back(share);
+  return c;
+}
+
+void check_choice(const Profile& profile, const PlanChoice& c) {
+  const int segments = static_cast<int>(profile.segments.size());
+  if (static_cast<int>(c.stage_begin.size()) != c.num_stages())
+    throw std::invalid_argument("plan: " + std::to_string(c.num_stages()) + " stages but " +
+                                std::to_string(c.stage_begin.size()) + " stage beginnings");
+  for (int s = 0; s < c.num_stages(); ++s) {
+    const int begin = c.stage_begin[s], end = stage_end(c, s, segments);
+    if ((s == 0 && begin != 0) || begin >= end || end > segments)
+      throw std::invalid_argument("plan: stage " + std::to_string(s) +
+                                  " covers no segments or runs past the profile's " +
+                                  std::to_string(segments));
+  }
+  if (static_cast<int>(c.recompute.size()) != c.num_stages())
+    throw std::invalid_argument("plan: recompute needs one entry per stage");
+}
+
+std::vector<double> segment_costs(const Profile& profile) {
+  std::vector<double> costs;
+  for (const SegmentProfile& s : profile.segments) costs.push_back(s.forward + s.full_backward);
+  return costs;
+}
+
+std::vector<int> even_stage_begins(int segments, int stages) {
+  std::vector<int> begins;
+  for (int s = 0; s < stages; ++s)
+    begins.push_back(static_cast<int>(static_cast<int64_t>(s) * segments / stages));
+  return begins;
+}
+
+// A measured time at another microbatch size: its overhead stays, the rest scales.
+double scaled(double seconds, double overhead, double scale) {
+  const double fixed = std::min(seconds, overhead);
+  return fixed + (seconds - fixed) * scale;
+}
+
+schedules::CostModel cost_model(const Profile& profile, const PlanContext& context,
+                                const PlanChoice& c) {
+  const int segments = static_cast<int>(profile.segments.size());
+  const bool split = schedules::uses_split_backward(c.schedule);
+  const double byte_scale = size_scale(profile, context, c);
+  const double speed = compute_speed(profile, context, c.threads);
+  schedules::CostModel m;
+  m.forward.assign(c.num_stages(), 0.0);
+  m.input_backward.assign(c.num_stages(), 0.0);
+  m.weight_backward.assign(c.num_stages(), 0.0);
+  m.boundary_bytes.assign(c.num_stages(), 0.0);
+  for (int s = 0; s < c.num_stages(); ++s) {
+    const int end = stage_end(c, s, segments);
+    for (int i = c.stage_begin[s]; i < end; ++i) {
+      const SegmentProfile& seg = profile.segments[i];
+      auto time = [&](double t) { return scaled(t, seg.overhead, byte_scale) / speed; };
+      const double again = c.recompute[s] ? time(seg.forward) : 0.0;  // the forward, again
+      m.forward[s] += time(seg.forward);
+      m.input_backward[s] += time(split ? seg.input_backward : seg.full_backward) + again;
+      m.weight_backward[s] += split ? time(seg.weight_backward) : 0.0;
+    }
+    m.forward[s] += profile.action_overhead;  // the runtime's share of each action
+    m.input_backward[s] += profile.action_overhead;
+    if (split) m.weight_backward[s] += profile.action_overhead;
+    m.boundary_bytes[s] = profile.segments[end - 1].output_bytes * byte_scale;
+  }
+  m.latency = context.channel.latency;
+  m.bandwidth = context.channel.bandwidth;
+  return m;
+}
+
+double transfer_share(const schedules::CostModel& costs, const std::vector<int>& stage_to_rank) {
+  double transfers = 0, compute = 0;
+  const int stages = static_cast<int>(stage_to_rank.size());
+  for (int s = 0; s < stages; ++s) {
+    compute += costs.forward[s] + costs.input_backward[s] + costs.weight_backward[s];
+    if (s + 1 < stages && stage_to_rank[s] != stage_to_rank[s + 1])
+      transfers += 2 * costs.transfer_time(s);  // the activation, then its gradient
+  }
+  return compute > 0 ? transfers / compute : 0.0;
+}
+
+std::vector<double> peak_bytes(const Profile& profile, const PlanContext& context,
+                               const PlanChoice& c, const std::vector<int>& stage_to_rank,
+                               const std::vector<int>& peak_activations) {
+  const int segments = static_cast<int>(profile.segments.size());
+  const double scale = size_scale(profile, context, c);
+  std::vector<double> fixed(c.ranks, 0.0), largest_activation(c.ranks, 0.0);
+  for (int s = 0; s < c.num_stages(); ++s) {
+    const int rank = stage_to_rank[s];
+    double activation = 0;
+    for (int i = c.stage_begin[s]; i < stage_end(c, s, segments); ++i) {
+      const SegmentProfile& seg = profile.segments[i];
+      fixed[rank] += seg.parameter_bytes + seg.gradient_bytes + seg.optimizer_bytes;
+      activation += (c.recompute[s] ? seg.activation_bytes_recompute : seg.activation_bytes);
+    }
+    largest_activation[rank] = std::max(largest_activation[rank], activation * scale);
+  }
+  std::vector<double> bytes(c.ranks);
+  for (int r = 0; r < c.ranks; ++r)
+    bytes[r] = fixed[r] + peak_activations.at(r) * largest_activation[r];
+  return bytes;
+}
+
+double optimizer_seconds(const Profile& profile, const PlanContext& context, const PlanChoice& c,
+                         const std::vector<int>& stage_to_rank) {
+  const int segments = static_cast<int>(profile.segments.size());
+  std::vector<double> per_rank(c.ranks, 0.0);
+  for (int s = 0; s < c.num_stages(); ++s)
+    for (int i = c.stage_begin[s]; i < stage_end(c, s, segments); ++i)
+      per_rank[stage_to_rank[s]] += profile.segments[i].optimizer_seconds;
+  if (context.one_process) return std::accumulate(per_rank.begin(), per_rank.end(), 0.0);
+  return *std::max_element(per_rank.begin(), per_rank.end());
+}
+
+std::string why_slower(const PlanChoice& c, const PlanChoice& best) {
+  char text[160];
+  const double slower = best.step_seconds > 0 ? c.step_seconds / best.step_seconds - 1 : 0;
+  if (c.bubble > best.bubble + 0.01)
+    std::snprintf(text, sizeof text, "+%.1f%% step: bubble %.1f%% vs %.1f%%", 100 * slower,
+                  100 * c.bubble, 100 * best.bubble);
+  else if (c.transfer_share > best.transfer_share + 0.01)
+    std::snprintf(text, sizeof text, "+%.1f%% step: communication %.1f%% of compute vs %.1f%%",
+                  100 * slower, 100 * c.transfer_share, 100 * best.transfer_share);
+  else
+    std::snprintf(text, sizeof text, "+%.1f%% step: compute (cut, threads or recomputation)",
+                  100 * slower);
+  return text;
+}
+
+}  // namespace tensorplay::pipelining::detail

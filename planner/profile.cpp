@@ -1,0 +1,198 @@
+// Profile (profile.h): checks, lookups and the JSON form.
+#include "planner/profile.h"
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+
+#include "planner/detail/files.h"
+
+namespace tensorplay::pipelining {
+namespace {
+
+using nlohmann::json;
+constexpr const char* kFormat = "tensorplay-profile";
+
+json segment_json(const SegmentProfile& s) {
+  return {{"name", s.name},
+          {"forward", s.forward},
+          {"input_backward", s.input_backward},
+          {"weight_backward", s.weight_backward},
+          {"full_backward", s.full_backward},
+          {"activation_bytes", s.activation_bytes},
+          {"activation_bytes_recompute", s.activation_bytes_recompute},
+          {"parameter_bytes", s.parameter_bytes},
+          {"gradient_bytes", s.gradient_bytes},
+          {"optimizer_bytes", s.optimizer_bytes},
+          {"output_bytes", s.output_bytes},
+          {"overhead", s.overhead},
+          {"optimizer_seconds", s.optimizer_seconds}};
+}
+
+// The field `key` of `object`, or an error naming where it was expected.
+const json& field(const json& object, const char* key, const std::string& where) {
+  if (!object.is_object() || !object.contains(key))
+    throw std::invalid_argument("profile: " + where + " has no field '" + key + "'");
+  return object.at(key);
+}
+
+double number(const json& object, const char* key, const std::string& where) {
+  const json& v = field(object, key, where);
+  if (!v.is_number())
+    throw std::invalid_argument("profile: " + where + "." + key + " must be a number, got " +
+                                v.dump());
+  return v.get<double>();
+}
+
+std::string text(const json& object, const char* key, const std::string& where) {
+  const json& v = field(object, key, where);
+  if (!v.is_string())
+    throw std::invalid_argument("profile: " + where + "." + key + " must be a string, got " +
+                                v.dump());
+  return v.get<std::string>();
+}
+
+SegmentProfile segment_from(const json& j, const std::string& where) {
+  SegmentProfile s;
+  s.name = text(j, "name", where);
+  s.forward = number(j, "forward", where);
+  s.input_backward = number(j, "input_backward", where);
+  s.weight_backward = number(j, "weight_backward", where);
+  s.full_backward = number(j, "full_backward", where);
+  s.activation_bytes = number(j, "activation_bytes", where);
+  s.activation_bytes_recompute = number(j, "activation_bytes_recompute", where);
+  s.parameter_bytes = number(j, "parameter_bytes", where);
+  s.gradient_bytes = number(j, "gradient_bytes", where);
+  s.optimizer_bytes = number(j, "optimizer_bytes", where);
+  s.output_bytes = number(j, "output_bytes", where);
+  s.overhead = j.contains("overhead") ? number(j, "overhead", where) : 0.0;
+  s.optimizer_seconds =
+      j.contains("optimizer_seconds") ? number(j, "optimizer_seconds", where) : 0.0;
+  return s;
+}
+
+const json& array(const json& object, const char* key) {
+  const json& v = field(object, key, "the profile");
+  if (!v.is_array())
+    throw std::invalid_argument(std::string("profile: '") + key + "' must be an array");
+  return v;
+}
+
+}  // namespace
+
+std::vector<std::string> Profile::segment_names() const {
+  std::vector<std::string> names;
+  for (const SegmentProfile& s : segments) names.push_back(s.name);
+  return names;
+}
+
+const ChannelProfile& Profile::channel(const std::string& kind) const {
+  std::string known;
+  for (const ChannelProfile& c : channels) {
+    if (c.kind == kind) return c;
+    known += (known.empty() ? "" : ", ") + c.kind;
+  }
+  throw std::invalid_argument("profile of " + model + " has no channel '" + kind +
+                              "'; it measured: " + (known.empty() ? "none" : known));
+}
+
+double Profile::speedup(int n) const {
+  if (threads.empty() || n <= 1) return 1.0;
+  const ThreadScaling* below = nullptr;
+  for (const ThreadScaling& t : threads) {
+    if (t.threads == n) return t.speedup;
+    if (t.threads < n) below = &t;
+    if (t.threads > n) {
+      if (below == nullptr) return t.speedup * n / t.threads;
+      const double f = double(n - below->threads) / double(t.threads - below->threads);
+      return below->speedup + f * (t.speedup - below->speedup);
+    }
+  }
+  return threads.back().speedup;  // past the last measured count: no further gain
+}
+
+void Profile::check() const {
+  if (segments.empty()) throw std::invalid_argument("profile of " + model + ": no segments");
+  if (microbatch_size < 1)
+    throw std::invalid_argument("profile of " + model + ": microbatch_size must be >= 1, got " +
+                                std::to_string(microbatch_size));
+  if (!segments.front().name.empty())
+    throw std::invalid_argument("profile of " + model + ": the first segment's name must be \"\"");
+  for (const SegmentProfile& s : segments) {
+    for (double v :
+         {s.forward, s.input_backward, s.weight_backward, s.full_backward, s.activation_bytes,
+          s.activation_bytes_recompute, s.parameter_bytes, s.gradient_bytes, s.optimizer_bytes,
+          s.output_bytes, s.overhead, s.optimizer_seconds})
+      if (!(v >= 0))
+        throw std::invalid_argument("profile of " + model + ": segment '" + s.name +
+                                    "' has a negative or missing figure");
+  }
+  if (!(action_overhead >= 0))
+    throw std::invalid_argument("profile of " + model + ": action_overhead must be >= 0");
+  for (size_t i = 1; i < threads.size(); ++i)
+    if (threads[i].threads <= threads[i - 1].threads)
+      throw std::invalid_argument("profile of " + model + ": thread counts must ascend");
+}
+
+std::string profile_to_json(const Profile& p) {
+  json segments = json::array(), channels = json::array(), threads = json::array();
+  for (const SegmentProfile& s : p.segments) segments.push_back(segment_json(s));
+  for (const ChannelProfile& c : p.channels)
+    channels.push_back({{"kind", c.kind}, {"latency", c.latency}, {"bandwidth", c.bandwidth}});
+  for (const ThreadScaling& t : p.threads)
+    threads.push_back({{"threads", t.threads}, {"speedup", t.speedup}});
+  json j = {{"format", kFormat},
+            {"version", 1},
+            {"model", p.model},
+            {"device", p.device},
+            {"microbatch_size", p.microbatch_size},
+            {"cores", p.cores},
+            {"activation_bytes_source", p.activation_bytes_source},
+            {"segments", segments},
+            {"channels", channels},
+            {"threads", threads},
+            {"action_overhead", p.action_overhead}};
+  return j.dump(2) + "\n";
+}
+
+Profile profile_from_json(const std::string& source) {
+  const json j = json::parse(source, nullptr, false);
+  if (j.is_discarded()) throw std::invalid_argument("profile: not valid JSON");
+  if (!j.is_object() || j.value("format", "") != kFormat)
+    throw std::invalid_argument(std::string("profile: not a profile (its \"format\" must be \"") +
+                                kFormat + "\")");
+  Profile p;
+  p.model = text(j, "model", "the profile");
+  p.device = text(j, "device", "the profile");
+  p.microbatch_size = static_cast<int64_t>(number(j, "microbatch_size", "the profile"));
+  p.cores = static_cast<int>(number(j, "cores", "the profile"));
+  p.activation_bytes_source = text(j, "activation_bytes_source", "the profile");
+  const json& segments = array(j, "segments");
+  for (size_t i = 0; i < segments.size(); ++i)
+    p.segments.push_back(segment_from(segments[i], "segments[" + std::to_string(i) + "]"));
+  for (const json& c : array(j, "channels"))
+    p.channels.push_back({text(c, "kind", "a channel"), number(c, "latency", "a channel"),
+                          number(c, "bandwidth", "a channel")});
+  for (const json& t : array(j, "threads"))
+    p.threads.push_back({static_cast<int>(number(t, "threads", "a thread count")),
+                         number(t, "speedup", "a thread count")});
+  p.action_overhead =
+      j.contains("action_overhead") ? number(j, "action_overhead", "the profile") : 0.0;
+  p.check();
+  return p;
+}
+
+void save_profile(const Profile& profile, const std::string& path) {
+  detail::write_text_file(path, profile_to_json(profile), "profile");
+}
+
+Profile load_profile(const std::string& path) {
+  const std::string source = detail::read_text_file(path, "profile");
+  try {
+    return profile_from_json(source);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(path + ": " + e.what());
+  }
+}
+
+}  // namespace tensorplay::pipelining

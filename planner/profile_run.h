@@ -1,0 +1,47 @@
+// pp::profile: measures a model on this machine, segment by segment between its split
+// candidates (times, bytes, the cuts' traffic, the in-process channel, thread scaling).
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "planner/profile.h"
+#include "stages/pipeline_stage.h"
+#include "tensors/device.h"
+#include "tensors/nn/module.h"
+#include "tensors/optim/optimizer.h"
+#include "tensors/tensor.h"
+
+namespace tensorplay::pipelining {
+
+/// What profile() measures and how.
+struct ProfileOptions {
+  /// Module paths where a stage may begin, in model order ("blocks.0", "blocks.1", ...); each
+  /// becomes the beginning of one segment. Must be non-empty.
+  std::vector<std::string> candidates;
+  Device device = cpu();
+  LossFn loss_fn;  ///< the last segment's loss
+  Tensor target;   ///< one microbatch's target
+  std::string model_name = "model";
+  int repeats = 3;                            ///< each time is the best of this many runs
+  std::vector<int> thread_counts = {1};       ///< product threads to try (first: 1)
+  double optimizer_states_per_parameter = 2;  ///< AdamW keeps two moments
+  /// The optimizer whose step each segment times (its learning rate should be 0: the timing
+  /// steps must not change the model); null: AdamW with learning rate 0.
+  std::function<std::unique_ptr<optim::Optimizer>(std::vector<Tensor>)> optimizer;
+};
+
+/// Measures `model` on `example_microbatch` (one microbatch of the model's positional inputs):
+/// traces it, cuts it at every candidate, and times each segment's F, B, I and W (best of
+/// `repeats` after one warm-up round, on one product thread: `thread_counts` measure the whole
+/// model's speedup with more, which the planner applies). Each action's fixed overhead comes from
+/// a forward of one sample against one of the whole microbatch. Activation
+/// bytes are the host allocator's bytes still allocated after a segment's forward (its stash and
+/// outputs), with and without full recomputation; on a CUDA device they are left 0. Throws what
+/// pipeline() throws for a candidate the model lacks.
+Profile profile(nn::Module& model, const std::vector<Tensor>& example_microbatch,
+                const ProfileOptions& options);
+
+}  // namespace tensorplay::pipelining

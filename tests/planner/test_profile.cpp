@@ -1,0 +1,62 @@
+// Tests for planner/profile.h: the JSON round trip, speedup interpolation, and clear errors.
+#include <catch2/catch.hpp>
+#include <cstdio>
+#include <fstream>
+
+#include "planner/profile.h"
+#include "synthetic_profile.h"
+
+namespace pp = tensorplay::pipelining;
+
+TEST_CASE("a profile survives the JSON round trip and a file", "[planner][profile]") {
+  pp::Profile p = planner_test::synthetic({1.5, 2.25, 0.125}, 1000, 10);
+  p.segments[1].parameter_bytes = 4096;
+  p.segments[1].gradient_bytes = 4096;
+  p.segments[1].optimizer_bytes = 8192;
+  p.segments[0].output_bytes = 512;
+  p.segments[2].overhead = 0.0625;
+  p.segments[1].optimizer_seconds = 0.25;
+  p.channels.push_back({"ucx_tcp", 2e-5, 1.25e9});
+  p.threads = {{1, 1.0}, {2, 1.9}};
+  p.cores = 8;
+  p.action_overhead = 1.5e-5;
+  p.activation_bytes_source = "host allocator";
+  const pp::Profile back = pp::profile_from_json(pp::profile_to_json(p));
+  CHECK(pp::profile_to_json(back) == pp::profile_to_json(p));
+  CHECK(back.segments[1].name == "blocks.1");
+  CHECK(back.segments[1].forward == 2.25);
+  CHECK(back.segments[1].optimizer_bytes == 8192);
+  CHECK(back.segments[2].overhead == 0.0625);
+  CHECK(back.segments[1].optimizer_seconds == 0.25);
+  CHECK(back.channel("ucx_tcp").bandwidth == 1.25e9);
+  CHECK(back.threads.at(1).speedup == 1.9);
+  CHECK(back.action_overhead == 1.5e-5);
+  const std::string path = "test_profile_round_trip.json";
+  pp::save_profile(p, path);
+  CHECK(pp::profile_to_json(pp::load_profile(path)) == pp::profile_to_json(p));
+  std::remove(path.c_str());
+}
+
+TEST_CASE("bad profiles are errors naming the field", "[planner][profile]") {
+  CHECK_THROWS_WITH(pp::profile_from_json("{"), Catch::Contains("not valid JSON"));
+  CHECK_THROWS_WITH(pp::profile_from_json("{\"format\": \"x\"}"), Catch::Contains("not a profile"));
+  std::string text = pp::profile_to_json(planner_test::synthetic({1, 2}));
+  const std::string bad = text.replace(text.find("\"forward\""), 9, "\"forwards\"");
+  CHECK_THROWS_WITH(pp::profile_from_json(bad),
+                    Catch::Contains("segments[0]") && Catch::Contains("'forward'"));
+  CHECK_THROWS_WITH(pp::load_profile("no_such_profile.json"), Catch::Contains("no_such_profile"));
+  pp::Profile negative = planner_test::synthetic({1, -1});
+  CHECK_THROWS_WITH(negative.check(), Catch::Contains("blocks.1"));
+  CHECK_THROWS_WITH(planner_test::synthetic({1}).channel("ucx_shm"),
+                    Catch::Contains("no channel 'ucx_shm'") && Catch::Contains("in_process"));
+}
+
+TEST_CASE("thread speedup interpolates between measured counts", "[planner][profile]") {
+  pp::Profile p = planner_test::synthetic({1});
+  CHECK(p.speedup(4) == 1.0);  // nothing measured: no gain
+  p.threads = {{1, 1.0}, {2, 1.8}, {4, 3.0}};
+  CHECK(p.speedup(1) == 1.0);
+  CHECK(p.speedup(2) == 1.8);
+  CHECK(p.speedup(3) == Approx(2.4));
+  CHECK(p.speedup(8) == 3.0);  // past the last: flat
+}
