@@ -41,8 +41,10 @@ for phase in "--stop-after 3" "--resume"; do
     --checkpoint-dir "$scratch/stopped" $phase >>"$scratch/stopped.out" 2>&1 ||
     { cat "$scratch/stopped.out"; fail "the stopped or resumed run failed ($phase)"; }
 done
-grep -q "resumed from" "$scratch/stopped.out" || fail "the second run did not resume"
-for file in "$scratch"/run/step_00000006/stage_*.tpsd; do
+grep -q "resumed step 3 written by" "$scratch/stopped.out" || fail "the second run did not resume"
+files=("$scratch"/run/step_00000006/*)
+[ -e "${files[0]}" ] || fail "no checkpoint at step 6"
+for file in "${files[@]}"; do
   cmp -s "$file" "$scratch/stopped/step_00000006/$(basename "$file")" ||
     fail "$(basename "$file") differs after a resume"
 done
