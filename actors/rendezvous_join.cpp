@@ -146,7 +146,7 @@ PeerEntry my_entry(const Cluster& c, const std::string& my_host, const RdzvDeadl
   me.actor = c.self_actor;
   me.timeout_ms = deadline.timeout.count();
   if (c.ucx) {
-    auto address = static_cast<transport::UcxChannel&>(*c.ucx).address();
+    auto address = c.ucx->address();
     me.ucx.assign(address.begin(), address.end());
   }
   return me;
@@ -259,7 +259,7 @@ void connect_transport(Cluster& c, const std::string& my_machine) {
     addresses.emplace_back(p.ucx.begin(), p.ucx.end());
     same_host.push_back(p.machine == my_machine);
   }
-  static_cast<transport::UcxChannel&>(*c.ucx).connect(addresses, same_host);
+  c.ucx->connect(addresses, same_host);
 }
 
 /// Meets the job: every rank has joined, connected and measured its clock when this returns.

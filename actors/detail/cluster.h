@@ -15,7 +15,7 @@
 
 #include "actors/detail/caf_messages.h"
 #include "actors/launch_env.h"
-#include "transport/channel.h"
+#include "transport/ucx_channel.h"
 
 namespace tensorplay::distributed::detail {
 
@@ -96,7 +96,7 @@ class Cluster {
   uint16_t port = 0;             ///< where self_actor is published
   std::shared_ptr<CollectiveInbox> inbox = std::make_shared<CollectiveInbox>();
   /// Host-memory transport between the ranks (null in a group of one).
-  std::shared_ptr<transport::Channel> ucx;
+  std::shared_ptr<transport::UcxChannel> ucx;
 
   /// Every member's contribution to one collective on the group of global `ranks` (this process
   /// among them), by group rank. `what` names the collective in errors.
