@@ -1,5 +1,6 @@
 // Tests for memory_profile.h: one microbatch's bytes measured on a stage, the costs built from
 // them, and the simulator's prediction from those costs against a measured step.
+#include <algorithm>
 #include <catch2/catch.hpp>
 
 #include "actors/memory_profile.h"
@@ -101,4 +102,31 @@ TEST_CASE("the simulator's prediction from profiles is close to the measured ste
       CHECK(predicted.peak_activation_bytes[r] == Approx(m).epsilon(0.15));
     }
   }
+}
+
+TEST_CASE("a byte cap between one and two microbatches holds in a real step", "[memory_profile]") {
+  auto stages = make_stages("none");
+  const auto profiles = profile(stages);
+  std::vector<double> kept;
+  for (const auto& p : profiles) kept.push_back(static_cast<double>(p.activation_bytes));
+  const double cap = 1.5 * *std::max_element(kept.begin(), kept.end());
+  pp::ScheduleOptions options;
+  options.policy = sc::dynamic_policies(
+      {.split_backward = false, .max_activation_bytes = cap, .activation_bytes = kept});
+  pp::Schedule1F1B schedule(stages, kMicrobatches, tp::nn::mse_loss, options);
+  tp::Tensor x = tp::randn({kRows * kMicrobatches, kDim});
+  tp::Tensor y = tp::randn({kRows * kMicrobatches, kDim});
+  std::vector<tp::Tensor> losses;
+  schedule.step({x}, {.target = y, .losses = &losses});
+  CHECK(losses.size() == kMicrobatches);  // the step completes
+  const pp::MemoryStats stats = schedule.memory_stats();
+  // The last rank also keeps every microbatch's output for the step, which no cap can hold back.
+  for (int r = 0; r + 1 < kStages; ++r) {
+    INFO("rank " << r << ": measured " << stats.ranks[r].peak_activation_bytes << ", cap " << cap);
+    CHECK(stats.ranks[r].peak_activation_bytes <= cap + kept[r]);
+  }
+  // Without the cap the first rank holds more.
+  pp::Schedule1F1B free(make_stages("none"), kMicrobatches, tp::nn::mse_loss);
+  free.step({x}, {.target = y});
+  CHECK(free.memory_stats().ranks[0].peak_activation_bytes > cap + kept[0]);
 }
