@@ -9,6 +9,7 @@
 #include <unordered_set>
 
 #include "actors/schedule.h"
+#include "actors/step_data.h"
 #include "stages/pipeline_stage.h"
 #include "tensors/memory_accounting.h"
 #include "tensors/optim/optimizer.h"
@@ -71,6 +72,12 @@ RankMemoryStats& rank_entry(std::vector<RankMemoryStats>& ranks, int rank) {
 void link_rank_memory(const std::vector<PipelineStage*>& stages) {
   auto rank = std::make_shared<MemoryAccount>();
   for (PipelineStage* s : stages) s->memory_account()->set_parent(rank);
+}
+
+void hand_over_results(StepData& step) {
+  std::lock_guard lock(step.results_mutex);
+  disown_memory(step.losses);
+  for (const std::vector<Tensor>& outputs : step.outputs) disown_memory(outputs);
 }
 
 void reset_memory_peaks(const std::vector<PipelineStage*>& stages) {

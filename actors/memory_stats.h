@@ -53,6 +53,10 @@ struct MemoryStats {
 /// Gives `stages` (one rank's) a shared account of the rank as parent (the stage worker's
 /// construction).
 void link_rank_memory(const std::vector<PipelineStage*>& stages);
+struct StepData;
+/// The results of a finished step (the last stage's outputs and losses) stop counting against
+/// the stage: they are the caller's now.
+void hand_over_results(StepData& step);
 /// Starts a step's peaks: every stage's account and its rank's.
 void reset_memory_peaks(const std::vector<PipelineStage*>& stages);
 /// Bytes the rank of `stages` holds now (activations and gradients charged to its stages).

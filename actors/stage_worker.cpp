@@ -57,6 +57,7 @@ schedules::SchedulePolicy& StageWorker::policy() const {
 }
 
 void StageWorker::begin_step(std::shared_ptr<StepData> step) {
+  if (step_) hand_over_results(*step_);  // the last step's outputs no longer count here
   step_ = std::move(step);
   reset_memory_peaks(stages_);
   ready_.reset();

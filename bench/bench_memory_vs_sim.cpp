@@ -36,7 +36,16 @@ Case run_case(const bench::GptMemoryJob& job, sc::ScheduleKind kind, int ranks, 
   const int num_stages = ranks * per_rank;
   auto stages = job.build(num_stages, "none");
   sc::CostModel costs = sc::CostModel::uniform(1, 1, 1);
-  costs.memory = pp::memory_costs_from(job.profile(stages));
+  const auto profiles = job.profile(stages);
+  costs.memory = pp::memory_costs_from(profiles);
+  std::string line = "{\"profiles\":[";
+  for (const auto& p : profiles)
+    line += std::string(p.stage ? "," : "") + "{\"stage\":" + std::to_string(p.stage) +
+            ",\"activation\":" + std::to_string(p.activation_bytes) +
+            ",\"weight_stash\":" + std::to_string(p.weight_stash_bytes) +
+            ",\"transient\":" + std::to_string(p.transient_bytes) +
+            ",\"retained\":" + std::to_string(p.retained_bytes) + "}";
+  std::cout << line << "]}" << std::endl;
   pp::PipelineSchedule schedule(stages, job.microbatches, job.loss(), kind);
   tp::Generator data(21);
   Case c;

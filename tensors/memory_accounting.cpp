@@ -90,6 +90,14 @@ void adopt_memory(const std::vector<Tensor>& tensors) {
   }
 }
 
+void disown_memory(const std::vector<Tensor>& tensors) {
+  for (const Tensor& t : tensors) {
+    if (!t.defined() || !t.impl().storage) continue;
+    Storage& s = *t.impl().storage;
+    if (s.memory_account()) s.recharge(nullptr, s.memory_kind());
+  }
+}
+
 void mark_gradient_memory(const Tensor& tensor) {
   if (!tensor.defined() || !tensor.impl().storage) return;
   Storage& s = *tensor.impl().storage;

@@ -79,6 +79,10 @@ class MemoryScope {
 /// Does nothing outside a scope.
 void adopt_memory(const std::vector<Tensor>& tensors);
 
+/// Stops charging the storages of `tensors` to any account: they are no stage's any more (a
+/// finished step's outputs, which belong to the caller).
+void disown_memory(const std::vector<Tensor>& tensors);
+
 /// Moves `tensor`'s storage to the Gradient kind of the account it is charged to (autograd calls
 /// it when a leaf gets its first gradient).
 void mark_gradient_memory(const Tensor& tensor);

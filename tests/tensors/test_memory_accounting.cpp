@@ -102,6 +102,20 @@ TEST_CASE("adoption charges tensors no account holds to the current one", "[memo
   CHECK(receiver->current() == 0);
 }
 
+TEST_CASE("disowned tensors are no account's any more", "[memory_accounting]") {
+  auto account = std::make_shared<tp::MemoryAccount>();
+  tp::Tensor t;
+  {
+    tp::MemoryScope scope(account);
+    t = tp::empty({64});
+  }
+  tp::disown_memory({t, tp::Tensor()});
+  CHECK(account->current() == 0);
+  CHECK(t.impl().storage->memory_account() == nullptr);
+  t = tp::Tensor();
+  CHECK(account->current() == 0);
+}
+
 TEST_CASE("a leaf's first gradient is charged as Gradient, later ones add in place",
           "[memory_accounting]") {
   auto account = std::make_shared<tp::MemoryAccount>();
