@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "actors/memory_stats.h"
 #include "schedules/action.h"
 #include "schedules/policy_factory.h"
 #include "schedules/schedule_kind.h"
@@ -196,6 +197,9 @@ class PipelineSchedule {
   bool requires_gradient_sync() const;
   /// What the last training step's data-parallel averaging did.
   DataParallelStats data_parallel_stats() const;
+  /// What the last step held in memory, for the stages this process hosts and their ranks
+  /// (actors/memory_stats.h); with `optimizer`, its state counts against the stages it updates.
+  MemoryStats memory_stats(const optim::Optimizer* optimizer = nullptr) const;
 
   /// Each rank's compute actions, as generated (or as given in ScheduleOptions::order).
   const schedules::PipelineOrder& order() const;

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "actors/detail/wire_note.h"
+#include "actors/memory_stats.h"
 #include "actors/message_log.h"
 #include "stages/pipe_digest.h"
 #include "tensors/autograd/grad_mode.h"
@@ -37,6 +38,7 @@ StageWorker::StageWorker(int rank, std::vector<PipelineStage*> stages, int num_s
       self_peer_(self_peer) {
   for (PipelineStage* s : stages_) by_index_.at(s->stage_index()) = s;
   if (stage_to_peer_.empty()) stage_to_peer_.assign(num_stages, self_peer_);
+  link_rank_memory(stages_);
 }
 
 bool StageWorker::hosts(int stage) const {
@@ -55,7 +57,9 @@ schedules::SchedulePolicy& StageWorker::policy() const {
 }
 
 void StageWorker::begin_step(std::shared_ptr<StepData> step) {
+  if (step_) hand_over_results(*step_);  // the last step's outputs no longer count here
   step_ = std::move(step);
+  reset_memory_peaks(stages_);
   ready_.reset();
   policy().reset();
   std::vector<Notification> early = std::move(early_);
@@ -235,6 +239,7 @@ std::vector<Tensor> StageWorker::take(const PipelineTag& tag) {
   if (!it->second.error.empty()) throw transport::TransferError(it->second.error);
   std::vector<Tensor> out = std::move(it->second.tensors);
   received_->entries.erase(it);
+  adopt_memory(out);  // what came from another process is the receiving stage's
   return out;
 }
 
@@ -338,12 +343,19 @@ bool StageWorker::run_ready(const std::function<void(const Notification&)>& send
     ready_.completed(*action);
     p.completed(*action);
     if (observe) observe("finish", *action);
+    if (message_log_enabled())  // tp-trace's memory track: what the rank holds after the action
+      log_event(rank_, step_->step, "memory",
+                "bytes:" + std::to_string(rank_memory_bytes(stages_)));
     if (should_yield && !p.finished() && should_yield()) return true;
   }
   return false;
 }
 
 void StageWorker::run(const Action& action, const std::function<void(const Notification&)>& send) {
+  // What the action allocates is its stage's (an OverlapFB pair's sub-actions set their own).
+  const MemoryScope memory(action.kind != ActionKind::OverlapFB && hosts(action.stage)
+                               ? stage(action.stage).memory_account()
+                               : nullptr);
   switch (action.kind) {
     case ActionKind::Forward:
       forward(action.stage, action.microbatch, send);

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "schedules/action.h"
+#include "schedules/memory_costs.h"
 
 namespace tensorplay::schedules {
 
@@ -23,6 +24,8 @@ struct CostModel {
   /// Bytes crossing the boundary after stage s (index = s), or one value for every boundary; the
   /// gradient going back is the same size as the activation going forward.
   std::vector<double> boundary_bytes = {0.0};
+  /// Bytes each stage holds (the memory model; all zero by default: no bytes predicted).
+  MemoryCosts memory;
 
   /// F, I and W the same on every stage.
   static CostModel uniform(double forward, double input_backward, double weight_backward);

@@ -4,6 +4,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "schedules/detail/activation_budget.h"
 #include "schedules/policy.h"
 
 namespace tensorplay::schedules {
@@ -44,6 +45,7 @@ class DynamicPolicy final : public SchedulePolicy {
           std::to_string(local) + " (or 0 for no cap)");
     }
     first_stage_ = stages_.back();
+    budget_ = detail::ActivationBudget(stages_, first_stage_, options_);
     reset();
   }
 
@@ -68,6 +70,7 @@ class DynamicPolicy final : public SchedulePolicy {
       Action action = make_action(stages_[i], ActionKind::Forward, mb);
       if (!admits(stages_[i]) || !ready.ready(action)) continue;
       ++next_forward_[i];
+      budget_.started_forward(stages_[i]);
       stashed_ += activations_taken(action);
       // A new microbatch reserves room for its forwards on the other local stages.
       if (stages_[i] == first_stage_) {
@@ -94,6 +97,7 @@ class DynamicPolicy final : public SchedulePolicy {
           make_action(action.stage, ActionKind::BackwardWeight, action.microbatch));
     }
     stashed_ -= activations_freed(action);
+    budget_.completed(action);
   }
 
   bool finished() const override { return completed_ == total_actions(); }
@@ -106,6 +110,7 @@ class DynamicPolicy final : public SchedulePolicy {
     stashed_ = 0;
     reserved_ = 0;
     peak_stashed_ = 0;
+    budget_.reset();
   }
 
   std::string describe_wait(const ReadySet& ready) const override {
@@ -120,7 +125,9 @@ class DynamicPolicy final : public SchedulePolicy {
       }
       if (next_forward_[i] < num_microbatches_) {
         Action forward = make_action(stages_[i], ActionKind::Forward, next_forward_[i]);
-        if (!admits(stages_[i])) {
+        if (!budget_.admits(stages_[i])) {
+          add(to_string(forward) + ": " + budget_.describe());
+        } else if (!admits(stages_[i])) {
           add(to_string(forward) + ": activation cap " +
               std::to_string(options_.max_stashed_activations) + " reached (" +
               std::to_string(stashed_) + " held, " + std::to_string(reserved_) + " reserved)");
@@ -141,6 +148,7 @@ class DynamicPolicy final : public SchedulePolicy {
  private:
   // Whether the cap lets a forward of `stage` start now.
   bool admits(int stage) const {
+    if (!budget_.admits(stage)) return false;
     if (options_.max_stashed_activations == 0) return true;
     if (stage != first_stage_) return true;  // covered by the microbatch's reservation
     return stashed_ + reserved_ + static_cast<int>(stages_.size()) <=
@@ -158,6 +166,7 @@ class DynamicPolicy final : public SchedulePolicy {
   int stashed_ = 0;
   int reserved_ = 0;
   int peak_stashed_ = 0;
+  detail::ActivationBudget budget_;
 };
 
 }  // namespace

@@ -48,6 +48,13 @@ struct DynamicPolicyOptions {
   /// Most activations the rank may hold at once (an F's activation is held until its W or B
   /// ends); 0 means no cap. Must be at least the number of local stages.
   int max_stashed_activations = 0;
+  /// Most activation bytes the rank may hold at once (0: no cap): a new microbatch is admitted
+  /// only while the bytes held and reserved plus what it keeps on every local stage fit. Needs
+  /// `activation_bytes`; must be at least one microbatch's bytes over the local stages.
+  double max_activation_bytes = 0;
+  /// Bytes an F keeps on each stage until its W or B (index = stage, or one value for every
+  /// stage), e.g. MemoryCosts::kept_per_stage or a measured step's peak over its microbatches.
+  std::vector<double> activation_bytes;
 };
 
 /// Our own schedule: any ready action, backward (I or B) before forward, later stages first, W

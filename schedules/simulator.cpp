@@ -9,6 +9,7 @@
 
 #include "schedules/detail/static_order_policy.h"
 #include "schedules/errors.h"
+#include "schedules/memory_model.h"
 #include "schedules/ready_set.h"
 
 namespace tensorplay::schedules {
@@ -416,6 +417,9 @@ std::string format_rank_figures(const SimulationResult& result, const std::strin
   for (size_t rank = 0; rank < ranks && rank < 64; ++rank)
     out << "  rank " << rank << ": busy " << result.busy[rank] << unit << ", idle "
         << result.idle[rank] << unit << ", peak activations " << result.peak_activations[rank]
+        << (rank < result.peak_bytes.size()
+                ? ", peak bytes " + std::to_string(static_cast<long long>(result.peak_bytes[rank]))
+                : std::string())
         << "\n";
   if (ranks > 64) out << "  ... " << ranks - 64 << " more ranks\n";
   return out.str();
@@ -428,7 +432,15 @@ double SimulationResult::rank_bubble_fraction(int rank) const {
 SimulationResult simulate(const std::vector<SchedulePolicy*>& policies,
                           const std::vector<int>& stage_to_rank, int num_microbatches,
                           const CostModel& costs, const SimulationOptions& options) {
-  return Simulation(policies, stage_to_rank, num_microbatches, costs, options).run();
+  SimulationResult result =
+      Simulation(policies, stage_to_rank, num_microbatches, costs, options).run();
+  if (options.record_timeline && !costs.memory.empty()) {
+    MemoryPrediction memory = predict_memory(result, stage_to_rank, costs.memory);
+    result.peak_activation_bytes = std::move(memory.peak_activation_bytes);
+    result.peak_bytes = std::move(memory.peak_bytes);
+    result.memory_track = std::move(memory.track);
+  }
+  return result;
 }
 
 SimulationResult simulate_order(const PipelineOrder& order, const std::vector<int>& stage_to_rank,

@@ -20,6 +20,13 @@ struct TimelineEvent {
   double end = 0.0;
 };
 
+/// The bytes a rank holds from `time` on (a point of a memory track).
+struct MemorySample {
+  int rank = 0;
+  double time = 0.0;
+  double bytes = 0.0;
+};
+
 /// Figures of one simulated training step. All ranks start at 0.
 struct SimulationResult {
   double makespan = 0.0;     ///< when the last rank ends (the step ends for all ranks together)
@@ -32,6 +39,15 @@ struct SimulationResult {
   double bubble_fraction = 0.0;         ///< sum of idle / (ranks * makespan)
   std::size_t actions = 0;              ///< compute actions run
   std::vector<TimelineEvent> timeline;  ///< in start order, when recorded
+
+  /// Per rank, from CostModel::memory (empty when it is empty or no timeline was recorded):
+  /// the most activation bytes held at once, and that plus the rank's fixed bytes
+  /// (memory_model.h).
+  std::vector<double> peak_activation_bytes;
+  std::vector<double> peak_bytes;
+  /// What each rank holds over the step (activation bytes; predicted by the memory model, or
+  /// measured by tp-trace from the message log), each rank's samples in time order.
+  std::vector<MemorySample> memory_track;
 
   /// idle[rank] / makespan.
   double rank_bubble_fraction(int rank) const;

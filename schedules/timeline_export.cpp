@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <functional>
+#include <string>
+#include <vector>
 
 namespace tensorplay::schedules {
 namespace {
@@ -56,6 +59,43 @@ const char* trace_color_name(ActionKind kind) {
 
 int ranks_of(const SimulationResult& result) { return static_cast<int>(result.busy.size()); }
 
+// The memory track as one Perfetto counter per rank ("memory rank R", in bytes).
+void add_memory_counters(const SimulationResult& result, double microseconds_per_unit,
+                         const std::function<void(const std::string&)>& add) {
+  for (const MemorySample& s : result.memory_track) {
+    const std::string r = std::to_string(s.rank);
+    add("{\"name\":\"memory rank " + r + "\",\"ph\":\"C\",\"pid\":0,\"ts\":" +
+        number(s.time * microseconds_per_unit) + ",\"args\":{\"bytes\":" + number(s.bytes) + "}}");
+  }
+}
+
+// The memory track as a step line in each rank's row, scaled to the largest value of any rank.
+std::string memory_lines(const SimulationResult& result, double left, double top, double row,
+                         double scale) {
+  double most = 0;
+  for (const MemorySample& s : result.memory_track) most = std::max(most, s.bytes);
+  if (most <= 0) return "";
+  std::vector<std::string> points(ranks_of(result));
+  std::vector<double> last_y(ranks_of(result), -1);
+  for (const MemorySample& s : result.memory_track) {
+    if (s.rank < 0 || s.rank >= ranks_of(result)) continue;
+    const double x = left + s.time * scale;
+    const double y = top + (s.rank + 1) * row - 3 - (row - 8) * s.bytes / most;
+    std::string& p = points[s.rank];
+    if (last_y[s.rank] >= 0) p += number(x) + "," + number(last_y[s.rank]) + " ";
+    p += number(x) + "," + number(y) + " ";
+    last_y[s.rank] = y;
+  }
+  std::string svg;
+  for (const std::string& p : points)
+    if (!p.empty())
+      svg += "<polyline points=\"" + p +
+             "\" fill=\"none\" stroke=\"#212121\" stroke-width=\"1.2\" opacity=\"0.8\"/>\n";
+  return svg + "<text x=\"" + number(left) + "\" y=\"" + number(top - 4) +
+         "\">line: activation bytes held (row height = " + number(most / (1024.0 * 1024.0)) +
+         " MiB)</text>\n";
+}
+
 }  // namespace
 
 std::string kind_color(ActionKind kind) {
@@ -98,6 +138,7 @@ std::string chrome_trace_json(const SimulationResult& result, double microsecond
         ",\"dur\":" + number((e.end - e.start) * microseconds_per_unit) + ",\"cname\":\"" +
         trace_color_name(e.action.kind) + "\"}");
   }
+  add_memory_counters(result, microseconds_per_unit, add);
   json += "\n]}\n";
   return json;
 }
@@ -137,6 +178,7 @@ std::string timeline_svg(const SimulationResult& result, const std::string& titl
              "\" text-anchor=\"middle\" fill=\"white\">" + escape_xml(label) + "</text>\n";
     }
   }
+  svg += memory_lines(result, left, top, row, scale);
   // Time axis with about ten ticks.
   double axis_y = top + ranks * row + 4;
   double tick = std::pow(10.0, std::floor(std::log10(makespan / 10)));

@@ -12,11 +12,13 @@ namespace tensorplay::schedules {
 std::string kind_color(ActionKind kind);
 
 /// Chrome trace JSON: one "X" event per action, pid 0, tid = rank (named "rank N"), one time
-/// unit of the cost model shown as `microseconds_per_unit` microseconds.
+/// unit of the cost model shown as `microseconds_per_unit` microseconds; the memory track, when
+/// there is one, as a counter per rank ("memory rank N", bytes).
 std::string chrome_trace_json(const SimulationResult& result, double microseconds_per_unit = 1000);
 
-/// An SVG timeline: one row per rank, one box per action labelled when wide enough, a time axis
-/// and a legend. `title` goes above the picture.
+/// An SVG timeline: one row per rank, one box per action labelled when wide enough, a line of
+/// the bytes each rank holds when there is a memory track, a time axis and a legend. `title` goes
+/// above the picture.
 std::string timeline_svg(const SimulationResult& result, const std::string& title = "");
 
 }  // namespace tensorplay::schedules

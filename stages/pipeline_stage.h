@@ -13,6 +13,7 @@
 #include "stages/device_mesh.h"
 #include "stages/recompute.h"
 #include "tensors/autograd/engine.h"
+#include "tensors/memory_accounting.h"
 #include "tensors/nn/module.h"
 #include "tensors/tensor.h"
 
@@ -118,6 +119,10 @@ class PipelineStage {
   void claim(const void* owner, const std::string& owner_name);
   void release(const void* owner);
 
+  /// The account the bytes allocated by this stage's actions are charged to (a schedule's stage
+  /// worker sets it around each action and gives it the rank's account as parent).
+  const std::shared_ptr<MemoryAccount>& memory_account() const { return memory_; }
+
   /// Microbatches whose activations are held (from forward until their backward is done).
   size_t stashed_microbatches() const { return stash_.size(); }
   /// Threads this stage's host products use (0: the computing thread's own count, see
@@ -206,6 +211,7 @@ class PipelineStage {
   std::shared_ptr<const PipeDigest> pipe_digest_;
   RecomputePolicy recompute_;
   std::vector<std::string> recomputed_modules_;
+  std::shared_ptr<MemoryAccount> memory_ = std::make_shared<MemoryAccount>();
   struct Owner {
     std::mutex mutex;
     const void* holder = nullptr;

@@ -6,6 +6,9 @@
 #include <new>
 #include <stdexcept>
 #include <string>
+#include <utility>
+
+#include "tensors/memory_accounting.h"
 
 namespace tensorplay {
 
@@ -60,8 +63,24 @@ void* allocate_or_explain(size_t bytes, Device device) {
 }  // namespace
 
 Storage::Storage(size_t bytes, Device device)
-    : data_(allocate_or_explain(bytes, device)), bytes_(bytes), device_(device) {}
+    : data_(allocate_or_explain(bytes, device)),
+      bytes_(bytes),
+      device_(device),
+      account_(current_memory_account_shared()),
+      kind_(MemoryKind::Activation) {
+  if (account_) account_->charge(kind_, static_cast<int64_t>(bytes_));
+}
 
-Storage::~Storage() { allocator_for(device_).deallocate(data_, bytes_, device_); }
+Storage::~Storage() {
+  if (account_) account_->charge(kind_, -static_cast<int64_t>(bytes_));
+  allocator_for(device_).deallocate(data_, bytes_, device_);
+}
+
+void Storage::recharge(std::shared_ptr<MemoryAccount> account, MemoryKind kind) {
+  if (account) account->charge(kind, static_cast<int64_t>(bytes_));
+  if (account_) account_->charge(kind_, -static_cast<int64_t>(bytes_));
+  account_ = std::move(account);
+  kind_ = kind;
+}
 
 }  // namespace tensorplay

@@ -3,11 +3,15 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 
 #include "tensors/device.h"
 
 namespace tensorplay {
+
+class MemoryAccount;
+enum class MemoryKind : uint8_t;
 
 /// Hands out and takes back raw memory for one device type.
 class Allocator {
@@ -37,10 +41,19 @@ class Storage {
   size_t bytes() const { return bytes_; }
   Device device() const { return device_; }
 
+  /// The account its bytes are charged to (the thread's at allocation, memory_accounting.h), or
+  /// null, and as what.
+  const std::shared_ptr<MemoryAccount>& memory_account() const { return account_; }
+  MemoryKind memory_kind() const { return kind_; }
+  /// Charges its bytes to `account` as `kind` from now on (crediting the previous account).
+  void recharge(std::shared_ptr<MemoryAccount> account, MemoryKind kind);
+
  private:
   void* data_ = nullptr;
   size_t bytes_ = 0;
   Device device_;
+  std::shared_ptr<MemoryAccount> account_;
+  MemoryKind kind_{};
 };
 
 }  // namespace tensorplay

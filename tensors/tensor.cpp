@@ -9,6 +9,7 @@
 
 #include "tensors/autograd/engine.h"
 #include "tensors/backend.h"
+#include "tensors/memory_accounting.h"
 #include "tensors/ops/conversion.h"
 #include "tensors/ops/shape_ops.h"
 
@@ -67,6 +68,7 @@ void Tensor::set_grad(const Tensor& grad) {
     throw std::invalid_argument("set_grad: gradient shape " + to_string(grad.shape()) +
                                 " differs from tensor shape " + to_string(shape()));
   impl().grad = grad.defined() ? grad.impl_ptr() : nullptr;
+  mark_gradient_memory(grad);
 }
 
 uint64_t Tensor::register_post_accumulate_grad_hook(PostAccumulateGradHook hook) const {

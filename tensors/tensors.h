@@ -9,6 +9,7 @@
 #include "tensors/cuda_memory.h"
 #include "tensors/device_info.h"
 #include "tensors/host_memory.h"
+#include "tensors/memory_accounting.h"
 #include "tensors/nn/activation.h"
 #include "tensors/nn/attention.h"
 #include "tensors/nn/checkpoint_wrapper.h"

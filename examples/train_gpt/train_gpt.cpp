@@ -30,6 +30,7 @@
 #include "actors/schedule.h"
 #include "auto_layout.h"
 #include "examples/exit_with_message.h"
+#include "memory_summary.h"
 #include "model_choice.h"
 #include "options.h"
 #include "plan_job.h"
@@ -466,6 +467,7 @@ struct RunResult {
   int timed_steps = 0;  // steps after the first (which warms caches and threads up)
   double loss = NAN, val_loss = NAN;
   RunFigures figures;
+  train_gpt::MemorySummary memory;  // each rank's measured peak bytes
 
   double seconds_per_step() const { return timed_steps ? timed_seconds / timed_steps : NAN; }
 };
@@ -479,6 +481,7 @@ void print_summary(const Options& o, const Job& job, const RunResult& run, doubl
       tokens_per_step / run.seconds_per_step(), run.seconds_per_step() * 1e3);
   std::printf("loss %.4f, validation loss %.4f, unigram entropy %.4f nats per %s\n", run.loss,
               run.val_loss, entropy, unit);
+  run.memory.print();
   const RunFigures& figures = run.figures;
   if (!figures.bubble_steps) return;
   std::printf("measured bubble %.1f%% (mean over steps)\n", 100.0 * figures.bubble());
@@ -610,6 +613,7 @@ int run(Options o) {
     const Clock::time_point t0 = Clock::now();
     result.loss = job.train_step(x, y, o.lr_at(step));
     const double dt = seconds_since(t0);
+    if (job.schedule) result.memory.add(job.schedule->memory_stats(job.opt.get()));
     if (step > result.first_step) {
       result.timed_seconds += dt;
       ++result.timed_steps;
@@ -642,6 +646,8 @@ int run(Options o) {
     }
   }
   result.wall_seconds = seconds_since(start);
+  if (job.schedule)
+    result.memory.share(job.distributed() ? &job.pipeline_group : nullptr, job.ranks);
 
   // -- what it did, and what it learned -----------------------------------------------------------
   const double entropy = corpus.unigram_entropy();

@@ -13,6 +13,7 @@
 
 #include "tensors/autograd/node.h"
 #include "tensors/backend.h"
+#include "tensors/memory_accounting.h"
 
 namespace tensorplay::autograd {
 
@@ -72,6 +73,7 @@ void accumulate_into(TensorImpl& leaf, const Tensor& g, bool owned) {
       g.impl_ptr().use_count() == 1 && g.impl().storage.use_count() == 1 && g.impl().offset == 0 &&
       !g.requires_grad()) {
     leaf.grad = g.impl_ptr();
+    mark_gradient_memory(g);  // a stage's gradient bytes, not its activations
     return;
   }
   Tensor src = g.dtype() == leaf.dtype ? g : g.to(leaf.dtype);
@@ -80,6 +82,7 @@ void accumulate_into(TensorImpl& leaf, const Tensor& g, bool owned) {
     backend_for(device.is_cuda() ? device : src.device())
         .copy(fresh.raw_data(), device, src.raw_data(), src.device(), src.nbytes());
     leaf.grad = fresh.impl_ptr();
+    mark_gradient_memory(fresh);
     return;
   }
   Tensor acc(leaf.grad);

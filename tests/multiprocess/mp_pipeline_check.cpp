@@ -73,6 +73,7 @@ struct Args {
   double tolerance = 1e-5;     // relative, of each value's size (at least 1)
   int dp = 1;                  // data-parallel replicas (a {pp, dp} mesh when more than 1)
   bool tie = true;             // the last stage reads the first stage's weight
+  std::string recompute = "none";  // the local stages' policy (the reference never recomputes)
 };
 
 Args parse(int argc, char** argv) {
@@ -95,6 +96,8 @@ Args parse(int argc, char** argv) {
       a.dp = std::atoi(value.c_str());
     else if (flag == "--tie")
       a.tie = value != "0";
+    else if (flag == "--recompute")
+      a.recompute = value;
     else
       throw std::invalid_argument("unknown flag " + flag);
   }
@@ -141,6 +144,11 @@ int equivalence(const Args& args) {
     local = pp::build_stages(pipe, pp::stages_of_rank(kind, rank, num_stages), device,
                              dist::world_group());
   }
+  for (auto& s : local) s->set_recompute(pp::RecomputePolicy::parse(args.recompute));
+  if (args.recompute != "none" && !local.front()->is_last() &&
+      local.front()->recomputed_modules().empty())
+    throw std::logic_error("--recompute " + args.recompute + ": stage " +
+                           std::to_string(local.front()->stage_index()) + " recomputes nothing");
   pp::PipelineSchedule schedule(local, args.microbatches, tp::nn::mse_loss, kind);
   if (pp_size > 1 && !schedule.is_distributed())
     throw std::logic_error("the schedule did not go distributed");

@@ -10,12 +10,20 @@ fail() { echo "check_tools: $*" >&2; exit 1; }
 
 out=$("$sim" --schedule 1F1B --ranks 4 --microbatches 8 --json)
 grep -q '"makespan":33' <<<"$out" || fail "tp-sim 1F1B p=4 m=8: expected makespan 33, got $out"
+# The memory model: 1F1B's rank r holds p - r microbatches (100 bytes each) besides 10 fixed.
+out=$("$sim" --schedule 1F1B --ranks 4 --microbatches 8 --memory act=100,stash=100,fixed=10 --json)
+grep -q '"peak_bytes":\[410.0,310.0,210.0,110.0\]' <<<"$out" ||
+  fail "tp-sim --memory: expected peak bytes [410,310,210,110], got $out"
+if "$sim" --schedule dynamic --ranks 2 --microbatches 4 --memory act=100 \
+  --max-activation-bytes 50 2>"$work/err.txt"; then fail "tp-sim accepted a cap below one microbatch"; fi
+grep -q "below one microbatch" "$work/err.txt" || fail "unexpected error: $(cat "$work/err.txt")"
 
 SPDLOG_LEVEL=debug "$seed" 2 >/dev/null 2>"$work/run.log"
 json=$("$trace" "$work/run.log" --json --trace "$work/step.json" --svg "$work/step.svg")
 grep -q '"steps_logged":2' <<<"$json" || fail "tp-trace: expected 2 steps, got $json"
 grep -q '"actions":16' <<<"$json" || fail "tp-trace: expected 16 actions, got $json"
 grep -q '"peak_activations":\[2,1\]' <<<"$json" || fail "tp-trace: expected peaks [2,1], got $json"
+grep -q '"bytes_held_max":\[' <<<"$json" || fail "tp-trace: expected the memory track, got $json"
 [ -s "$work/step.json" ] && [ -s "$work/step.svg" ] || fail "tp-trace wrote no trace or SVG"
 if "$trace" "$work/run.log" --step 99 2>"$work/err.txt"; then fail "tp-trace --step 99 succeeded"; fi
 grep -q "step 99 is not in the log" "$work/err.txt" || fail "unexpected error: $(cat "$work/err.txt")"

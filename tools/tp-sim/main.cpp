@@ -4,6 +4,7 @@
 //
 //   tp-sim --schedule ZBVZeroBubble --ranks 4 --microbatches 8 --cost F=0.5,I=0.5,W=0.5 --json
 //   tp-sim --schedule dynamic --ranks 4 --microbatches 8 --cap 4 --split-backward
+//   tp-sim --schedule 1F1B --ranks 4 --microbatches 8 --memory act=64M,recompute=8M,fixed=1G
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cctype>
@@ -25,6 +26,7 @@
 #include "schedules/validator.h"
 #include "tools/cli_checks.h"
 #include "tools/timeline_output.h"
+#include "tools/tp-sim/memory_option.h"
 
 namespace ts = tensorplay::schedules;
 
@@ -41,6 +43,9 @@ struct Options {
   double bytes = 0.0;
   double overlap = 1.0;
   int cap = 0;
+  std::string memory;  // --memory: the memory model's bytes
+  bool recompute = false;
+  std::string max_activation_bytes = "0";
   bool split_backward = false;
   std::string placement = "loop";
   std::string order_csv;
@@ -99,6 +104,10 @@ int run(const Options& opt) {
   costs.bandwidth = opt.bandwidth;
   costs.boundary_bytes = {opt.bytes};
   costs.overlap_factor = opt.overlap;
+  if (!opt.memory.empty() || opt.recompute)
+    costs.memory = tt::parse_memory(opt.memory, opt.recompute);
+  const double max_activation_bytes =
+      tt::parse_byte_count(opt.max_activation_bytes, "--max-activation-bytes");
 
   std::string lowered_name = opt.schedule;
   std::transform(lowered_name.begin(), lowered_name.end(), lowered_name.begin(), ::tolower);
@@ -136,12 +145,18 @@ int run(const Options& opt) {
 
   // The factory the runtime uses (ScheduleOptions::policy), so what runs here runs there.
   std::vector<std::unique_ptr<ts::SchedulePolicy>> owned = ts::make_policies(
-      dynamic ? ts::dynamic_policies({opt.split_backward, opt.cap}) : ts::static_order_policies(),
+      dynamic ? ts::dynamic_policies({.split_backward = opt.split_backward,
+                                      .max_stashed_activations = opt.cap,
+                                      .max_activation_bytes = max_activation_bytes,
+                                      .activation_bytes = costs.memory.kept_per_stage(
+                                          static_cast<int>(placement.size()))})
+              : ts::static_order_policies(),
       order, placement, opt.microbatches);
   std::vector<ts::SchedulePolicy*> policies;
   for (auto& policy : owned) policies.push_back(policy.get());
   ts::SimulationOptions sim_options;
-  sim_options.record_timeline = opt.out.wants_timeline();
+  // The memory model replays the timeline.
+  sim_options.record_timeline = opt.out.wants_timeline() || !costs.memory.empty();
   ts::SimulationResult result =
       ts::simulate(policies, placement, opt.microbatches, costs, sim_options);
 
@@ -158,6 +173,10 @@ int run(const Options& opt) {
     j["span"] = result.span;
     j["bubble_fraction"] = result.bubble_fraction;
     j["peak_activations"] = result.peak_activations;
+    if (!result.peak_bytes.empty()) {
+      j["peak_activation_bytes"] = result.peak_activation_bytes;
+      j["peak_bytes"] = result.peak_bytes;
+    }
     std::cout << j.dump() << "\n";
     return 0;
   }
@@ -196,6 +215,13 @@ int main(int argc, char** argv) {
   app.add_option("--cap", opt.cap, "Dynamic: most stashed activations per rank (0 = none)")
       ->check(CLI::NonNegativeNumber);
   app.add_flag("--split-backward", opt.split_backward, "Dynamic: run backward as I then W");
+  app.add_option(
+      "--memory", opt.memory,
+      "bytes per stage for the memory model: act=,recompute=,stash=,transient=,retained=,fixed= "
+      "(K, M, G suffixes); prints each rank's predicted peak bytes");
+  app.add_flag("--recompute", opt.recompute, "every stage recomputes (its F keeps recompute=)");
+  app.add_option("--max-activation-bytes", opt.max_activation_bytes,
+                 "Dynamic: most activation bytes per rank (0 = none; needs --memory act=)");
   app.add_option("--placement", opt.placement,
                  "Dynamic: 'loop' (stage s on rank s % p) or 'v' (rank r holds r and 2p-1-r)");
   app.add_option("--order-csv", opt.order_csv, "simulate this compute-only CSV order instead");

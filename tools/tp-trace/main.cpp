@@ -29,6 +29,7 @@
 #include <utility>
 #include <vector>
 
+#include "actors/memory_track.h"
 #include "actors/trace_log.h"
 #include "tools/cli_checks.h"
 #include "tools/timeline_output.h"
@@ -201,6 +202,7 @@ int run(const Options& opt) {
                 << ", is not whole: " << gaps << "\n";
   ts::SimulationResult result = pp::step_timeline(events, step);
   check_intervals(result, step, file_of_rank);
+  result.memory_track = pp::memory_track(events, step);  // drawn as a line and a counter
   // Times are microseconds: one cost-model unit per microsecond in the trace.
   tensorplay::tools::write_timeline(opt.out, result, 1.0, "step " + std::to_string(step) + " (us)");
   const size_t ranks = result.busy.size();
@@ -216,6 +218,8 @@ int run(const Options& opt) {
     j["busy_us"] = result.busy;
     j["idle_us"] = result.idle;
     j["peak_activations"] = result.peak_activations;
+    if (!result.memory_track.empty())
+      j["bytes_held_max"] = pp::most_held(result.memory_track, static_cast<int>(ranks));
     std::cout << j.dump() << "\n";
     return 0;
   }

@@ -1,0 +1,119 @@
+// Activation recomputation's price and gain: train_gpt's GPT at context 256, 4 stages under ZBV
+// (2 ranks, embedded runtime), trained with full recomputation and without, side by side in one
+// run. Each side's figures: every rank's measured peak activation bytes (schedule.memory_stats(),
+// the highest over the steps) and the median step time.
+//
+//   ./build/bench/bench_recompute [--steps 5] [--context 256] [--batch 32] [--microbatches 8]
+//                                 [--layers 4] [--width 128]
+//
+// Last line: "peak_ratio" (the worst rank's full over none) and "time_ratio" (median step time,
+// full over none). Goals (issue): peak_ratio <= 0.35, time_ratio <= 1.35.
+#include <algorithm>
+#include <cstdlib>
+#include <iostream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "gpt_memory_job.h"
+
+namespace tp = tensorplay;
+namespace pp = tensorplay::pipelining;
+namespace sc = tensorplay::schedules;
+
+namespace {
+
+struct Side {
+  std::vector<double> peak_activation_bytes;  // per rank, the highest over the steps
+  double step_seconds = 0;                    // median
+};
+
+Side train(const bench::GptMemoryJob& job, const std::string& recompute, int steps) {
+  auto stages = job.build(4, recompute);
+  pp::ScheduleZBVZeroBubble schedule(stages, job.microbatches, job.loss());
+  tp::optim::AdamW opt(pp::parameters(stages), {.lr = 1e-3f});
+  tp::Generator data(21);
+  Side side;
+  std::vector<double> times;
+  for (int step = 0; step <= steps; ++step) {  // step 0 warms up, untimed
+    const tp::Tensor x = job.tokens(data);
+    const tp::Tensor y = job.tokens(data);
+    const auto start = std::chrono::steady_clock::now();
+    schedule.step({x}, {.target = y});
+    if (step > 0) times.push_back(bench::seconds_since(start));
+    const pp::MemoryStats stats = schedule.memory_stats(&opt);
+    side.peak_activation_bytes.resize(stats.ranks.size());
+    for (const auto& r : stats.ranks)
+      side.peak_activation_bytes[r.rank] = std::max(side.peak_activation_bytes[r.rank],
+                                                    static_cast<double>(r.peak_activation_bytes));
+    opt.step();
+    opt.zero_grad();
+  }
+  side.step_seconds = bench::median(times);
+  return side;
+}
+
+std::string json_list(const std::vector<double>& values) {
+  std::string out = "[";
+  for (size_t i = 0; i < values.size(); ++i)
+    out += (i ? "," : "") + std::to_string(static_cast<long long>(values[i]));
+  return out + "]";
+}
+
+void print_side(const std::string& name, const Side& side) {
+  std::cout << "{\"side\":\"" << name
+            << "\",\"peak_activation_bytes\":" << json_list(side.peak_activation_bytes)
+            << ",\"step_seconds\":" << side.step_seconds << "}" << std::endl;
+}
+
+int run(int argc, char** argv) {
+  bench::GptMemoryJob job;
+  job.context = 256;
+  int steps = 5;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string flag = argv[i];
+    const long value = std::atol(argv[i + 1]);
+    if (value <= 0) throw std::invalid_argument(flag + " needs a positive number");
+    if (flag == "--steps")
+      steps = static_cast<int>(value);
+    else if (flag == "--context")
+      job.context = value;
+    else if (flag == "--batch")
+      job.batch = value;
+    else if (flag == "--microbatches")
+      job.microbatches = static_cast<int>(value);
+    else if (flag == "--layers")
+      job.layers = value;
+    else if (flag == "--width")
+      job.width = value;
+    else
+      throw std::invalid_argument("unknown flag " + flag);
+  }
+  if (argc % 2 == 0) throw std::invalid_argument(std::string(argv[argc - 1]) + " needs a value");
+  const Side none = train(job, "none", steps);
+  print_side("none", none);
+  const Side full = train(job, "full", steps);
+  print_side("full", full);
+  double peak_ratio = 0;
+  for (size_t r = 0; r < none.peak_activation_bytes.size(); ++r)
+    if (none.peak_activation_bytes[r] > 0)
+      peak_ratio =
+          std::max(peak_ratio, full.peak_activation_bytes[r] / none.peak_activation_bytes[r]);
+  std::cout << "{\"bench\":\"bench_recompute\",\"schedule\":\"ZBVZeroBubble\",\"stages\":4,"
+            << "\"context\":" << job.context << ",\"steps\":" << steps
+            << ",\"peak_ratio\":" << peak_ratio << ",\"time_ratio\":"
+            << (none.step_seconds > 0 ? full.step_seconds / none.step_seconds : 0) << "}"
+            << std::endl;
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    std::cerr << "bench_recompute: " << e.what() << "\n";
+    return 1;
+  }
+}

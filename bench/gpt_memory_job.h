@@ -1,0 +1,92 @@
+// The GPT the memory benchmarks run: train_gpt's model (width, heads, batch and microbatches by
+// default) cut at blocks into stages in one process, with a character vocabulary of 65, random
+// tokens and a cross-entropy loss.
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "actors/memory_profile.h"
+#include "actors/schedule.h"
+#include "schedules/schedule_kind.h"
+#include "stages/pipeline.h"
+#include "tensors/tensors.h"
+
+namespace bench {
+
+namespace tp = tensorplay;
+namespace pp = tensorplay::pipelining;
+namespace sc = tensorplay::schedules;
+
+/// The model and pipeline shape.
+struct GptMemoryJob {
+  int64_t layers = 4;
+  int64_t width = 128;
+  int64_t heads = 4;
+  int64_t context = 64;
+  int64_t vocab = 65;
+  int64_t batch = 32;
+  int microbatches = 8;
+
+  int64_t rows() const { return batch / microbatches; }
+
+  pp::LossFn loss() const {
+    return [v = vocab](const tp::Tensor& logits, const tp::Tensor& targets) {
+      return tp::cross_entropy(logits.reshape({-1, v}), targets.reshape({-1}));
+    };
+  }
+
+  /// The model cut before evenly spaced blocks into `stages` stages, each with `recompute`.
+  std::vector<std::shared_ptr<pp::PipelineStage>> build(int stages,
+                                                        const std::string& recompute) const {
+    tp::manual_seed(11);
+    auto model = tp::nn::GPT(tp::nn::GPTConfig{.vocab_size = vocab,
+                                               .context_length = context,
+                                               .n_layer = layers,
+                                               .n_head = heads,
+                                               .width = width,
+                                               .dropout = 0.0f})
+                     .ptr();
+    pp::PipelineOptions split;
+    for (int s = 1; s < stages; ++s)
+      split.split_spec["blocks." + std::to_string(s * layers / stages)] = pp::SplitPoint::Beginning;
+    auto pipe = pp::pipeline(model, {tp::zeros({rows(), context})}, split);
+    auto built = pp::build_stages(pipe, {tp::cpu()});
+    for (auto& s : built) s->set_recompute(pp::RecomputePolicy::parse(recompute));
+    return built;
+  }
+
+  /// Random tokens [batch, context] (inputs or targets).
+  tp::Tensor tokens(tp::Generator& g) const {
+    return tp::randint(0, vocab, {batch, context}, {}, &g);
+  }
+
+  /// Each stage's profile of one microbatch (before any schedule claims the stages).
+  std::vector<pp::StageMemoryProfile> profile(
+      const std::vector<std::shared_ptr<pp::PipelineStage>>& stages) const {
+    tp::Generator g(5);
+    const tp::Tensor target = tp::randint(0, vocab, {rows(), context}, {}, &g);
+    std::vector<pp::StageMemoryProfile> out;
+    for (const auto& s : stages)
+      out.push_back(pp::profile_stage_memory(*s, {.loss_fn = loss(), .target = target}));
+    return out;
+  }
+};
+
+/// Seconds since `start`.
+inline double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+/// The median of `values` (0 for none).
+inline double median(std::vector<double> values) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  const size_t n = values.size();
+  return n % 2 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
+}
+
+}  // namespace bench

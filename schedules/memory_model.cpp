@@ -1,0 +1,93 @@
+// predict_memory: a rank runs one action at a time, so replaying its actions in start order with
+// what each takes at its start, holds while it runs and frees at its end gives its peak.
+#include "schedules/memory_model.h"
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+namespace tensorplay::schedules {
+namespace {
+
+struct Effect {
+  double taken = 0.0;      // at the start, kept after the end
+  double transient = 0.0;  // only while running
+  double freed = 0.0;      // at the end
+};
+
+bool recomputes(const MemoryCosts& c, int stage) {
+  if (c.recompute.empty()) return false;
+  const std::size_t i = c.recompute.size() == 1 ? 0 : static_cast<std::size_t>(stage);
+  return c.recompute.at(i) != 0;
+}
+
+void add_effect(const MemoryCosts& c, const Action& a, Effect& e) {
+  const int s = a.stage;
+  const double kept = c.kept(s);
+  const double rebuilt = recomputes(c, s) ? MemoryCosts::of(c.activation_bytes, s) : 0.0;
+  const double stash = MemoryCosts::of(c.weight_stash_bytes, s);
+  e.transient += MemoryCosts::of(c.transient_bytes, s);
+  switch (a.kind) {
+    case ActionKind::Forward:
+      e.taken += kept + MemoryCosts::of(c.retained_bytes, s);
+      break;
+    case ActionKind::FullBackward:
+      e.transient += rebuilt;
+      e.freed += kept;
+      break;
+    case ActionKind::BackwardInput:
+      e.transient += rebuilt;
+      e.freed += kept - stash;  // the weight stash stays until W
+      break;
+    case ActionKind::BackwardWeight:
+      e.freed += stash;
+      break;
+    default:
+      break;
+  }
+}
+
+Effect effect_of(const MemoryCosts& c, const Action& a) {
+  Effect e;
+  if (a.sub_actions.empty()) {
+    add_effect(c, a, e);
+  } else {
+    for (const Action& sub : a.sub_actions) add_effect(c, sub, e);
+  }
+  return e;
+}
+
+}  // namespace
+
+MemoryPrediction predict_memory(const SimulationResult& result,
+                                const std::vector<int>& stage_to_rank, const MemoryCosts& costs) {
+  const int num_stages = static_cast<int>(stage_to_rank.size());
+  costs.check(num_stages);
+  if (result.timeline.empty() && result.actions > 0)
+    throw std::invalid_argument(
+        "predict_memory needs the step's timeline: simulate with record_timeline = true");
+  const std::size_t ranks = result.busy.size();
+  MemoryPrediction out;
+  out.peak_activation_bytes.assign(ranks, 0.0);
+  out.fixed_bytes.assign(ranks, 0.0);
+  for (int s = 0; s < num_stages; ++s)
+    out.fixed_bytes.at(static_cast<std::size_t>(stage_to_rank[s])) +=
+        MemoryCosts::of(costs.fixed_bytes, s);
+  // The timeline is in start order; a rank's actions never overlap, so each one's end comes
+  // before the rank's next start.
+  std::vector<double> held(ranks, 0.0);
+  for (const TimelineEvent& event : result.timeline) {
+    const std::size_t r = static_cast<std::size_t>(event.rank);
+    const Effect e = effect_of(costs, event.action);
+    held[r] += e.taken;
+    out.peak_activation_bytes[r] = std::max(out.peak_activation_bytes[r], held[r] + e.transient);
+    out.track.push_back({event.rank, event.start, held[r] + e.transient});
+    held[r] -= e.freed;
+    out.track.push_back({event.rank, event.end, held[r]});
+  }
+  for (std::size_t r = 0; r < ranks; ++r)
+    out.peak_bytes.push_back(out.fixed_bytes[r] + out.peak_activation_bytes[r]);
+  return out;
+}
+
+}  // namespace tensorplay::schedules

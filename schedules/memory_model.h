@@ -1,0 +1,31 @@
+// The simulator's memory prediction: replays a simulated step's timeline against the memory
+// costs and gives each rank's peak bytes (fixed bytes plus the most activations held at once).
+#pragma once
+
+#include <vector>
+
+#include "schedules/memory_costs.h"
+#include "schedules/simulator.h"
+
+namespace tensorplay::schedules {
+
+/// Each rank's predicted bytes over one step.
+struct MemoryPrediction {
+  std::vector<double> peak_activation_bytes;  ///< per rank: most activation bytes held at once
+  std::vector<double> fixed_bytes;            ///< per rank: its stages' fixed bytes
+  std::vector<double> peak_bytes;             ///< per rank: fixed + peak activation bytes
+  /// Activation bytes per rank at each action's start (with what it holds while running) and
+  /// end.
+  std::vector<MemorySample> track;
+};
+
+/// Replays `result.timeline` (simulate with record_timeline) rank by rank: an F takes what it
+/// keeps (and its retained bytes, held to the step's end) when it starts; B frees it when it ends;
+/// I frees it and takes the weight stash, W frees that; every action holds its stage's transient
+/// bytes (and, on a recomputing stage, B and I the rebuilt activations) while it runs. Throws
+/// std::invalid_argument when the timeline is empty but actions ran, or the costs do not cover the
+/// stages.
+MemoryPrediction predict_memory(const SimulationResult& result,
+                                const std::vector<int>& stage_to_rank, const MemoryCosts& costs);
+
+}  // namespace tensorplay::schedules

@@ -1,0 +1,132 @@
+// Tests for memory_profile.h: one microbatch's bytes measured on a stage, the costs built from
+// them, and the simulator's prediction from those costs against a measured step.
+#include <algorithm>
+#include <catch2/catch.hpp>
+
+#include "actors/memory_profile.h"
+#include "actors/schedule.h"
+#include "schedules/simulator.h"
+#include "tensors/tensors.h"
+
+namespace tp = tensorplay;
+namespace pp = tensorplay::pipelining;
+namespace sc = tensorplay::schedules;
+
+namespace {
+
+constexpr int64_t kDim = 64;
+constexpr int64_t kRows = 32;
+constexpr int kStages = 4;
+constexpr int kMicrobatches = 8;
+
+std::vector<std::shared_ptr<pp::PipelineStage>> make_stages(const std::string& recompute) {
+  tp::manual_seed(3);
+  std::vector<std::shared_ptr<pp::PipelineStage>> stages;
+  for (int i = 0; i < kStages; ++i) {
+    auto module = tp::nn::Sequential(tp::nn::Sequential(tp::nn::Linear(kDim, kDim), tp::nn::GELU()),
+                                     tp::nn::Sequential(tp::nn::Linear(kDim, kDim), tp::nn::GELU()))
+                      .ptr();
+    stages.push_back(std::make_shared<pp::PipelineStage>(
+        module, i, kStages, tp::cpu(), std::vector<tp::Tensor>{tp::zeros({kRows, kDim})}));
+    stages.back()->set_recompute(pp::RecomputePolicy::parse(recompute));
+  }
+  return stages;
+}
+
+std::vector<pp::StageMemoryProfile> profile(
+    const std::vector<std::shared_ptr<pp::PipelineStage>>& stages) {
+  std::vector<pp::StageMemoryProfile> out;
+  for (auto& s : stages)
+    out.push_back(pp::profile_stage_memory(
+        *s, {.loss_fn = tp::nn::mse_loss, .target = tp::zeros({kRows, kDim})}));
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("a stage's profile measures what a microbatch keeps, and leaves the stage as it was",
+          "[memory_profile]") {
+  auto stages = make_stages("none");
+  auto profiles = profile(stages);
+  const int64_t tensor = kRows * kDim * 4;  // one [32, 64] float32 activation
+  for (const auto& p : profiles) {
+    INFO("stage " << p.stage);
+    // Each Linear keeps its input and each GELU its input; the stash holds the output: four
+    // activations (a stage's input is its maker's within a process).
+    CHECK(p.activation_bytes >= 3 * tensor);
+    CHECK(p.activation_bytes <= 5 * tensor);
+    if (p.stage < kStages - 1) CHECK(p.activation_bytes == 4 * tensor);
+    CHECK(p.parameter_bytes == 2 * (kDim * kDim + kDim) * 4);
+  }
+  CHECK(profiles.back().retained_bytes == tensor);  // the last stage's output stays with the step
+  for (auto& s : stages) {
+    CHECK(s->stashed_microbatches() == 0);
+    for (const auto& p : s->module().parameters()) CHECK_FALSE(p.grad().defined());
+  }
+}
+
+TEST_CASE("full recomputation shrinks what the profile says F keeps", "[memory_profile]") {
+  auto plain = profile(make_stages("none"));
+  auto recomputed = profile(make_stages("full"));
+  for (size_t s = 0; s < plain.size(); ++s)
+    CHECK(recomputed[s].activation_bytes < plain[s].activation_bytes);
+  // Block 1's input and the stage's output stay; block 0's input is the stage's input.
+  CHECK(recomputed[0].activation_bytes == 2 * kRows * kDim * 4);
+}
+
+TEST_CASE("the last stage's profile needs its loss and target", "[memory_profile]") {
+  auto stages = make_stages("none");
+  CHECK_THROWS_WITH(pp::profile_stage_memory(*stages.back()),
+                    Catch::Contains("needs the loss function"));
+  CHECK_THROWS_WITH(pp::memory_costs_from({}), Catch::Contains("no stage profiles"));
+}
+
+TEST_CASE("the simulator's prediction from profiles is close to the measured step",
+          "[memory_profile]") {
+  for (auto kind : {sc::ScheduleKind::GPipe, sc::ScheduleKind::OneFOneB}) {
+    INFO(sc::schedule_name(kind));
+    auto stages = make_stages("none");
+    sc::CostModel costs = sc::CostModel::uniform(1, 1, 1);
+    costs.memory = pp::memory_costs_from(profile(stages));
+    pp::PipelineSchedule schedule(stages, kMicrobatches, tp::nn::mse_loss, kind);
+    tp::Tensor x = tp::randn({kRows * kMicrobatches, kDim});
+    tp::Tensor y = tp::randn({kRows * kMicrobatches, kDim});
+    schedule.step({x}, {.target = y});
+    const pp::MemoryStats measured = schedule.memory_stats();
+    const sc::SimulationResult predicted = sc::simulate_order(
+        schedule.order(), sc::stage_to_rank(kind, kStages, 1), kMicrobatches, costs);
+    for (int r = 0; r < kStages; ++r) {
+      INFO("rank " << r << ": measured " << measured.ranks[r].peak_activation_bytes
+                   << ", predicted " << predicted.peak_activation_bytes[r]);
+      const double m = static_cast<double>(measured.ranks[r].peak_activation_bytes);
+      CHECK(predicted.peak_activation_bytes[r] == Approx(m).epsilon(0.15));
+    }
+  }
+}
+
+TEST_CASE("a byte cap between one and two microbatches holds in a real step", "[memory_profile]") {
+  auto stages = make_stages("none");
+  const auto profiles = profile(stages);
+  std::vector<double> kept;
+  for (const auto& p : profiles) kept.push_back(static_cast<double>(p.activation_bytes));
+  const double cap = 1.5 * *std::max_element(kept.begin(), kept.end());
+  pp::ScheduleOptions options;
+  options.policy = sc::dynamic_policies(
+      {.split_backward = false, .max_activation_bytes = cap, .activation_bytes = kept});
+  pp::Schedule1F1B schedule(stages, kMicrobatches, tp::nn::mse_loss, options);
+  tp::Tensor x = tp::randn({kRows * kMicrobatches, kDim});
+  tp::Tensor y = tp::randn({kRows * kMicrobatches, kDim});
+  std::vector<tp::Tensor> losses;
+  schedule.step({x}, {.target = y, .losses = &losses});
+  CHECK(losses.size() == kMicrobatches);  // the step completes
+  const pp::MemoryStats stats = schedule.memory_stats();
+  // The last rank also keeps every microbatch's output for the step, which no cap can hold back.
+  for (int r = 0; r + 1 < kStages; ++r) {
+    INFO("rank " << r << ": measured " << stats.ranks[r].peak_activation_bytes << ", cap " << cap);
+    CHECK(stats.ranks[r].peak_activation_bytes <= cap + kept[r]);
+  }
+  // Without the cap the first rank holds more.
+  pp::Schedule1F1B free(make_stages("none"), kMicrobatches, tp::nn::mse_loss);
+  free.step({x}, {.target = y});
+  CHECK(free.memory_stats().ranks[0].peak_activation_bytes > cap + kept[0]);
+}

@@ -1,0 +1,140 @@
+// Tests for memory_stats.h (schedule.memory_stats()): measured activation peaks follow what each
+// schedule holds, fixed bytes are counted from the tensors, figures reset every step, and the
+// message log records the bytes each rank holds after every action.
+#include <catch2/catch.hpp>
+
+#include "actors/schedule.h"
+#include "log_capture.h"
+#include "tensors/tensors.h"
+
+namespace tp = tensorplay;
+namespace pp = tensorplay::pipelining;
+namespace sc = tensorplay::schedules;
+
+namespace {
+
+constexpr int64_t kDim = 64;
+constexpr int64_t kRows = 32;  // per microbatch: one [32, 64] float32 tensor is 8 KiB
+constexpr int kStages = 4;
+constexpr int kMicrobatches = 8;
+
+std::shared_ptr<tp::nn::Module> make_stage_module() {
+  return tp::nn::Sequential(tp::nn::Sequential(tp::nn::Linear(kDim, kDim), tp::nn::GELU()),
+                            tp::nn::Sequential(tp::nn::Linear(kDim, kDim), tp::nn::GELU()))
+      .ptr();
+}
+
+std::vector<std::shared_ptr<pp::PipelineStage>> make_stages(const std::string& recompute) {
+  tp::manual_seed(7);
+  std::vector<std::shared_ptr<pp::PipelineStage>> stages;
+  for (int i = 0; i < kStages; ++i) {
+    stages.push_back(
+        std::make_shared<pp::PipelineStage>(make_stage_module(), i, kStages, tp::cpu(),
+                                            std::vector<tp::Tensor>{tp::zeros({kRows, kDim})}));
+    stages.back()->set_recompute(pp::RecomputePolicy::parse(recompute));
+  }
+  return stages;
+}
+
+// One training step of `kind` (one stage per rank); returns its memory figures.
+pp::MemoryStats run_step(sc::ScheduleKind kind, const std::string& recompute = "none",
+                         int steps = 1) {
+  auto stages = make_stages(recompute);
+  pp::PipelineSchedule schedule(stages, kMicrobatches, tp::nn::mse_loss, kind);
+  tp::Tensor x = tp::randn({kRows * kMicrobatches, kDim});
+  tp::Tensor y = tp::randn({kRows * kMicrobatches, kDim});
+  for (int i = 0; i < steps; ++i) schedule.step({x}, {.target = y});
+  return schedule.memory_stats();
+}
+
+}  // namespace
+
+TEST_CASE("memory_stats: 1F1B's first rank holds more than its last, GPipe holds every microbatch",
+          "[memory_stats]") {
+  pp::MemoryStats one_f_one_b = run_step(sc::ScheduleKind::OneFOneB);
+  pp::MemoryStats gpipe = run_step(sc::ScheduleKind::GPipe);
+  REQUIRE(one_f_one_b.ranks.size() == kStages);
+  REQUIRE(one_f_one_b.stages.size() == kStages);
+  for (int r = 0; r < kStages; ++r) {
+    INFO("rank " << r);
+    CHECK(one_f_one_b.stages[r].rank == r);
+    CHECK(one_f_one_b.ranks[r].peak_activation_bytes > 0);
+    CHECK(gpipe.ranks[r].peak_activation_bytes >= one_f_one_b.ranks[r].peak_activation_bytes);
+  }
+  // Under 1F1B rank r stashes 4 - r microbatches (the last rank also keeps every output for
+  // the step); under GPipe each rank 8.
+  const auto& ranks = one_f_one_b.ranks;
+  CHECK(ranks[0].peak_activation_bytes > ranks[1].peak_activation_bytes);
+  CHECK(ranks[1].peak_activation_bytes > ranks[2].peak_activation_bytes);
+  CHECK(ranks[0].peak_activation_bytes > 1.6 * ranks[2].peak_activation_bytes);
+  CHECK(gpipe.ranks[0].peak_activation_bytes > 1.6 * ranks[0].peak_activation_bytes);
+}
+
+TEST_CASE("memory_stats: parameter, gradient and optimizer bytes are the tensors'",
+          "[memory_stats]") {
+  auto stages = make_stages("none");
+  pp::Schedule1F1B schedule(stages, kMicrobatches, tp::nn::mse_loss);
+  tp::optim::SGD opt(pp::parameters(stages), {.lr = 0.01f, .momentum = 0.9f});
+  tp::Tensor x = tp::randn({kRows * kMicrobatches, kDim});
+  tp::Tensor y = tp::randn({kRows * kMicrobatches, kDim});
+  schedule.step({x}, {.target = y});
+  opt.step();
+  pp::MemoryStats stats = schedule.memory_stats(&opt);
+  const int64_t params = 2 * (kDim * kDim + kDim) * 4;
+  for (const pp::StageMemoryStats& s : stats.stages) {
+    INFO("stage " << s.stage);
+    CHECK(s.parameter_bytes == params);
+    CHECK(s.gradient_bytes == params);
+    CHECK(s.optimizer_bytes == params);  // one momentum buffer per parameter
+    CHECK(s.peak_step_bytes >= s.peak_activation_bytes);
+  }
+  for (const pp::RankMemoryStats& r : stats.ranks)
+    CHECK(r.peak_bytes >= r.parameter_bytes + r.optimizer_bytes + r.peak_activation_bytes);
+  CHECK(schedule.memory_stats().stages[0].optimizer_bytes == 0);
+}
+
+TEST_CASE("memory_stats: figures are per step", "[memory_stats]") {
+  auto stages = make_stages("none");
+  pp::Schedule1F1B schedule(stages, kMicrobatches, tp::nn::mse_loss);
+  tp::Tensor x = tp::randn({kRows * kMicrobatches, kDim});
+  tp::Tensor y = tp::randn({kRows * kMicrobatches, kDim});
+  schedule.step({x}, {.target = y});
+  const int64_t trained = schedule.memory_stats().ranks[0].peak_activation_bytes;
+  schedule.eval({x});  // forward only: nothing is stashed
+  const int64_t evaluated = schedule.memory_stats().ranks[0].peak_activation_bytes;
+  for (auto& s : stages) s->module().zero_grad();
+  schedule.step({x}, {.target = y});
+  const int64_t again = schedule.memory_stats().ranks[0].peak_activation_bytes;
+  CHECK(evaluated < trained / 2);
+  CHECK(again > trained / 2);
+  CHECK(again < trained * 2);
+}
+
+TEST_CASE("memory_stats: full recomputation lowers the measured activation peak",
+          "[memory_stats]") {
+  pp::MemoryStats plain = run_step(sc::ScheduleKind::OneFOneB, "none");
+  pp::MemoryStats recomputed = run_step(sc::ScheduleKind::OneFOneB, "full");
+  CHECK(recomputed.ranks[0].peak_activation_bytes < plain.ranks[0].peak_activation_bytes);
+}
+
+TEST_CASE("memory_stats: V placement counts both stages of a rank together", "[memory_stats]") {
+  pp::MemoryStats zbv = run_step(sc::ScheduleKind::ZBVZeroBubble);
+  REQUIRE(zbv.ranks.size() == 2);
+  REQUIRE(zbv.stages.size() == 4);
+  CHECK(zbv.stages[0].rank == 0);
+  CHECK(zbv.stages[3].rank == 0);
+  CHECK(zbv.stages[1].rank == 1);
+  for (const pp::RankMemoryStats& r : zbv.ranks) {
+    int64_t sum = 0;
+    for (const pp::StageMemoryStats& s : zbv.stages)
+      if (s.rank == r.rank) sum += s.peak_activation_bytes;
+    CHECK(r.peak_activation_bytes > 0);
+    CHECK(r.peak_activation_bytes <= sum);  // stages peak at different moments
+  }
+}
+
+TEST_CASE("the message log records the bytes a rank holds after each action", "[memory_stats]") {
+  std::string log =
+      log_capture::capture_message_log([] { run_step(sc::ScheduleKind::GPipe); }, true);
+  CHECK_THAT(log, Catch::Contains("event=memory what=bytes:"));
+}

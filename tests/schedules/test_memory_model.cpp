@@ -1,0 +1,150 @@
+// Tests for memory_costs.h and memory_model.h: each rank's predicted peak bytes, checked against
+// peaks computed by hand, and against the simulator's count of stashed microbatches.
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <stdexcept>
+
+#include "schedules/memory_model.h"
+#include "schedules/schedule_kind.h"
+#include "schedules/simulator.h"
+#include "schedules/timeline_export.h"
+
+using namespace tensorplay::schedules;
+
+namespace {
+
+SimulationResult run(ScheduleKind kind, int p, int v, int m, const CostModel& costs) {
+  return simulate_order(generate_order(kind, p, v, m), stage_to_rank(kind, p, v), m, costs);
+}
+
+CostModel with_bytes(double activation, double fixed) {
+  CostModel costs = CostModel::uniform(1, 1, 1);
+  costs.memory.activation_bytes = {activation};
+  costs.memory.weight_stash_bytes = {activation};  // I keeps everything until W
+  costs.memory.fixed_bytes = {fixed};
+  return costs;
+}
+
+}  // namespace
+
+TEST_CASE("memory model: 1F1B's first rank holds p microbatches, the last one", "[memory_model]") {
+  const int p = 4;
+  const int m = 8;
+  SimulationResult r = run(ScheduleKind::OneFOneB, p, 1, m, with_bytes(100, 10));
+  REQUIRE(r.peak_bytes.size() == p);
+  for (int rank = 0; rank < p; ++rank) {
+    INFO("rank " << rank);
+    CHECK(r.peak_activation_bytes[rank] == 100.0 * (p - rank));
+    CHECK(r.peak_bytes[rank] == 10.0 + 100.0 * (p - rank));
+  }
+}
+
+TEST_CASE("memory model: GPipe holds every microbatch on every rank", "[memory_model]") {
+  SimulationResult r = run(ScheduleKind::GPipe, 3, 1, 6, with_bytes(50, 0));
+  for (double peak : r.peak_bytes) CHECK(peak == 300.0);
+}
+
+TEST_CASE("memory model: recomputation keeps inputs and rebuilds one microbatch during B",
+          "[memory_model]") {
+  const int p = 4;
+  CostModel costs = with_bytes(100, 0);
+  costs.memory.recompute_activation_bytes = {20};
+  costs.memory.weight_stash_bytes = {0};
+  costs.memory.recompute = {1};
+  SimulationResult r = run(ScheduleKind::OneFOneB, p, 1, 8, costs);
+  // Rank r holds p - r microbatches' inputs (20 each) when its first B rebuilds 100 bytes.
+  for (int rank = 0; rank < p; ++rank)
+    CHECK(r.peak_activation_bytes[rank] == 20.0 * (p - rank) + 100);
+  costs.memory.recompute = {0, 0, 0, 1};  // only the last stage recomputes
+  SimulationResult mixed = run(ScheduleKind::OneFOneB, p, 1, 8, costs);
+  CHECK(mixed.peak_activation_bytes[0] == 400.0);
+  CHECK(mixed.peak_activation_bytes[3] == 120.0);
+}
+
+TEST_CASE("memory model: transient bytes count while an action runs", "[memory_model]") {
+  CostModel costs = with_bytes(100, 0);
+  costs.memory.transient_bytes = {5};
+  SimulationResult r = run(ScheduleKind::OneFOneB, 2, 1, 4, costs);
+  CHECK(r.peak_activation_bytes[0] == 205.0);  // the second F, with the first still held
+  CHECK(r.peak_activation_bytes[1] == 105.0);
+}
+
+TEST_CASE("memory model: the split backward frees at I what W does not need", "[memory_model]") {
+  // ZBV, p=2: with I keeping half for W the peak is below the F-to-W count's.
+  CostModel costs = with_bytes(100, 0);
+  SimulationResult full = run(ScheduleKind::ZBVZeroBubble, 2, 2, 4, costs);
+  costs.memory.weight_stash_bytes = {50};
+  SimulationResult half = run(ScheduleKind::ZBVZeroBubble, 2, 2, 4, costs);
+  for (int rank = 0; rank < 2; ++rank) {
+    CHECK(full.peak_activation_bytes[rank] == 100.0 * full.peak_activations[rank]);
+    CHECK(half.peak_activation_bytes[rank] <= full.peak_activation_bytes[rank]);
+  }
+}
+
+TEST_CASE("memory model: with I keeping all for W it matches the stashed count everywhere",
+          "[memory_model]") {
+  for (ScheduleKind kind : all_schedule_kinds()) {
+    INFO(schedule_name(kind));
+    const int p = 4;
+    const int v = default_stages_per_rank(kind);
+    SimulationResult r = run(kind, p, v, 8, with_bytes(64, 1));
+    const auto placement = stage_to_rank(kind, p, v);
+    for (int rank = 0; rank < p; ++rank) {
+      const double stages = std::count(placement.begin(), placement.end(), rank);
+      CHECK(r.peak_activation_bytes[rank] == 64.0 * r.peak_activations[rank]);
+      CHECK(r.peak_bytes[rank] == stages + r.peak_activation_bytes[rank]);
+    }
+  }
+}
+
+TEST_CASE("memory model: per-stage fixed bytes add up per rank", "[memory_model]") {
+  CostModel costs = with_bytes(0, 0);
+  costs.memory.fixed_bytes = {1, 2, 4, 8};
+  SimulationResult r = run(ScheduleKind::ZBVZeroBubble, 2, 2, 4, costs);
+  CHECK(r.peak_bytes[0] == 9.0);  // stages 0 and 3
+  CHECK(r.peak_bytes[1] == 6.0);  // stages 1 and 2
+}
+
+TEST_CASE("memory model: no bytes given predicts nothing; bad costs are named", "[memory_model]") {
+  SimulationResult r = run(ScheduleKind::OneFOneB, 2, 1, 2, CostModel::uniform(1, 1, 1));
+  CHECK(r.peak_bytes.empty());
+  CostModel costs = with_bytes(10, 0);
+  costs.memory.activation_bytes = {1, 2, 3};
+  CHECK_THROWS_WITH(run(ScheduleKind::OneFOneB, 4, 1, 4, costs),
+                    Catch::Contains("'activation_bytes' has 3 values"));
+  costs.memory.activation_bytes = {-1};
+  CHECK_THROWS_WITH(run(ScheduleKind::OneFOneB, 4, 1, 4, costs), Catch::Contains("negative"));
+  SimulationOptions no_timeline;
+  no_timeline.record_timeline = false;
+  SimulationResult bare = simulate_order(generate_order(ScheduleKind::OneFOneB, 2, 1, 2),
+                                         stage_to_rank(ScheduleKind::OneFOneB, 2, 1), 2,
+                                         with_bytes(10, 0), no_timeline);
+  CHECK(bare.peak_bytes.empty());
+  CHECK_THROWS_WITH(predict_memory(bare, {0, 1}, with_bytes(10, 0).memory),
+                    Catch::Contains("record_timeline"));
+}
+
+TEST_CASE("memory costs: kept bytes follow the recompute switch per stage", "[memory_model]") {
+  MemoryCosts c;
+  c.activation_bytes = {100, 200};
+  c.recompute_activation_bytes = {10};
+  c.recompute = {0, 1};
+  CHECK(c.kept(0) == 100);
+  CHECK(c.kept(1) == 10);
+  CHECK(c.kept_per_stage(2) == std::vector<double>{100, 10});
+  CHECK_FALSE(c.empty());
+  CHECK(MemoryCosts{}.empty());
+}
+
+TEST_CASE("memory model: the predicted track rises with each F and falls with each B",
+          "[memory_model]") {
+  SimulationResult r = run(ScheduleKind::GPipe, 1, 1, 2, with_bytes(100, 0));
+  // F0 F1 B0 B1 on one rank: 100, 200, then 100 and 0 as the backwards end.
+  std::vector<double> bytes;
+  for (const MemorySample& s : r.memory_track) bytes.push_back(s.bytes);
+  CHECK(bytes == std::vector<double>{100, 100, 200, 200, 200, 100, 100, 0});
+  CHECK_THAT(chrome_trace_json(r), Catch::Contains("memory rank 0"));
+  CHECK_THAT(timeline_svg(r), Catch::Contains("<polyline"));
+  CHECK_THAT(timeline_svg(run(ScheduleKind::GPipe, 1, 1, 2, CostModel::uniform(1, 1, 1))),
+             !Catch::Contains("<polyline"));
+}
