@@ -439,12 +439,12 @@ check_binaries() {
 check_binaries pre
 if [ -f "$fallback_dir/src.tar.gz" ] &&
   { [ "$mode" = dry ] || [ "$stop" = "libraries missing" ] || [ "$force_fallback" = 1 ]; }; then
-  stop=""
+  [ "$stop" = "libraries missing" ] && stop=""
   if fallback_build "${FALLBACK_WORK:-$here/fallback-build}"; then
     [ "$mode" = dry ] || check_binaries fb
     start=$SECONDS  # the GPU steps' budget starts after the build
   else
-    stop="the fallback build failed"
+    stop=${stop:-the fallback build failed}
   fi
 elif [ "$stop" = "libraries missing" ]; then
   note "no fallback/ in this bundle (made with FALLBACK=0?): nothing to build from"
