@@ -113,6 +113,7 @@ for t in "${targets[@]}"; do
   strip --strip-unneeded "$stage/bin/$t"
 done
 cp "$root/scripts/gpu_check.sh" "$stage/gpu_check.sh"
+cp "$root/scripts/gpu_check_self_test.sh" "$stage/gpu_check_self_test.sh"
 chmod +x "$stage/gpu_check.sh"
 
 # Every library the binaries (and UCX's modules) load, by soname, minus the system ones. The C++
