@@ -14,7 +14,9 @@
 #
 # On the GPU machine: tar xzf tensorplay-gpu.tar.gz && tensorplay-gpu/gpu_check.sh
 # (gzip, not xz: every image has it). The C++ runtime travels in lib/cxx, which the check uses
-# only where the machine's glibc is new enough for it (MANIFEST: glibc_cxx).
+# only where the machine's glibc is new enough for it (MANIFEST: glibc_cxx). The source and the
+# Debian packages of the build's dependencies travel in fallback/ (FALLBACK=0: not), for the
+# check to build from where the binaries do not run.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -111,6 +113,7 @@ for t in "${targets[@]}"; do
   strip --strip-unneeded "$stage/bin/$t"
 done
 cp "$root/scripts/gpu_check.sh" "$stage/gpu_check.sh"
+cp "$root/scripts/gpu_check_self_test.sh" "$stage/gpu_check_self_test.sh"
 chmod +x "$stage/gpu_check.sh"
 
 # Every library the binaries (and UCX's modules) load, by soname, minus the system ones. The C++
@@ -125,6 +128,7 @@ add_libs_of() {
     [ -e "$to/$name" ] && continue
     [ -f "$path" ] || { echo "gpu_bundle: $f needs $name, not found here"; exit 1; }
     cp -L "$path" "$to/$name"
+    echo "$path" >>"$stage_root/lib_sources"
     chmod u+w "$to/$name"
     strip --strip-unneeded "$to/$name" 2>/dev/null || true
   done < <(ldd "$f" | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}')
@@ -143,6 +147,64 @@ if [ -d "$ucx_modules" ]; then
     add_libs_of "$m"
   done
 fi
+
+# The Debian packages owning what the build found (the CMake cache's libraries and package
+# folders under /usr) and what the bundle carries; those every CUDA image has are left out.
+debian_packages() {
+  local cache=$1 sources=$2 p
+  {
+    sed -n -E 's/^[A-Za-z0-9_]+(_LIBRARY[A-Z_]*:FILEPATH|_DIR:PATH)=(\/usr\/.*)$/\2/p' "$cache"
+    cat "$sources"
+    alternatives | cut -d' ' -f2
+  } | sort -u | while read -r p; do
+    [ -e "$p" ] || continue
+    dpkg -S "$p" 2>/dev/null | cut -d: -f1
+    [ "$(readlink -f "$p")" = "$p" ] || dpkg -S "$(readlink -f "$p")" 2>/dev/null | cut -d: -f1
+  done | tr ', ' '\n\n' | grep -vE '^$|^(libc6|libc6-dev|libgomp1|libstdc\+\+|libgcc|gcc|g\+\+|cpp|binutils|linux-libc-dev)' |
+    sort -u
+}
+# The alternatives links (BLAS, LAPACK) as "link target": dpkg -x makes none, the prefix needs
+# them (cblas.h, libopenblas.so).
+alternatives() {
+  find /usr/include /usr/lib/x86_64-linux-gnu -maxdepth 2 -lname '/etc/alternatives/*' |
+    grep -iE 'blas|lapack' | while read -r l; do echo "$l $(readlink -f "$l")"; done
+}
+# Copies the packages' .deb files (apt's cache, else apt-get download), the committed source, and
+# the CMake cache entries to pin in the prefix (fallback/cache_args) into $1.
+carry_fallback() {
+  local dest=$1 pkg ver arch deb missing=()
+  mkdir -p "$dest/debs"
+  for pkg in $(debian_packages "$build/CMakeCache.txt" "$stage_root/lib_sources"); do
+    read -r ver arch < <(dpkg-query -W -f='${Version} ${Architecture}\n' "$pkg" 2>/dev/null | head -1)
+    [ -n "${ver:-}" ] || continue
+    deb=/var/cache/apt/archives/${pkg}_${ver//:/%3a}_${arch}.deb
+    if [ -f "$deb" ]; then cp "$deb" "$dest/debs/"; else
+      (cd "$dest/debs" && apt-get download "$pkg=$ver" >/dev/null 2>&1) || missing+=("$pkg=$ver")
+    fi
+    echo "$pkg $ver" >>"$dest/PACKAGES"
+  done
+  [ ${#missing[@]} -eq 0 ] || {
+    echo "gpu_bundle: no .deb for ${missing[*]}: run apt-get download for them, or FALLBACK=0"
+    exit 1
+  }
+  git -C "$root" archive --format=tar.gz -o "$dest/src.tar.gz" HEAD
+  # Each library the build found in a carried package, by the file that package holds (dpkg -x
+  # runs no maintainer scripts: alternatives links dangle); the others come from the GPU machine.
+  local name path file owner
+  sed -n -E 's/^([A-Za-z0-9_]+_LIBRARY[A-Z_]*):FILEPATH=(\/usr\/.*)$/\1 \2/p' "$build/CMakeCache.txt" |
+    while read -r name path; do
+      for file in "$path" "$(readlink -f "$path")"; do
+        owner=$(dpkg -S "$file" 2>/dev/null | cut -d: -f1 || true)
+        if [ -n "$owner" ] && grep -qx "$owner .*" "$dest/PACKAGES"; then
+          echo "-D$name=@PREFIX@$file"
+          break
+        fi
+      done
+    done >"$dest/cache_args"
+  alternatives >"$dest/links"
+  echo "gpu_bundle: fallback: $(wc -l <"$dest/PACKAGES") Debian packages" \
+    "($(du -sh "$dest/debs" | cut -f1)) and the source ($(du -sh "$dest/src.tar.gz" | cut -f1))"
+}
 
 # What the GPU machine must provide, for the check's preflight.
 cuda_libs=$(for b in "$stage"/bin/*; do ldd "$b"; done | awk '{print $1}' |
@@ -164,6 +226,14 @@ cuda_version=$("$nvcc" --version | grep -o 'release [0-9.]*' | grep -o '[0-9.]*$
   echo "glibc=$glibc"
   echo "glibc_cxx=$glibc_cxx"
 } >"$stage/MANIFEST"
+
+# The fallback (FALLBACK=0 leaves it out): where the binaries do not run on the GPU machine, the
+# check builds them there from the source and the Debian packages this build used, unpacked with
+# dpkg -x into a prefix (gpu_check.sh, fallback_build).
+if [ "${FALLBACK:-1}" = 1 ]; then
+  carry_fallback "$stage/fallback"
+  echo "fallback_mib=$(($(du -sk "$stage/fallback" | cut -f1) / 1024))" >>"$stage/MANIFEST"
+fi
 
 mkdir -p "$(dirname "$out")"
 echo "gpu_bundle: packing $(du -sh "$stage" | cut -f1) into $out"

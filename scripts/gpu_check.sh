@@ -10,21 +10,33 @@
 #   tar xzf tensorplay-gpu.tar.gz && tensorplay-gpu/gpu_check.sh
 #   gpu_check.sh --dry-run     # preflight and table only; every GPU step reports "no device"
 #   gpu_check.sh --self-test   # the log judge against canned logs (no binaries needed)
+#   gpu_check.sh --fallback    # build from the carried packages even where the binaries resolve
+#
+# Fallback: where the bundled binaries do not load here (a library of this system the bundle did
+# not carry), the script builds them from the bundle's fallback/ folder: the source and the Debian
+# packages of the build's dependencies, unpacked with dpkg -x into a prefix (the MANIFEST's
+# fallback_mib is what travels). It needs nvcc, CMake and a C++ compiler here, and this glibc at
+# least as new as the packages' (an older glibc is reported, not worked around). A dry run unpacks
+# the packages and checks the prefix, without building.
 #
 # CUDA runtime is linked into the binaries; cuBLAS and NCCL come from this machine: its CUDA
 # installation, or the nvidia-* pip wheels next to PyTorch (python's site-packages/nvidia/*/lib).
+# The self test lives in gpu_check_self_test.sh beside this script.
 # Settings: OUT (log archive folder, default ./gpu-check-out), BUDGET_SECONDS (default 270),
-# CUDA_LIB_DIRS (extra folders to search first, colon separated).
+# CUDA_LIB_DIRS (extra folders to search first, colon separated), FALLBACK_DIR (default
+# <bundle>/fallback), FALLBACK_WORK (where the fallback builds; default <bundle>/fallback-build).
 set -uo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 mode=run
+force_fallback=0
 case "${1:-}" in
   --dry-run) mode=dry ;;
   --self-test) mode=self ;;
+  --fallback) force_fallback=1 ;;
   "") ;;
   *)
-    echo "usage: $0 [--dry-run | --self-test]" >&2
+    echo "usage: $0 [--dry-run | --self-test | --fallback]" >&2
     exit 2
     ;;
 esac
@@ -109,26 +121,101 @@ judge_nccl() {
   echo "ok $inits NCCL communicators; $(grep -m1 -o 'largest relative difference [^,]*' "$log")"
 }
 
+# -- fallback: build from the carried source and Debian packages ------------------------------
+fallback_dir=${FALLBACK_DIR:-$here/fallback}
+nccl_dir=""  # where the preflight found libnccl
+# Unpacks every carried .deb into $1 with dpkg -x (no maintainer scripts run), then does what
+# installing would have: CMake package files that name /usr outright (UCX's) are pointed at the
+# prefix, and the alternatives links (cblas.h, libopenblas.so) are made. Prints its size in MiB.
+fallback_unpack() {
+  local prefix=$1 deb l t
+  mkdir -p "$prefix"
+  for deb in "$fallback_dir"/debs/*.deb; do
+    [ -e "$deb" ] || continue
+    dpkg -x "$deb" "$prefix" || { echo "dpkg -x $(basename "$deb") failed"; return 1; }
+  done
+  # Merged /usr as on Debian 12 (zlib ships in /lib); absolute links pointed into the prefix.
+  if [ -d "$prefix/lib" ] && [ ! -L "$prefix/lib" ]; then
+    mkdir -p "$prefix/usr/lib" && cp -a "$prefix/lib/." "$prefix/usr/lib/" && rm -rf "${prefix:?}/lib" &&
+      ln -s usr/lib "$prefix/lib"
+  fi
+  find "$prefix/usr" -type l -lname '/*' | while read -r l; do
+    ln -sfn "$prefix$(readlink "$l")" "$l"
+  done
+  grep -rlF '"/usr"' "$prefix/usr/lib/x86_64-linux-gnu/cmake" "$prefix/usr/lib/cmake" \
+    "$prefix/usr/share/cmake" 2>/dev/null | xargs -r sed -i "s|\"/usr\"|\"$prefix/usr\"|g"
+  if [ -f "$fallback_dir/links" ]; then
+    while read -r l t; do
+      [ -e "$prefix$t" ] && mkdir -p "$(dirname "$prefix$l")" && ln -sfn "$prefix$t" "$prefix$l"
+    done <"$fallback_dir/links"
+  fi
+  du -sm "$prefix" | cut -f1
+}
+# The CMake settings of a build against prefix $1, one a line: the bundle's configuration, the
+# prefix's folders, each library the original build found pinned to its file in the prefix, and
+# NCCL from where the preflight found it.
+fallback_cmake_args() {
+  local prefix=$1 multi=$1/usr/lib/x86_64-linux-gnu
+  printf '%s\n' -DCMAKE_BUILD_TYPE=Release -DTENSORPLAY_CUDA=ON -DTENSORPLAY_REQUIRE_NCCL=ON \
+    -DTENSORPLAY_CUDA_STATIC_RUNTIME=ON -DTENSORPLAY_BUILD_EXAMPLES=OFF \
+    "-DCMAKE_CUDA_ARCHITECTURES=$(sed -n 's/^cuda_arch=//p' "$here/MANIFEST" 2>/dev/null | grep . || echo 90)" \
+    "-DCMAKE_PREFIX_PATH=$prefix/usr" "-DCMAKE_LIBRARY_PATH=$multi" \
+    "-DCMAKE_INCLUDE_PATH=$prefix/usr/include;$prefix/usr/include/x86_64-linux-gnu" \
+    "-DCMAKE_BUILD_RPATH=$multi;$multi/openblas-pthread"
+  [ -f "$fallback_dir/cache_args" ] && sed "s|@PREFIX@|$prefix|" "$fallback_dir/cache_args"
+  if [ -n "$nccl_dir" ]; then
+    echo "-DNCCL_LIBRARY=$(ls "$nccl_dir"/libnccl.so* | head -1)"
+    echo "-DNCCL_INCLUDE_DIR=$(cd "$nccl_dir/../include" 2>/dev/null && pwd)"
+  fi
+}
+# Every file the settings pin (-DX=/path) exists: prints the count, or what is missing.
+fallback_check_prefix() {
+  local prefix=$1 arg path n=0 bad=""
+  while read -r arg; do
+    path=${arg#*=}
+    [[ "$arg" =~ ^-D[A-Za-z0-9_]+_(LIBRARY[A-Z_]*|DIR)= ]] && [[ "$arg" != -DCMAKE_* ]] &&
+      [[ "$path" = "$prefix"* ]] || continue
+    n=$((n + 1))
+    [ -e "$path" ] || bad="$bad ${path#"$prefix"}"
+  done < <(fallback_cmake_args "$prefix")
+  [ -z "$bad" ] && { echo "$n"; return 0; }
+  echo "missing from the prefix:$bad"
+  return 1
+}
+# Unpacks, then builds the binaries in $1/build from the carried source; points bin, the library
+# path and UCX's modules at the result. A dry run stops after checking the prefix.
+fallback_build() {
+  local work=$1 prefix=$1/prefix t0=$SECONDS mib pinned args b path
+  rm -rf "$work" && mkdir -p "$work/src" "$work/bin" || { row fb unpack FAIL "cannot write $work"; return 1; }
+  mib=$(fallback_unpack "$prefix") || { row fb unpack FAIL "$mib"; return 1; }
+  pinned=$(fallback_check_prefix "$prefix") || { row fb prefix FAIL "$pinned"; return 1; }
+  row fb unpack ok "$(ls "$fallback_dir"/debs/*.deb 2>/dev/null | wc -l) packages, $mib MiB; $pinned pinned files present"
+  if [ "$mode" = dry ]; then
+    row fb build "no device" "dry run: not built"
+    rm -rf "$work"
+    return 0
+  fi
+  tar -xzf "$fallback_dir/src.tar.gz" -C "$work/src" || { row fb build FAIL "src.tar.gz unreadable"; return 1; }
+  mapfile -t args < <(fallback_cmake_args "$prefix")
+  command -v ninja >/dev/null 2>&1 && args+=(-G Ninja)
+  if ! cmake -S "$work/src" -B "$work/build" "${args[@]}" >"$logs/fallback_configure.log" 2>&1 ||
+    ! cmake --build "$work/build" -j "$(nproc)" --target "${binaries[@]}" >"$logs/fallback_build.log" 2>&1; then
+    row fb build FAIL "$(grep -m1 -iE 'error' "$logs"/fallback_*.log | cut -c1-90)"
+    return 1
+  fi
+  for b in "${binaries[@]}"; do
+    path=$(find "$work/build" -type f -name "$b" -perm -u+x -not -path '*/CMakeFiles/*' | head -1)
+    [ -n "$path" ] && ln -sf "$path" "$work/bin/$b"
+  done
+  bin=$work/bin
+  export LD_LIBRARY_PATH=$prefix/usr/lib/x86_64-linux-gnu:$prefix/usr/lib/x86_64-linux-gnu/openblas-pthread:$LD_LIBRARY_PATH
+  export UCX_MODULE_DIR=$prefix/usr/lib/x86_64-linux-gnu/ucx
+  row fb build ok "$((SECONDS - t0)) s, -j $(nproc)"
+}
+
 if [ "$mode" = self ]; then
-  t=$logs/self
-  mkdir -p "$t"
-  printf 'All tests passed (12 assertions in 3 test cases)\n' >"$t/pass"
-  printf 'warning:\n  no CUDA device: skipped\nAll tests passed (1 assertion in 1 test case)\n' >"$t/skip"
-  printf 'nccl channel: tensorplay was built without NCCL; rebuild\n' >"$t/stub"
-  printf 'x\n' >"$t/empty"
-  printf 'rank 0: ok\nNCCL INFO comm 0x1 rank 0 nranks 2 - Init COMPLETE\n' >"$t/one_comm"
-  check() {  # name expected-verdict-word actual
-    if [ "${3%% *}" = "$2" ]; then row self "$1" ok "judged: ${3:0:60}"; else
-      row self "$1" FAIL "judged: $3"
-    fi
-  }
-  check "a passing log passes" ok "$(judge "$t/pass" 0)"
-  check "a skipped case fails" FAIL "$(judge "$t/skip" 0)"
-  check "a stub NCCL channel fails" FAIL "$(judge "$t/stub" 0)"
-  check "a timeout fails" FAIL "$(judge "$t/pass" 124)"
-  check "a non-zero exit fails" FAIL "$(judge "$t/empty" 1)"
-  check "too few NCCL communicators fail" FAIL "$(judge_nccl "$t/one_comm" 0 4)"
-  check "enough NCCL communicators pass" ok "$(judge_nccl "$t/one_comm" 0 1)"
+  # shellcheck source=gpu_check_self_test.sh
+  source "$here/gpu_check_self_test.sh"
   exit $((failures > 0))
 fi
 
@@ -231,6 +318,7 @@ for soname in $cuda_libs; do
   fi
   if [ -n "$found" ]; then
     row pre "$soname" ok "$found"
+    [ "${soname%%.so*}" = libnccl ] && nccl_dir=$found
     case ":$lib_path:" in *":$found:"*) ;; *) lib_path=$lib_path:$found ;; esac
     if [ "${soname%%.so*}" = libnccl ]; then
       v=$(grep -ao -m1 'NCCL version [0-9][0-9.a-z+-]*' "$found/$soname" | head -1)
@@ -271,25 +359,44 @@ export UCX_MODULE_DIR=$lib/ucx
 note "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
 
 binaries=(test_tensors test_transport mp_pipeline_check tp-launch bench_cuda_kernels)
-for b in "${binaries[@]}"; do
-  if [ ! -x "$bin/$b" ]; then
-    if [ "$mode" = dry ]; then row pre "ldd $b" "no bundle" "$bin/$b absent"; else
-      row pre "ldd $b" FAIL "$bin/$b absent: unpack the whole bundle"
-      stop="binaries missing"
+# ldd of each binary in $bin, rows of kind $1. A library missing is "fallback" (not a failure)
+# where the fallback will be tried next, else a FAIL.
+check_binaries() {
+  local kind=$1 b missing unresolved=FAIL
+  [ "$kind" = pre ] && [ -f "$fallback_dir/src.tar.gz" ] && unresolved=fallback
+  for b in "${binaries[@]}"; do
+    if [ ! -x "$bin/$b" ]; then
+      if [ "$mode" = dry ]; then row "$kind" "ldd $b" "no bundle" "$bin/$b absent"; else
+        row "$kind" "ldd $b" FAIL "$bin/$b absent: unpack the whole bundle"
+        stop="binaries missing"
+      fi
+      continue
     fi
-    continue
-  fi
-  ldd "$bin/$b" >"$logs/ldd_$b.txt" 2>&1
-  missing=$(grep "not found" "$logs/ldd_$b.txt" | awk '{print $1}' | tr '\n' ' ')
-  if [ -n "$missing" ]; then
-    if [ "$mode" = dry ]; then row pre "ldd $b" "no device" "unresolved here: $missing"; else
-      row pre "ldd $b" FAIL "unresolved: $missing"
-      stop="libraries missing"
+    ldd "$bin/$b" >"$logs/ldd_$b.txt" 2>&1
+    missing=$(grep "not found" "$logs/ldd_$b.txt" | awk '{print $1}' | tr '\n' ' ')
+    if [ -n "$missing" ]; then
+      if [ "$mode" = dry ]; then row "$kind" "ldd $b" "no device" "unresolved here: $missing"; else
+        row "$kind" "ldd $b" "$unresolved" "unresolved: $missing"
+        stop="libraries missing"
+      fi
+    else
+      row "$kind" "ldd $b" ok "$(grep -c '=>' "$logs/ldd_$b.txt") libraries resolve"
     fi
+  done
+}
+check_binaries pre
+if [ -f "$fallback_dir/src.tar.gz" ] &&
+  { [ "$mode" = dry ] || [ "$stop" = "libraries missing" ] || [ "$force_fallback" = 1 ]; }; then
+  [ "$stop" = "libraries missing" ] && stop=""
+  if fallback_build "${FALLBACK_WORK:-$here/fallback-build}"; then
+    [ "$mode" = dry ] || check_binaries fb
+    start=$SECONDS  # the GPU steps' budget starts after the build
   else
-    row pre "ldd $b" ok "$(grep -c '=>' "$logs/ldd_$b.txt") libraries resolve"
+    stop=${stop:-the fallback build failed}
   fi
-done
+elif [ "$stop" = "libraries missing" ]; then
+  note "no fallback/ in this bundle (made with FALLBACK=0?): nothing to build from"
+fi
 
 # -- GPU steps ---------------------------------------------------------------------------------
 left() {  # a timeout of at most $1 seconds that ends by the budget

@@ -31,6 +31,11 @@ constexpr KnobSpec kKnobs[] = {
      false},
     {Knob::CudaTf32, "TENSORPLAY_CUDA_TF32", "", KnobType::Bool, "0", 0, 0, "", "1",
      "let cuBLAS use TF32 tensor cores for float32 products", false, false},
+    {Knob::CudaDeviceMaxConnections, "CUDA_DEVICE_MAX_CONNECTIONS", "", KnobType::Int, "8", 1,
+     32, "", "32",
+     "CUDA's own: hardware work queues per GPU; tensorplay sets 32 when unset, so that every NCCL "
+     "link's stream has one (an NCCL channel of more ranks than fit refuses to start)",
+     false, true},
     {Knob::UcxSpinUs, "TENSORPLAY_UCX_SPIN_US", "", KnobType::Int, "200", 0, 1000000, "", "50",
      "microseconds the UCX channel's thread polls before it sleeps", false, false},
     {Knob::UcxErrorMode, "TENSORPLAY_UCX_ERROR_MODE", "", KnobType::Choice, "auto", 0, 0,

@@ -22,6 +22,7 @@ enum class Knob {
   NumThreads,
   HostCacheMb,
   CudaTf32,
+  CudaDeviceMaxConnections,
   UcxSpinUs,
   UcxErrorMode,
   ClusterToken,

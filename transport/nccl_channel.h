@@ -42,7 +42,11 @@ std::vector<uint8_t> nccl_unique_id();
 /// all-reduce may hold another; they are used from different threads in no order common to all
 /// ranks. Their kernels spin until the peer is there, so they must all fit on the GPU at once:
 /// every communicator is capped to a share of half the SMs (detail::max_ctas_per_communicator),
-/// and the link streams never block with the legacy default stream.
+/// and the link streams never block with the legacy default stream. Each of a rank's streams also
+/// needs a hardware queue of its own (streams sharing one run in order, as one queue per
+/// direction did): tensorplay sets CUDA_DEVICE_MAX_CONNECTIONS to 32 before CUDA starts when it
+/// is unset, and the constructor refuses a group whose 4 x (world - 1) + 2 streams do not fit
+/// (detail::hardware_queue_problem).
 ///
 /// Failure. NCCL cannot cancel one transfer: a receive that times out, cancel_receive, and
 /// cancel_all with transfers in flight abort every link's communicator (ncclCommAbort, the only way
@@ -57,7 +61,8 @@ class NcclChannel final : public Channel {
   /// Every rank needs its own GPU: NCCL rejects two ranks of one group on the same device (unless
   /// each process claims its own NCCL_HOSTID, as the single-GPU checks do). Waits until every rank
   /// has joined and connected to every other rank (so later calls only enqueue work), or throws
-  /// TransferError after `connect_timeout`. Throws std::invalid_argument for bad arguments,
+  /// TransferError after `connect_timeout`. Throws std::invalid_argument for bad arguments or
+  /// too few hardware queues for the group (CUDA_DEVICE_MAX_CONNECTIONS, see above),
   /// TransferError when NCCL is not built in or no CUDA device is visible.
   NcclChannel(int rank, int world_size, Device device, const std::vector<std::vector<uint8_t>>& ids,
               std::chrono::milliseconds connect_timeout = std::chrono::minutes(2));

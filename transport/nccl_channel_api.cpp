@@ -1,5 +1,6 @@
 // The NCCL channel's public API: checks its arguments, queues transfers on their links
 // (nccl_channel.cpp runs them).
+#include "tensors/knobs.h"
 #include "transport/detail/nccl_channel_impl.h"
 
 namespace tensorplay::transport {
@@ -56,6 +57,11 @@ NcclChannel::NcclChannel(int rank, int world_size, Device device,
         "nccl channel: no CUDA device is visible, so NCCL cannot be used (check "
         "CUDA_VISIBLE_DEVICES, or use the ucx channel)");
   cuda::check_device(device.index);
+  // Read after the first CUDA call, which sets it when unset (cuda::device_count).
+  if (std::string problem = detail::hardware_queue_problem(
+          world_size, static_cast<int>(knob_int(Knob::CudaDeviceMaxConnections)));
+      !problem.empty())
+    throw std::invalid_argument("nccl channel: " + problem);
   impl_ = std::make_unique<Impl>(rank, world_size, device.index);
   impl_->open(ids, connect_timeout);
 }

@@ -320,7 +320,7 @@ bool UcxChannel::Impl::deliver_completions() {
     if (c.error.empty() && c.device.is_cuda()) {
       try {
         for (Tensor& t : c.tensors)
-          if (t.defined()) t = t.to(c.device);  // staged through host memory
+          if (t.defined()) t = t.to(c.device);  // pinned staging; no wait for the stream
       } catch (const std::exception& e) {
         c.tensors.clear();
         c.error = std::string("ucx channel: copying a received tensor to ") + to_string(c.device) +

@@ -1,12 +1,15 @@
 // CudaBackend: copies between host and devices, fill, dtype conversion, and the dispatch of the
 // elementwise and reduction kernels to the stream of the device that owns the output.
+#include <memory>
 #include <mutex>
 #include <stdexcept>
+#include <vector>
 
 #include "tensors/cuda/cuda_backend.h"
 #include "tensors/cuda/cuda_check.h"
 #include "tensors/cuda/cuda_device.h"
 #include "tensors/cuda/cuda_kernels.h"
+#include "tensors/cuda/staging_ring.h"
 
 namespace tensorplay {
 namespace cuda {
@@ -37,6 +40,54 @@ void enable_peer_access(int device, int peer) {
   }
 }
 
+/// The pinned staging of one device: slots copied to the device on its tensor stream, each with
+/// an event marking when the device has read it. Never freed (cudaFreeHost waits for the device).
+class PinnedStaging final : public StagingDevice {
+ public:
+  explicit PinnedStaging(int device) : device_(device) {}
+  void* allocate_pinned(size_t bytes) override {
+    void* p = nullptr;
+    TP_CUDA_CHECK(cudaHostAlloc(&p, bytes, cudaHostAllocDefault));
+    return p;
+  }
+  void queue_copy(void* dst, const void* src, size_t bytes, int slot) override {
+    while (static_cast<int>(events_.size()) <= slot) {
+      cudaEvent_t e = nullptr;
+      TP_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+      events_.push_back(e);
+    }
+    TP_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream(device_)));
+    TP_CUDA_CHECK(cudaEventRecord(events_[static_cast<size_t>(slot)], stream(device_)));
+  }
+  void wait_slot(int slot) override {
+    TP_CUDA_CHECK(cudaEventSynchronize(events_.at(static_cast<size_t>(slot))));
+  }
+
+ private:
+  int device_;
+  std::vector<cudaEvent_t> events_;  // by slot; guarded by the ring's lock
+};
+
+/// 4 slots of 4 MiB per device: copies up to 16 MiB queue without waiting.
+constexpr size_t kStagingSlotBytes = size_t{4} << 20;
+constexpr int kStagingSlots = 4;
+
+StagingRing& staging_ring(int device) {
+  struct Staging {
+    PinnedStaging device;
+    StagingRing ring;
+    explicit Staging(int d) : device(d), ring(device, kStagingSlotBytes, kStagingSlots) {}
+  };
+  static std::mutex mutex;
+  // By device; never destroyed (work may still be queued at exit).
+  static auto* rings =
+      new std::vector<std::unique_ptr<Staging>>(static_cast<size_t>(device_count()));
+  std::lock_guard lock(mutex);
+  auto& r = rings->at(static_cast<size_t>(device));
+  if (!r) r = std::make_unique<Staging>(device);
+  return r->ring;
+}
+
 }  // namespace
 
 void CudaBackend::copy(void* dst, Device dst_device, const void* src, Device src_device,
@@ -45,11 +96,11 @@ void CudaBackend::copy(void* dst, Device dst_device, const void* src, Device src
   if (dst_device.is_cpu() && src_device.is_cpu()) {
     TP_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToHost));
   } else if (src_device.is_cpu()) {
-    // Host -> device: wait, because the caller may free or change the host memory on return.
+    // Host -> device: through pinned slots, so the caller may free or change the host memory on
+    // return without this thread waiting for the work queued on the stream.
     int d = dst_device.index;
     DeviceGuard guard(d);
-    TP_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream(d)));
-    TP_CUDA_CHECK(cudaStreamSynchronize(stream(d)));
+    staging_ring(d).copy_to_device(dst, src, bytes);
   } else if (dst_device.is_cpu()) {
     int s = src_device.index;
     DeviceGuard guard(s);

@@ -1,4 +1,5 @@
 // Device discovery, current-device guard, per-device streams and cuBLAS handles.
+#include <cstdlib>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
@@ -53,6 +54,10 @@ DeviceState& state(int device) {
 
 int device_count() {
   static const int count = [] {
+    // Before the first CUDA call, which makes the context: one hardware queue per stream of an
+    // NCCL channel (transport/detail/nccl_links.h, hardware_queue_problem). A user's value stays.
+    if (!knob_is_set(Knob::CudaDeviceMaxConnections))
+      setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 1);  // unset or empty
     int n = 0;
     if (cudaGetDeviceCount(&n) != cudaSuccess) {
       cudaGetLastError();

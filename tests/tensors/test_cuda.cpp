@@ -9,6 +9,7 @@
 
 #include "cuda_test_support.h"
 #include "tensors/cuda_memory.h"
+#include "tensors/knobs.h"
 #include "tensors/tensors.h"
 
 namespace tp = tensorplay;
@@ -35,6 +36,20 @@ TEST_CASE("cuda: build flag and device count agree", "[cuda]") {
   }
   CHECK_THROWS_WITH(tp::zeros({2}, {.device = tp::Device(tp::DeviceType::CUDA, count)}),
                     Catch::Contains("not a usable device"));
+}
+
+TEST_CASE("cuda: the first CUDA call leaves CUDA_DEVICE_MAX_CONNECTIONS set", "[cuda_env]") {
+  // Set before CUDA makes its context when unset (32: a hardware queue for every stream of an
+  // NCCL channel of up to 8 ranks); a value of the user's stays. Needs no device.
+  tp::cuda_device_count();
+  if (!tp::cuda_built()) {
+    CHECK(tp::cuda_device_count() == 0);
+    return;
+  }
+  CHECK(tp::knob_is_set(tp::Knob::CudaDeviceMaxConnections));
+  const int64_t queues = tp::knob_int(tp::Knob::CudaDeviceMaxConnections);
+  CHECK(queues >= 1);
+  CHECK(queues <= 32);
 }
 
 TEST_CASE("cuda: host <-> device round trips keep every bit", "[cuda]") {
@@ -65,7 +80,6 @@ TEST_CASE("cuda: host <-> device round trips keep every bit", "[cuda]") {
   CHECK(filled.cpu().to_vector() == std::vector<float>(7, 2.5f));
   filled.zero_();
   CHECK(filled.cpu().to_vector() == std::vector<float>(7, 0.0f));
-
 }
 
 // Needs two GPUs ([multi_gpu]: the GPU check runs it only where there are two).

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the GPU bundle (scripts/gpu_bundle.sh: a CUDA build, minutes), checks its size, unpacks it
 # into an empty folder where every library must resolve from the bundle under a cleared
-# LD_LIBRARY_PATH (except the CUDA and C runtime ones), runs its check's dry run from there, and
+# LD_LIBRARY_PATH (except the CUDA and C runtime ones), runs its check's dry run from there (which
+# unpacks the fallback's Debian packages into a prefix and checks it), and
 # runs the check for real against a stand-in nvidia-smi: without a GPU every GPU step must FAIL
 # (its tests skip), never pass.
 # Usage: check_gpu_bundle.sh <repository> <work folder>   (GPU_BUNDLE_BUILD_DIR: reuse a build)
@@ -31,6 +32,11 @@ cat "$work/dry.log"
 for b in test_tensors test_transport mp_pipeline_check tp-launch bench_cuda_kernels; do
   grep -qE "pre +ldd $b +(ok|no device)" "$work/dry.log" || fail "ldd of $b not reported"
 done
+# The fallback: its Debian packages unpack with dpkg -x into a prefix holding every library the
+# build pinned; its size is stated.
+grep -qE "^fb +unpack +ok +[0-9]+ packages, [0-9]+ MiB; [0-9]+ pinned files present" "$work/dry.log" ||
+  fail "the dry run did not unpack the fallback's packages into a complete prefix"
+grep -qE "^fallback_mib=[0-9]+$" "$unpacked/tensorplay-gpu/MANIFEST" || fail "MANIFEST lacks fallback_mib"
 
 # A real run where nvidia-smi claims a GPU that CUDA does not see.
 if ! command -v nvidia-smi >/dev/null 2>&1; then

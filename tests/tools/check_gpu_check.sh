@@ -14,6 +14,11 @@ fail() {
 
 bash "$script" --self-test >"$work/self.log" 2>&1 || { cat "$work/self.log"; fail "--self-test failed"; }
 grep -q "a skipped case fails  *ok" "$work/self.log" || fail "the self test did not judge a skip"
+# The fallback's prefix (dpkg -x of a package the self test makes).
+for c in "fallback: dpkg -x into the prefix" "fallback: absolute link into the p" \
+  "fallback: alternatives link made" "fallback: a pinned library missing"; do
+  grep -qE "^self +$c[a-z ]* +ok" "$work/self.log" || fail "the self test did not check '$c'"
+done
 
 OUT=$work/out bash "$script" --dry-run >"$work/dry.log" 2>&1
 rc=$?

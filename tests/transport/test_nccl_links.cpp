@@ -74,8 +74,7 @@ int link_of(const Op& op, int world) {
 
 }  // namespace
 
-TEST_CASE(
-    "nccl links: a skip connection deadlocks one queue per direction, not the links") {
+TEST_CASE("nccl links: a skip connection deadlocks one queue per direction, not the links") {
   // Stage 0 feeds stage 1 and, over a skip connection, stage 2; stage 2 gets its receives posted
   // in the order the descriptors came (from rank 1 first).
   std::vector<std::vector<Op>> programs = {
@@ -182,4 +181,33 @@ TEST_CASE("nccl links: the CTA budget of all communicators fits the GPU at once"
   }
   CHECK(detail::max_ctas_per_communicator(132, 3) == 16);
   CHECK(detail::max_ctas_per_communicator(132, 0) == 16);
+}
+
+TEST_CASE("nccl links: links sharing hardware queues deadlock again; the queue check says so") {
+  // CUDA runs a GPU's streams on CUDA_DEVICE_MAX_CONNECTIONS hardware queues; streams past that
+  // share one, in order, as one queue per direction did. The skip connection of the first case:
+  std::vector<std::vector<Op>> programs = {
+      {{true, 2, 0}, {true, 1, 0}},
+      {{false, 0, 0}, {true, 2, 0}},
+      {{false, 1, 0}, {false, 0, 0}},
+  };
+  auto on_queues = [](int queues) {
+    return [queues](const Op& op, int world) { return link_of(op, world) % queues; };
+  };
+  CHECK(runs_through(programs, on_queues(detail::link_slots(3))));
+  CHECK_FALSE(runs_through(programs, on_queues(1)));
+  // So every rank's streams (its links, the all-reduce's and the tensor stream) need a queue each.
+  CHECK(detail::streams_per_rank(2) == 6);
+  CHECK(detail::streams_per_rank(3) == 10);
+  CHECK(detail::hardware_queue_problem(2, detail::kDefaultHardwareQueues).empty());
+  const std::string three = detail::hardware_queue_problem(3, detail::kDefaultHardwareQueues);
+  CHECK_THAT(three, Catch::Contains("10 streams") &&
+                        Catch::Contains("CUDA_DEVICE_MAX_CONNECTIONS=8") &&
+                        Catch::Contains("set CUDA_DEVICE_MAX_CONNECTIONS=32"));
+  for (int world = 2; world <= 8; ++world) {
+    INFO("world " << world);
+    CHECK(detail::hardware_queue_problem(world, detail::kMaxHardwareQueues).empty());
+  }
+  CHECK_THAT(detail::hardware_queue_problem(9, detail::kMaxHardwareQueues),
+             Catch::Contains("use the UCX channel"));
 }

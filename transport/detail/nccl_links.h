@@ -3,6 +3,7 @@
 #pragma once
 
 #include <algorithm>
+#include <string>
 #include <vector>
 
 namespace tensorplay::transport::detail {
@@ -71,6 +72,33 @@ inline int rank_in_pair(const LinkPair& pair, int rank) { return rank == pair.lo
 inline int max_ctas_per_communicator(int sm_count, int communicators) {
   if (communicators < 1) communicators = 1;
   return std::clamp(sm_count / 2 / communicators, 1, 16);
+}
+
+/// CUDA's hardware work queues per GPU: CUDA_DEVICE_MAX_CONNECTIONS, 8 unless set, at most 32.
+inline constexpr int kDefaultHardwareQueues = 8;
+inline constexpr int kMaxHardwareQueues = 32;
+
+/// Streams of one rank that hold work at once while NCCL kernels spin: one per link, the
+/// data-parallel all-reduce's, and the device's tensor stream the links wait on.
+inline int streams_per_rank(int world_size) { return links_per_rank(world_size) + 2; }
+
+/// Empty when `hardware_queues` work queues give each of a rank's streams its own; otherwise why
+/// not and what to do. Streams beyond the queues share one: a kernel queued behind an NCCL kernel
+/// spinning for its peer cannot start even with SMs free, and two ranks whose spinning kernels
+/// wait on work so held by the other hang, whatever the CTA budget (max_ctas_per_communicator).
+inline std::string hardware_queue_problem(int world_size, int hardware_queues) {
+  const int need = streams_per_rank(world_size);
+  if (need <= hardware_queues) return {};
+  std::string text = "a group of " + std::to_string(world_size) + " ranks gives each rank " +
+                     std::to_string(need) + " streams with NCCL or tensor work at once, but " +
+                     "CUDA_DEVICE_MAX_CONNECTIONS=" + std::to_string(hardware_queues) +
+                     " gives the GPU only that many hardware queues (streams sharing one can " +
+                     "block each other's NCCL kernels for good)";
+  if (need <= kMaxHardwareQueues)
+    return text + "; set CUDA_DEVICE_MAX_CONNECTIONS=" + std::to_string(kMaxHardwareQueues) +
+           " or leave it unset (tensorplay then sets it)";
+  return text + "; more than " + std::to_string(kMaxHardwareQueues) +
+         " cannot be had: use the UCX channel for a group this large";
 }
 
 }  // namespace tensorplay::transport::detail
