@@ -144,6 +144,47 @@ class Backend {
     missing("layer_norm_backward_params");
   }
 
+  // -- Llama parts: RMS norm, SiLU-gated product, rotary positions --------------------------------
+
+  /// y = x * rstd * weight per row of `cols` values, rstd = 1/sqrt(mean(x^2) + eps) (written for
+  /// the backward); weight ([cols]) may be null.
+  virtual void rms_norm(const float* /*x*/, const float* /*weight*/, float* /*y*/, float* /*rstd*/,
+                        int64_t /*rows*/, int64_t /*cols*/, float /*eps*/) const {
+    missing("rms_norm");
+  }
+  /// gx from gy (weight may be null).
+  virtual void rms_norm_backward_input(const float* /*x*/, const float* /*weight*/,
+                                       const float* /*rstd*/, const float* /*gy*/, float* /*gx*/,
+                                       int64_t /*rows*/, int64_t /*cols*/) const {
+    missing("rms_norm_backward_input");
+  }
+  /// gweight[j] = sum over rows of gy * x * rstd (overwritten).
+  virtual void rms_norm_backward_params(const float* /*x*/, const float* /*rstd*/,
+                                        const float* /*gy*/, float* /*gweight*/, int64_t /*rows*/,
+                                        int64_t /*cols*/) const {
+    missing("rms_norm_backward_params");
+  }
+  /// y = silu(gate) * up = gate * sigmoid(gate) * up over n elements (SwiGLU's product).
+  virtual void silu_mul(const float* /*gate*/, const float* /*up*/, float* /*y*/,
+                        int64_t /*n*/) const {
+    missing("silu_mul");
+  }
+  /// ggate = gy * up * silu'(gate), gup = gy * silu(gate); either output may be null.
+  virtual void silu_mul_backward(const float* /*gate*/, const float* /*up*/, const float* /*gy*/,
+                                 float* /*ggate*/, float* /*gup*/, int64_t /*n*/) const {
+    missing("silu_mul_backward");
+  }
+  /// x [outer, time, dim] (dim even, h = dim / 2) with tables cos, sin [time, dim]:
+  /// y[c] = x[c] cos[c] - x[c+h] sin[c], y[c+h] = x[c+h] cos[c+h] + x[c] sin[c+h] for c < h
+  /// (x * cos + rotate_half(x) * sin). With `transpose`, the adjoint map (the input gradient
+  /// from the output gradient): y[c] = x[c] cos[c] + x[c+h] sin[c+h],
+  /// y[c+h] = x[c+h] cos[c+h] - x[c] sin[c].
+  virtual void rotary(const float* /*x*/, const float* /*cos*/, const float* /*sin*/, float* /*y*/,
+                      int64_t /*outer*/, int64_t /*time*/, int64_t /*dim*/,
+                      bool /*transpose*/) const {
+    missing("rotary");
+  }
+
   // -- embedding ---------------------------------------------------------------------------------
 
   /// out[i, :] = weight[ids[i], :] for n ids (float values holding checked integer ids).

@@ -7,6 +7,7 @@
 
 #include "tensors/backend.h"
 #include "tensors/cpu/flash_attention.h"
+#include "tensors/cpu/llama_kernels.h"
 #include "tensors/cpu/nn_kernels.h"
 #include "tensors/cpu/onednn_products.h"
 #include "tensors/cpu/vector_kernels.h"
@@ -119,6 +120,8 @@ void binary_loop(F f, const float* a, const int64_t* as, const float* b, const i
 }
 
 class CpuBackend final : public Backend {
+  static constexpr int64_t kSiluBlock = 512;
+
  public:
   const char* name() const override { return "cpu"; }
 
@@ -382,6 +385,43 @@ class CpuBackend final : public Backend {
       return cpu_kernels::vec::layer_norm_backward_params(x, mean, rstd, gy, gweight, gbias, rows,
                                                           cols);
     cpu_kernels::layer_norm_backward_params(x, mean, rstd, gy, gweight, gbias, rows, cols);
+  }
+  void rms_norm(const float* x, const float* weight, float* y, float* rstd, int64_t rows,
+                int64_t cols, float eps) const override {
+    cpu_kernels::rms_norm(x, weight, y, rstd, rows, cols, eps);
+  }
+  void rms_norm_backward_input(const float* x, const float* weight, const float* rstd,
+                               const float* gy, float* gx, int64_t rows,
+                               int64_t cols) const override {
+    cpu_kernels::rms_norm_backward_input(x, weight, rstd, gy, gx, rows, cols);
+  }
+  void rms_norm_backward_params(const float* x, const float* rstd, const float* gy, float* gweight,
+                                int64_t rows, int64_t cols) const override {
+    cpu_kernels::rms_norm_backward_params(x, rstd, gy, gweight, rows, cols);
+  }
+  // Sigmoid by the (vectorised) unary kernel into a block on the stack, then one fused sweep.
+  void silu_mul(const float* gate, const float* up, float* y, int64_t n) const override {
+    float sig[kSiluBlock];
+    for (int64_t i = 0; i < n; i += kSiluBlock) {
+      const int64_t len = std::min(kSiluBlock, n - i);
+      unary(UnaryOp::Sigmoid, gate + i, sig, len);
+      cpu_kernels::silu_mul(gate + i, sig, up + i, y + i, len);
+    }
+  }
+  void silu_mul_backward(const float* gate, const float* up, const float* gy, float* ggate,
+                         float* gup, int64_t n) const override {
+    float sig[kSiluBlock];
+    for (int64_t i = 0; i < n; i += kSiluBlock) {
+      const int64_t len = std::min(kSiluBlock, n - i);
+      unary(UnaryOp::Sigmoid, gate + i, sig, len);
+      cpu_kernels::silu_mul_backward(gate + i, sig, up + i, gy + i,
+                                     ggate != nullptr ? ggate + i : nullptr,
+                                     gup != nullptr ? gup + i : nullptr, len);
+    }
+  }
+  void rotary(const float* x, const float* cos, const float* sin, float* y, int64_t outer,
+              int64_t time, int64_t dim, bool transpose) const override {
+    cpu_kernels::rotary(x, cos, sin, y, outer, time, dim, transpose);
   }
   void embedding(const float* ids, const float* weight, float* out, int64_t n,
                  int64_t dim) const override {

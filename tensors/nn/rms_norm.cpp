@@ -1,11 +1,9 @@
-// RMSNorm module, composed from elementwise and reduction ops (autograd comes with them).
+// RMSNorm module over the fused rms_norm op.
 #include "tensors/nn/rms_norm.h"
 
 #include <stdexcept>
 
-#include "tensors/ops/activation.h"
-#include "tensors/ops/elementwise.h"
-#include "tensors/ops/reduction.h"
+#include "tensors/ops/rms_norm.h"
 
 namespace tensorplay::nn {
 
@@ -21,8 +19,7 @@ Tensor RMSNormImpl::forward(const Tensor& x) {
   if (x.dim() == 0 || x.size(-1) != dim)
     throw std::invalid_argument("RMSNorm: expected input [..., " + std::to_string(dim) + "], got " +
                                 to_string(x.shape()));
-  Tensor rms = sqrt(mean(square(x), -1, /*keepdim=*/true) + eps);  // [..., 1]
-  return x / rms * weight;
+  return rms_norm(x, dim, weight, eps);
 }
 
 std::string RMSNormImpl::extra_repr() const {

@@ -1,13 +1,12 @@
 // Rotary position embedding module: cos and sin tables as transformers computes them, applied
-// with ops that carry autograd.
+// by the fused rotary_embedding op.
 #include "tensors/nn/rotary.h"
 
 #include <cmath>
 #include <stdexcept>
 #include <vector>
 
-#include "tensors/ops/elementwise.h"
-#include "tensors/ops/shape_ops.h"
+#include "tensors/ops/rotary.h"
 
 namespace tensorplay::nn {
 
@@ -51,14 +50,13 @@ Tensor RotaryEmbeddingImpl::forward(const Tensor& x) {
     throw std::invalid_argument(
         "RotaryEmbedding: expected input [..., T, " + std::to_string(head_dim) +
         "] with T <= " + std::to_string(context_length) + ", got " + to_string(x.shape()));
-  const int64_t time = x.size(-2), half = head_dim / 2, last = x.dim() - 1;
+  const int64_t time = x.size(-2);
   Tensor c = cos.slice0(0, time), s = sin.slice0(0, time);  // [T, D], broadcast over the rest
   if (c.dtype() != x.dtype()) {
     c = c.to(x.dtype());
     s = s.to(x.dtype());
   }
-  Tensor rotated = cat({-narrow(x, last, half, half), narrow(x, last, 0, half)}, last);
-  return x * c + rotated * s;
+  return rotary_embedding(x, c, s);
 }
 
 std::string RotaryEmbeddingImpl::extra_repr() const {

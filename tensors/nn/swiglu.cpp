@@ -1,10 +1,9 @@
-// SwiGLU feed-forward module, composed from linear and elementwise ops.
+// SwiGLU feed-forward module: three linear maps around the fused silu_mul op.
 #include "tensors/nn/swiglu.h"
 
 #include <stdexcept>
 
-#include "tensors/ops/activation.h"
-#include "tensors/ops/elementwise.h"
+#include "tensors/ops/silu_mul.h"
 
 namespace tensorplay::nn {
 
@@ -21,8 +20,7 @@ Tensor SwiGLUImpl::forward(const Tensor& x) {
   if (x.dim() == 0 || x.size(-1) != width)
     throw std::invalid_argument("SwiGLU: expected input [..., " + std::to_string(width) +
                                 "], got " + to_string(x.shape()));
-  Tensor gate = gate_proj(x);
-  return down_proj(gate * sigmoid(gate) * up_proj(x));
+  return down_proj(silu_mul(gate_proj(x), up_proj(x)));
 }
 
 std::string SwiGLUImpl::extra_repr() const {

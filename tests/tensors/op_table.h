@@ -545,4 +545,33 @@ inline void check_cuda_bfloat16(const OpCase& c, uint64_t seed) {
                         "cuda bfloat16");
 }
 
+/// Every CPU check of the table on each case (float32 and bfloat16: forward, gradients, split
+/// backward, NaN and Inf), for op tables kept beside the op they test.
+inline void check_table_on_cpu(const std::vector<OpCase>& table, uint64_t seed) {
+  for (size_t i = 0; i < table.size(); ++i) {
+    DYNAMIC_SECTION(table[i].name) {
+      check_cpu(table[i], seed + i);
+      check_cpu_bfloat16(table[i], seed + i);
+      check_nonfinite(table[i], seed + i, tp::cpu(), tp::DType::Float32);
+      check_nonfinite(table[i], seed + i, tp::cpu(), tp::DType::BFloat16);
+    }
+  }
+}
+
+/// Every CUDA check of the table on each case (against the CPU in float32 and bfloat16, NaN and
+/// Inf); warns and returns without a CUDA device.
+inline void check_table_on_cuda(const std::vector<OpCase>& table, uint64_t seed) {
+  if (!tp::cuda_available()) {
+    WARN("no CUDA device: CUDA comparison skipped");
+    return;
+  }
+  for (size_t i = 0; i < table.size(); ++i) {
+    DYNAMIC_SECTION(table[i].name) {
+      check_cuda(table[i], seed + i);
+      check_cuda_bfloat16(table[i], seed + i);
+      check_nonfinite(table[i], seed + i, tp::Device("cuda:0"), tp::DType::Float32);
+    }
+  }
+}
+
 }  // namespace optest
