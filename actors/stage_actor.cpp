@@ -73,7 +73,8 @@ void pump(StageActor* self) {
       return;
     }
     if (st.worker->finished()) {
-      log_event(st.worker->rank(), st.step, "done", "step");  // tp-trace: this rank's step is whole
+      if (message_log_enabled())  // tp-trace: this rank's step is whole
+        log_event(st.worker->rank(), st.step, "done", "step");
       // The last of the process's ranks to finish reports for all of them.
       if (!st.tally || st.tally->left.fetch_sub(1, std::memory_order_acq_rel) == 1)
         self->send(st.driver, done_atom::value, st.step, st.worker->rank(),
@@ -214,7 +215,7 @@ void begin(StageActor* self, uint64_t step, StepHandle data, StepTallyHandle tal
   st.tally = std::move(tally);
   st.step = step;
   st.failed = false;
-  log_event(st.worker->rank(), step, "recv", "step");
+  if (message_log_enabled()) log_event(st.worker->rank(), step, "recv", "step");
   st.worker->begin_step(std::move(data));
   if (!st.gone.empty()) self->delayed_send(self, kGoneGrace, check_gone_atom::value, step);
   if (auto it = st.failed_elsewhere.find(step); it != st.failed_elsewhere.end()) {
