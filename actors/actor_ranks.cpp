@@ -1,6 +1,7 @@
 // The rank runtime over CAF stage actors: a step goes to this process's actors (last rank first),
-// their done and failed messages come back to the driver's scoped actor, status requests go to
-// every rank's status actor at once, and stopping waits (bounded) for the actors to exit.
+// their failures and one done message (from the last to finish) come back to the driver's scoped
+// actor, status requests go to every rank's status actor at once, and stopping waits (bounded)
+// for the actors to exit.
 #include "actors/detail/actor_ranks.h"
 
 #include <algorithm>
@@ -22,12 +23,19 @@ void ActorRanks::dispatch(std::shared_ptr<StepData> data) {
   self_ = std::make_unique<caf::scoped_actor>(process_actor_system());
   const uint64_t step = data->step;
   StepHandle handle(std::move(data));
+  auto tally = std::make_shared<StepTally>(local_ranks());
+  done_reports_ = 0;
   // Last rank first: every rank has its step before any neighbour can notify it.
   for (auto it = local_actors_.rbegin(); it != local_actors_.rend(); ++it)
-    (*self_)->send(*it, step_atom::value, step, handle);
+    (*self_)->send(*it, step_atom::value, step, handle, tally);
 }
 
 std::optional<RankReport> ActorRanks::next_report(uint64_t step, Deadline deadline) {
+  // One done message reports several ranks: the reports it stands for come out one by one.
+  if (done_reports_ > 0) {
+    --done_reports_;
+    return RankReport{true, done_rank_, {}};
+  }
   std::optional<RankReport> out;
   while (!out) {
     auto left = std::chrono::duration_cast<std::chrono::microseconds>(
@@ -35,8 +43,11 @@ std::optional<RankReport> ActorRanks::next_report(uint64_t step, Deadline deadli
     if (left.count() <= 0) return std::nullopt;
     bool expired = false;
     (*self_)->receive(
-        [&](done_atom, uint64_t s, int rank) {
-          if (s == step) out = RankReport{true, rank, {}};
+        [&](done_atom, uint64_t s, int rank, int32_t ranks) {
+          if (s != step) return;
+          out = RankReport{true, rank, {}};
+          done_rank_ = rank;
+          done_reports_ = std::max(0, static_cast<int>(ranks) - 1);
         },
         [&](failed_atom, uint64_t s, int rank, const std::string& what) {
           if (s == step) out = RankReport{false, rank, what};

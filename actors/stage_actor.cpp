@@ -21,6 +21,7 @@ struct StageActorState {
   std::vector<caf::actor> peers;
   bool distributed = false;
   caf::actor driver;
+  std::shared_ptr<StepTally> tally;  // this process's ranks yet to finish the step
   uint64_t step = 0;
   bool failed = false;
   bool resume_pending = false;  // a resume message is in the mailbox
@@ -72,9 +73,14 @@ void pump(StageActor* self) {
       return;
     }
     if (st.worker->finished()) {
-      log_event(st.worker->rank(), st.step, "done", "step");  // tp-trace: this rank's step is whole
-      self->send(st.driver, done_atom::value, st.step, st.worker->rank());
+      if (message_log_enabled())  // tp-trace: this rank's step is whole
+        log_event(st.worker->rank(), st.step, "done", "step");
+      // The last of the process's ranks to finish reports for all of them.
+      if (!st.tally || st.tally->left.fetch_sub(1, std::memory_order_acq_rel) == 1)
+        self->send(st.driver, done_atom::value, st.step, st.worker->rank(),
+                   static_cast<int32_t>(st.tally ? st.tally->ranks : 1));
       st.driver = nullptr;
+      st.tally = nullptr;
     }
   } catch (const std::exception& e) {
     fail(self, e.what(), true);
@@ -203,12 +209,13 @@ std::string describe_step(StageActor* self, uint64_t step) {
 
 /// Step `step` begins here: it fails at once if another rank's failure or a rejected
 /// neighbour's tensors already doomed it, else the worker runs what is ready.
-void begin(StageActor* self, uint64_t step, StepHandle data) {
+void begin(StageActor* self, uint64_t step, StepHandle data, StepTallyHandle tally) {
   auto& st = self->state;
   st.driver = caf::actor_cast<caf::actor>(self->current_sender());
+  st.tally = std::move(tally);
   st.step = step;
   st.failed = false;
-  log_event(st.worker->rank(), step, "recv", "step");
+  if (message_log_enabled()) log_event(st.worker->rank(), step, "recv", "step");
   st.worker->begin_step(std::move(data));
   if (!st.gone.empty()) self->delayed_send(self, kGoneGrace, check_gone_atom::value, step);
   if (auto it = st.failed_elsewhere.find(step); it != st.failed_elsewhere.end()) {
@@ -272,7 +279,9 @@ caf::behavior stage_actor(StageActor* self, std::shared_ptr<StageWorker> worker,
       [self](check_gone_atom, uint64_t step) {
         if (step == self->state.step) check_gone(self);
       },
-      [self](step_atom, uint64_t step, StepHandle data) { begin(self, step, std::move(data)); },
+      [self](step_atom, uint64_t step, StepHandle data, StepTallyHandle tally) {
+        begin(self, step, std::move(data), std::move(tally));
+      },
       [self](Notification& note) {
         if (trusted(self, "a notification")) notify(self, note);
       },
@@ -296,6 +305,7 @@ caf::behavior stage_actor(StageActor* self, std::shared_ptr<StageWorker> worker,
       [self](abort_atom, uint64_t step) {
         self->state.worker->abort_step(step);
         self->state.driver = nullptr;
+        self->state.tally = nullptr;
       },
       [self](status_atom, uint64_t step) -> std::string { return describe_step(self, step); },
   };

@@ -216,7 +216,7 @@ std::vector<TensorDescriptor> UcxChannel::Impl::send(int peer, const TransferKey
   }
   if (op->pieces.empty()) return descriptors;
   pending_ += op->pieces.size();
-  if (!enqueue([this, op] { start_send(op); })) {
+  if (!submit([this, op] { start_send(op); })) {
     pending_ -= op->pieces.size();
     throw closed_error("send");
   }
@@ -258,7 +258,7 @@ void UcxChannel::Impl::post_receive(int peer, const TransferKey& transfer,
                           std::to_string(peer) + " is already posted");
   }
   pending_ += op->tensors.size();
-  if (!enqueue([this, op] { start_receive(op); })) {
+  if (!submit([this, op] { start_receive(op); })) {
     pending_ -= op->tensors.size();
     std::lock_guard lock(mutex_);
     posted_.erase(op->key);
@@ -309,7 +309,7 @@ void UcxChannel::Impl::drop_peer(int peer, const std::string& why) {
 void UcxChannel::Impl::send_message(int peer, uint32_t stream, std::string bytes) {
   check_peer(peer, "send a message to");
   auto* op = new MessageOp{{static_cast<uint32_t>(rank_), stream}, std::move(bytes)};
-  const bool queued = enqueue([this, peer, op] {
+  const bool queued = submit([this, peer, op] {
     ucp_request_param_t param{};
     param.op_attr_mask =
         UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS;

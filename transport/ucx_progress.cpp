@@ -41,7 +41,12 @@ void UcxChannel::Impl::run() {
   Clock::time_point last_busy = Clock::now();
   while (!stop_.load()) {
     bool busy = run_queued();
-    while (ucp_worker_progress(worker_) != 0) busy = true;
+    // Receives that completed are delivered at once, before polling again: a callback that
+    // answers (the next hop's send) does not wait for one more turn of the worker.
+    while (ucp_worker_progress(worker_) != 0) {
+      busy = true;
+      deliver_completions();
+    }
     if (!failed_peers_.empty()) handle_failed_peers();
     const Clock::time_point now = Clock::now();
     if (!deadlines_.empty() && deadlines_.begin()->first <= now) expire(now);
@@ -166,8 +171,7 @@ void UcxChannel::Impl::start_send(const std::shared_ptr<SendOp>& op) {
     pending_ -= op->pieces.size();
     return;
   }
-  sends_.emplace(op.get(), op);
-  op->outstanding = 1;  // held while posting
+  op->outstanding = 1;  // held while posting (the caller's reference keeps `op` alive meanwhile)
   for (SendPiece& piece : op->pieces) {
     ucp_request_param_t param{};
     param.op_attr_mask =
@@ -181,7 +185,9 @@ void UcxChannel::Impl::start_send(const std::shared_ptr<SendOp>& op) {
     // Completed at once (the bytes were buffered) or failed: no callback will come.
     if (!UCS_PTR_IS_PTR(request)) piece_sent(op.get(), UCS_PTR_STATUS(request));
   }
-  release(op.get());  // the posting hold
+  // The posting hold. Pieces still in flight keep the op in sends_ until their callbacks; one
+  // whose pieces all left at once (small tensors, buffered) never enters it.
+  if (--op->outstanding > 0) sends_.emplace(op.get(), op);
 }
 
 void UcxChannel::Impl::on_sent(void* request, ucs_status_t status, void* user_data) {
@@ -199,7 +205,8 @@ void UcxChannel::Impl::piece_sent(SendOp* op, ucs_status_t status) {
 }
 
 void UcxChannel::Impl::release(SendOp* op) {
-  if (--op->outstanding == 0) sends_.erase(op);  // drops the tensors
+  // Drops the tensors (while posting, the hold keeps the count above zero).
+  if (--op->outstanding == 0) sends_.erase(op);
 }
 
 // -- progress thread: receives --------------------------------------------------------------------
@@ -314,8 +321,11 @@ void UcxChannel::Impl::expire(Clock::time_point now) {
 
 bool UcxChannel::Impl::deliver_completions() {
   if (completions_.empty()) return false;
-  std::vector<Completion> ready;
-  ready.swap(completions_);  // callbacks may post more work, which lands in completions_ again
+  // Callbacks may post more work, which lands in completions_ again (or deliver it themselves,
+  // cancelling a receive): the buffer taken here is this call's alone.
+  std::vector<Completion> ready = std::move(spare_completions_);
+  spare_completions_.clear();
+  ready.swap(completions_);
   for (Completion& c : ready) {
     if (c.error.empty() && c.device.is_cuda()) {
       try {
@@ -335,6 +345,8 @@ bool UcxChannel::Impl::deliver_completions() {
       std::fprintf(stderr, "ucx channel: a receive callback threw (ignored)\n");
     }
   }
+  ready.clear();  // keeps its capacity for the next call
+  if (ready.capacity() > spare_completions_.capacity()) spare_completions_ = std::move(ready);
   return true;
 }
 

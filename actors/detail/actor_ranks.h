@@ -42,6 +42,10 @@ class ActorRanks : public RankRuntime {
  private:
   /// The driver's side of the current step (made by dispatch on the caller's thread).
   std::unique_ptr<caf::scoped_actor> self_;
+  /// Done reports still to hand out from the last done message (which stands for several ranks),
+  /// and the rank that sent it.
+  int done_reports_ = 0;
+  int done_rank_ = 0;
   bool stopped_ = false;
 };
 

@@ -3,6 +3,7 @@
 // them is registered with the actor system (caf_system.cpp).
 #pragma once
 
+#include <atomic>
 #include <caf/all.hpp>
 #include <cstdint>
 #include <memory>
@@ -41,7 +42,7 @@ using status_atom = caf::atom_constant<caf::atom("status")>;        // what a ra
 
 // Driver <-> its local stage actor (never leave the process).
 using step_atom = caf::atom_constant<caf::atom("step")>;           // begin a step
-using done_atom = caf::atom_constant<caf::atom("done")>;           // step finished
+using done_atom = caf::atom_constant<caf::atom("done")>;           // ranks finished
 using failed_atom = caf::atom_constant<caf::atom("failed")>;       // step failed
 using abort_atom = caf::atom_constant<caf::atom("abort")>;         // drop the step
 using peers_atom = caf::atom_constant<caf::atom("peers")>;         // stage actors by rank
@@ -110,6 +111,17 @@ typename Inspector::result_type inspect(Inspector& f, Contribution& x) {
 /// The step's data travels by pointer from a driver to its own process's stage actor only.
 using StepHandle = std::shared_ptr<StepData>;
 
+/// The local ranks of one step that have not finished it: the rank that finishes last tells the
+/// driver once for all of them (one wake-up of the driver per step rather than one per rank).
+struct StepTally {
+  explicit StepTally(int n) : ranks(n), left(n) {}
+  const int ranks;
+  std::atomic<int> left;
+};
+/// Travels with the step's data, from a driver to its own process's stage actors only.
+using StepTallyHandle = std::shared_ptr<StepTally>;
+
 }  // namespace tensorplay::pipelining::detail
 
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(tensorplay::pipelining::detail::StepHandle)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(tensorplay::pipelining::detail::StepTallyHandle)

@@ -187,6 +187,16 @@ class UcxChannel::Impl {
   TransferError closed_error(const char* verb) const;
   /// Hands `operation` to the progress thread; false (and dropped) once the channel is closed.
   bool enqueue(std::function<void()> operation);
+  /// enqueue(), without wrapping `operation` in a std::function when it can run at once (on the
+  /// progress thread, outside UCX's callbacks: a receive callback answering with a send).
+  template <typename F>
+  bool submit(F&& operation) {
+    if (std::this_thread::get_id() == thread_id_ && !in_ucx_callback_) {
+      operation();
+      return true;
+    }
+    return enqueue(std::forward<F>(operation));
+  }
   /// Runs `operation` on the progress thread and waits for it (inline when already there); does
   /// nothing once the channel is closed (nothing is pending then, and no handler runs again).
   void call_on_thread(std::function<void()> operation);
@@ -260,6 +270,7 @@ class UcxChannel::Impl {
   std::multimap<Clock::time_point, ReceiveOp*> deadlines_;
   std::vector<std::shared_ptr<ReceiveOp>> retired_;  // finished, UCX requests outstanding
   std::vector<Completion> completions_;              // to deliver outside UCX callbacks
+  std::vector<Completion> spare_completions_;        // an empty buffer that keeps its capacity
   std::vector<std::function<void()>> running_;       // operations taken from queue_
   std::vector<std::unique_ptr<Discard>> discards_;   // messages nobody will receive
   std::thread thread_;
