@@ -105,7 +105,11 @@ TEST_CASE("memory_stats: figures are per step", "[memory_stats]") {
   for (auto& s : stages) s->module().zero_grad();
   schedule.step({x}, {.target = y});
   const int64_t again = schedule.memory_stats().ranks[0].peak_activation_bytes;
-  CHECK(evaluated < trained / 2);
+  // Below training's peak, whatever the timing: in one process, the first rank's outputs wait in
+  // the in-process channel (charged to the stage that made them) until the next rank takes them,
+  // so a loaded machine raises the eval peak toward every microbatch's output (about half of
+  // training's peak here), but nothing is stashed for a backward.
+  CHECK(evaluated < trained);
   CHECK(again > trained / 2);
   CHECK(again < trained * 2);
 }

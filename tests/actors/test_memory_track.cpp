@@ -46,7 +46,7 @@ TEST_CASE("memory lines become the step's track on the timeline's clock", "[memo
   CHECK_THAT(tensorplay::schedules::timeline_svg(result), Catch::Contains("<polyline"));
 }
 
-TEST_CASE("a log without memory lines has no track; a bad one is named", "[memory_track]") {
+TEST_CASE("a log without memory lines has no track and a bad one is named", "[memory_track]") {
   CHECK(pp::memory_track(parse("rank=0 step=1 event=start what=0F0 t_us=1\n"), 1).empty());
   CHECK_THROWS_WITH(
       pp::memory_track(parse("rank=0 step=1 event=memory what=bytes:many t_us=1\n"), 1),

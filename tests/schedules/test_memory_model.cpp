@@ -105,7 +105,7 @@ TEST_CASE("memory model: per-stage fixed bytes add up per rank", "[memory_model]
   CHECK(r.peak_bytes[1] == 6.0);  // stages 1 and 2
 }
 
-TEST_CASE("memory model: no bytes given predicts nothing; bad costs are named", "[memory_model]") {
+TEST_CASE("memory model: no bytes given predicts nothing and bad costs are named", "[memory_model]") {
   SimulationResult r = run(ScheduleKind::OneFOneB, 2, 1, 2, CostModel::uniform(1, 1, 1));
   CHECK(r.peak_bytes.empty());
   CostModel costs = with_bytes(10, 0);

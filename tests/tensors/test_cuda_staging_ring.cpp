@@ -93,7 +93,7 @@ TEST_CASE("staging ring: a copy returns without waiting while slots are free") {
   CHECK(out == pattern(300, 1));
 }
 
-TEST_CASE("staging ring: nothing to copy queues nothing; a ring without slots is refused") {
+TEST_CASE("staging ring: nothing to copy queues nothing and a ring without slots is refused") {
   LateDevice device;
   cuda::StagingRing ring(device, 16, 2);
   ring.copy_to_device(nullptr, nullptr, 0);

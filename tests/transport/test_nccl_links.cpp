@@ -183,7 +183,7 @@ TEST_CASE("nccl links: the CTA budget of all communicators fits the GPU at once"
   CHECK(detail::max_ctas_per_communicator(132, 0) == 16);
 }
 
-TEST_CASE("nccl links: links sharing hardware queues deadlock again; the queue check says so") {
+TEST_CASE("nccl links: links sharing hardware queues deadlock again and the queue check says so") {
   // CUDA runs a GPU's streams on CUDA_DEVICE_MAX_CONNECTIONS hardware queues; streams past that
   // share one, in order, as one queue per direction did. The skip connection of the first case:
   std::vector<std::vector<Op>> programs = {
