@@ -13,6 +13,7 @@
 #include "tensors/device_info.h"
 #include "tensors/knobs.h"
 #include "tensors/tensors.h"
+#include "transport/collective_key.h"
 #include "transport/ring_all_reduce.h"
 #include "transport/ucx_channel.h"
 
@@ -35,6 +36,13 @@ uint64_t group_hash(const std::vector<int>& ranks) {
     h ^= static_cast<uint64_t>(r) + 1;
     h *= 1099511628211ULL;
   }
+  // FNV-1a of a few small ranks leaves the high bits alike ([0, 1] and [1, 3] agreed in the ten
+  // bits collective keys keep): mix every bit into every other (splitmix64's finalizer).
+  h ^= h >> 30;
+  h *= 0xbf58476d1ce4e5b9ULL;
+  h ^= h >> 27;
+  h *= 0x94d049bb133111ebULL;
+  h ^= h >> 31;
   return h;
 }
 
@@ -102,8 +110,20 @@ uint32_t Cluster::next_stream(const std::vector<int>& ranks) {
   return static_cast<uint32_t>(hash >> 32 << transport::kStreamBits) + ++streams_[hash];
 }
 
-uint32_t Cluster::collective_stream(const std::vector<int>& ranks) const {
-  return static_cast<uint32_t>(group_hash(ranks) >> 32 << transport::kStreamBits);
+uint32_t Cluster::collective_stream(const std::vector<int>& ranks) {
+  const uint32_t stream = static_cast<uint32_t>(group_hash(ranks) >> 32 << transport::kStreamBits);
+  // Two groups of this process whose streams agree in the bits a collective key keeps would
+  // receive each other's transfers: refuse the second, naming both.
+  const uint32_t kept = (stream >> transport::kStreamBits) & ((1u << transport::kGroupBits) - 1);
+  std::lock_guard lock(seq_mutex_);
+  auto [it, fresh] = collective_groups_.emplace(kept, ranks);
+  if (!fresh && it->second != ranks)
+    throw DistributedError("collectives on group " + join_ranks(ranks) + " and on group " +
+                           join_ranks(it->second) +
+                           " would share transfer keys (their ids agree in the " +
+                           std::to_string(transport::kGroupBits) +
+                           " bits a key keeps); run one of them on another group (new_group)");
+  return stream;
 }
 
 uint64_t Cluster::next_collective_call(const std::vector<int>& ranks) {

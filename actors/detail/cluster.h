@@ -119,16 +119,18 @@ class Cluster {
   /// same on every member and fixed per group. Its low transport::kStreamBits bits are 0, and
   /// collective keys keep transport::kGroupBits above them, so two groups' collectives stay
   /// apart (transport/collective_key.h).
-  uint32_t collective_stream(const std::vector<int>& ranks) const;
+  /// Throws DistributedError when another group of this process would share its keys.
+  uint32_t collective_stream(const std::vector<int>& ranks);
   /// Numbers the ring collectives on the group of global `ranks`: 1, 2, ... alike on every
   /// member, a count of its own (exchange() counts the group's barriers and gathers).
   uint64_t next_collective_call(const std::vector<int>& ranks);
 
  private:
   std::mutex seq_mutex_;
-  std::map<uint64_t, uint32_t> seq_;      // calls made per group
-  std::map<uint64_t, uint32_t> streams_;  // schedules built per group
-  std::map<uint64_t, uint64_t> calls_;    // ring collectives made per group
+  std::map<uint64_t, uint32_t> seq_;                        // calls made per group
+  std::map<uint64_t, uint32_t> streams_;                    // schedules built per group
+  std::map<uint64_t, uint64_t> calls_;                      // ring collectives made per group
+  std::map<uint32_t, std::vector<int>> collective_groups_;  // key bits -> the group using them
 };
 
 }  // namespace tensorplay::distributed::detail

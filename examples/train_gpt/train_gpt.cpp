@@ -646,11 +646,8 @@ int run(Options o) {
     }
   }
   result.wall_seconds = seconds_since(start);
-  // This process's ranks only: sharing the figures over the pipeline group at the end made the
-  // data-parallel group's last all-reduce receive another group's bytes in a pp 2 x dp 2 resume
-  // (multiprocess_train_gpt_dp2_4_processes_match_embedded_and_resume); not shared until the cause
-  // is found.
-  if (job.schedule) result.memory.share(nullptr, job.ranks);
+  if (job.schedule)
+    result.memory.share(job.distributed() ? &job.pipeline_group : nullptr, job.ranks);
 
   // -- what it did, and what it learned -----------------------------------------------------------
   const double entropy = corpus.unigram_entropy();

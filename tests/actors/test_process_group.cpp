@@ -7,7 +7,9 @@
 
 #include <catch2/catch.hpp>
 
+#include "actors/detail/cluster.h"
 #include "actors/process_group.h"
+#include "transport/collective_key.h"
 #include "tensors/tensors.h"
 
 namespace tp = tensorplay;
@@ -120,4 +122,27 @@ TEST_CASE("rank 0 alone names the ranks that did not join within its timeout, an
 TEST_CASE("local devices are the CPU without a GPU", "[process_group]") {
   if (tp::cuda_available()) return;
   CHECK(dist::local_devices() == std::vector<tp::Device>{tp::cpu()});
+}
+
+TEST_CASE("groups of one process keep their collective keys apart, or refuse naming both",
+          "[process_group]") {
+  dist::destroy_process_group();
+  dist::init_process_group({.env = dist::LaunchEnv{}});
+  auto& cluster = *dist::detail::Cluster::current();
+  // A pp 2 x dp 2 job's rank 1 is in [0, 1] (dp), [1, 3] (pp) and the world: their keys once
+  // agreed, and a pipeline-group all-reduce landed in the data-parallel group's receive.
+  const uint32_t kMask = ((1u << tp::transport::kGroupBits) - 1) << tp::transport::kStreamBits;
+  const uint32_t dp = cluster.collective_stream({0, 1}) & kMask;
+  const uint32_t pp = cluster.collective_stream({1, 3}) & kMask;
+  const uint32_t world = cluster.collective_stream({0, 1, 2, 3}) & kMask;
+  CHECK(dp != pp);
+  CHECK(dp != world);
+  CHECK(pp != world);
+  CHECK(cluster.collective_stream({0, 1}) == cluster.collective_stream({0, 1}));  // stable
+  // [0, 4] and [0, 9] agree in the kept bits: the second is refused, naming both groups.
+  cluster.collective_stream({0, 4});
+  CHECK_THROWS_WITH(cluster.collective_stream({0, 9}),
+                    Catch::Contains("collectives on group [0, 9] and on group [0, 4] would share "
+                                    "transfer keys"));
+  dist::destroy_process_group();
 }
