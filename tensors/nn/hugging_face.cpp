@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "tensors/autograd/grad_mode.h"
+#include "tensors/nn/detail/hugging_face_text.h"
 #include "tensors/ops/shape_ops.h"
 #include "tensors/safetensors.h"
 
@@ -21,14 +22,9 @@ namespace {
 
 namespace fs = std::filesystem;
 using Json = nlohmann::json;
-
-bool starts_with(const std::string& s, const std::string& prefix) {
-  return s.compare(0, prefix.size(), prefix) == 0;
-}
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() &&
-         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
+using detail::list_names;
+using detail::read_text;
+using detail::shortest_double;
 
 // Per-block tensors, in GPT2's order, and whether each is a Conv1D weight (stored transposed).
 struct BlockTensor {
@@ -52,7 +48,7 @@ struct Mapped {
 };
 
 Shape block_shape(const std::string& name, int64_t c) {
-  if (starts_with(name, "ln_")) return {c};
+  if (name.starts_with("ln_")) return {c};
   if (name == "attn.c_attn.weight") return {c, 3 * c};
   if (name == "attn.c_attn.bias") return {3 * c};
   if (name == "attn.c_proj.weight") return {c, c};
@@ -82,7 +78,7 @@ std::vector<Mapped> mapping(const GPTConfig& config) {
 
 // The attention-mask buffers older transformers saved with GPT-2 blocks.
 bool is_legacy_mask(const std::string& name) {
-  return ends_with(name, ".attn.bias") || ends_with(name, ".attn.masked_bias");
+  return name.ends_with(".attn.bias") || name.ends_with(".attn.masked_bias");
 }
 
 Tensor transposed(const Tensor& t) {
@@ -95,29 +91,6 @@ std::string config_string(const GPTConfig& c) {
          ", context_length=" + std::to_string(c.context_length) +
          ", n_layer=" + std::to_string(c.n_layer) + ", n_head=" + std::to_string(c.n_head) +
          ", width=" + std::to_string(c.width) + ", tie_weights=" + (c.tie_weights ? "1" : "0");
-}
-
-// A float as JSON shows it: the shortest decimal that reads back as the float (0.1, not
-// 0.10000000149011612).
-double shortest_double(float value) {
-  char buf[32];
-  auto result = std::to_chars(buf, buf + sizeof(buf), value);
-  return std::strtod(std::string(buf, result.ptr).c_str(), nullptr);
-}
-
-std::string read_text(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error("cannot open " + path.string());
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-std::string list(const std::vector<std::string>& names) {
-  std::string out;
-  for (size_t i = 0; i < names.size() && i < 8; ++i) out += (i ? ", " : "") + names[i];
-  if (names.size() > 8) out += ", ... (" + std::to_string(names.size()) + " in all)";
-  return out;
 }
 
 }  // namespace
@@ -242,7 +215,7 @@ StateDict to_gpt2_state_dict(const StateDict& tensors, const GPTConfig& config) 
 StateDict from_gpt2_state_dict(const StateDict& hf, const GPTConfig& config) {
   // GPT2LMHeadModel names its body "transformer."; a bare GPT2Model does not.
   bool prefixed = false;
-  for (const auto& item : hf) prefixed = prefixed || starts_with(item.first, "transformer.");
+  for (const auto& item : hf) prefixed = prefixed || item.first.starts_with("transformer.");
   const std::string prefix = prefixed ? "transformer." : "";
 
   StateDict out;
@@ -271,9 +244,9 @@ StateDict from_gpt2_state_dict(const StateDict& hf, const GPTConfig& config) {
   }
   if (!missing.empty() || !wrong_shape.empty() || !unexpected.empty()) {
     std::string message = "GPT-2 weights do not fit a GPT with " + config_string(config) + ":";
-    if (!missing.empty()) message += " missing " + list(missing) + ";";
-    if (!wrong_shape.empty()) message += " " + list(wrong_shape) + ";";
-    if (!unexpected.empty()) message += " not part of GPT-2: " + list(unexpected) + ";";
+    if (!missing.empty()) message += " missing " + list_names(missing) + ";";
+    if (!wrong_shape.empty()) message += " " + list_names(wrong_shape) + ";";
+    if (!unexpected.empty()) message += " not part of GPT-2: " + list_names(unexpected) + ";";
     message.back() = '.';
     throw std::invalid_argument(message);
   }

@@ -12,6 +12,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "tensors/nn/detail/hugging_face_text.h"
 #include "tensors/safetensors.h"
 
 namespace tensorplay::nn {
@@ -19,14 +20,9 @@ namespace {
 
 namespace fs = std::filesystem;
 using Json = nlohmann::json;
-
-bool starts_with(const std::string& s, const std::string& prefix) {
-  return s.compare(0, prefix.size(), prefix) == 0;
-}
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() &&
-         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
+using detail::list_names;
+using detail::read_text;
+using detail::shortest_double;
 
 // One tensor of the mapping: tensorplay's name and its shape (transformers' name is "model." +
 // it, lm_head.weight aside).
@@ -62,30 +58,7 @@ std::vector<Mapped> mapping(const LlamaConfig& c) {
 }
 
 // The rotary tables' inverse frequencies older transformers saved with each attention.
-bool is_legacy_rotary(const std::string& name) { return ends_with(name, "rotary_emb.inv_freq"); }
-
-// A float as JSON shows it: the shortest decimal that reads back as the float (1e-05, not
-// 9.999999747378752e-06).
-double shortest_double(float value) {
-  char buf[32];
-  auto result = std::to_chars(buf, buf + sizeof(buf), value);
-  return std::strtod(std::string(buf, result.ptr).c_str(), nullptr);
-}
-
-std::string read_text(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error("cannot open " + path.string());
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-std::string list(const std::vector<std::string>& names) {
-  std::string out;
-  for (size_t i = 0; i < names.size() && i < 8; ++i) out += (i ? ", " : "") + names[i];
-  if (names.size() > 8) out += ", ... (" + std::to_string(names.size()) + " in all)";
-  return out;
-}
+bool is_legacy_rotary(const std::string& name) { return name.ends_with("rotary_emb.inv_freq"); }
 
 // Reads config.json fields, each checked, failing with the source and the field.
 class ConfigReader {
@@ -245,7 +218,7 @@ StateDict to_llama_state_dict(const StateDict& tensors, const LlamaConfig& confi
 StateDict from_llama_state_dict(const StateDict& hf, const LlamaConfig& config, bool partial) {
   // LlamaForCausalLM names its body "model."; a bare LlamaModel does not.
   bool prefixed = false;
-  for (const auto& item : hf) prefixed = prefixed || starts_with(item.first, "model.");
+  for (const auto& item : hf) prefixed = prefixed || item.first.starts_with("model.");
   StateDict out;
   std::set<std::string> expected;
   std::vector<std::string> missing, wrong_shape, unexpected;
@@ -271,9 +244,9 @@ StateDict from_llama_state_dict(const StateDict& hf, const LlamaConfig& config, 
   }
   if (!missing.empty() || !wrong_shape.empty() || !unexpected.empty()) {
     std::string message = "Llama weights do not fit a Llama with " + describe(config) + ":";
-    if (!missing.empty()) message += " missing " + list(missing) + ";";
-    if (!wrong_shape.empty()) message += " " + list(wrong_shape) + ";";
-    if (!unexpected.empty()) message += " not part of Llama: " + list(unexpected) + ";";
+    if (!missing.empty()) message += " missing " + list_names(missing) + ";";
+    if (!wrong_shape.empty()) message += " " + list_names(wrong_shape) + ";";
+    if (!unexpected.empty()) message += " not part of Llama: " + list_names(unexpected) + ";";
     message.back() = '.';
     throw std::invalid_argument(message);
   }

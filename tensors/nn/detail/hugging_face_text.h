@@ -1,0 +1,41 @@
+// Text helpers the Hugging Face folder readers and writers share (GPT-2 and Llama): reading a
+// file whole, a float as config.json shows it, a short list of names for errors.
+#pragma once
+
+#include <charconv>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace tensorplay::nn::detail {
+
+/// A float as JSON shows it: the shortest decimal that reads back as the float (1e-05, not
+/// 9.999999747378752e-06).
+inline double shortest_double(float value) {
+  char buf[32];
+  auto result = std::to_chars(buf, buf + sizeof(buf), value);
+  return std::strtod(std::string(buf, result.ptr).c_str(), nullptr);
+}
+
+/// The whole file; throws std::runtime_error naming it when it cannot be opened.
+inline std::string read_text(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error("cannot open " + path.string());
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+/// "a, b, c" (the first 8, then how many in all), for error messages.
+inline std::string list_names(const std::vector<std::string>& names) {
+  std::string out;
+  for (size_t i = 0; i < names.size() && i < 8; ++i) out += (i ? ", " : "") + names[i];
+  if (names.size() > 8) out += ", ... (" + std::to_string(names.size()) + " in all)";
+  return out;
+}
+
+}  // namespace tensorplay::nn::detail
