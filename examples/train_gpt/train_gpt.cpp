@@ -555,6 +555,74 @@ int resume_step(const Options& o, Job& job, const pp::NamedCheckpointOptions& ch
   return static_cast<int>(info.step);
 }
 
+// What the training loop reads and writes besides its result.
+struct TrainLoop {
+  const Options& o;
+  Job& job;
+  const Corpus& corpus;
+  tp::Generator& data;
+  pp::NamedCheckpointOptions& checkpoint_options;
+  train_gpt::StepWatch* watch;  // null: no timelines (the unsplit model)
+  bool saves = false;           // checkpoints go to --checkpoint-dir
+  bool prints = false;          // this rank prints the progress
+  std::string out_dir;
+};
+
+// One step's progress line: loss, validation loss, throughput, bubble, time left.
+void print_step_line(const TrainLoop& loop, const RunResult& result, int step, double dt,
+                     bool validated, const std::optional<sc::SimulationResult>& timeline) {
+  const Options& o = loop.o;
+  const double tokens_per_step = static_cast<double>(o.batch * o.context);
+  const double per_step = result.timed_steps ? result.seconds_per_step() : dt;
+  std::printf("step %4d/%d  loss %.4f", step, o.steps, result.loss);
+  if (validated) std::printf("  val %.4f", result.val_loss);
+  std::printf("  %6.0f tok/s", tokens_per_step / dt);
+  if (timeline) std::printf("  bubble %4.1f%%", 100.0 * step_bubble(*timeline));
+  std::printf("  ETA %s\n", duration_text(per_step * (result.last_step - step) * 1.05).c_str());
+  std::fflush(stdout);
+}
+
+// Steps result.first_step to result.last_step: train, measure, validate, checkpoint, report.
+void train_steps(TrainLoop& loop, RunResult& result) {
+  const Options& o = loop.o;
+  Job& job = loop.job;
+  result.last_step = o.stop_after > 0 ? std::min(o.stop_after, o.steps) : o.steps;
+  const Clock::time_point start = Clock::now();
+  for (int step = result.first_step; step <= result.last_step; ++step) {
+    auto [x, y] = loop.corpus.batch(o.batch, o.context, loop.data, /*held_out=*/false, step);
+    const Clock::time_point t0 = Clock::now();
+    result.loss = job.train_step(x, y, o.lr_at(step));
+    const double dt = seconds_since(t0);
+    if (job.schedule) result.memory.add(job.schedule->memory_stats(job.opt.get()));
+    if (step > result.first_step) {
+      result.timed_seconds += dt;
+      ++result.timed_steps;
+    }
+    std::optional<sc::SimulationResult> timeline;
+    if (loop.watch) timeline = loop.watch->take_step();
+    if (timeline) result.figures.add(*timeline);
+    if (timeline && step == o.trace_step)
+      write_step_pictures(loop.out_dir, step, job, *timeline, loop.prints);
+    const bool validate =
+        step == result.last_step || (o.val_interval > 0 && step % o.val_interval == 0);
+    if (validate) result.val_loss = validation_loss(job, loop.corpus, loop.watch);
+    if (loop.saves && (step == result.last_step ||
+                       (o.checkpoint_interval > 0 && step % o.checkpoint_interval == 0))) {
+      loop.checkpoint_options.samples_consumed = static_cast<int64_t>(step) * o.batch;
+      pp::save_named_checkpoint(o.checkpoint_dir, job.stages, *job.opt, step,
+                                loop.checkpoint_options);
+    }
+    if (loop.prints && !o.losses_file.empty()) {
+      std::ofstream losses(o.losses_file, std::ios::app);
+      losses << step << ' ' << std::setprecision(9) << result.loss << '\n';
+    }
+    if (loop.prints && !o.quiet) print_step_line(loop, result, step, dt, validate, timeline);
+  }
+  result.wall_seconds = seconds_since(start);
+  if (job.schedule)
+    result.memory.share(job.distributed() ? &job.pipeline_group : nullptr, job.ranks);
+}
+
 int run(Options o) {
   dist::init_process_group();
   const std::unique_ptr<Corpus> corpus_ptr =
@@ -605,49 +673,8 @@ int run(Options o) {
   std::filesystem::create_directories(out_dir);
 
   // -- train -------------------------------------------------------------------------------------
-  const double tokens_per_step = static_cast<double>(o.batch * o.context);
-  result.last_step = o.stop_after > 0 ? std::min(o.stop_after, o.steps) : o.steps;
-  const Clock::time_point start = Clock::now();
-  for (int step = result.first_step; step <= result.last_step; ++step) {
-    auto [x, y] = corpus.batch(o.batch, o.context, data, /*held_out=*/false, step);
-    const Clock::time_point t0 = Clock::now();
-    result.loss = job.train_step(x, y, o.lr_at(step));
-    const double dt = seconds_since(t0);
-    if (job.schedule) result.memory.add(job.schedule->memory_stats(job.opt.get()));
-    if (step > result.first_step) {
-      result.timed_seconds += dt;
-      ++result.timed_steps;
-    }
-    std::optional<sc::SimulationResult> timeline;
-    if (watch) timeline = watch->take_step();
-    if (timeline) result.figures.add(*timeline);
-    if (timeline && step == o.trace_step)
-      write_step_pictures(out_dir, step, job, *timeline, prints);
-    const bool validate =
-        step == result.last_step || (o.val_interval > 0 && step % o.val_interval == 0);
-    if (validate) result.val_loss = validation_loss(job, corpus, watching);
-    if (saves && (step == result.last_step ||
-                  (o.checkpoint_interval > 0 && step % o.checkpoint_interval == 0))) {
-      checkpoint_options.samples_consumed = static_cast<int64_t>(step) * o.batch;
-      pp::save_named_checkpoint(o.checkpoint_dir, job.stages, *job.opt, step, checkpoint_options);
-    }
-    if (prints && !o.losses_file.empty()) {
-      std::ofstream losses(o.losses_file, std::ios::app);
-      losses << step << ' ' << std::setprecision(9) << result.loss << '\n';
-    }
-    if (prints && !o.quiet) {
-      const double per_step = result.timed_steps ? result.seconds_per_step() : dt;
-      std::printf("step %4d/%d  loss %.4f", step, o.steps, result.loss);
-      if (validate) std::printf("  val %.4f", result.val_loss);
-      std::printf("  %6.0f tok/s", tokens_per_step / dt);
-      if (timeline) std::printf("  bubble %4.1f%%", 100.0 * step_bubble(*timeline));
-      std::printf("  ETA %s\n", duration_text(per_step * (result.last_step - step) * 1.05).c_str());
-      std::fflush(stdout);
-    }
-  }
-  result.wall_seconds = seconds_since(start);
-  if (job.schedule)
-    result.memory.share(job.distributed() ? &job.pipeline_group : nullptr, job.ranks);
+  TrainLoop loop{o, job, corpus, data, checkpoint_options, watching, saves, prints, out_dir};
+  train_steps(loop, result);
 
   // -- what it did, and what it learned -----------------------------------------------------------
   const double entropy = corpus.unigram_entropy();
