@@ -6,7 +6,8 @@
 #include <mutex>
 #include <string>
 
-#include "actors/detail/cluster.h"
+#include "actors/detail/group_runtime.h"
+#include "actors/detail/rendezvous.h"
 #include "actors/message_log.h"
 
 namespace tensorplay::distributed::detail {
@@ -127,6 +128,33 @@ void CollectiveInbox::stream_failed(uint32_t stream, uint64_t step, int rank,
   std::lock_guard lock(failure_mutex_);
   if (auto it = failure_hooks_.find(stream); it != failure_hooks_.end())
     it->second(step, rank, why);
+}
+
+std::map<int, Contribution> CollectiveInbox::take(uint64_t key, const std::vector<int>& from,
+                                                  std::chrono::steady_clock::time_point deadline,
+                                                  const std::string& what) {
+  std::unique_lock lock(mutex_);
+  auto missing = [&] {
+    std::vector<int> out;
+    auto it = got_.find(key);
+    for (int r : from)
+      if (it == got_.end() || !it->second.count(r)) out.push_back(r);
+    return out;
+  };
+  auto gone = [&]() -> std::string {
+    for (int r : missing())
+      if (auto d = down_.find(r); d != down_.end())
+        return "rank " + std::to_string(r) + " is gone: " + d->second;
+    return {};
+  };
+  while (!missing().empty()) {
+    if (std::string g = gone(); !g.empty()) throw DistributedError(what + " failed: " + g);
+    if (cv_.wait_until(lock, deadline) == std::cv_status::timeout && !missing().empty())
+      throw DistributedError(what + " timed out: rank(s) " + join_ranks(missing()) +
+                             " did not take part in time");
+  }
+  auto node = got_.extract(key);
+  return std::move(node.mapped());
 }
 
 }  // namespace tensorplay::distributed::detail

@@ -4,11 +4,10 @@
 #include <algorithm>
 #include <string>
 
-#include "actors/detail/cluster.h"
 #include "actors/detail/group_backend.h"
+#include "actors/detail/group_runtime.h"
 #include "actors/detail/schedule_hooks.h"
 #include "transport/nccl_all_reduce.h"
-#include "transport/ring_all_reduce.h"
 
 namespace tensorplay::pipelining::detail {
 
@@ -20,7 +19,7 @@ std::string join(const std::vector<int>& ranks) {
   return "[" + out + "]";
 }
 
-distributed::detail::Cluster& cluster() { return *distributed::detail::Cluster::current(); }
+distributed::detail::GroupRuntime& cluster() { return *distributed::detail::default_runtime(); }
 
 /// Local copies of each tied parameter, by name (what the reducer averages after the sums).
 std::map<std::string, std::vector<Tensor>> tied_copies(const ScheduleSpec& spec) {
@@ -54,15 +53,7 @@ FlatAllReduce flat_all_reduce(const ScheduleSpec& spec, const std::vector<int>& 
     nccl = std::make_shared<transport::NcclAllReduce>(
         me, static_cast<int>(ranks.size()), spec.stages.front()->device(),
         agree_nccl_ids(ranks, me, 1, name + " dp NCCL id")[0], cluster().timeout);
-  std::shared_ptr<transport::Channel> ucx = cluster().ucx;
-  const auto timeout = spec.options.transfer_timeout;
-  return [ucx, nccl, ranks, me, stream, timeout](Tensor& flat, uint64_t call) {
-    if (flat.is_cuda() && nccl) {
-      nccl->all_reduce(flat);
-      return;
-    }
-    transport::ring_all_reduce_staged({ucx.get(), ranks, me, stream, timeout}, call, flat);
-  };
+  return GroupAllReduce{cluster().ucx, nccl, ranks, me, stream, spec.options.transfer_timeout};
 }
 
 }  // namespace
@@ -72,7 +63,7 @@ std::unique_ptr<DataParallelHook> DataParallelHook::make(const ScheduleSpec& spe
   const std::string name = spec.name();
   const distributed::DeviceMesh& mesh = stages_mesh(spec);
   if (mesh.empty() || !mesh.has_dim("dp") || mesh.size("dp") == 1) return nullptr;
-  if (!distributed::detail::Cluster::current())
+  if (!distributed::detail::default_runtime())
     throw std::invalid_argument(name +
                                 ": the stages' mesh has a \"dp\" dimension but the process "
                                 "group is not initialized; call init_device_mesh first");
@@ -135,7 +126,7 @@ void DataParallelHook::finish(uint64_t, Deadline deadline) { reducer_->finish_st
 void DataParallelHook::abandon(uint64_t step, const std::string& why) {
   // Tell the other replicas, so their all-reduces fail at once instead of waiting for this one,
   // cancel the reducer's transfers and wait (bounded) for the all-reduce running.
-  auto* c = distributed::detail::Cluster::current();
+  auto* c = distributed::detail::default_runtime();
   if (c && sync_) c->notify_stream_failure(dp_ranks_, stream_, step, why);
   reducer_->abandon_step([c, stream = stream_] {
     if (c && c->ucx) c->ucx->cancel_stream(stream);

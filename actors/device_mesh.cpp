@@ -3,11 +3,13 @@
 
 #include <stdexcept>
 
+#include "actors/detail/group_runtime.h"
 #include "stages/build_stage.h"
 
 namespace tensorplay::distributed {
 
-ProcessGroup::ProcessGroup(const DeviceMesh& mesh) : ranks_(mesh.ranks()) {
+ProcessGroup::ProcessGroup(const DeviceMesh& mesh)
+    : runtime_(detail::default_runtime_shared()), ranks_(mesh.ranks()) {
   if (mesh.ndim() != 1)
     throw std::invalid_argument("ProcessGroup: " + to_string(mesh) + " has " +
                                 std::to_string(mesh.ndim()) +

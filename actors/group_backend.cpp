@@ -1,13 +1,15 @@
-// One backend choice and one NCCL id exchange for a group's transfers.
+// One backend choice, one NCCL id exchange and one all-reduce for a group's transfers.
 #include "actors/detail/group_backend.h"
 
-#include "actors/detail/cluster.h"
+#include "actors/detail/group_runtime.h"
+#include "transport/nccl_all_reduce.h"
 #include "transport/nccl_channel.h"
+#include "transport/ring_all_reduce.h"
 
 namespace tensorplay::pipelining::detail {
 
 bool wants_nccl_for(const std::vector<PipelineStage*>& stages) {
-  auto* cluster = distributed::detail::Cluster::current();
+  auto* cluster = distributed::detail::default_runtime();
   bool wants = cluster && cluster->backend == "nccl" && transport::nccl_available();
   for (const PipelineStage* s : stages) wants = wants && s->device().is_cuda();
   return wants;
@@ -16,7 +18,7 @@ bool wants_nccl_for(const std::vector<PipelineStage*>& stages) {
 bool all_want_nccl(const std::vector<int>& ranks, bool mine, const std::string& what) {
   bool all = true;
   for (auto& c :
-       distributed::detail::Cluster::current()->exchange(ranks, mine ? "1" : "0", {}, what))
+       distributed::detail::default_runtime()->exchange(ranks, mine ? "1" : "0", {}, what))
     all = all && c.bytes == "1";
   return all;
 }
@@ -29,8 +31,7 @@ std::vector<std::vector<uint8_t>> agree_nccl_ids(const std::vector<int>& ranks, 
       std::vector<uint8_t> id = transport::nccl_unique_id();
       ids.append(reinterpret_cast<const char*>(id.data()), id.size());
     }
-  std::string got =
-      distributed::detail::Cluster::current()->exchange(ranks, ids, {}, what)[0].bytes;
+  std::string got = distributed::detail::default_runtime()->exchange(ranks, ids, {}, what)[0].bytes;
   if (count < 1 || got.size() % static_cast<size_t>(count) != 0)
     throw std::runtime_error(what + ": the group's first member sent " +
                              std::to_string(got.size()) + " bytes of NCCL ids, not " +
@@ -42,6 +43,14 @@ std::vector<std::vector<uint8_t>> agree_nccl_ids(const std::vector<int>& ranks, 
     out.emplace_back(got.begin() + static_cast<std::ptrdiff_t>(i * each),
                      got.begin() + static_cast<std::ptrdiff_t>((i + 1) * each));
   return out;
+}
+
+void GroupAllReduce::operator()(Tensor& tensor, uint64_t call) const {
+  if (tensor.is_cuda() && nccl) {
+    nccl->all_reduce(tensor);
+    return;
+  }
+  transport::ring_all_reduce_staged({ucx.get(), ranks, me, stream, timeout}, call, tensor);
 }
 
 }  // namespace tensorplay::pipelining::detail

@@ -39,10 +39,16 @@ struct InitOptions {
   std::optional<LaunchEnv> env;
 };
 
-/// A set of ranks that run collectives together. The default group holds every rank.
+namespace detail {
+class GroupRuntime;
+}
+
+/// A set of ranks that run collectives together. The default group holds every rank. A group
+/// holds the runtime of the job it was made in (the process's default one, or one of join_job's):
+/// its collectives run there, and fail saying so once that job was left.
 class ProcessGroup {
  public:
-  /// The world group.
+  /// The world group of the process's default job (a group of one before init_process_group).
   ProcessGroup();
   /// The group of a one-dimensional mesh's ranks (PyTorch's `mesh["dp"].get_group()`), e.g.
   /// `build_stage(pipe, s, device, mesh["pp"])`. Throws std::invalid_argument for a mesh of
@@ -51,12 +57,19 @@ class ProcessGroup {
   /// The one-dimensional "pp" mesh over the members, seen from this process: a group given as a
   /// stage's placement (the seed's `build_stage(pipe, rank, device, group)`).
   operator DeviceMesh() const;  // NOLINT: converts, so a group places a stage as a mesh does
+
   /// Global ranks of the members, ascending.
   const std::vector<int>& ranks() const { return ranks_; }
   int size() const { return static_cast<int>(ranks_.size()); }
   /// This process's index in the group, or -1 when it is not a member.
   int rank() const;
+  /// This process's global rank in the group's job.
+  int global_rank() const;
   bool contains(int global_rank) const;
+  /// A group of the given global ranks of this group's job, on the same runtime (as new_group()
+  /// does for the default job).
+  ProcessGroup new_group(std::vector<int> ranks) const;
+
   /// Blocks until every member has called barrier (or throws after the group's timeout).
   void barrier() const;
   /// Sums `tensor` over the members in place (host or device tensor, float32 or bfloat16; device
@@ -68,11 +81,18 @@ class ProcessGroup {
   void all_reduce(Tensor& tensor) const;
   /// Every member's `bytes`, by group rank.
   std::vector<std::string> all_gather_bytes(const std::string& bytes) const;
-  bool operator==(const ProcessGroup& other) const { return ranks_ == other.ranks_; }
+  /// Same members in the same job.
+  bool operator==(const ProcessGroup& other) const {
+    return ranks_ == other.ranks_ && runtime_ == other.runtime_;
+  }
 
  private:
-  friend ProcessGroup new_group(std::vector<int> ranks);
-  explicit ProcessGroup(std::vector<int> ranks);
+  ProcessGroup(std::shared_ptr<detail::GroupRuntime> runtime, std::vector<int> ranks);
+  friend ProcessGroup join_job(const InitOptions& options);
+  /// The runtime, checked open and holding this process among the members.
+  detail::GroupRuntime& member_runtime(const std::string& what) const;
+
+  std::shared_ptr<detail::GroupRuntime> runtime_;  // null: a group of one without a job
   std::vector<int> ranks_;
 };
 
@@ -98,6 +118,13 @@ std::string get_backend();
 int64_t clock_offset_us();
 /// The group of every rank.
 ProcessGroup world_group();
+/// Joins a job as init_process_group does (`options.env` says where; without it, the launcher's
+/// environment), but as a runtime of its own, with its own actor system and transport, leaving
+/// the process's default group alone: returns that job's world group. Several ranks of one job
+/// can so live in one process (as threads), e.g. to test collectives and the rendezvous without a
+/// launcher. The job is left when the last group made from it goes. Collectives run on it;
+/// schedules across processes run on the default group.
+ProcessGroup join_job(const InitOptions& options);
 /// A group of the given global ranks (sorted, no duplicates, each in [0, world size)). As in
 /// torch.distributed, members call collectives on it; non-members may create it too.
 ProcessGroup new_group(std::vector<int> ranks);

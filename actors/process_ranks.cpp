@@ -9,8 +9,8 @@
 
 #include "actors/detail/caf_messages.h"
 #include "actors/detail/caf_system.h"
-#include "actors/detail/cluster.h"
 #include "actors/detail/group_backend.h"
+#include "actors/detail/group_runtime.h"
 #include "actors/detail/stage_actor.h"
 #include "actors/message_log.h"
 #include "transport/nccl_channel.h"
@@ -19,7 +19,7 @@ namespace tensorplay::pipelining::detail {
 
 namespace {
 
-distributed::detail::Cluster& cluster() { return *distributed::detail::Cluster::current(); }
+distributed::detail::GroupRuntime& cluster() { return *distributed::detail::default_runtime(); }
 
 }  // namespace
 
@@ -49,7 +49,7 @@ ProcessRanks::ProcessRanks(const ScheduleSpec& spec, std::vector<int> group_rank
 }
 
 std::string ProcessRanks::describe_rank(int rank) const {
-  auto* c = distributed::detail::Cluster::current();
+  auto* c = distributed::detail::default_runtime();
   int global =
       rank >= 0 && rank < static_cast<int>(group_ranks_.size()) ? group_ranks_[rank] : rank;
   return c ? c->describe(global) : "rank " + std::to_string(global);

@@ -1,5 +1,5 @@
-// Each rank's side of the rendezvous: its phases (publish, reach rank 0, hello, connect, clock,
-// transport, barrier), all bounded by one deadline, and the addresses it gives the others.
+// Each rank's side of the rendezvous: its states (publish, hello, connect, clock, transport,
+// barrier), all bounded by one deadline, and the addresses it gives the others.
 #include <arpa/inet.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -11,6 +11,7 @@
 #include <fstream>
 #include <future>
 #include <memory>
+#include <mutex>
 #include <thread>
 
 #include "actors/detail/caf_system.h"
@@ -24,7 +25,6 @@ namespace {
 
 using pipelining::detail::hello_atom;
 using pipelining::detail::ping_atom;
-using pipelining::detail::process_actor_system;
 
 // -- addresses
 // -------------------------------------------------------------------------------------
@@ -74,8 +74,8 @@ std::string machine_id() {
 
 // -- the rendezvous, rank by rank
 // --------------------------------------------------------------------
-// Phases in order (publish, reach rank 0, hello, connect, clock, transport, barrier), each bounded
-// by the one deadline of the rendezvous and failing with an error that names who was waited for.
+// The work of each state (RdzvState), each bounded by the one deadline of the rendezvous and
+// failing with an error that names who was waited for.
 
 /// How long a rank waits for rank 0's answer past its own deadline: rank 0 answers at that
 /// deadline, naming the ranks that did not join; past this grace rank 0 itself is not answering.
@@ -83,20 +83,23 @@ constexpr auto kAnswerGrace = std::chrono::seconds(2);
 /// How long rank 0 stays after a failed rendezvous, so its answers to the others leave.
 constexpr auto kFarewell = std::chrono::milliseconds(200);
 
-std::string prefix(const Cluster& c) {
+std::string prefix(const GroupRuntime& c) {
   return "init_process_group: rank " + std::to_string(c.env.rank);
 }
 
 /// remote_actor, waited for until the deadline at most: a connect to a host that does not answer
-/// blocks in the kernel for minutes. An attempt left behind ends on its own thread (the actor
-/// system outlives it: it is never destroyed).
-caf::expected<caf::actor> dial(const std::string& host, uint16_t port,
+/// blocks in the kernel for minutes. An attempt left behind ends on its own thread (the runtime
+/// keeps its actor system while one runs: dials_in_flight).
+caf::expected<caf::actor> dial(GroupRuntime& c, const std::string& host, uint16_t port,
                                const RdzvDeadline& deadline) {
   using Result = caf::expected<caf::actor>;
   auto result = std::make_shared<std::promise<Result>>();
   std::future<Result> answer = result->get_future();
-  std::thread([host, port, result] {
-    result->set_value(process_actor_system().middleman().remote_actor(host, port));
+  ++*c.dials_in_flight;
+  std::thread([system = &c.system(), in_flight = c.dials_in_flight, host, port, result]() mutable {
+    result->set_value(system->middleman().remote_actor(host, port));
+    result.reset();  // an actor handle left in it goes while its system is still there
+    --*in_flight;
   }).detach();
   if (answer.wait_until(deadline.at) == std::future_status::timeout)
     return caf::make_error(caf::sec::request_timeout);
@@ -104,8 +107,8 @@ caf::expected<caf::actor> dial(const std::string& host, uint16_t port,
 }
 
 /// Publishes this process's actor: rank 0 on MASTER_PORT (the rendezvous), others anywhere.
-void publish(Cluster& c, const std::string& my_host) {
-  caf::actor_system& system = process_actor_system();
+void publish(GroupRuntime& c, const std::string& my_host) {
+  caf::actor_system& system = c.system();
   const LaunchEnv& env = c.env;
   uint16_t want = env.rank == 0 ? static_cast<uint16_t>(env.master_port) : 0;
   std::string bind = env.rank == 0 ? env.master_addr : my_host;
@@ -119,12 +122,12 @@ void publish(Cluster& c, const std::string& my_host) {
 }
 
 /// Rank 0's process actor, dialled until the deadline (rank 0 may start later than the others).
-caf::actor reach_rank0(Cluster& c, const RdzvDeadline& deadline) {
+caf::actor reach_rank0(GroupRuntime& c, const RdzvDeadline& deadline) {
   if (c.env.rank == 0) return c.self_actor;
-  caf::actor_system& system = process_actor_system();
+  caf::actor_system& system = c.system();
   const LaunchEnv& env = c.env;
   for (;;) {
-    auto r = dial(env.master_addr, static_cast<uint16_t>(env.master_port), deadline);
+    auto r = dial(c, env.master_addr, static_cast<uint16_t>(env.master_port), deadline);
     if (r) return *r;
     if (deadline.passed())
       throw DistributedError(prefix(c) + " could not reach rank 0 at " + env.master_addr + ":" +
@@ -135,7 +138,8 @@ caf::actor reach_rank0(Cluster& c, const RdzvDeadline& deadline) {
   }
 }
 
-PeerEntry my_entry(const Cluster& c, const std::string& my_host, const RdzvDeadline& deadline) {
+PeerEntry my_entry(const GroupRuntime& c, const std::string& my_host,
+                   const RdzvDeadline& deadline) {
   PeerEntry me;
   me.rank = c.env.rank;
   me.world_size = c.env.world_size;
@@ -154,9 +158,9 @@ PeerEntry my_entry(const Cluster& c, const std::string& my_host, const RdzvDeadl
 
 /// Says hello to rank 0 and waits for the table of every rank; rank 0 answers at once when it
 /// refuses a rank, or at the first joined rank's deadline, naming who did not join.
-std::vector<PeerEntry> say_hello(Cluster& c, caf::actor root, PeerEntry me,
+std::vector<PeerEntry> say_hello(GroupRuntime& c, caf::actor root, PeerEntry me,
                                  const RdzvDeadline& deadline) {
-  caf::actor_system& system = process_actor_system();
+  caf::actor_system& system = c.system();
   caf::scoped_actor self{system};
   std::vector<PeerEntry> table;
   std::string failed;
@@ -186,7 +190,7 @@ std::vector<PeerEntry> say_hello(Cluster& c, caf::actor root, PeerEntry me,
 
 /// Takes rank 0's table: admits its processes, ends a gone peer's transfers at once, reports
 /// contributions held from processes that are not in it.
-void adopt_table(Cluster& c, std::vector<PeerEntry> table) {
+void adopt_table(GroupRuntime& c, std::vector<PeerEntry> table) {
   c.peers = std::move(table);
   // Rank 0 vouches for every process in its table: they all presented the token.
   for (const PeerEntry& p : c.peers)
@@ -201,19 +205,19 @@ void adopt_table(Cluster& c, std::vector<PeerEntry> table) {
       ucx->drop_peer(rank, names[rank] + " is gone: " + why);
   });
   for (const caf::node_id& stranger : c.inbox->release_held())
-    report_intruder(process_actor_system(), c.env.rank, stranger, "a collective contribution");
+    report_intruder(c.system(), c.env.rank, stranger, "a collective contribution");
 }
 
 /// Direct connections: each rank dials the ranks below it (rank 0 is already connected), so
 /// every pair has exactly one connection and control messages never hop through rank 0.
-void dial_lower_ranks(Cluster& c, const RdzvDeadline& deadline) {
-  caf::actor_system& system = process_actor_system();
+void dial_lower_ranks(GroupRuntime& c, const RdzvDeadline& deadline) {
+  caf::actor_system& system = c.system();
   for (int j = 1; j < c.env.rank; ++j) {
     const PeerEntry& p = c.peers[j];
     if (deadline.passed())
       throw DistributedError(prefix(c) + " ran out of " + deadline.of_rank(c.env.rank) +
                              " before connecting to " + c.describe(j));
-    auto r = dial(p.host, p.port, deadline);
+    auto r = dial(c, p.host, p.port, deadline);
     if (!r)
       throw DistributedError(prefix(c) + " could not connect to " + c.describe(j) + " at " +
                              p.host + ":" + std::to_string(p.port) + " within " +
@@ -225,9 +229,9 @@ void dial_lower_ranks(Cluster& c, const RdzvDeadline& deadline) {
 }
 
 /// Clock offset to rank 0: the sample with the shortest round trip of a few.
-void measure_clock(Cluster& c, const RdzvDeadline& deadline) {
+void measure_clock(GroupRuntime& c, const RdzvDeadline& deadline) {
   if (c.env.rank == 0) return;
-  caf::actor_system& system = process_actor_system();
+  caf::actor_system& system = c.system();
   caf::scoped_actor self{system};
   int64_t best_rtt = INT64_MAX;
   for (int i = 0; i < 8; ++i) {
@@ -251,7 +255,7 @@ void measure_clock(Cluster& c, const RdzvDeadline& deadline) {
   }
 }
 
-void connect_transport(Cluster& c, const std::string& my_machine) {
+void connect_transport(GroupRuntime& c, const std::string& my_machine) {
   if (!c.ucx) return;
   std::vector<std::vector<uint8_t>> addresses;
   std::vector<bool> same_host;
@@ -262,27 +266,107 @@ void connect_transport(Cluster& c, const std::string& my_machine) {
   c.ucx->connect(addresses, same_host);
 }
 
-/// Meets the job: every rank has joined, connected and measured its clock when this returns.
+/// One rank's way through the rendezvous's states.
+class RankRendezvous {
+ public:
+  RankRendezvous(GroupRuntime& c, const RdzvDeadline& deadline)
+      : c_(c),
+        deadline_(deadline),
+        my_host_(local_address_towards(c.env.master_addr, c.env.master_port)) {}
+
+  void run(RdzvState state) {
+    switch (state) {
+      case RdzvState::kPublish:
+        publish(c_, my_host_);
+        me_ = my_entry(c_, my_host_, deadline_);
+        return;
+      case RdzvState::kHello:
+        adopt_table(c_, say_hello(c_, reach_rank0(c_, deadline_), me_, deadline_));
+        return;
+      case RdzvState::kConnect:
+        return dial_lower_ranks(c_, deadline_);
+      case RdzvState::kClock:
+        return measure_clock(c_, deadline_);
+      case RdzvState::kTransport:
+        return connect_transport(c_, me_.machine);
+      case RdzvState::kBarrier:
+        return barrier();
+    }
+  }
+
+ private:
+  /// Everyone connected before anyone uses the group.
+  void barrier() {
+    std::vector<int> everyone(c_.env.world_size);
+    for (int r = 0; r < c_.env.world_size; ++r) everyone[r] = r;
+    c_.exchange(
+        everyone, {}, {},
+        "init_process_group (the closing barrier, within " + deadline_.of_rank(c_.env.rank) + ")",
+        deadline_.at);
+  }
+
+  GroupRuntime& c_;
+  const RdzvDeadline& deadline_;
+  const std::string my_host_;
+  PeerEntry me_;
+};
+
+std::mutex hook_mutex;
+RdzvStateHook state_hook;
+
+void enter(int rank, RdzvState state) {
+  RdzvStateHook hook;
+  {
+    std::lock_guard lock(hook_mutex);
+    hook = state_hook;
+  }
+  if (hook) hook(rank, state);
+}
+
 }  // namespace
 
-void connect_to_job(Cluster& c, const RdzvDeadline& deadline) {
-  const LaunchEnv& env = c.env;
-  c.self_actor = spawn_process_actor(process_actor_system(), c.inbox, env.world_size,
-                                     env.cluster_token, env.rank);
-  const std::string my_host = local_address_towards(env.master_addr, env.master_port);
-  publish(c, my_host);
-  const PeerEntry me = my_entry(c, my_host, deadline);
-  caf::actor root = reach_rank0(c, deadline);
-  adopt_table(c, say_hello(c, root, me, deadline));
-  dial_lower_ranks(c, deadline);
-  measure_clock(c, deadline);
-  connect_transport(c, me.machine);
-  // Everyone connected before anyone uses the group.
-  std::vector<int> everyone(env.world_size);
-  for (int r = 0; r < env.world_size; ++r) everyone[r] = r;
-  c.exchange(everyone, {}, {},
-             "init_process_group (the closing barrier, within " + deadline.of_rank(env.rank) + ")",
-             deadline.at);
+const char* to_string(RdzvState state) {
+  switch (state) {
+    case RdzvState::kPublish:
+      return "publish";
+    case RdzvState::kHello:
+      return "hello";
+    case RdzvState::kConnect:
+      return "connect";
+    case RdzvState::kClock:
+      return "clock";
+    case RdzvState::kTransport:
+      return "transport";
+    case RdzvState::kBarrier:
+      return "barrier";
+  }
+  return "?";
+}
+
+void set_rdzv_state_hook(RdzvStateHook hook) {
+  std::lock_guard lock(hook_mutex);
+  state_hook = std::move(hook);
+}
+
+void connect_to_job(GroupRuntime& c, const RdzvDeadline& deadline) {
+  c.self_actor =
+      spawn_process_actor(c.system(), c.inbox, c.env.world_size, c.env.cluster_token, c.env.rank);
+  RankRendezvous rendezvous(c, deadline);
+  for (RdzvState state : kRdzvStates) {
+    try {
+      enter(c.env.rank, state);
+      if (deadline.passed())
+        throw DistributedError(prefix(c) + " ran out of " + deadline.of_rank(c.env.rank) +
+                               " before its " + to_string(state) + " state");
+      rendezvous.run(state);
+    } catch (const DistributedError& e) {
+      throw DistributedError(std::string(e.what()) + " (rendezvous state: " + to_string(state) +
+                             ")");
+    } catch (const transport::TransferError& e) {
+      throw DistributedError(prefix(c) + ": " + e.what() +
+                             " (rendezvous state: " + to_string(state) + ")");
+    }
+  }
 }
 
 std::string host_name() {

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "actors/detail/agreement.h"
-#include "actors/detail/cluster.h"
+#include "actors/detail/group_runtime.h"
 #include "actors/detail/process_ranks.h"
 #include "actors/detail/remote_error.h"
 #include "actors/pipeline_tag.h"
@@ -257,7 +257,7 @@ std::vector<RankFacts> ProcessRanks::meet(const std::string& local_error, bool w
     mine = facts_of_this_rank(wants_nccl);
   else
     mine.error = local_error;
-  auto* cluster = distributed::detail::Cluster::current();
+  auto* cluster = distributed::detail::default_runtime();
   std::vector<RankFacts> facts;
   for (auto& c : cluster->exchange(group_ranks_, mine.encode(), {}, name + " construction"))
     facts.push_back(RankFacts::decode(c.bytes));
@@ -271,7 +271,7 @@ std::vector<std::string> ProcessRanks::gather_detail(const std::string& name) co
   const PipeDigest* pipe = pipe_digest();
   RankDetail mine{pipe ? pipe->encode() : "", order_text(spec_.placement.order)};
   std::vector<std::string> out;
-  auto* cluster = distributed::detail::Cluster::current();
+  auto* cluster = distributed::detail::default_runtime();
   for (auto& c : cluster->exchange(group_ranks_, mine.encode(), {}, name + " construction details"))
     out.push_back(std::move(c.bytes));
   return out;

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "actors/detail/caf_messages.h"
-#include "actors/detail/cluster.h"
+#include "actors/detail/group_runtime.h"
 #include "actors/detail/wire_note.h"
 #include "actors/message_log.h"
 
@@ -180,7 +180,7 @@ constexpr auto kGoneGrace = std::chrono::seconds(1);
 bool trusted(StageActor* self, const char* what) {
   const caf::strong_actor_ptr& sender = self->current_sender();
   if (sender && sender->node() == self->node()) return true;
-  auto* cluster = distributed::detail::Cluster::current();
+  auto* cluster = distributed::detail::default_runtime();
   if (cluster && distributed::detail::from_member(sender, self->node(), *cluster->inbox))
     return true;
   distributed::detail::report_intruder(self->system(), self->state.worker->rank(),

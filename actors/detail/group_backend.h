@@ -2,11 +2,19 @@
 // member, serving the schedule's channel and the data-parallel all-reduce.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "stages/pipeline_stage.h"
+#include "tensors/tensor.h"
+
+namespace tensorplay::transport {
+class Channel;
+class NcclAllReduce;
+}  // namespace tensorplay::transport
 
 namespace tensorplay::pipelining::detail {
 
@@ -22,5 +30,20 @@ bool all_want_nccl(const std::vector<int>& ranks, bool mine, const std::string& 
 /// member of the group of global `ranks`; a collective, `what` names it in errors.
 std::vector<std::vector<uint8_t>> agree_nccl_ids(const std::vector<int>& ranks, int my_index,
                                                  int count, const std::string& what);
+
+/// A group's all-reduce of one tensor, in place: over `nccl` where given and the tensor is on a
+/// GPU, else the ring over `ucx` (device tensors staged through host memory). The one all-reduce
+/// that ProcessGroup::all_reduce (and with it the tied weights' sums) and the data-parallel
+/// gradient reducer run; `call` numbers it alike on every member.
+struct GroupAllReduce {
+  std::shared_ptr<transport::Channel> ucx;
+  std::shared_ptr<transport::NcclAllReduce> nccl;  ///< null: the ring only
+  std::vector<int> ranks;                          ///< global ranks of the members
+  int me = 0;                                      ///< this member's index in `ranks`
+  uint32_t stream = 0;                             ///< the stream of its ring transfers
+  std::chrono::milliseconds timeout{0};
+
+  void operator()(Tensor& tensor, uint64_t call) const;
+};
 
 }  // namespace tensorplay::pipelining::detail

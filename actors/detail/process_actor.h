@@ -6,7 +6,7 @@
 #include <memory>
 #include <string>
 
-#include "actors/detail/cluster.h"
+#include "actors/detail/group_runtime.h"
 
 namespace tensorplay::distributed::detail {
 

@@ -4,11 +4,12 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "actors/detail/caf_messages.h"
-#include "actors/detail/cluster.h"
+#include "actors/detail/group_runtime.h"
 
 namespace tensorplay::distributed::detail {
 
@@ -83,11 +84,34 @@ struct RdzvDeadline {
   }
 };
 
-/// Meets the job as `c.env` says (rank 0 is the rendezvous): publishes this process's actor,
-/// reaches rank 0, says hello and gets every rank's entry, connects to the ranks below, measures
-/// the clock offset to rank 0, connects the transport and meets every rank at a barrier, all
-/// before `deadline`. Throws DistributedError naming the phase and who was waited for.
-void connect_to_job(Cluster& c, const RdzvDeadline& deadline);
+/// The rendezvous's states, in the order every rank goes through them. Each waits at most until
+/// the rendezvous's one deadline, and fails with a DistributedError that names who it waited
+/// for and ends "(rendezvous state: NAME)".
+enum class RdzvState {
+  kPublish,    ///< listen: rank 0 on MASTER_PORT (the rendezvous), the others on any port
+  kHello,      ///< reach rank 0 and get every rank's entry (rank 0: wait for every hello)
+  kConnect,    ///< dial the ranks below; watch every peer
+  kClock,      ///< measure the clock offset to rank 0
+  kTransport,  ///< connect the UCX channel to every peer
+  kBarrier,    ///< meet every rank, all connected
+};
+
+/// Every state, in order.
+inline constexpr RdzvState kRdzvStates[] = {RdzvState::kPublish,   RdzvState::kHello,
+                                            RdzvState::kConnect,   RdzvState::kClock,
+                                            RdzvState::kTransport, RdzvState::kBarrier};
+
+/// "publish", "hello", "connect", "clock", "transport", "barrier".
+const char* to_string(RdzvState state);
+
+/// Called as a rank enters each state, on the joining thread (tests stall a state with it).
+using RdzvStateHook = std::function<void(int rank, RdzvState state)>;
+/// Sets the hook for every later rendezvous of this process (null: none).
+void set_rdzv_state_hook(RdzvStateHook hook);
+
+/// Meets the job as `c.env` says (rank 0 is the rendezvous), going through every RdzvState
+/// before `deadline`. Throws DistributedError naming the state and who was waited for.
+void connect_to_job(GroupRuntime& c, const RdzvDeadline& deadline);
 
 /// This host's name.
 std::string host_name();

@@ -1,16 +1,13 @@
 // Tests for process_group.h in one process: a group of one without launcher variables, new_group
-// checks, collectives on a group of one, clear errors before init. Collectives across processes
-// run in the multiprocess tests (tests/multiprocess).
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
+// checks, clear errors before init, and jobs of several ranks joined in this process (join_job),
+// their collectives and subgroups. Collectives across processes run in tests/multiprocess.
 #include <catch2/catch.hpp>
 
-#include "actors/detail/cluster.h"
+#include "actors/detail/group_runtime.h"
 #include "actors/process_group.h"
-#include "transport/collective_key.h"
+#include "in_process_job.h"
 #include "tensors/tensors.h"
+#include "transport/collective_key.h"
 
 namespace tp = tensorplay;
 namespace dist = tensorplay::distributed;
@@ -76,22 +73,7 @@ TEST_CASE("a rank that cannot reach rank 0 fails within its timeout, naming the 
   CHECK_FALSE(dist::is_initialized());
 }
 
-namespace {
-
-/// A loopback port free a moment ago (the kernel's choice).
-int free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof address;
-  ::bind(fd, reinterpret_cast<sockaddr*>(&address), length);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
-  ::close(fd);
-  return ntohs(address.sin_port);
-}
-
-}  // namespace
+using tp::testing::free_port;
 
 TEST_CASE("rank 0 alone names the ranks that did not join within its timeout, and frees its port",
           "[process_group]") {
@@ -128,7 +110,7 @@ TEST_CASE("groups of one process keep their collective keys apart, or refuse nam
           "[process_group]") {
   dist::destroy_process_group();
   dist::init_process_group({.env = dist::LaunchEnv{}});
-  auto& cluster = *dist::detail::Cluster::current();
+  auto& cluster = *dist::detail::default_runtime();
   // A pp 2 x dp 2 job's rank 1 is in [0, 1] (dp), [1, 3] (pp) and the world: their keys once
   // agreed, and a pipeline-group all-reduce landed in the data-parallel group's receive.
   const uint32_t kMask = ((1u << tp::transport::kGroupBits) - 1) << tp::transport::kStreamBits;
@@ -145,4 +127,63 @@ TEST_CASE("groups of one process keep their collective keys apart, or refuse nam
                     Catch::Contains("collectives on group [0, 9] and on group [0, 4] would share "
                                     "transfer keys"));
   dist::destroy_process_group();
+}
+
+TEST_CASE("ranks of one job joined in one process run collectives without a launcher",
+          "[process_group][join_job]") {
+  dist::destroy_process_group();
+  auto outcomes = tp::testing::run_ranks(3, {0, 1, 2}, std::chrono::seconds(20), [](auto& world) {
+    const int me = world.rank();
+    CHECK(world.global_rank() == me);
+    CHECK(world.ranks() == std::vector<int>{0, 1, 2});
+    world.barrier();
+    CHECK(world.all_gather_bytes(std::to_string(me)) == std::vector<std::string>{"0", "1", "2"});
+    tp::Tensor t = tp::full({4}, static_cast<float>(me + 1));
+    world.all_reduce(t);
+    CHECK(t.to_vector() == std::vector<float>(4, 6.0f));
+    // A subgroup of the same job, and a rank outside it.
+    dist::ProcessGroup ends = world.new_group({2, 0});
+    CHECK(ends.ranks() == std::vector<int>{0, 2});
+    if (me == 1) {
+      CHECK(ends.rank() == -1);
+      CHECK_THROWS_WITH(ends.barrier(), Catch::Contains("rank 1 is not a member of the group"));
+    } else {
+      tp::Tensor u = tp::full({2}, static_cast<float>(10 * me + 1));
+      ends.all_reduce(u);
+      CHECK(u.to_vector() == std::vector<float>{22, 22});
+    }
+    CHECK_THROWS_WITH(world.new_group({3}), Catch::Contains("[0, 3)"));
+    world.barrier();
+  });
+  for (const auto& o : outcomes) CHECK(o.error == "");
+  CHECK_FALSE(dist::is_initialized());  // the process's default group is left alone
+}
+
+TEST_CASE("a rank in the default group and one joined apart meet, and a group of a left job says so",
+          "[process_group][join_job]") {
+  dist::destroy_process_group();
+  const int port = free_port();
+  std::string joined_error;
+  std::thread other([&] {
+    try {
+      auto world = dist::join_job(
+          {.timeout = std::chrono::seconds(20), .env = tp::testing::loopback_env(1, 2, port)});
+      tp::Tensor t = tp::ones({3});
+      world.all_reduce(t);
+      world.barrier();
+    } catch (const std::exception& e) {
+      joined_error = e.what();
+    }
+  });
+  dist::init_process_group(
+      {.timeout = std::chrono::seconds(20), .env = tp::testing::loopback_env(0, 2, port)});
+  dist::ProcessGroup world = dist::world_group();
+  tp::Tensor t = tp::full({3}, 2.0f);
+  dist::all_reduce(t);
+  CHECK(t.to_vector() == std::vector<float>{3, 3, 3});
+  world.barrier();
+  other.join();
+  CHECK(joined_error == "");
+  dist::destroy_process_group();
+  CHECK_THROWS_WITH(world.barrier(), Catch::Contains("the group's job was left"));
 }

@@ -1,12 +1,15 @@
-// Tests for detail/rendezvous.h, rank 0's record of the rendezvous: the table once every rank
-// joined, each refusal ending it for every rank with the reason, and the first joined rank's
-// timeout ending it naming the ranks that did not join.
+// Tests for detail/rendezvous.h: rank 0's record of the rendezvous (the table once every rank
+// joined, each refusal ending it for every rank with the reason, the first joined rank's timeout
+// ending it naming the ranks that did not join), and each rendezvous state's timeout and error,
+// with the ranks of a job joined in this process and one state stalled past the deadline.
 #include <caf/all.hpp>
 #include <catch2/catch.hpp>
 #include <string>
+#include <thread>
 
 #include "actors/detail/caf_system.h"
 #include "actors/detail/rendezvous.h"
+#include "in_process_job.h"
 
 namespace dd = tensorplay::distributed::detail;
 using Kind = dd::HelloOutcome::Kind;
@@ -117,4 +120,79 @@ TEST_CASE("the first joined rank's timeout ends the rendezvous naming who did no
   CHECK(book.expire(0).empty());  // ended once
   CHECK_THAT(book.hello(job.entry(2), true).to_sender,
              Catch::Contains("ended already") && Catch::Contains("[2] of 4 did not join"));
+}
+
+namespace {
+
+/// Stalls `rank` for `stall` as it enters `state`, while alive.
+struct StallState {
+  StallState(int rank, dd::RdzvState state, std::chrono::milliseconds stall) {
+    dd::set_rdzv_state_hook([=](int r, dd::RdzvState s) {
+      if (r == rank && s == state) std::this_thread::sleep_for(stall);
+    });
+  }
+  ~StallState() { dd::set_rdzv_state_hook(nullptr); }
+};
+
+constexpr auto kRdzvTimeout = std::chrono::milliseconds(1500);
+constexpr auto kStall = std::chrono::milliseconds(1800);  // past the rendezvous's deadline
+
+}  // namespace
+
+TEST_CASE("rendezvous states are named and ordered", "[rendezvous]") {
+  std::string names;
+  for (dd::RdzvState s : dd::kRdzvStates) names += std::string(dd::to_string(s)) + " ";
+  CHECK(names == "publish hello connect clock transport barrier ");
+}
+
+TEST_CASE("each rendezvous state fails on its timeout, naming itself and who was waited for",
+          "[rendezvous][join_job]") {
+  using dd::RdzvState;
+  using tensorplay::testing::run_ranks;
+  SECTION("hello: rank 0 alone names the ranks that did not join") {
+    auto out = run_ranks(2, {0}, kRdzvTimeout);
+    CHECK_THAT(out[0].error, Catch::Contains("rank(s) [1] of 2 did not join") &&
+                                 Catch::EndsWith("(rendezvous state: hello)"));
+  }
+  SECTION("hello: a rank without rank 0 names the address it tried") {
+    auto out = run_ranks(2, {1}, std::chrono::milliseconds(300));
+    CHECK_THAT(out[0].error, Catch::Contains("could not reach rank 0 at 127.0.0.1:") &&
+                                 Catch::EndsWith("(rendezvous state: hello)"));
+  }
+  for (RdzvState stalled :
+       {RdzvState::kConnect, RdzvState::kClock, RdzvState::kTransport, RdzvState::kBarrier}) {
+    DYNAMIC_SECTION(dd::to_string(stalled) << ": the stalled rank and the ones that wait for it") {
+      StallState stall(2, stalled, kStall);
+      auto out = run_ranks(3, {0, 1, 2}, kRdzvTimeout);
+      CHECK_THAT(
+          out[2].error,
+          Catch::Contains("rank 2 ran out of rank 2's rendezvous timeout of 1500 ms") &&
+              Catch::EndsWith(std::string("(rendezvous state: ") + dd::to_string(stalled) + ")"));
+      for (int r : {0, 1})
+        CHECK_THAT(out[r].error, Catch::Contains("rank(s) [2] did not take part") &&
+                                     Catch::EndsWith("(rendezvous state: barrier)"));
+    }
+  }
+}
+
+TEST_CASE("a port in use fails the publish state, saying what to check", "[rendezvous][join_job]") {
+  const int port = tensorplay::testing::free_port();
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  address.sin_port = htons(static_cast<uint16_t>(port));
+  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
+  REQUIRE(::listen(fd, 1) == 0);
+  std::string error;
+  try {
+    tensorplay::distributed::join_job({.timeout = std::chrono::milliseconds(500),
+                                       .env = tensorplay::testing::loopback_env(0, 2, port)});
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  ::close(fd);
+  CHECK_THAT(error, Catch::Contains("could not listen on 127.0.0.1:" + std::to_string(port)) &&
+                        Catch::Contains("is MASTER_PORT in use?") &&
+                        Catch::EndsWith("(rendezvous state: publish)"));
 }

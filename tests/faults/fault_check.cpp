@@ -14,7 +14,7 @@
 #include <string>
 #include <thread>
 
-#include "actors/detail/cluster.h"
+#include "actors/detail/group_runtime.h"
 #include "actors/detail/wire_note.h"
 #include "actors/message_log.h"
 #include "actors/process_group.h"
@@ -167,7 +167,7 @@ void flood(pp::PipelineSchedule& schedule, const Args& args, uint64_t finished) 
   dist::world_group().barrier();
   const auto started = Clock::now();
   if (rank == 0) {
-    auto* cluster = dist::detail::Cluster::current();
+    auto* cluster = dist::detail::default_runtime();
     std::mt19937_64 random(2024);
     for (int i = 0; i < args.messages; ++i)
       cluster->ucx->send_message(1, schedule.transport_stream(), malformed(random, finished));

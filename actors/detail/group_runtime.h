@@ -1,7 +1,8 @@
-// The process group's runtime (private to actors/): this process's place in the job, the process
-// actors of every rank, the collectives' inbox, and the transports made at init.
+// A rank's runtime in a job (private to actors/): its place in the job, every rank's process
+// actor, the collectives' inbox, the transports made at init, and the actor system they run on.
 #pragma once
 
+#include <atomic>
 #include <caf/all.hpp>
 #include <chrono>
 #include <condition_variable>
@@ -15,6 +16,7 @@
 
 #include "actors/detail/caf_messages.h"
 #include "actors/launch_env.h"
+#include "actors/process_group.h"
 #include "transport/ucx_channel.h"
 
 namespace tensorplay::distributed::detail {
@@ -78,14 +80,30 @@ bool from_member(const caf::strong_actor_ptr& sender, const caf::node_id& here,
 void report_intruder(caf::actor_system& system, int rank, const caf::node_id& node,
                      const std::string& what);
 
-/// One process's membership in the job.
-class Cluster {
+/// One rank's runtime in a job: its place (launcher environment), every rank's process actor and
+/// transport address, the collectives' inbox, the UCX channel, and the CAF actor system they run
+/// on. The process's default group (init_process_group) holds one on the process's actor system;
+/// a group joined with join_job holds one of its own, with an actor system of its own, so several
+/// ranks of a job can live in one process. Every ProcessGroup made from it holds it.
+class GroupRuntime {
  public:
-  /// The cluster of this process, or null when init_process_group has not run.
-  static Cluster* current();
-  /// Stops news of peers from reaching the transport first: at exit the process actor may still
-  /// hear of ranks leaving while the channel goes away.
-  ~Cluster();
+  /// Joins the job as `options` say (the rendezvous, rendezvous_join.cpp), on the process's actor
+  /// system (`own_system` false) or on a new one of its own. Throws DistributedError naming the
+  /// rendezvous state that failed and who was waited for.
+  static std::shared_ptr<GroupRuntime> join(const InitOptions& options, bool own_system);
+  /// Leaves the job (close()), then stops its own actor system, if any.
+  ~GroupRuntime();
+  GroupRuntime(const GroupRuntime&) = delete;
+  GroupRuntime& operator=(const GroupRuntime&) = delete;
+
+  /// The actor system its actors run on.
+  caf::actor_system& system() const { return *system_; }
+  /// Leaves the job: unpublishes and stops this rank's process actor and closes the channel.
+  /// Collectives on it fail afterwards, saying so. Idempotent.
+  void close();
+  bool closed() const { return closed_; }
+  /// Throws DistributedError when closed: `what` was called on a group whose job was left.
+  void check_open(const std::string& what) const;
 
   LaunchEnv env;
   std::string backend = "ucx";
@@ -97,6 +115,9 @@ class Cluster {
   std::shared_ptr<CollectiveInbox> inbox = std::make_shared<CollectiveInbox>();
   /// Host-memory transport between the ranks (null in a group of one).
   std::shared_ptr<transport::UcxChannel> ucx;
+  /// Connection attempts still running on threads of their own (the rendezvous leaves one behind
+  /// when its deadline passes first): an own actor system is not stopped under them.
+  std::shared_ptr<std::atomic<int>> dials_in_flight = std::make_shared<std::atomic<int>>(0);
 
   /// Every member's contribution to one collective on the group of global `ranks` (this process
   /// among them), by group rank. `what` names the collective in errors.
@@ -119,18 +140,35 @@ class Cluster {
   /// same on every member and fixed per group. Its low transport::kStreamBits bits are 0, and
   /// collective keys keep transport::kGroupBits above them, so two groups' collectives stay
   /// apart (transport/collective_key.h).
-  /// Throws DistributedError when another group of this process would share its keys.
+  /// Throws DistributedError when another group of this runtime would share its keys.
   uint32_t collective_stream(const std::vector<int>& ranks);
   /// Numbers the ring collectives on the group of global `ranks`: 1, 2, ... alike on every
   /// member, a count of its own (exchange() counts the group's barriers and gathers).
   uint64_t next_collective_call(const std::vector<int>& ranks);
 
  private:
+  GroupRuntime() = default;
+
+  std::unique_ptr<caf::actor_system_config> own_config_;  // with own_system_ (declared first:
+  std::unique_ptr<caf::actor_system> own_system_;         // destroyed last)
+  caf::actor_system* system_ = nullptr;
+  bool closed_ = false;
   std::mutex seq_mutex_;
   std::map<uint64_t, uint32_t> seq_;                        // calls made per group
   std::map<uint64_t, uint32_t> streams_;                    // schedules built per group
   std::map<uint64_t, uint64_t> calls_;                      // ring collectives made per group
   std::map<uint32_t, std::vector<int>> collective_groups_;  // key bits -> the group using them
 };
+
+/// The runtime of the process's default group (init_process_group), or null before it and after
+/// destroy_process_group.
+GroupRuntime* default_runtime();
+/// The same, shared (what the default group's ProcessGroups hold).
+std::shared_ptr<GroupRuntime> default_runtime_shared();
+/// Makes `runtime` the default (null: none).
+void set_default_runtime(std::shared_ptr<GroupRuntime> runtime);
+
+/// A group's id from its global ranks: the same on every member, every bit mixed.
+uint64_t group_hash(const std::vector<int>& ranks);
 
 }  // namespace tensorplay::distributed::detail

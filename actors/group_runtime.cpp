@@ -1,0 +1,211 @@
+// A rank's runtime in a job: joining (the rendezvous itself is in rendezvous_join.cpp), leaving,
+// the process's default one, and the collectives' bookkeeping (exchanges, streams, call numbers).
+#include "actors/detail/group_runtime.h"
+
+#include <algorithm>
+#include <caf/io/all.hpp>
+
+#include "actors/detail/caf_system.h"
+#include "actors/detail/process_actor.h"
+#include "actors/detail/rendezvous.h"
+#include "actors/message_log.h"
+#include "tensors/cpu_threads.h"
+#include "tensors/device_info.h"
+#include "tensors/knobs.h"
+#include "transport/collective_key.h"
+#include "transport/ucx_channel.h"
+
+namespace tensorplay::distributed::detail {
+
+using pipelining::detail::collective_atom;
+
+uint64_t group_hash(const std::vector<int>& ranks) {
+  uint64_t h = 1469598103934665603ULL;  // FNV-1a
+  for (int r : ranks) {
+    h ^= static_cast<uint64_t>(r) + 1;
+    h *= 1099511628211ULL;
+  }
+  // FNV-1a of a few small ranks leaves the high bits alike ([0, 1] and [1, 3] agreed in the ten
+  // bits collective keys keep): mix every bit into every other (splitmix64's finalizer).
+  h ^= h >> 30;
+  h *= 0xbf58476d1ce4e5b9ULL;
+  h ^= h >> 27;
+  h *= 0x94d049bb133111ebULL;
+  h ^= h >> 31;
+  return h;
+}
+
+// -- joining and leaving
+// ---------------------------------------------------------------------------
+
+namespace {
+
+/// The job id every rank's message log records: the launcher's; for ranks started by hand, one
+/// they all derive from rank 0's process; alone, this process's own.
+std::string job_id_of(const GroupRuntime& c) {
+  if (!c.env.job_id.empty() || c.env.world_size == 1 || !c.peers.at(0).actor) return c.env.job_id;
+  uint64_t h = 1469598103934665603ULL;  // FNV-1a of rank 0's node id (its host and process)
+  for (char ch : to_string(c.peers[0].actor.node()))
+    h = (h ^ static_cast<unsigned char>(ch)) * 1099511628211ULL;
+  return "rank0-" + std::to_string(h);
+}
+
+}  // namespace
+
+std::shared_ptr<GroupRuntime> GroupRuntime::join(const InitOptions& options, bool own_system) {
+  const auto start = std::chrono::steady_clock::now();
+  std::shared_ptr<GroupRuntime> c(new GroupRuntime());
+  if (own_system) {
+    c->own_config_ = pipelining::detail::make_actor_system_config();
+    c->own_system_ = std::make_unique<caf::actor_system>(*c->own_config_);
+    c->system_ = c->own_system_.get();
+  } else {
+    c->system_ = &pipelining::detail::process_actor_system();
+  }
+  c->env = options.env ? *options.env : read_launch_env();
+  c->timeout = options.timeout.value_or(kDefaultTimeout);
+  c->backend = options.backend == "auto" ? (cuda_available() ? "nccl" : "ucx") : options.backend;
+  if (c->env.world_size > 1) {
+    // The rendezvous: .timeout where given, else the launcher's TENSORPLAY_RDZV_TIMEOUT.
+    const auto timeout = options.timeout.value_or(c->env.rdzv_timeout.value_or(kDefaultTimeout));
+    c->ucx = std::make_shared<transport::UcxChannel>(c->env.rank, c->env.world_size);
+    connect_to_job(*c, RdzvDeadline{timeout, start + timeout});  // on failure, c leaves
+  } else {
+    c->peers.resize(1);
+    c->peers[0].host = host_name();
+  }
+  c->env.job_id = job_id_of(*c);
+  return c;
+}
+
+GroupRuntime::~GroupRuntime() {
+  close();
+  // An own actor system stops here, its actors gone (close) and its threads joined; unless a
+  // connection attempt still runs in it (a dial to a host that does not answer can block in the
+  // kernel for minutes): then the system is left running, as the process's own always is.
+  if (!own_system_) return;
+  if (dials_in_flight->load() > 0) {
+    (void)own_system_.release();
+    (void)own_config_.release();
+    return;
+  }
+  peers.clear();  // handles of its actors and proxies go before the system
+  inbox.reset();
+  own_system_.reset();
+  own_config_.reset();
+}
+
+void GroupRuntime::close() {
+  if (closed_) return;
+  closed_ = true;
+  // News of peers no longer reaches the transport: the process actor may still hear of ranks
+  // leaving while the channel goes away.
+  inbox->on_peer_down(nullptr);
+  if (self_actor) {
+    if (port) system().middleman().unpublish(self_actor, port);
+    caf::anon_send_exit(self_actor, caf::exit_reason::user_shutdown);
+    self_actor = nullptr;
+  }
+  ucx.reset();
+}
+
+void GroupRuntime::check_open(const std::string& what) const {
+  if (closed_)
+    throw DistributedError(what +
+                           ": the group's job was left (destroy_process_group, or the "
+                           "group's runtime closed); make the group again after joining");
+}
+
+namespace {
+
+std::shared_ptr<GroupRuntime>& default_slot() {
+  static std::shared_ptr<GroupRuntime> runtime;
+  return runtime;
+}
+
+}  // namespace
+
+GroupRuntime* default_runtime() { return default_slot().get(); }
+std::shared_ptr<GroupRuntime> default_runtime_shared() { return default_slot(); }
+void set_default_runtime(std::shared_ptr<GroupRuntime> runtime) {
+  default_slot() = std::move(runtime);
+}
+
+// -- collectives' bookkeeping
+// ----------------------------------------------------------------------
+
+std::string GroupRuntime::describe(int rank) const {
+  if (rank >= 0 && rank < static_cast<int>(peers.size()) && !peers[rank].host.empty())
+    return "rank " + std::to_string(rank) + " (" + peers[rank].host + ")";
+  return "rank " + std::to_string(rank);
+}
+
+void GroupRuntime::notify_stream_failure(const std::vector<int>& ranks, uint32_t stream,
+                                         uint64_t step, const std::string& why) {
+  for (int r : ranks)
+    if (r != env.rank && r >= 0 && r < static_cast<int>(peers.size()) && peers[r].actor)
+      caf::send_as(self_actor, peers[r].actor, pipelining::detail::dp_failed_atom::value, stream,
+                   step, static_cast<int32_t>(env.rank), why);
+}
+
+uint32_t GroupRuntime::next_stream(const std::vector<int>& ranks) {
+  uint64_t hash = group_hash(ranks);
+  std::lock_guard lock(seq_mutex_);
+  // Consecutive schedules of one group differ in the low bits, which every channel tells apart
+  // (transport::kStreamBits of them).
+  return static_cast<uint32_t>(hash >> 32 << transport::kStreamBits) + ++streams_[hash];
+}
+
+uint32_t GroupRuntime::collective_stream(const std::vector<int>& ranks) {
+  const uint32_t stream = static_cast<uint32_t>(group_hash(ranks) >> 32 << transport::kStreamBits);
+  // Two groups of this process whose streams agree in the bits a collective key keeps would
+  // receive each other's transfers: refuse the second, naming both.
+  const uint32_t kept = (stream >> transport::kStreamBits) & ((1u << transport::kGroupBits) - 1);
+  std::lock_guard lock(seq_mutex_);
+  auto [it, fresh] = collective_groups_.emplace(kept, ranks);
+  if (!fresh && it->second != ranks)
+    throw DistributedError("collectives on group " + join_ranks(ranks) + " and on group " +
+                           join_ranks(it->second) +
+                           " would share transfer keys (their ids agree in the " +
+                           std::to_string(transport::kGroupBits) +
+                           " bits a key keeps); run one of them on another group (new_group)");
+  return stream;
+}
+
+uint64_t GroupRuntime::next_collective_call(const std::vector<int>& ranks) {
+  std::lock_guard lock(seq_mutex_);
+  return ++calls_[group_hash(ranks)];
+}
+
+std::vector<Contribution> GroupRuntime::exchange(const std::vector<int>& ranks, std::string bytes,
+                                                 std::vector<caf::actor> actors,
+                                                 const std::string& what) {
+  return exchange(ranks, std::move(bytes), std::move(actors), what,
+                  std::chrono::steady_clock::now() + timeout);
+}
+
+std::vector<Contribution> GroupRuntime::exchange(const std::vector<int>& ranks, std::string bytes,
+                                                 std::vector<caf::actor> actors,
+                                                 const std::string& what,
+                                                 std::chrono::steady_clock::time_point deadline) {
+  if (std::find(ranks.begin(), ranks.end(), env.rank) == ranks.end())
+    throw DistributedError(what + ": rank " + std::to_string(env.rank) +
+                           " is not a member of the group " + join_ranks(ranks));
+  uint64_t hash = group_hash(ranks);
+  uint32_t seq;
+  {
+    std::lock_guard lock(seq_mutex_);
+    seq = ++seq_[hash];
+  }
+  uint64_t key = (hash << 32) ^ seq;
+  Contribution mine{key, env.rank, std::move(bytes), std::move(actors)};
+  for (int r : ranks)
+    if (r != env.rank) caf::send_as(self_actor, peers.at(r).actor, collective_atom::value, mine);
+  inbox->put(std::move(mine));
+  auto got = inbox->take(key, ranks, deadline, what + " on group " + join_ranks(ranks));
+  std::vector<Contribution> out;
+  for (int r : ranks) out.push_back(std::move(got.at(r)));
+  return out;
+}
+
+}  // namespace tensorplay::distributed::detail
