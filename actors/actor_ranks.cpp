@@ -10,7 +10,6 @@
 #include <thread>
 
 #include "actors/detail/caf_messages.h"
-#include "actors/detail/caf_system.h"
 
 namespace tensorplay::pipelining::detail {
 
@@ -20,7 +19,7 @@ ActorRanks::~ActorRanks() {
 }
 
 void ActorRanks::dispatch(std::shared_ptr<StepData> data) {
-  self_ = std::make_unique<caf::scoped_actor>(process_actor_system());
+  self_ = std::make_unique<caf::scoped_actor>(system_);
   const uint64_t step = data->step;
   StepHandle handle(std::move(data));
   auto tally = std::make_shared<StepTally>(local_ranks());
@@ -125,7 +124,7 @@ std::vector<std::string> ActorRanks::stop(std::chrono::milliseconds wait) {
   detach();
   // An actor stuck in a stage's compute ends when that returns (it holds the stages alive until
   // then), and is reported rather than waited for.
-  caf::scoped_actor self{process_actor_system()};
+  caf::scoped_actor self{system_};
   std::set<caf::actor_addr> running;
   for (const caf::actor& a : local_actors_) {
     self->monitor(a);

@@ -19,8 +19,6 @@ std::string join(const std::vector<int>& ranks) {
   return "[" + out + "]";
 }
 
-distributed::detail::GroupRuntime& cluster() { return *distributed::detail::default_runtime(); }
-
 /// Local copies of each tied parameter, by name (what the reducer averages after the sums).
 std::map<std::string, std::vector<Tensor>> tied_copies(const ScheduleSpec& spec) {
   std::map<std::string, std::vector<Tensor>> out;
@@ -44,16 +42,17 @@ const distributed::DeviceMesh& stages_mesh(const ScheduleSpec& spec) {
 /// The all-reduce of one flat bucket over the replicas of global `ranks` (`me` among them):
 /// NCCL for device gradients where every replica has it, else the ring over UCX (device
 /// gradients staged through host memory: UCX here has no CUDA transport).
-FlatAllReduce flat_all_reduce(const ScheduleSpec& spec, const std::vector<int>& ranks, int me,
-                              uint32_t stream) {
+FlatAllReduce flat_all_reduce(GroupRuntime& runtime, const ScheduleSpec& spec,
+                              const std::vector<int>& ranks, int me, uint32_t stream) {
   const std::string name = spec.name();
-  bool all_nccl = all_want_nccl(ranks, wants_nccl_for(spec.local_stages()), name + " dp backend");
+  bool all_nccl = all_want_nccl(runtime, ranks, wants_nccl_for(runtime, spec.local_stages()),
+                                name + " dp backend");
   std::shared_ptr<transport::NcclAllReduce> nccl;
   if (all_nccl)
     nccl = std::make_shared<transport::NcclAllReduce>(
         me, static_cast<int>(ranks.size()), spec.stages.front()->device(),
-        agree_nccl_ids(ranks, me, 1, name + " dp NCCL id")[0], cluster().timeout);
-  return GroupAllReduce{cluster().ucx, nccl, ranks, me, stream, spec.options.transfer_timeout};
+        agree_nccl_ids(runtime, ranks, me, 1, name + " dp NCCL id")[0], runtime.timeout);
+  return GroupAllReduce{runtime.ucx, nccl, ranks, me, stream, spec.options.transfer_timeout};
 }
 
 }  // namespace
@@ -63,7 +62,7 @@ std::unique_ptr<DataParallelHook> DataParallelHook::make(const ScheduleSpec& spe
   const std::string name = spec.name();
   const distributed::DeviceMesh& mesh = stages_mesh(spec);
   if (mesh.empty() || !mesh.has_dim("dp") || mesh.size("dp") == 1) return nullptr;
-  if (!distributed::detail::default_runtime())
+  if (!spec.runtime())
     throw std::invalid_argument(name +
                                 ": the stages' mesh has a \"dp\" dimension but the process "
                                 "group is not initialized; call init_device_mesh first");
@@ -74,18 +73,20 @@ std::unique_ptr<DataParallelHook> DataParallelHook::make(const ScheduleSpec& spe
 }
 
 DataParallelHook::DataParallelHook(const ScheduleSpec& spec, std::vector<int> dp_ranks)
-    : spec_(spec), dp_ranks_(std::move(dp_ranks)) {
+    : spec_(spec),
+      runtime_(distributed::detail::shared_runtime_of(spec.stages.front()->get_mesh())),
+      dp_ranks_(std::move(dp_ranks)) {
   const std::string name = spec.name();
   const int dp = static_cast<int>(dp_ranks_.size());
   transport::check_ring_members(dp, name + ": the \"dp\" group: ");  // what ring keys hold
   const int me = spec.stages.front()->get_mesh().get_local_rank("dp");
-  stream_ = cluster().next_stream(dp_ranks_);
-  reducer_ = std::make_unique<GradReducer>(spec.local_stages(), spec.n_microbatches, dp,
-                                           spec.options.data_parallel,
-                                           flat_all_reduce(spec, dp_ranks_, me, stream_), name);
+  stream_ = runtime_->next_stream(dp_ranks_);
+  reducer_ = std::make_unique<GradReducer>(
+      spec.local_stages(), spec.n_microbatches, dp, spec.options.data_parallel,
+      flat_all_reduce(*runtime_, spec, dp_ranks_, me, stream_), name);
   // Every replica must bucket alike, or their all-reduces would pair the wrong buckets.
   auto layouts =
-      cluster().exchange(dp_ranks_, reducer_->layout(), {}, name + " data-parallel setup");
+      runtime_->exchange(dp_ranks_, reducer_->layout(), {}, name + " data-parallel setup");
   for (size_t r = 1; r < layouts.size(); ++r)
     if (layouts[r].bytes != layouts[0].bytes)
       throw std::invalid_argument(
@@ -100,14 +101,14 @@ DataParallelHook::DataParallelHook(const ScheduleSpec& spec, std::vector<int> dp
 void DataParallelHook::listen_for_failures() {
   // A replica whose step fails says so (abandon): this one's averaging of that step then fails
   // at once, naming it, instead of waiting out the transfer timeout.
-  cluster().inbox->on_stream_failure(
-      stream_, [reducer = reducer_.get(), ucx = cluster().ucx, stream = stream_](
+  runtime_->inbox->on_stream_failure(
+      stream_, [reducer = reducer_.get(), ucx = runtime_->ucx, stream = stream_](
                    uint64_t step, int rank, const std::string& why) {
         const std::string what = "rank " + std::to_string(rank) + " (a replica) failed step " +
                                  std::to_string(step) + ": " + why;
         if (reducer->peer_failed(step, what) && ucx) ucx->cancel_stream(stream);
       });
-  unlisten_ = std::shared_ptr<void>(nullptr, [inbox = cluster().inbox, stream = stream_](void*) {
+  unlisten_ = std::shared_ptr<void>(nullptr, [inbox = runtime_->inbox, stream = stream_](void*) {
     inbox->on_stream_failure(stream, nullptr);
   });
 }
@@ -126,7 +127,7 @@ void DataParallelHook::finish(uint64_t, Deadline deadline) { reducer_->finish_st
 void DataParallelHook::abandon(uint64_t step, const std::string& why) {
   // Tell the other replicas, so their all-reduces fail at once instead of waiting for this one,
   // cancel the reducer's transfers and wait (bounded) for the all-reduce running.
-  auto* c = distributed::detail::default_runtime();
+  GroupRuntime* c = runtime_.get();
   if (c && sync_) c->notify_stream_failure(dp_ranks_, stream_, step, why);
   reducer_->abandon_step([c, stream = stream_] {
     if (c && c->ucx) c->ucx->cancel_stream(stream);

@@ -9,7 +9,7 @@
 namespace tensorplay::distributed {
 
 ProcessGroup::ProcessGroup(const DeviceMesh& mesh)
-    : runtime_(detail::default_runtime_shared()), ranks_(mesh.ranks()) {
+    : runtime_(detail::shared_runtime_of(mesh)), ranks_(mesh.ranks()) {
   if (mesh.ndim() != 1)
     throw std::invalid_argument("ProcessGroup: " + to_string(mesh) + " has " +
                                 std::to_string(mesh.ndim()) +

@@ -12,13 +12,13 @@ namespace {
 
 class EmbeddedRanks : public ActorRanks {
  public:
-  explicit EmbeddedRanks(const ScheduleSpec& spec) : ActorRanks(spec) {
-    caf::actor_system& system = process_actor_system();
+  explicit EmbeddedRanks(const ScheduleSpec& spec) : ActorRanks(spec, process_actor_system()) {
+    caf::actor_system& system = system_;
     // Every rank's actor computes at once here: each stage takes its share of the cores.
     for (const auto& s : spec.stages) s->set_concurrent_threads(spec.placement.ranks);
     for (int r = 0; r < spec.placement.ranks; ++r) {
       auto worker = spec.make_worker(r, channel_);
-      actors_.push_back(spawn_stage_actor(system, worker, spec.placement.stage_to_rank, false,
+      actors_.push_back(spawn_stage_actor(system, worker, spec.placement.stage_to_rank, nullptr,
                                           spec.stages_handle()));
       status_actors_.push_back(spawn_status_actor(system, worker, actors_.back()));
       local_workers_.push_back(worker);

@@ -8,22 +8,21 @@
 
 namespace tensorplay::pipelining::detail {
 
-bool wants_nccl_for(const std::vector<PipelineStage*>& stages) {
-  auto* cluster = distributed::detail::default_runtime();
-  bool wants = cluster && cluster->backend == "nccl" && transport::nccl_available();
+bool wants_nccl_for(const GroupRuntime& runtime, const std::vector<PipelineStage*>& stages) {
+  bool wants = runtime.backend == "nccl" && transport::nccl_available();
   for (const PipelineStage* s : stages) wants = wants && s->device().is_cuda();
   return wants;
 }
 
-bool all_want_nccl(const std::vector<int>& ranks, bool mine, const std::string& what) {
+bool all_want_nccl(GroupRuntime& runtime, const std::vector<int>& ranks, bool mine,
+                   const std::string& what) {
   bool all = true;
-  for (auto& c :
-       distributed::detail::default_runtime()->exchange(ranks, mine ? "1" : "0", {}, what))
-    all = all && c.bytes == "1";
+  for (auto& c : runtime.exchange(ranks, mine ? "1" : "0", {}, what)) all = all && c.bytes == "1";
   return all;
 }
 
-std::vector<std::vector<uint8_t>> agree_nccl_ids(const std::vector<int>& ranks, int my_index,
+std::vector<std::vector<uint8_t>> agree_nccl_ids(GroupRuntime& runtime,
+                                                 const std::vector<int>& ranks, int my_index,
                                                  int count, const std::string& what) {
   std::string ids;
   if (my_index == 0)
@@ -31,7 +30,7 @@ std::vector<std::vector<uint8_t>> agree_nccl_ids(const std::vector<int>& ranks, 
       std::vector<uint8_t> id = transport::nccl_unique_id();
       ids.append(reinterpret_cast<const char*>(id.data()), id.size());
     }
-  std::string got = distributed::detail::default_runtime()->exchange(ranks, ids, {}, what)[0].bytes;
+  std::string got = runtime.exchange(ranks, ids, {}, what)[0].bytes;
   if (count < 1 || got.size() % static_cast<size_t>(count) != 0)
     throw std::runtime_error(what + ": the group's first member sent " +
                              std::to_string(got.size()) + " bytes of NCCL ids, not " +

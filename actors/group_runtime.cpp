@@ -131,6 +131,21 @@ void set_default_runtime(std::shared_ptr<GroupRuntime> runtime) {
   default_slot() = std::move(runtime);
 }
 
+std::shared_ptr<GroupRuntime> shared_runtime_of(const DeviceMesh& mesh) {
+  if (!mesh.job()) return default_slot();
+  return std::static_pointer_cast<GroupRuntime>(std::const_pointer_cast<void>(mesh.job()));
+}
+
+GroupRuntime* runtime_of(const DeviceMesh& mesh) {
+  return mesh.job() ? static_cast<GroupRuntime*>(const_cast<void*>(mesh.job().get()))
+                    : default_runtime();
+}
+
+std::shared_ptr<const void> job_of(const std::shared_ptr<GroupRuntime>& runtime) {
+  if (!runtime || runtime == default_slot()) return nullptr;
+  return runtime;
+}
+
 // -- collectives' bookkeeping
 // ----------------------------------------------------------------------
 

@@ -104,7 +104,7 @@ void ProcessGroup::barrier() const {
 }
 
 ProcessGroup::operator DeviceMesh() const {
-  return DeviceMesh::over_ranks(ranks_, "pp", global_rank());
+  return DeviceMesh::over_ranks(ranks_, "pp", global_rank()).with_job(detail::job_of(runtime_));
 }
 
 void ProcessGroup::all_reduce(Tensor& tensor) const {

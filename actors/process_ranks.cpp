@@ -8,7 +8,6 @@
 #include <string>
 
 #include "actors/detail/caf_messages.h"
-#include "actors/detail/caf_system.h"
 #include "actors/detail/group_backend.h"
 #include "actors/detail/group_runtime.h"
 #include "actors/detail/stage_actor.h"
@@ -17,19 +16,16 @@
 
 namespace tensorplay::pipelining::detail {
 
-namespace {
-
-distributed::detail::GroupRuntime& cluster() { return *distributed::detail::default_runtime(); }
-
-}  // namespace
-
-ProcessRanks::ProcessRanks(const ScheduleSpec& spec, std::vector<int> group_ranks,
+ProcessRanks::ProcessRanks(std::shared_ptr<distributed::detail::GroupRuntime> runtime,
+                           const ScheduleSpec& spec, std::vector<int> group_ranks,
                            const std::string& local_error)
-    : ActorRanks(spec), group_ranks_(std::move(group_ranks)) {
+    : ActorRanks(spec, runtime->system()),
+      runtime_(std::move(runtime)),
+      group_ranks_(std::move(group_ranks)) {
   const std::string name = spec.name();
-  auto me = std::find(group_ranks_.begin(), group_ranks_.end(), cluster().env.rank);
+  auto me = std::find(group_ranks_.begin(), group_ranks_.end(), runtime_->env.rank);
   if (me == group_ranks_.end())
-    throw std::invalid_argument(name + ": rank " + std::to_string(cluster().env.rank) +
+    throw std::invalid_argument(name + ": rank " + std::to_string(runtime_->env.rank) +
                                 " built stages for a process group it is not a member of");
   my_rank_ = static_cast<int>(me - group_ranks_.begin());
   // NCCL carries the tensors when every rank's stages are on a GPU and NCCL is usable there, for
@@ -37,8 +33,8 @@ ProcessRanks::ProcessRanks(const ScheduleSpec& spec, std::vector<int> group_rank
   // traffic one way between two ranks. Looped and V placements send both ways between a pair
   // within one direction, where two large sends issued before their receives would wait on
   // each other; they stage device tensors through host memory over UCX instead.
-  bool wants_nccl =
-      wants_nccl_for(spec.local_stages()) && schedules::is_single_stage_per_rank(spec.kind);
+  bool wants_nccl = wants_nccl_for(*runtime_, spec.local_stages()) &&
+                    schedules::is_single_stage_per_rank(spec.kind);
   std::vector<RankFacts> facts = meet(local_error, wants_nccl);
   bool all_nccl = true;
   for (const RankFacts& f : facts) all_nccl = all_nccl && f.wants_nccl;
@@ -49,41 +45,40 @@ ProcessRanks::ProcessRanks(const ScheduleSpec& spec, std::vector<int> group_rank
 }
 
 std::string ProcessRanks::describe_rank(int rank) const {
-  auto* c = distributed::detail::default_runtime();
   int global =
       rank >= 0 && rank < static_cast<int>(group_ranks_.size()) ? group_ranks_[rank] : rank;
-  return c ? c->describe(global) : "rank " + std::to_string(global);
+  return runtime_->describe(global);
 }
 
 int ProcessRanks::choose_channel(bool all_nccl, std::vector<int>& stage_to_peer) {
   const StagePlacement& p = spec_.placement;
   if (!all_nccl) {
     // UCX between host buffers; device tensors are staged through host memory.
-    channel_ = cluster().ucx;
+    channel_ = runtime_->ucx;
     for (int s = 0; s < p.num_stages; ++s) stage_to_peer[s] = group_ranks_[p.stage_to_rank[s]];
-    return cluster().env.rank;
+    return runtime_->env.rank;
   }
   // NCCL's peers are ranks of a communicator over this group; group rank 0 makes its ids.
-  std::vector<std::vector<uint8_t>> ids =
-      agree_nccl_ids(group_ranks_, my_rank_, transport::kLanes, spec_.name() + " NCCL ids");
+  std::vector<std::vector<uint8_t>> ids = agree_nccl_ids(
+      *runtime_, group_ranks_, my_rank_, transport::kLanes, spec_.name() + " NCCL ids");
   channel_ = std::make_shared<transport::NcclChannel>(my_rank_, p.ranks, spec_.stages[0]->device(),
-                                                      ids, cluster().timeout);
+                                                      ids, runtime_->timeout);
   for (int s = 0; s < p.num_stages; ++s) stage_to_peer[s] = p.stage_to_rank[s];
   return my_rank_;
 }
 
 void ProcessRanks::spawn_actors(std::vector<int> stage_to_peer, int self_peer) {
   auto worker = spec_.make_worker(my_rank_, channel_, std::move(stage_to_peer), self_peer);
-  caf::actor_system& system = process_actor_system();
-  caf::actor mine =
-      spawn_stage_actor(system, worker, spec_.placement.stage_to_rank, true, spec_.stages_handle());
+  caf::actor_system& system = system_;
+  caf::actor mine = spawn_stage_actor(system, worker, spec_.placement.stage_to_rank,
+                                      runtime_->inbox, spec_.stages_handle());
   local_actors_ = {mine};
   local_workers_ = {worker};
   // Notifications ride the data channel where it carries messages (UCX): one hop from the
   // sender's progress thread to the receiver's, which posts the receive at once; the actor hears
   // of the tensors when they are here. Registered before the actor exchange, so no rank sends
   // before every rank listens.
-  stream_ = cluster().next_stream(group_ranks_);
+  stream_ = runtime_->next_stream(group_ranks_);
   worker->set_stream(stream_, true);
   if (channel_->carries_messages()) {
     messages_registered_ = true;
@@ -99,7 +94,7 @@ void ProcessRanks::exchange_actors() {
   const caf::actor mine = local_actors_.front();
   try {
     auto handles =
-        cluster().exchange(group_ranks_, {}, {mine, my_status_}, name + " actor exchange");
+        runtime_->exchange(group_ranks_, {}, {mine, my_status_}, name + " actor exchange");
     for (auto& c : handles) {
       if (c.actors.size() != 2)
         throw std::runtime_error(name + ": a rank sent " + std::to_string(c.actors.size()) +
@@ -134,7 +129,14 @@ ProcessRanks::~ProcessRanks() { detach(); }
 std::unique_ptr<RankRuntime> make_process_ranks(const ScheduleSpec& spec,
                                                 const std::vector<int>& group_ranks,
                                                 const std::string& local_error) {
-  return std::make_unique<ProcessRanks>(spec, group_ranks, local_error);
+  auto runtime = distributed::detail::shared_runtime_of(spec.stages.front()->get_mesh());
+  if (!runtime)
+    throw std::invalid_argument(
+        spec.name() +
+        ": the stages were placed across processes but this process has "
+        "joined no job; call tensorplay::distributed::init_process_group()");
+  runtime->check_open(spec.name());
+  return std::make_unique<ProcessRanks>(std::move(runtime), spec, group_ranks, local_error);
 }
 
 }  // namespace tensorplay::pipelining::detail

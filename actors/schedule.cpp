@@ -51,7 +51,7 @@ void PipelineSchedule::Impl::find_group() {
     if (!s) throw std::invalid_argument(name + ": a stage is null");
   const int num_stages = stages[0]->num_stages();
   if (static_cast<int>(stages.size()) == num_stages) return;  // every stage here: embedded
-  if (distributed::get_world_size() == 1)
+  if (spec.job_world_size() == 1)
     throw std::invalid_argument(
         name + ": this process hosts " + std::to_string(stages.size()) + " of " +
         std::to_string(num_stages) +
@@ -60,11 +60,12 @@ void PipelineSchedule::Impl::find_group() {
         "(tp-launch) and call tensorplay::distributed::init_process_group() first");
   group_ranks = stages[0]->group_ranks();
   for (const auto& s : stages)
-    if (s->group_ranks() != group_ranks)
+    if (s->group_ranks() != group_ranks || s->get_mesh().job() != stages[0]->get_mesh().job())
       throw std::invalid_argument(name + ": stages " + std::to_string(stages[0]->stage_index()) +
                                   " and " + std::to_string(s->stage_index()) +
                                   " were built for different process groups");
-  if (group_ranks.empty()) group_ranks = distributed::world_group().ranks();
+  if (group_ranks.empty())
+    for (int r = 0; r < spec.job_world_size(); ++r) group_ranks.push_back(r);
 }
 
 void PipelineSchedule::Impl::check_stages() {

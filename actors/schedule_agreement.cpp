@@ -257,9 +257,8 @@ std::vector<RankFacts> ProcessRanks::meet(const std::string& local_error, bool w
     mine = facts_of_this_rank(wants_nccl);
   else
     mine.error = local_error;
-  auto* cluster = distributed::detail::default_runtime();
   std::vector<RankFacts> facts;
-  for (auto& c : cluster->exchange(group_ranks_, mine.encode(), {}, name + " construction"))
+  for (auto& c : runtime_->exchange(group_ranks_, mine.encode(), {}, name + " construction"))
     facts.push_back(RankFacts::decode(c.bytes));
   AgreementContext context{name, [this](int r) { return describe_rank(r); },
                            [this, &name] { return gather_detail(name); }};
@@ -271,8 +270,8 @@ std::vector<std::string> ProcessRanks::gather_detail(const std::string& name) co
   const PipeDigest* pipe = pipe_digest();
   RankDetail mine{pipe ? pipe->encode() : "", order_text(spec_.placement.order)};
   std::vector<std::string> out;
-  auto* cluster = distributed::detail::default_runtime();
-  for (auto& c : cluster->exchange(group_ranks_, mine.encode(), {}, name + " construction details"))
+  for (auto& c :
+       runtime_->exchange(group_ranks_, mine.encode(), {}, name + " construction details"))
     out.push_back(std::move(c.bytes));
   return out;
 }

@@ -1,6 +1,7 @@
 // The schedule's spec: its rank workers built from the placement, the options and the order.
 #include "actors/detail/schedule_spec.h"
 
+#include "actors/detail/group_runtime.h"
 #include "schedules/policy.h"
 
 namespace tensorplay::pipelining::detail {
@@ -24,6 +25,15 @@ std::shared_ptr<StageWorker> ScheduleSpec::make_worker(int rank,
                                        std::move(training_policy), std::move(eval_policy),
                                        std::move(channel), options.transfer_timeout,
                                        std::move(stage_to_peer), self_peer);
+}
+
+distributed::detail::GroupRuntime* ScheduleSpec::runtime() const {
+  return distributed::detail::runtime_of(stages.front()->get_mesh());
+}
+
+int ScheduleSpec::job_world_size() const {
+  const distributed::detail::GroupRuntime* job = runtime();
+  return job ? job->env.world_size : 1;
 }
 
 }  // namespace tensorplay::pipelining::detail

@@ -20,6 +20,7 @@ struct StageActorState {
   std::vector<int> stage_to_rank;
   std::vector<caf::actor> peers;
   bool distributed = false;
+  std::shared_ptr<distributed::detail::CollectiveInbox> members;  // null: every rank is here
   caf::actor driver;
   std::shared_ptr<StepTally> tally;  // this process's ranks yet to finish the step
   uint64_t step = 0;
@@ -180,9 +181,8 @@ constexpr auto kGoneGrace = std::chrono::seconds(1);
 bool trusted(StageActor* self, const char* what) {
   const caf::strong_actor_ptr& sender = self->current_sender();
   if (sender && sender->node() == self->node()) return true;
-  auto* cluster = distributed::detail::default_runtime();
-  if (cluster && distributed::detail::from_member(sender, self->node(), *cluster->inbox))
-    return true;
+  const auto& members = self->state.members;
+  if (members && distributed::detail::from_member(sender, self->node(), *members)) return true;
   distributed::detail::report_intruder(self->system(), self->state.worker->rank(),
                                        sender ? sender->node() : caf::node_id(), what);
   return false;
@@ -251,12 +251,14 @@ void peer_failed(StageActor* self, uint64_t step, int32_t rank, const std::strin
 }
 
 caf::behavior stage_actor(StageActor* self, std::shared_ptr<StageWorker> worker,
-                          std::vector<int> stage_to_rank, bool distributed,
+                          std::vector<int> stage_to_rank,
+                          std::shared_ptr<distributed::detail::CollectiveInbox> members,
                           std::shared_ptr<const void> keep_alive) {
   self->state.worker = std::move(worker);
   self->state.keep_alive = std::move(keep_alive);
   self->state.stage_to_rank = std::move(stage_to_rank);
-  self->state.distributed = distributed;
+  self->state.distributed = members != nullptr;
+  self->state.members = std::move(members);
   self->set_down_handler([self](const caf::down_msg& m) {
     auto& st = self->state;
     for (size_t r = 0; r < st.peers.size(); ++r) {
@@ -314,10 +316,11 @@ caf::behavior stage_actor(StageActor* self, std::shared_ptr<StageWorker> worker,
 }  // namespace
 
 caf::actor spawn_stage_actor(caf::actor_system& system, std::shared_ptr<StageWorker> worker,
-                             std::vector<int> stage_to_rank, bool distributed,
+                             std::vector<int> stage_to_rank,
+                             std::shared_ptr<distributed::detail::CollectiveInbox> members,
                              std::shared_ptr<const void> keep_alive) {
   return system.spawn<caf::detached>(stage_actor, std::move(worker), std::move(stage_to_rank),
-                                     distributed, std::move(keep_alive));
+                                     std::move(members), std::move(keep_alive));
 }
 
 namespace {

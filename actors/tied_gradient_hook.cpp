@@ -17,13 +17,16 @@ class TiedGradientHook : public StepHook {
       : local_(spec.local_stages()), distributed_(!group_ranks.empty()) {
     if (!distributed_) return;
     // Ties whose copies live in several processes: one group per tie, of exactly the ranks
-    // holding a copy (made alike on every rank: construction is collective).
+    // holding a copy (made alike on every rank: construction is collective), in the stages' job.
+    const distributed::ProcessGroup job(
+        distributed::DeviceMesh::over_ranks(group_ranks, "pp", group_ranks.front())
+            .with_job(spec.stages.front()->get_mesh().job()));
     for (const auto& s : spec.stages)
       for (const auto& [tie, tie_stages] : s->tied_parameters()) {
         std::set<int> holders;
         for (int t : tie_stages) holders.insert(group_ranks.at(spec.placement.stage_to_rank.at(t)));
         if (holders.size() > 1 && !groups_.count(tie))
-          groups_.emplace(tie, distributed::new_group({holders.begin(), holders.end()}));
+          groups_.emplace(tie, job.new_group({holders.begin(), holders.end()}));
       }
   }
 

@@ -106,6 +106,7 @@ DeviceMesh DeviceMesh::operator[](const std::string& dim) const {
   sub.shape_ = {shape_[d]};
   sub.names_ = {names_[d]};
   sub.rank_ = rank_;
+  sub.job_ = job_;
   for (int i = 0; i < shape_[d]; ++i) {
     coord[d] = i;
     int pos = 0;
@@ -113,6 +114,12 @@ DeviceMesh DeviceMesh::operator[](const std::string& dim) const {
     sub.ranks_.push_back(ranks_[pos]);
   }
   return sub;
+}
+
+DeviceMesh DeviceMesh::with_job(std::shared_ptr<const void> job) const {
+  DeviceMesh out = *this;
+  out.job_ = std::move(job);
+  return out;
 }
 
 std::string to_string(const DeviceMesh& mesh) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -57,6 +58,12 @@ class DeviceMesh {
   /// that differ from this one in that coordinate only. Throws std::invalid_argument naming the
   /// dimensions there are.
   DeviceMesh operator[](const std::string& dim) const;
+  /// The job the mesh's ranks belong to, opaque here: null for the process's default job, else
+  /// the runtime of a job joined apart (set by the process groups, actors/process_group.h).
+  /// Meshes of different jobs are never equal.
+  const std::shared_ptr<const void>& job() const { return job_; }
+  /// This mesh, of the job `job` (null: the default one).
+  DeviceMesh with_job(std::shared_ptr<const void> job) const;
   bool operator==(const DeviceMesh&) const = default;
 
  private:
@@ -67,6 +74,7 @@ class DeviceMesh {
   std::vector<std::string> names_;
   std::vector<int> ranks_;
   int rank_ = 0;
+  std::shared_ptr<const void> job_;
 };
 
 /// "DeviceMesh('cpu', [[0, 1], [2, 3]], mesh_dim_names=('pp', 'dp'))" as PyTorch prints one.

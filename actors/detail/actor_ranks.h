@@ -15,7 +15,8 @@ namespace tensorplay::pipelining::detail {
 
 class ActorRanks : public RankRuntime {
  public:
-  explicit ActorRanks(const ScheduleSpec& spec) : spec_(spec) {}
+  /// Over `system`, where its actors run.
+  ActorRanks(const ScheduleSpec& spec, caf::actor_system& system) : spec_(spec), system_(system) {}
   /// Stops the actors without waiting (stop() waits, bounded).
   ~ActorRanks() override;
 
@@ -34,6 +35,7 @@ class ActorRanks : public RankRuntime {
   virtual void detach() {}
 
   const ScheduleSpec& spec_;
+  caf::actor_system& system_;
   std::vector<caf::actor> actors_;         ///< by rank (proxies of other processes' actors)
   std::vector<caf::actor> status_actors_;  ///< by rank: answer status requests, never busy
   std::vector<caf::actor> local_actors_;   ///< this process's stage actors

@@ -16,19 +16,27 @@ class Channel;
 class NcclAllReduce;
 }  // namespace tensorplay::transport
 
+namespace tensorplay::distributed::detail {
+class GroupRuntime;
+}
+
 namespace tensorplay::pipelining::detail {
 
-/// Whether this process would move `stages`' tensors over NCCL: the group was initialised with
-/// the "nccl" backend, NCCL is usable here, and every stage is on a GPU.
-bool wants_nccl_for(const std::vector<PipelineStage*>& stages);
+using distributed::detail::GroupRuntime;
+
+/// Whether this process would move `stages`' tensors over NCCL: the job of `runtime` was joined
+/// with the "nccl" backend, NCCL is usable here, and every stage is on a GPU.
+bool wants_nccl_for(const GroupRuntime& runtime, const std::vector<PipelineStage*>& stages);
 
 /// Whether every member of the group of global `ranks` wants NCCL (`mine`: this member's
 /// answer); a collective, `what` names it in errors.
-bool all_want_nccl(const std::vector<int>& ranks, bool mine, const std::string& what);
+bool all_want_nccl(GroupRuntime& runtime, const std::vector<int>& ranks, bool mine,
+                   const std::string& what);
 
 /// `count` NCCL unique ids made by the group's first member (`my_index` 0) and shared with every
 /// member of the group of global `ranks`; a collective, `what` names it in errors.
-std::vector<std::vector<uint8_t>> agree_nccl_ids(const std::vector<int>& ranks, int my_index,
+std::vector<std::vector<uint8_t>> agree_nccl_ids(GroupRuntime& runtime,
+                                                 const std::vector<int>& ranks, int my_index,
                                                  int count, const std::string& what);
 
 /// A group's all-reduce of one tensor, in place: over `nccl` where given and the tensor is on a

@@ -168,6 +168,14 @@ std::shared_ptr<GroupRuntime> default_runtime_shared();
 /// Makes `runtime` the default (null: none).
 void set_default_runtime(std::shared_ptr<GroupRuntime> runtime);
 
+/// The runtime of the job `mesh`'s ranks belong to: the mesh's job, else the default one (null
+/// when the process has none).
+GroupRuntime* runtime_of(const DeviceMesh& mesh);
+/// The same, shared.
+std::shared_ptr<GroupRuntime> shared_runtime_of(const DeviceMesh& mesh);
+/// What a mesh of `runtime`'s job records as its job: null for the default runtime.
+std::shared_ptr<const void> job_of(const std::shared_ptr<GroupRuntime>& runtime);
+
 /// A group's id from its global ranks: the same on every member, every bit mixed.
 uint64_t group_hash(const std::vector<int>& ranks);
 

@@ -11,13 +11,18 @@
 #include "stages/pipe_digest.h"
 #include "transport/channel.h"
 
+namespace tensorplay::distributed::detail {
+class GroupRuntime;
+}
+
 namespace tensorplay::pipelining::detail {
 
 class ProcessRanks : public ActorRanks {
  public:
-  /// `group_ranks`: the global ranks of the schedule's group, by schedule rank.
-  ProcessRanks(const ScheduleSpec& spec, std::vector<int> group_ranks,
-               const std::string& local_error);
+  /// This process's rank of the group of global `group_ranks` (by schedule rank) in the job of
+  /// `runtime` (kept alive with its actor system while the schedule lives).
+  ProcessRanks(std::shared_ptr<distributed::detail::GroupRuntime> runtime, const ScheduleSpec& spec,
+               std::vector<int> group_ranks, const std::string& local_error);
 
   ~ProcessRanks() override;
 
@@ -54,6 +59,7 @@ class ProcessRanks : public ActorRanks {
   /// Exchanges the stage and status actors of every rank and tells this rank's actor its peers.
   void exchange_actors();
 
+  std::shared_ptr<distributed::detail::GroupRuntime> runtime_;
   std::vector<int> group_ranks_;
   int my_rank_ = 0;
   std::shared_ptr<transport::Channel> channel_;

@@ -45,8 +45,9 @@ class DataParallelHook : public StepHook {
   void listen_for_failures();
 
   const ScheduleSpec& spec_;
-  std::vector<int> dp_ranks_;  ///< global ranks of the dp group
-  uint32_t stream_ = 0;        ///< the reducer's traffic on the UCX channel
+  std::shared_ptr<distributed::detail::GroupRuntime> runtime_;  ///< the job's
+  std::vector<int> dp_ranks_;                                   ///< global ranks of the dp group
+  uint32_t stream_ = 0;  ///< the reducer's traffic on the UCX channel
   bool sync_ = true;
   std::unique_ptr<GradReducer> reducer_;
   /// Unregisters the failure listener when reset (before reducer_ goes).

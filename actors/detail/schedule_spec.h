@@ -11,6 +11,10 @@
 #include "actors/stage_placement.h"
 #include "actors/stage_worker.h"
 
+namespace tensorplay::distributed::detail {
+class GroupRuntime;
+}
+
 namespace tensorplay::pipelining::detail {
 
 struct ScheduleSpec {
@@ -33,6 +37,11 @@ struct ScheduleSpec {
   std::shared_ptr<StageWorker> make_worker(int rank, std::shared_ptr<transport::Channel> channel,
                                            std::vector<int> stage_to_peer = {},
                                            int self_peer = 0) const;
+  /// The runtime of the job the stages were placed in (their mesh's; the process's default job
+  /// for stages without one), or null when the process has joined none.
+  distributed::detail::GroupRuntime* runtime() const;
+  /// The number of ranks of that job (1 without one).
+  int job_world_size() const;
   /// Keeps the stages alive (for stage actors that may outlive the schedule while stuck).
   std::shared_ptr<const void> stages_handle() const {
     return std::make_shared<std::vector<std::shared_ptr<PipelineStage>>>(stages);

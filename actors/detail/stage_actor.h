@@ -9,15 +9,22 @@
 
 #include "actors/stage_worker.h"
 
+namespace tensorplay::distributed::detail {
+class CollectiveInbox;
+}
+
 namespace tensorplay::pipelining::detail {
 
 /// Spawns a detached stage actor (its own thread: stage compute blocks) for `worker`.
-/// `stage_to_rank` maps every stage to the rank whose actor hosts it. A `distributed` actor tells
-/// the other ranks when its step fails (their drivers are in other processes).
+/// `stage_to_rank` maps every stage to the rank whose actor hosts it. An actor given its job's
+/// `members` (across processes) accepts messages from other processes only from them, and tells
+/// the other ranks when its step fails (their drivers are in other processes); without (null),
+/// every rank is in this process.
 /// `keep_alive` (e.g. the stages the worker points at) lives as long as the actor: an actor stuck
 /// in compute when its schedule goes away is detached, not waited for, and must not outlive them.
 caf::actor spawn_stage_actor(caf::actor_system& system, std::shared_ptr<StageWorker> worker,
-                             std::vector<int> stage_to_rank, bool distributed = false,
+                             std::vector<int> stage_to_rank,
+                             std::shared_ptr<distributed::detail::CollectiveInbox> members,
                              std::shared_ptr<const void> keep_alive = nullptr);
 
 /// Spawns the actor that answers status requests for `stage_actor` (linked to it): the action

@@ -5,12 +5,34 @@
 
 #include "actors/detail/group_runtime.h"
 #include "actors/process_group.h"
+#include "actors/schedule.h"
 #include "in_process_job.h"
+#include "stages/pipeline.h"
 #include "tensors/tensors.h"
 #include "transport/collective_key.h"
 
 namespace tp = tensorplay;
 namespace dist = tensorplay::distributed;
+namespace pp = tensorplay::pipelining;
+
+namespace {
+
+struct TwoLayerImpl : tp::nn::Module {
+  TwoLayerImpl() {
+    a = register_module("a", tp::nn::Linear(4, 4));
+    b = register_module("b", tp::nn::Linear(4, 4));
+  }
+  tp::Tensor forward(const tp::Tensor& x) override { return b(tp::relu(a(x))); }
+  tp::nn::Linear a{nullptr}, b{nullptr};
+};
+TENSORPLAY_MODULE(TwoLayer);
+
+pp::Pipe split_two_layer(TwoLayer& model) {
+  return pp::pipeline(model, {tp::zeros({2, 4})},
+                      {.split_spec = {{"b", pp::SplitPoint::Beginning}}});
+}
+
+}  // namespace
 
 TEST_CASE("a process group of one, and back", "[process_group]") {
   dist::destroy_process_group();  // another case may have left one
@@ -159,8 +181,9 @@ TEST_CASE("ranks of one job joined in one process run collectives without a laun
   CHECK_FALSE(dist::is_initialized());  // the process's default group is left alone
 }
 
-TEST_CASE("a rank in the default group and one joined apart meet, and a group of a left job says so",
-          "[process_group][join_job]") {
+TEST_CASE(
+    "a rank in the default group and one joined apart meet, and a group of a left job says so",
+    "[process_group][join_job]") {
   dist::destroy_process_group();
   const int port = free_port();
   std::string joined_error;
@@ -186,4 +209,43 @@ TEST_CASE("a rank in the default group and one joined apart meet, and a group of
   CHECK(joined_error == "");
   dist::destroy_process_group();
   CHECK_THROWS_WITH(world.barrier(), Catch::Contains("the group's job was left"));
+}
+
+TEST_CASE("a schedule across two ranks joined in one process trains as the embedded one",
+          "[process_group][join_job]") {
+  dist::destroy_process_group();
+  tp::manual_seed(5);
+  TwoLayer reference_model;
+  std::vector<TwoLayer> models(2);
+  for (auto& m : models) m->load_state_dict(reference_model->state_dict());
+  auto reference_pipe = split_two_layer(reference_model);
+  auto reference = pp::build_stages(reference_pipe, {tp::cpu()});
+  pp::Schedule1F1B embedded(reference, 4, tp::nn::mse_loss);
+  tp::Tensor x = tp::randn({8, 4}), y = tp::randn({8, 4});
+  std::vector<tp::Tensor> reference_losses;
+  embedded.step({x}, {.target = y, .losses = &reference_losses});
+
+  std::vector<std::vector<tp::Tensor>> losses(2);
+  std::vector<std::map<std::string, std::vector<float>>> grads(2);
+  auto outcomes = tp::testing::run_ranks(2, {0, 1}, std::chrono::seconds(20), [&](auto& world) {
+    const int r = world.rank();
+    pp::Pipe pipe = split_two_layer(models[r]);
+    pp::PipelineStage stage = pp::build_stage(pipe, r, tp::cpu(), world);
+    pp::Schedule1F1B schedule(stage, 4, tp::nn::mse_loss);
+    schedule.step(r == 0 ? std::vector<tp::Tensor>{x} : std::vector<tp::Tensor>{},
+                  {.target = y, .losses = &losses[r]});
+    for (const auto& [name, p] : stage.module().named_parameters())
+      grads[r][name] = p.grad().to_vector();
+    world.barrier();
+  });
+  for (const auto& o : outcomes) CHECK(o.error == "");
+  REQUIRE(losses[1].size() == reference_losses.size());
+  for (size_t mb = 0; mb < losses[1].size(); ++mb)
+    CHECK(losses[1][mb].item() == reference_losses[mb].item());
+  for (int r = 0; r < 2; ++r) {
+    REQUIRE_FALSE(grads[r].empty());
+    for (const auto& [name, g] : grads[r])
+      CHECK(g == reference[r]->module().find_tensor(name).grad().to_vector());
+  }
+  CHECK_FALSE(dist::is_initialized());
 }
