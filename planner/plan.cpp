@@ -59,7 +59,7 @@ void simulate_into(const Profile& profile, const detail::PlanContext& context,
                    const Policies& policies, PlanChoice& choice) {
   const sc::CostModel costs = detail::cost_model(profile, context, choice);
   sc::SimulationOptions options;
-  options.record_timeline = false;
+  options.record_timeline = !costs.memory.empty();  // predict_memory replays the timeline
   const sc::SimulationResult r =
       sc::simulate(policies.pointers, policies.stage_to_rank, choice.microbatches, costs, options);
   choice.optimizer_seconds =
@@ -67,8 +67,9 @@ void simulate_into(const Profile& profile, const detail::PlanContext& context,
   choice.step_seconds = r.makespan + choice.optimizer_seconds;
   choice.bubble = r.bubble_fraction;
   choice.transfer_share = detail::transfer_share(costs, policies.stage_to_rank);
-  choice.peak_bytes =
-      detail::peak_bytes(profile, context, choice, policies.stage_to_rank, r.peak_activations);
+  // The simulator's memory model (predict_memory); no bytes in the profile: none predicted.
+  choice.peak_bytes = r.peak_bytes;
+  choice.peak_bytes.resize(static_cast<size_t>(choice.ranks), 0.0);
   choice.feasible = true;
   choice.why.clear();
   if (context.memory_cap > 0) {

@@ -42,13 +42,16 @@ struct PlanChoice {
   int threads = 1;               ///< product threads of each stage actor
   std::string cut;               ///< "balanced" (on measured time) or "even" (segment counts)
 
-  double step_seconds = 0;         ///< predicted: the pipeline's step, then the optimizer's
-  double optimizer_seconds = 0;    ///< predicted: the optimizer's part of step_seconds
-  double bubble = 0;               ///< idle share of ranks x the pipeline's step
-  double transfer_share = 0;       ///< transfer time of one microbatch's hops / its compute
-  std::vector<double> peak_bytes;  ///< per rank: parameters, gradients, optimizer, activations
-  bool feasible = true;            ///< false: over the cap, or the schedule refused the sizes
-  std::string why;                 ///< why it lost (empty for the best)
+  double step_seconds = 0;       ///< predicted: the pipeline's step, then the optimizer's
+  double optimizer_seconds = 0;  ///< predicted: the optimizer's part of step_seconds
+  double bubble = 0;             ///< idle share of ranks x the pipeline's step
+  double transfer_share = 0;     ///< transfer time of one microbatch's hops / its compute
+  /// Per rank: what the simulator's memory model (schedules::predict_memory) predicts: its
+  /// stages' parameters, gradients and optimizer state plus the most activation bytes held at
+  /// once (zeros when the profile has no bytes). The memory cap filters on these.
+  std::vector<double> peak_bytes;
+  bool feasible = true;  ///< false: over the cap, or the schedule refused the sizes
+  std::string why;       ///< why it lost (empty for the best)
 
   int num_stages() const { return ranks * stages_per_rank; }
   double max_peak_bytes() const;
