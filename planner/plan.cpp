@@ -262,6 +262,17 @@ PlanChoice predict(const Profile& profile, const PlanRequest& request, PlanChoic
   return choice;
 }
 
+sc::SimulationResult simulate_choice(const Profile& profile, const PlanRequest& request,
+                                     PlanChoice choice) {
+  const detail::PlanContext context = detail::make_context(profile, request);
+  const Policies policies =
+      make_policies(choice.schedule, choice.ranks, choice.stages_per_rank, choice.microbatches);
+  if (choice.recompute.empty()) choice.recompute.assign(choice.num_stages(), false);
+  detail::check_choice(profile, choice);
+  return sc::simulate(policies.pointers, policies.stage_to_rank, choice.microbatches,
+                      detail::cost_model(profile, context, choice));
+}
+
 std::vector<int> balanced_stage_begins(const std::vector<double>& costs, int stages) {
   const int n = static_cast<int>(costs.size());
   if (stages < 1 || stages > n)

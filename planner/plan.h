@@ -8,6 +8,7 @@
 
 #include "planner/profile.h"
 #include "schedules/schedule_kind.h"
+#include "schedules/simulator.h"
 
 namespace tensorplay::pipelining {
 
@@ -75,6 +76,12 @@ PlanResult plan(const Profile& profile, const PlanRequest& request);
 
 /// Predicts one configuration (its stage_begin, recompute and threads as given) as plan() does.
 PlanChoice predict(const Profile& profile, const PlanRequest& request, PlanChoice choice);
+
+/// The simulator's whole step for one configuration as predict() evaluates it, the pipeline
+/// only (no optimizer step): the timeline in seconds and, when the profile has bytes, each
+/// rank's predicted bytes (peak_bytes, memory_track).
+schedules::SimulationResult simulate_choice(const Profile& profile, const PlanRequest& request,
+                                            PlanChoice choice);
 
 /// Stage boundaries minimising the slowest stage: per stage the first segment, for `stages`
 /// contiguous non-empty stages over `costs` (one per segment). Throws when stages > costs.
