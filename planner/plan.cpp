@@ -59,7 +59,7 @@ void simulate_into(const Profile& profile, const detail::PlanContext& context,
                    const Policies& policies, PlanChoice& choice) {
   const sc::CostModel costs = detail::cost_model(profile, context, choice);
   sc::SimulationOptions options;
-  options.record_timeline = false;
+  options.record_timeline = !costs.memory.empty();  // predict_memory replays the timeline
   const sc::SimulationResult r =
       sc::simulate(policies.pointers, policies.stage_to_rank, choice.microbatches, costs, options);
   choice.optimizer_seconds =
@@ -67,8 +67,9 @@ void simulate_into(const Profile& profile, const detail::PlanContext& context,
   choice.step_seconds = r.makespan + choice.optimizer_seconds;
   choice.bubble = r.bubble_fraction;
   choice.transfer_share = detail::transfer_share(costs, policies.stage_to_rank);
-  choice.peak_bytes =
-      detail::peak_bytes(profile, context, choice, policies.stage_to_rank, r.peak_activations);
+  // The simulator's memory model (predict_memory); no bytes in the profile: none predicted.
+  choice.peak_bytes = r.peak_bytes;
+  choice.peak_bytes.resize(static_cast<size_t>(choice.ranks), 0.0);
   choice.feasible = true;
   choice.why.clear();
   if (context.memory_cap > 0) {
@@ -259,6 +260,17 @@ PlanChoice predict(const Profile& profile, const PlanRequest& request, PlanChoic
   detail::check_choice(profile, choice);
   simulate_into(profile, context, policies, choice);
   return choice;
+}
+
+sc::SimulationResult simulate_choice(const Profile& profile, const PlanRequest& request,
+                                     PlanChoice choice) {
+  const detail::PlanContext context = detail::make_context(profile, request);
+  const Policies policies =
+      make_policies(choice.schedule, choice.ranks, choice.stages_per_rank, choice.microbatches);
+  if (choice.recompute.empty()) choice.recompute.assign(choice.num_stages(), false);
+  detail::check_choice(profile, choice);
+  return sc::simulate(policies.pointers, policies.stage_to_rank, choice.microbatches,
+                      detail::cost_model(profile, context, choice));
 }
 
 std::vector<int> balanced_stage_begins(const std::vector<double>& costs, int stages) {

@@ -8,6 +8,7 @@
 
 #include "planner/profile.h"
 #include "schedules/schedule_kind.h"
+#include "schedules/simulator.h"
 
 namespace tensorplay::pipelining {
 
@@ -42,13 +43,16 @@ struct PlanChoice {
   int threads = 1;               ///< product threads of each stage actor
   std::string cut;               ///< "balanced" (on measured time) or "even" (segment counts)
 
-  double step_seconds = 0;         ///< predicted: the pipeline's step, then the optimizer's
-  double optimizer_seconds = 0;    ///< predicted: the optimizer's part of step_seconds
-  double bubble = 0;               ///< idle share of ranks x the pipeline's step
-  double transfer_share = 0;       ///< transfer time of one microbatch's hops / its compute
-  std::vector<double> peak_bytes;  ///< per rank: parameters, gradients, optimizer, activations
-  bool feasible = true;            ///< false: over the cap, or the schedule refused the sizes
-  std::string why;                 ///< why it lost (empty for the best)
+  double step_seconds = 0;       ///< predicted: the pipeline's step, then the optimizer's
+  double optimizer_seconds = 0;  ///< predicted: the optimizer's part of step_seconds
+  double bubble = 0;             ///< idle share of ranks x the pipeline's step
+  double transfer_share = 0;     ///< transfer time of one microbatch's hops / its compute
+  /// Per rank: what the simulator's memory model (schedules::predict_memory) predicts: its
+  /// stages' parameters, gradients and optimizer state plus the most activation bytes held at
+  /// once (zeros when the profile has no bytes). The memory cap filters on these.
+  std::vector<double> peak_bytes;
+  bool feasible = true;  ///< false: over the cap, or the schedule refused the sizes
+  std::string why;       ///< why it lost (empty for the best)
 
   int num_stages() const { return ranks * stages_per_rank; }
   double max_peak_bytes() const;
@@ -72,6 +76,12 @@ PlanResult plan(const Profile& profile, const PlanRequest& request);
 
 /// Predicts one configuration (its stage_begin, recompute and threads as given) as plan() does.
 PlanChoice predict(const Profile& profile, const PlanRequest& request, PlanChoice choice);
+
+/// The simulator's whole step for one configuration as predict() evaluates it, the pipeline
+/// only (no optimizer step): the timeline in seconds and, when the profile has bytes, each
+/// rank's predicted bytes (peak_bytes, memory_track).
+schedules::SimulationResult simulate_choice(const Profile& profile, const PlanRequest& request,
+                                            PlanChoice choice);
 
 /// Stage boundaries minimising the slowest stage: per stage the first segment, for `stages`
 /// contiguous non-empty stages over `costs` (one per segment). Throws when stages > costs.

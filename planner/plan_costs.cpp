@@ -122,6 +122,7 @@ schedules::CostModel cost_model(const Profile& profile, const PlanContext& conte
   }
   m.latency = context.channel.latency;
   m.bandwidth = context.channel.bandwidth;
+  m.memory = memory_costs(profile, context, c);
   return m;
 }
 
@@ -136,26 +137,28 @@ double transfer_share(const schedules::CostModel& costs, const std::vector<int>&
   return compute > 0 ? transfers / compute : 0.0;
 }
 
-std::vector<double> peak_bytes(const Profile& profile, const PlanContext& context,
-                               const PlanChoice& c, const std::vector<int>& stage_to_rank,
-                               const std::vector<int>& peak_activations) {
+schedules::MemoryCosts memory_costs(const Profile& profile, const PlanContext& context,
+                                    const PlanChoice& c) {
   const int segments = static_cast<int>(profile.segments.size());
   const double scale = size_scale(profile, context, c);
-  std::vector<double> fixed(c.ranks, 0.0), largest_activation(c.ranks, 0.0);
+  const size_t stages = static_cast<size_t>(c.num_stages());
+  schedules::MemoryCosts m;
+  m.activation_bytes.assign(stages, 0.0);
+  m.recompute_activation_bytes.assign(stages, 0.0);
+  m.fixed_bytes.assign(stages, 0.0);
+  m.recompute.assign(stages, 0);
   for (int s = 0; s < c.num_stages(); ++s) {
-    const int rank = stage_to_rank[s];
-    double activation = 0;
     for (int i = c.stage_begin[s]; i < stage_end(c, s, segments); ++i) {
       const SegmentProfile& seg = profile.segments[i];
-      fixed[rank] += seg.parameter_bytes + seg.gradient_bytes + seg.optimizer_bytes;
-      activation += (c.recompute[s] ? seg.activation_bytes_recompute : seg.activation_bytes);
+      m.activation_bytes[s] += seg.activation_bytes * scale;
+      m.recompute_activation_bytes[s] += seg.activation_bytes_recompute * scale;
+      m.fixed_bytes[s] += seg.parameter_bytes + seg.gradient_bytes + seg.optimizer_bytes;
     }
-    largest_activation[rank] = std::max(largest_activation[rank], activation * scale);
+    m.recompute[s] = c.recompute[s] ? 1 : 0;
   }
-  std::vector<double> bytes(c.ranks);
-  for (int r = 0; r < c.ranks; ++r)
-    bytes[r] = fixed[r] + peak_activations.at(r) * largest_activation[r];
-  return bytes;
+  // What I keeps for W: everything F kept (the split backward's graph holds it until W).
+  m.weight_stash_bytes = m.kept_per_stage(c.num_stages());
+  return m;
 }
 
 double optimizer_seconds(const Profile& profile, const PlanContext& context, const PlanChoice& c,

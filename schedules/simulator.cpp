@@ -1,12 +1,12 @@
 #include "schedules/simulator.h"
 
 #include <algorithm>
-#include <map>
 #include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <string>
 
+#include "schedules/detail/event_queue.h"
 #include "schedules/detail/static_order_policy.h"
 #include "schedules/errors.h"
 #include "schedules/memory_model.h"
@@ -29,54 +29,9 @@ struct detail::ReadySetPrefetch {
 
 namespace {
 
-enum class EventKind : uint8_t { ComputeDone, InputArrived, GradArrived };
-
-struct Event {
-  int rank;
-  EventKind kind;
-  int stage;
-  int microbatch;
-};
-
-// Pending events grouped by time: a bucket per distinct time, events in a bucket in creation
-// order (deterministic). Pipelines have few distinct pending times, so this beats a binary heap
-// of single events by a wide margin; with many distinct times it is still O(log n) per bucket.
-class EventQueue {
- public:
-  void push(double time, const Event& event) {
-    if (has_last_ && time == last_->first) {
-      last_->second.push_back(event);
-      return;
-    }
-    auto [it, inserted] = buckets_.try_emplace(time);
-    if (inserted && !spare_.empty()) {
-      it->second = std::move(spare_.back());
-      spare_.pop_back();
-    }
-    it->second.push_back(event);
-    last_ = it;
-    has_last_ = true;
-  }
-  bool empty() const { return buckets_.empty(); }
-  double next_time() const { return buckets_.begin()->first; }
-  // Removes the earliest bucket into `out` (cleared first).
-  void pop_bucket(std::vector<Event>& out) {
-    auto it = buckets_.begin();
-    if (has_last_ && last_ == it) has_last_ = false;
-    out.clear();
-    std::swap(out, it->second);
-    spare_.push_back(std::move(it->second));
-    spare_.back().clear();
-    buckets_.erase(it);
-  }
-
- private:
-  std::map<double, std::vector<Event>> buckets_;
-  std::vector<std::vector<Event>> spare_;
-  // The bucket pushed to last: most pushes in a row share a time.
-  std::map<double, std::vector<Event>>::iterator last_;
-  bool has_last_ = false;
-};
+using detail::Event;
+using detail::EventKind;
+using detail::EventQueue;
 
 // Everything the event loop touches for one rank, kept together in a few adjacent cache lines.
 struct alignas(64) RankState {
@@ -124,16 +79,7 @@ class Simulation {
       }
     }
     costs_.check(num_stages_);
-    durations_.resize(static_cast<std::size_t>(num_stages_) * kComputeKinds);
-    transfer_.resize(static_cast<std::size_t>(num_stages_));
-    for (int stage = 0; stage < num_stages_; ++stage) {
-      for (int kind = 0; kind < kComputeKinds; ++kind) {
-        durations_[stage * kComputeKinds + kind] =
-            costs_.duration(Action{stage, static_cast<ActionKind>(kind), 0, {}});
-      }
-      // The last stage sends nothing forward; its entry is never read.
-      transfer_[stage] = stage + 1 < num_stages_ ? costs_.transfer_time(stage) : 0.0;
-    }
+    build_cost_tables();
     states_.reserve(ranks);
     for (int rank = 0; rank < ranks; ++rank) {
       if (policies[rank] == nullptr) throw std::invalid_argument("null policy for a rank");
@@ -228,7 +174,7 @@ class Simulation {
   }
 
   void push(double time, int rank, EventKind kind, int stage, int microbatch) {
-    events_.push(time, Event{rank, kind, stage, microbatch});
+    events_.push(time, rank, kind, stage, microbatch);
   }
 
   // An arrival due now lands at once (the batch at `now` is still open); later ones are queued.
@@ -264,7 +210,16 @@ class Simulation {
     const std::optional<Action> next = state.policy->next(state.ready);
     if (!next) return;
     state.busy = true;
-    state.running = *next;
+    // Field by field: the policy has just built `next` in narrower stores, and a whole-object
+    // copy's wide loads would wait for them (no store forwarding).
+    state.running.stage = next->stage;
+    state.running.kind = next->kind;
+    state.running.microbatch = next->microbatch;
+    if (next->sub_actions.empty()) {
+      state.running.sub_actions = SubActions{};
+    } else {
+      state.running.sub_actions = next->sub_actions;
+    }
     state.running_start = now;
     state.stashed += activations_taken(state.running);
     const double duration = duration_of(state.running);
@@ -276,10 +231,33 @@ class Simulation {
   double duration_of(const Action& action) const {
     const int kind = static_cast<int>(action.kind);
     if (kind < kComputeKinds && action.stage >= 0 && action.stage < num_stages_) {
-      return durations_[action.stage * kComputeKinds + kind];
+      return durations_[action.stage * duration_stride_ + kind];
     }
     return costs_.duration(action);
   }
+
+  // The duration of each compute kind per stage, and each boundary's transfer time. When every
+  // stage costs the same (a cost model of single values) one row serves all (stride 0): a few
+  // bytes that stay in cache, where thousands of ranks would each read their own line.
+  void build_cost_tables() {
+    durations_.resize(static_cast<std::size_t>(num_stages_) * kComputeKinds);
+    transfer_.resize(static_cast<std::size_t>(num_stages_));
+    bool same = true;
+    for (int stage = 0; stage < num_stages_; ++stage) {
+      for (int kind = 0; kind < kComputeKinds; ++kind) {
+        double& d = durations_[stage * kComputeKinds + kind];
+        d = costs_.duration(Action{stage, static_cast<ActionKind>(kind), 0, {}});
+        same = same && d == durations_[kind];
+      }
+      // The last stage sends nothing forward; its entry is never read.
+      transfer_[stage] = stage + 1 < num_stages_ ? costs_.transfer_time(stage) : 0.0;
+      same = same && (stage + 1 == num_stages_ || transfer_[stage] == transfer_[0]);
+    }
+    duration_stride_ = same ? 0 : kComputeKinds;
+    transfer_stride_ = same ? 0 : 1;
+  }
+
+  double transfer_after(int stage) const { return transfer_[stage * transfer_stride_]; }
 
   void handle(const Event& event, double now) {
     switch (event.kind) {
@@ -333,12 +311,13 @@ class Simulation {
     if (kind == ActionKind::Forward && stage + 1 < num_stages_) {
       int peer = stage_to_rank_[stage + 1];
       if (peer != rank) {
-        deliver(now, now + transfer_[stage], peer, EventKind::InputArrived, stage + 1, microbatch);
+        deliver(now, now + transfer_after(stage), peer, EventKind::InputArrived, stage + 1,
+                microbatch);
       }
     } else if (input_backward(kind) && stage > 0) {
       int peer = stage_to_rank_[stage - 1];
       if (peer != rank) {
-        deliver(now, now + transfer_[stage - 1], peer, EventKind::GradArrived, stage - 1,
+        deliver(now, now + transfer_after(stage - 1), peer, EventKind::GradArrived, stage - 1,
                 microbatch);
       }
     }
@@ -402,8 +381,10 @@ class Simulation {
   std::vector<RankState> states_;
   // Per rank: its policy when it is the static-order one (for its cache hint), else null.
   std::vector<const detail::StaticOrderPolicy*> static_policies_;
-  std::vector<double> durations_;  // [stage * kComputeKinds + kind]: CostModel::duration
-  std::vector<double> transfer_;   // [stage]: CostModel::transfer_time
+  std::vector<double> durations_;        // [stage * kComputeKinds + kind]: CostModel::duration
+  std::vector<double> transfer_;         // [stage]: CostModel::transfer_time
+  int duration_stride_ = kComputeKinds;  // 0: every stage's row is the first
+  int transfer_stride_ = 1;              // 0: every boundary's time is the first
   EventQueue events_;
   std::vector<int> dirty_;
   SimulationResult result_;

@@ -8,6 +8,7 @@
 #include "planner/plan.h"
 #include "planner/profile.h"
 #include "schedules/cost_model.h"
+#include "schedules/memory_costs.h"
 
 namespace tensorplay::pipelining::detail {
 
@@ -33,16 +34,17 @@ std::vector<double> segment_costs(const Profile& profile);
 /// Equal numbers of segments per stage (train_gpt's own cut).
 std::vector<int> even_stage_begins(int segments, int stages);
 
-/// The simulator's costs of `choice` in seconds.
+/// The simulator's costs of `choice`: times in seconds, and memory_costs() as its memory.
 schedules::CostModel cost_model(const Profile& profile, const PlanContext& context,
                                 const PlanChoice& choice);
 /// One microbatch's transfers between ranks over its compute (all stages, F and backward).
 double transfer_share(const schedules::CostModel& costs, const std::vector<int>& stage_to_rank);
-/// Per rank: parameter, gradient and optimizer bytes of its stages, plus its peak count of held
-/// activations times the largest activation of its stages.
-std::vector<double> peak_bytes(const Profile& profile, const PlanContext& context,
-                               const PlanChoice& choice, const std::vector<int>& stage_to_rank,
-                               const std::vector<int>& peak_activations);
+/// The simulator's memory costs of `choice` (its predict_memory replays them): per stage the
+/// activation bytes one microbatch's F keeps (with and without recomputation, scaled to the
+/// microbatch), all of it kept for W (the profile does not measure less), and the parameter,
+/// gradient and optimizer bytes as fixed bytes.
+schedules::MemoryCosts memory_costs(const Profile& profile, const PlanContext& context,
+                                    const PlanChoice& choice);
 
 /// The optimizer step after the pipeline's: every stage's in one process, else the slowest
 /// rank's own stages.

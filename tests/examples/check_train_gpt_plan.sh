@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # train_gpt with plans, end to end on a small model: --profile-out writes a profile tp-plan reads,
 # the plan it writes runs (train_gpt --plan FILE, and --plan auto), the run reports the predicted
-# and measured step, and a plan cutting at blocks the model lacks is an error naming them.
-# Usage: check_train_gpt_plan.sh TRAIN_GPT TP_PLAN SCRATCH_DIR
+# and measured step, tp-trace sets the plan's simulated step beside the run's message log, and a
+# plan cutting at blocks the model lacks is an error naming them.
+# Usage: check_train_gpt_plan.sh TRAIN_GPT TP_PLAN TP_TRACE SCRATCH_DIR
 set -euo pipefail
-train_gpt=$1 tp_plan=$2 scratch=$3
+train_gpt=$1 tp_plan=$2 tp_trace=$3 scratch=$4
 rm -rf "$scratch" && mkdir -p "$scratch"
 small=(--layers 2 --width 32 --heads 2 --context 16 --batch 8 --microbatches 2 --val-interval 0
        --val-batches 1 --sample-chars 0 --trace-step 0 --checkpoint-dir "" --steps 3 --quiet)
@@ -19,10 +20,44 @@ grep -q '"blocks.1"' "$scratch/profile.json" || fail "the profile has no segment
 grep -q "^  1\. " "$scratch/tp_plan.out" || { cat "$scratch/tp_plan.out"; fail "no ranked list"; }
 grep -q "why the others lost" "$scratch/tp_plan.out" || fail "no reasons for the losers"
 
-"$train_gpt" "${small[@]}" --plan "$scratch/plan.json" > "$scratch/run.out" 2>&1 ||
-  { cat "$scratch/run.out"; fail "the planned run failed"; }
+"$train_gpt" "${small[@]}" --plan "$scratch/plan.json" --log-dir "$scratch/logs" \
+  > "$scratch/run.out" 2>&1 || { cat "$scratch/run.out"; fail "the planned run failed"; }
 grep -q "^plan: predicted .* s per step, measured" "$scratch/run.out" ||
   { cat "$scratch/run.out"; fail "no predicted against measured step"; }
+
+# tp-trace: the plan's simulated step beside the run's last training step (3; a forward-only
+# evaluation step follows it in the log). Every figure is there with a finite error (a JSON null
+# would be an infinite or undefined one), and the predicted step is positive.
+predicted=(--plan "$scratch/plan.json" --profile "$scratch/profile.json")
+json=$("$tp_trace" "$scratch/logs" --step 3 "${predicted[@]}" --json --trace "$scratch/both.json" \
+  --svg "$scratch/both.svg" 2> "$scratch/trace.err") || { cat "$scratch/trace.err"; fail "tp-trace --plan failed"; }
+number='[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?'
+grep -qE '"predicted":\{"step_us":\{"predicted":([1-9][0-9]*(\.[0-9]+)?|0\.[0-9]*[1-9][0-9]*)([eE][-+]?[0-9]+)?,"measured":'"$number"',"error":-?'"$number" <<<"$json" ||
+  fail "tp-trace --plan: no positive predicted step with a finite error: $json"
+[ "$(grep -oE '"busy_us":\{"predicted":' <<<"$json" | wc -l)" -eq 2 ] ||
+  fail "tp-trace --plan: expected both ranks' busy times: $json"
+grep -qE '"peak_activation_bytes":\{"predicted":'"$number" <<<"$json" ||
+  fail "tp-trace --plan: expected the ranks' bytes: $json"
+grep -qE '"kinds":\[\{"kind":"F","actions":[1-9]' <<<"$json" ||
+  fail "tp-trace --plan: expected the error per action kind: $json"
+if grep -q '"error":null' <<<"$json"; then fail "tp-trace --plan: an error is not finite: $json"; fi
+grep -q '"pid":1' "$scratch/both.json" && grep -q '"name":"predicted"' "$scratch/both.json" ||
+  fail "tp-trace --plan: the trace has no predicted tracks"
+[ "$(grep -c '<svg' "$scratch/both.svg")" -eq 3 ] || fail "tp-trace --plan: the SVG is not two timelines"
+text=$("$tp_trace" "$scratch/logs" --step 3 "${predicted[@]}") || fail "tp-trace --plan (text) failed"
+grep -qE "^  rank 1: step $number / $number us \([-+]$number%\), busy" <<<"$text" ||
+  fail "tp-trace --plan: no per-rank comparison: $text"
+# The evaluation step ran forwards only: not the plan's step, and tp-trace says so.
+if "$tp_trace" "$scratch/logs" --step 4 "${predicted[@]}" > /dev/null 2> "$scratch/trace.err"; then
+  fail "tp-trace compared an evaluation step with a training step"
+fi
+grep -q "the measured step ran .* F and the prediction .* B" "$scratch/trace.err" ||
+  fail "unexpected error: $(cat "$scratch/trace.err")"
+if "$tp_trace" "$scratch/logs" --plan "$scratch/plan.json" > /dev/null 2> "$scratch/trace.err"; then
+  fail "tp-trace --plan without --profile succeeded"
+fi
+grep -q -- "--plan and --profile go together" "$scratch/trace.err" ||
+  fail "unexpected error: $(cat "$scratch/trace.err")"
 
 "$train_gpt" "${small[@]}" --plan auto > "$scratch/auto.out" 2>&1 ||
   { cat "$scratch/auto.out"; fail "--plan auto failed"; }

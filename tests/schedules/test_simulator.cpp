@@ -129,6 +129,30 @@ TEST_CASE("latency and bandwidth delay every cross-rank hop", "[simulator]") {
   CHECK(v.makespan == Approx(4 * 3 * 2.0));
 }
 
+TEST_CASE("each stage keeps its own costs and each boundary its own transfer", "[simulator]") {
+  // 1F1B, 2 ranks, 2 microbatches, F 1 and 3, B 2, latency 0.5: rank 1 runs F0 [1.5, 4.5],
+  // B0 [4.5, 6.5], F1 [6.5, 9.5], B1 [9.5, 11.5]; rank 0 B0 [7, 9], B1 [12, 14].
+  CostModel costs = kUnit;
+  costs.forward = {1, 3};
+  costs.latency = 0.5;
+  SimulationResult r = run(ScheduleKind::OneFOneB, 2, 1, 2, costs);
+  CHECK(r.makespan == 14);
+  CHECK(r.busy == std::vector<double>{6, 10});
+  // The same costs given per stage as when given once: the same step.
+  costs.forward = {2, 2};
+  CostModel once = kUnit;
+  once.forward = {2};
+  once.latency = 0.5;
+  CHECK(run(ScheduleKind::OneFOneB, 2, 1, 2, costs).makespan ==
+        run(ScheduleKind::OneFOneB, 2, 1, 2, once).makespan);
+  // GPipe, 3 ranks, 1 microbatch, B = I = 1, transfers 1 then 3: F [0, 1], [2, 3], [6, 7], then B
+  // [7, 8], [11, 12], [13, 14].
+  CostModel hops = CostModel::uniform(1, 1, 0);
+  hops.bandwidth = 1;
+  hops.boundary_bytes = {1, 3};
+  CHECK(run(ScheduleKind::GPipe, 3, 1, 1, hops).makespan == 14);
+}
+
 TEST_CASE("all ranks start at 0: makespan vs span", "[simulator]") {
   SimulationResult r = run(ScheduleKind::GPipe, 3, 1, 2, kUnit);
   CHECK(r.first_start == std::vector<double>{0, 1, 2});

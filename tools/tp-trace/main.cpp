@@ -12,6 +12,7 @@
 //   tp-trace run.log --step 3 --json --trace step3.json --svg step3.svg
 //   tp-trace run.log --run 1               # the first run of a log appended to
 //   tp-launch --nproc-per-node 2 --log-dir logs ./train && tp-trace logs
+//   tp-trace logs --plan plan.json --profile gpt.json --svg both.svg   # predicted vs measured
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <climits>
@@ -22,6 +23,7 @@
 #include <iterator>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <regex>
 #include <sstream>
 #include <string>
@@ -31,8 +33,12 @@
 
 #include "actors/memory_track.h"
 #include "actors/trace_log.h"
+#include "planner/plan_file.h"
+#include "planner/profile.h"
+#include "planner/step_comparison.h"
 #include "tools/cli_checks.h"
 #include "tools/timeline_output.h"
+#include "tools/tp-trace/predicted.h"
 
 namespace pp = tensorplay::pipelining;
 namespace ts = tensorplay::schedules;
@@ -45,6 +51,8 @@ struct Options {
   long long run = 0;
   bool run_given = false;
   tensorplay::tools::TimelineOutput out;
+  std::string plan;     // --plan: set the simulator's prediction for it beside the step
+  std::string profile;  // --profile: the costs the plan is predicted with
 };
 
 // The log files named by `paths`: a file as given, a directory as its messages_rank_R.log files
@@ -163,6 +171,15 @@ void check_intervals(const ts::SimulationResult& result, uint64_t step,
   }
 }
 
+// The simulator's step for the run's plan and its comparison with the measured step.
+struct Prediction {
+  ts::SimulationResult step;  // seconds
+  pp::StepComparison comparison;
+};
+
+void report(const Options& opt, const ts::SimulationResult& result, uint64_t step,
+            size_t steps_logged);
+
 int run(const Options& opt) {
   if (opt.step < -1)
     throw std::invalid_argument("--step " + std::to_string(opt.step) +
@@ -203,13 +220,40 @@ int run(const Options& opt) {
   ts::SimulationResult result = pp::step_timeline(events, step);
   check_intervals(result, step, file_of_rank);
   result.memory_track = pp::memory_track(events, step);  // drawn as a line and a counter
+  report(opt, result, step, steps.size());
+  return 0;
+}
+
+// The simulator's step for --plan on --profile, beside `measured`; nullopt without --plan.
+std::optional<Prediction> predict(const Options& opt, const ts::SimulationResult& measured) {
+  if (opt.plan.empty() != opt.profile.empty())
+    throw std::invalid_argument(
+        "--plan and --profile go together: the plan names the configuration, the profile its "
+        "costs (give both, or neither)");
+  if (opt.plan.empty()) return std::nullopt;
+  Prediction p;
+  p.step = pp::predict_plan_step(pp::load_profile(opt.profile), pp::load_plan(opt.plan));
+  std::vector<double> bytes;
+  if (!measured.memory_track.empty())
+    bytes = pp::most_held(measured.memory_track, static_cast<int>(measured.busy.size()));
+  p.comparison = pp::compare_step(p.step, measured, 1e-6, bytes);
+  return p;
+}
+
+void report(const Options& opt, const ts::SimulationResult& result, uint64_t step,
+            size_t steps_logged) {
+  const std::optional<Prediction> predicted = predict(opt, result);
+  const std::string title = "step " + std::to_string(step) + " (us)";
   // Times are microseconds: one cost-model unit per microsecond in the trace.
-  tensorplay::tools::write_timeline(opt.out, result, 1.0, "step " + std::to_string(step) + " (us)");
+  if (predicted)
+    tensorplay::tools::write_side_by_side(opt.out, result, predicted->step, title);
+  else
+    tensorplay::tools::write_timeline(opt.out, result, 1.0, title);
   const size_t ranks = result.busy.size();
   if (opt.out.json) {
     nlohmann::ordered_json j;
     j["step"] = step;
-    j["steps_logged"] = steps.size();
+    j["steps_logged"] = steps_logged;
     j["ranks"] = ranks;
     j["actions"] = result.actions;
     j["makespan_us"] = result.makespan;
@@ -220,15 +264,16 @@ int run(const Options& opt) {
     j["peak_activations"] = result.peak_activations;
     if (!result.memory_track.empty())
       j["bytes_held_max"] = pp::most_held(result.memory_track, static_cast<int>(ranks));
+    if (predicted) j["predicted"] = tensorplay::tools::comparison_json(predicted->comparison);
     std::cout << j.dump() << "\n";
-    return 0;
+    return;
   }
-  std::cout << "step " << step << " (" << steps.size() << " logged): " << ranks << " ranks, "
+  std::cout << "step " << step << " (" << steps_logged << " logged): " << ranks << " ranks, "
             << result.actions << " actions\n"
             << "  makespan " << result.makespan << " us, bubble " << result.bubble_fraction * 100
             << "%\n";
   std::cout << ts::format_rank_figures(result, " us");
-  return 0;
+  if (predicted) std::cout << pp::format_step_comparison(predicted->comparison);
 }
 
 }  // namespace
@@ -246,6 +291,12 @@ int main(int argc, char** argv) {
                  "the run to read from each log, counting from 1, when a log holds several "
                  "(the program started again with the same log; default: the newest)");
   tensorplay::tools::add_timeline_options(app, opt.out);
+  app.add_option("--plan", opt.plan,
+                 "a plan file (tp-plan, train_gpt --plan): print the simulator's prediction for "
+                 "it beside the measured step, and draw it as a second set of tracks")
+      ->check(CLI::ExistingFile);
+  app.add_option("--profile", opt.profile, "the profile the plan's costs come from (with --plan)")
+      ->check(CLI::ExistingFile);
   if (int status = tensorplay::tools::run_reporting_errors("tp-trace", [&] {
         tensorplay::tools::reject_unknown_flags(app, argc, argv);
         return 0;
