@@ -236,8 +236,8 @@ TEST_CASE("theory: V-Half and V-Min run between ZBV's step time and 1F1B's", "[s
       const double one_f_one_b = run(ScheduleKind::OneFOneB, p, 1, m, kUnit).makespan;
       const double vhalf = run(ScheduleKind::VHalf, p, 2, m, half).makespan;
       const double vmin = run(ScheduleKind::VMin, p, 2, m, half).makespan;
-      INFO("p=" << p << " m=" << m << ": ZBV " << zbv << ", V-Half " << vhalf << ", V-Min "
-                << vmin << ", 1F1B " << one_f_one_b);
+      INFO("p=" << p << " m=" << m << ": ZBV " << zbv << ", V-Half " << vhalf << ", V-Min " << vmin
+                << ", 1F1B " << one_f_one_b);
       CHECK(zbv <= vhalf);
       CHECK(vhalf <= vmin);
       CHECK(vmin <= one_f_one_b);
