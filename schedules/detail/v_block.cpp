@@ -29,6 +29,7 @@ class SlotTable {
 
 struct Costs {
   double forward, input, weight;
+  double latency = 0;  // added to every hand-over between ranks
 };
 
 // Index of (kind, stage, microbatch) in a flat table of end times.
@@ -40,20 +41,26 @@ struct ActionIndex {
   }
 };
 
-// The end time of what `a` waits for, or -1 when that has not run yet (0 when nothing).
-double ready_at(const Action& a, const ActionIndex& index, const std::vector<double>& end) {
+// When what `a` waits for is there (its end, plus the latency when it comes from another rank),
+// or -1 when it has not run yet (0 when `a` waits for nothing).
+double ready_at(const Action& a, const ActionIndex& index, const std::vector<double>& end,
+                double latency) {
   const int last = index.stages - 1;
+  const int tip = index.stages / 2;  // stages tip - 1 and tip share the V's last rank
   std::size_t dep = 0;
+  bool hop = false;
   if (a.kind == ActionKind::Forward) {
     if (a.stage == 0) return 0;
     dep = index(ActionKind::Forward, a.stage - 1, a.microbatch);
+    hop = a.stage != tip;
   } else if (a.kind == ActionKind::BackwardInput) {
     dep = a.stage == last ? index(ActionKind::Forward, last, a.microbatch)
                           : index(ActionKind::BackwardInput, a.stage + 1, a.microbatch);
+    hop = a.stage != last && a.stage != tip - 1;
   } else {
     dep = index(ActionKind::BackwardInput, a.stage, a.microbatch);
   }
-  return end[dep];
+  return end[dep] < 0 ? -1.0 : end[dep] + (hop ? latency : 0.0);
 }
 
 // Runs every rank's order as soon as each action's input is there; the step's end time.
@@ -67,7 +74,7 @@ double replay(const PipelineOrder& order, int stages, int microbatches, const Co
     for (std::size_t r = 0; r < order.size(); ++r) {
       for (; next[r] < order[r].size(); ++next[r], moved = true) {
         const Action& a = order[r][next[r]];
-        const double ready = ready_at(a, index, end);
+        const double ready = ready_at(a, index, end, costs.latency);
         if (ready < 0) break;
         const double cost = a.kind == ActionKind::Forward         ? costs.forward
                             : a.kind == ActionKind::BackwardInput ? costs.input
@@ -146,7 +153,8 @@ VBlockScore score_v_block(const VBlock& block, int microbatches) {
   const int stages = 2 * block.ranks;
   const PipelineOrder order = repeat_v_block(block, microbatches);
   score.makespan = replay(order, stages, microbatches, {1.0, 1.0, 1.0}) +
-                   replay(order, stages, microbatches, {1.0, 1.5, 0.5});
+                   replay(order, stages, microbatches, {1.0, 1.5, 0.5}) +
+                   replay(order, stages, microbatches, {1.0, 1.0, 1.0, 0.5});
   return score;
 }
 

@@ -31,8 +31,10 @@ struct VBlock {
 struct VBlockScore {
   int peak_kept = 0;     ///< most stage activations a rank holds from F's start to I's end
   int peak_stashed = 0;  ///< the same to W's end (the simulator's peak_activations)
-  double makespan = 0;   ///< step time replayed with F = I = W = 1, plus with I = 1.5, W = 0.5
-  ///< (a weight gradient cheaper than an input gradient, as in most models)
+  /// Step times replayed with F = I = W = 1, with I = 1.5 and W = 0.5 (a weight gradient
+  /// cheaper than an input gradient, as in most models) and with a latency of 0.5 per hand-over
+  /// between ranks, added up.
+  double makespan = 0;
 };
 
 /// Places one microbatch's actions as `shape` says.
