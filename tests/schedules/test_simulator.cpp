@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <map>
 
@@ -245,5 +246,22 @@ TEST_CASE("theory: V-Half and V-Min run between ZBV's step time and 1F1B's", "[s
       // the block's 4p + 2 slots of half a unit, rounded to the period.
       CHECK(vmin <= 3.0 * m + 0.5 * (4 * p + 8));
     }
+  }
+}
+
+TEST_CASE("theory: V-Half and V-Min stash what the paper's stable patterns stash", "[simulator]") {
+  // Stage activations held from F to W's end, the most on any rank, in the steady state: the
+  // figures of the zero-bubble project's V-Half and V-Min stable patterns (its memory count,
+  // F +1 and W -1): 1F1B's first rank holds 2p, V-Half about p + 2, V-Min about 2p/3 + 2.
+  const CostModel half = CostModel::uniform(0.5, 0.5, 0.5);
+  const std::map<int, std::pair<int, int>> expected = {
+      {4, {6, 4}}, {6, {8, 6}}, {8, {10, 8}}, {12, {14, 10}}, {16, {18, 12}}};
+  for (const auto& [p, peaks] : expected) {
+    INFO("p=" << p);
+    auto worst = [](const SimulationResult& r) {
+      return *std::max_element(r.peak_activations.begin(), r.peak_activations.end());
+    };
+    CHECK(worst(run(ScheduleKind::VHalf, p, 2, 3 * p, half)) == peaks.first);
+    CHECK(worst(run(ScheduleKind::VMin, p, 2, 3 * p, half)) == peaks.second);
   }
 }
