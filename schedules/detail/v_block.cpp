@@ -133,16 +133,16 @@ PipelineOrder repeat_v_block(const VBlock& block, int microbatches) {
   return order;
 }
 
-VBlockScore score_v_block(const VBlock& block, int microbatches) {
+VBlockPeaks v_block_peaks(const VBlock& block) {
   const int span = *std::max_element(block.weight.begin(), block.weight.end()) + 1;
   const PipelineOrder steady = repeat_v_block(block, span / kVBlockPeriod + 2);
-  VBlockScore score;
+  VBlockPeaks peaks;
   for (const RankOrder& row : steady) {
     int kept = 0, stashed = 0;
     for (const Action& a : row) {
       if (a.kind == ActionKind::Forward) {
-        score.peak_kept = std::max(score.peak_kept, ++kept);
-        score.peak_stashed = std::max(score.peak_stashed, ++stashed);
+        peaks.kept = std::max(peaks.kept, ++kept);
+        peaks.stashed = std::max(peaks.stashed, ++stashed);
       } else if (a.kind == ActionKind::BackwardInput) {
         --kept;
       } else {
@@ -150,12 +150,15 @@ VBlockScore score_v_block(const VBlock& block, int microbatches) {
       }
     }
   }
+  return peaks;
+}
+
+double v_block_time(const VBlock& block, int microbatches) {
   const int stages = 2 * block.ranks;
   const PipelineOrder order = repeat_v_block(block, microbatches);
-  score.makespan = replay(order, stages, microbatches, {1.0, 1.0, 1.0}) +
-                   replay(order, stages, microbatches, {1.0, 1.5, 0.5}) +
-                   replay(order, stages, microbatches, {1.0, 1.0, 1.0, 0.5});
-  return score;
+  return replay(order, stages, microbatches, {1.0, 1.0, 1.0}) +
+         replay(order, stages, microbatches, {1.0, 1.5, 0.5}) +
+         replay(order, stages, microbatches, {1.0, 1.0, 1.0, 0.5});
 }
 
 std::vector<VBlockShape> v_block_shapes() {

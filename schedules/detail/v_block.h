@@ -27,23 +27,23 @@ struct VBlock {
   std::vector<int> forward, input, weight;  ///< index: stage (2 * ranks of them)
 };
 
-/// What a block's repetition holds and how long it takes.
-struct VBlockScore {
-  int peak_kept = 0;     ///< most stage activations a rank holds from F's start to I's end
-  int peak_stashed = 0;  ///< the same to W's end (the simulator's peak_activations)
-  /// Step times replayed with F = I = W = 1, with I = 1.5 and W = 0.5 (a weight gradient
-  /// cheaper than an input gradient, as in most models) and with a latency of 0.5 per hand-over
-  /// between ranks, added up.
-  double makespan = 0;
+/// What a block's repetition holds in its steady state, the most on any rank.
+struct VBlockPeaks {
+  int kept = 0;     ///< stage activations held from F's start to I's end
+  int stashed = 0;  ///< the same to W's end (the simulator's peak_activations)
 };
 
 /// Places one microbatch's actions as `shape` says.
 VBlock place_v_block(int ranks, const VBlockShape& shape);
 /// Every rank's order: microbatch j's actions at their block slot + 6 j, in slot order.
 PipelineOrder repeat_v_block(const VBlock& block, int microbatches);
-/// Peaks and replayed step time of the block repeated over `microbatches` microbatches (the
-/// peaks over at least enough of them to reach the steady state).
-VBlockScore score_v_block(const VBlock& block, int microbatches);
+/// The peaks of the block repeated over enough microbatches to reach its steady state.
+VBlockPeaks v_block_peaks(const VBlock& block);
+/// The step time of the block repeated over `microbatches` microbatches, each action run as soon
+/// as its input is there: replayed with F = I = W = 1, with I = 1.5 and W = 0.5 (a weight
+/// gradient cheaper than an input gradient, as in most models) and with a latency of 0.5 per
+/// hand-over between ranks, added up.
+double v_block_time(const VBlock& block, int microbatches);
 /// The shapes the V-Half and V-Min generators choose from (a few forward gap patterns, input
 /// gaps, backward and weight delays).
 std::vector<VBlockShape> v_block_shapes();

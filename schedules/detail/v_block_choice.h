@@ -13,7 +13,7 @@ enum class VMemoryGoal {
 };
 
 /// The block `goal` chooses for `ranks` ranks running `microbatches` microbatches (timed over at
-/// most 4p of them; computed once per rank count, timed count and goal).
+/// most 2p of them; computed once per rank count, timed count and goal).
 VBlock chosen_v_block(int ranks, int microbatches, VMemoryGoal goal);
 
 }  // namespace tensorplay::schedules::detail
