@@ -1,5 +1,6 @@
 // The user-facing schedules: ScheduleGPipe, Schedule1F1B, ScheduleInterleaved1F1B,
-// ScheduleLoopedBFS, ScheduleInterleavedZeroBubble, ScheduleZBVZeroBubble, ScheduleDualPipeV.
+// ScheduleLoopedBFS, ScheduleInterleavedZeroBubble, ScheduleZBVZeroBubble, ScheduleDualPipeV,
+// ScheduleVHalf, ScheduleVMin.
 // `step` chunks a batch into microbatches, runs them through the stage actors, returns when done.
 #pragma once
 
@@ -284,6 +285,10 @@ TENSORPLAY_DECLARE_SCHEDULE_MULTI(ScheduleInterleavedZeroBubble, InterleavedZero
 TENSORPLAY_DECLARE_SCHEDULE_MULTI(ScheduleZBVZeroBubble, ZBVZeroBubble)
 /// DualPipe's V variant, with overlapped forward/backward pairs.
 TENSORPLAY_DECLARE_SCHEDULE_MULTI(ScheduleDualPipeV, DualPipeV)
+/// V placement holding about half of 1F1B's activations (Qi et al., controllable memory).
+TENSORPLAY_DECLARE_SCHEDULE_MULTI(ScheduleVHalf, VHalf)
+/// V placement holding about a third of 1F1B's activations, for a larger bubble.
+TENSORPLAY_DECLARE_SCHEDULE_MULTI(ScheduleVMin, VMin)
 
 #undef TENSORPLAY_DECLARE_SCHEDULE_SINGLE
 #undef TENSORPLAY_DECLARE_SCHEDULE_MULTI

@@ -1,8 +1,9 @@
-// The memory model against the runtime: for every schedule on 2 and 4 ranks, each rank's measured
-// peak activation bytes (schedule.memory_stats() after a step) against the simulator's prediction
-// from the stages' profiles (profile_stage_memory: one microbatch's F, I and W on each stage).
-// The model: a GPT of 8 blocks (width 64, context 64, 8 microbatches of 4 sequences) cut into
-// ranks x stages-per-rank stages, one process, embedded runtime.
+// The memory model against the runtime: for every schedule (the seven, V-Half and V-Min) on 2 and
+// 4 ranks, each rank's measured peak activation bytes (schedule.memory_stats() after a step)
+// against the simulator's prediction from the stages' profiles (profile_stage_memory: one
+// microbatch's F, I and W on each stage). The model: a GPT of 8 blocks (width 64, context 64, 8
+// microbatches of 4 sequences) cut into ranks x stages-per-rank stages, one process, embedded
+// runtime.
 //
 //   ./build/bench/bench_memory_vs_sim [--steps 2] [--width 64] [--context 64]
 //

@@ -32,4 +32,13 @@ PipelineOrder zbv_zero_bubble_order(int ranks, int microbatches);
 /// DualPipeV: two stages per rank in V placement, overlapped F/B pairs. Needs m >= 2p.
 PipelineOrder dualpipev_order(int ranks, int microbatches);
 
+/// V-Half (Qi et al., "Pipeline Parallelism with Controllable Memory"): V placement, split
+/// backward, one microbatch's actions as a block repeated every 6 slots; about half of 1F1B's
+/// peak activations (p stage activations of half a rank's share, against 1F1B's p whole ones).
+PipelineOrder vhalf_order(int ranks, int microbatches);
+
+/// V-Min: as V-Half with the block that holds the fewest activations, about a third of 1F1B's
+/// as p grows (at most 0.4 from p = 8), for a larger bubble.
+PipelineOrder vmin_order(int ranks, int microbatches);
+
 }  // namespace tensorplay::schedules

@@ -26,7 +26,9 @@ const std::vector<ScheduleKind>& all_schedule_kinds() {
                                                   ScheduleKind::LoopedBFS,
                                                   ScheduleKind::InterleavedZeroBubble,
                                                   ScheduleKind::ZBVZeroBubble,
-                                                  ScheduleKind::DualPipeV};
+                                                  ScheduleKind::DualPipeV,
+                                                  ScheduleKind::VHalf,
+                                                  ScheduleKind::VMin};
   return kinds;
 }
 
@@ -46,6 +48,10 @@ std::string_view schedule_name(ScheduleKind kind) {
       return "ZBVZeroBubble";
     case ScheduleKind::DualPipeV:
       return "DualPipeV";
+    case ScheduleKind::VHalf:
+      return "VHalf";
+    case ScheduleKind::VMin:
+      return "VMin";
   }
   return "?";
 }
@@ -68,12 +74,14 @@ bool is_single_stage_per_rank(ScheduleKind kind) {
 
 bool uses_split_backward(ScheduleKind kind) {
   return kind == ScheduleKind::InterleavedZeroBubble || kind == ScheduleKind::ZBVZeroBubble ||
-         kind == ScheduleKind::DualPipeV;
+         kind == ScheduleKind::DualPipeV || kind == ScheduleKind::VHalf ||
+         kind == ScheduleKind::VMin;
 }
 
 Placement placement_of(ScheduleKind kind) {
-  return kind == ScheduleKind::ZBVZeroBubble || kind == ScheduleKind::DualPipeV ? Placement::V
-                                                                                : Placement::Loop;
+  const bool v = kind == ScheduleKind::ZBVZeroBubble || kind == ScheduleKind::DualPipeV ||
+                 kind == ScheduleKind::VHalf || kind == ScheduleKind::VMin;
+  return v ? Placement::V : Placement::Loop;
 }
 
 int default_stages_per_rank(ScheduleKind kind) { return is_single_stage_per_rank(kind) ? 1 : 2; }
@@ -126,6 +134,10 @@ PipelineOrder generate_order(ScheduleKind kind, int ranks, int stages_per_rank, 
       return zbv_zero_bubble_order(ranks, microbatches);
     case ScheduleKind::DualPipeV:
       return dualpipev_order(ranks, microbatches);
+    case ScheduleKind::VHalf:
+      return vhalf_order(ranks, microbatches);
+    case ScheduleKind::VMin:
+      return vmin_order(ranks, microbatches);
   }
   throw std::invalid_argument("unknown schedule kind");
 }

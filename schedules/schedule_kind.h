@@ -19,6 +19,8 @@ enum class ScheduleKind {
   InterleavedZeroBubble,
   ZBVZeroBubble,
   DualPipeV,
+  VHalf,  ///< memory-controlled V: about half of 1F1B's activations
+  VMin,   ///< memory-controlled V: about a third of 1F1B's activations
 };
 
 /// How stages are laid out over ranks.
@@ -30,7 +32,7 @@ enum class Placement {
 /// Every kind, in the order listed above.
 const std::vector<ScheduleKind>& all_schedule_kinds();
 /// PyTorch's name: "GPipe", "1F1B", "Interleaved1F1B", "LoopedBFS", "InterleavedZeroBubble",
-/// "ZBVZeroBubble", "DualPipeV".
+/// "ZBVZeroBubble", "DualPipeV", "VHalf", "VMin".
 std::string_view schedule_name(ScheduleKind kind);
 /// Case-insensitive inverse of schedule_name; throws std::invalid_argument listing valid names.
 ScheduleKind parse_schedule_kind(std::string_view name);

@@ -70,7 +70,7 @@ Options parse_options(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   app.add_option("--schedule", o.schedule,
                  "GPipe, 1F1B, Interleaved1F1B, LoopedBFS, InterleavedZeroBubble, "
-                 "ZBVZeroBubble or DualPipeV");
+                 "ZBVZeroBubble, DualPipeV, VHalf or VMin");
   app.add_option("--microbatches", o.microbatches, "microbatches per step")
       ->check(CLI::PositiveNumber);
   app.add_option("--batch", o.batch, "sequences per step (over all data-parallel replicas)")

@@ -82,7 +82,8 @@ TEST_CASE("what ran is what was scheduled: every schedule's log lists its order 
   for (sc::ScheduleKind kind :
        {sc::ScheduleKind::GPipe, sc::ScheduleKind::OneFOneB, sc::ScheduleKind::Interleaved1F1B,
         sc::ScheduleKind::LoopedBFS, sc::ScheduleKind::InterleavedZeroBubble,
-        sc::ScheduleKind::ZBVZeroBubble, sc::ScheduleKind::DualPipeV}) {
+        sc::ScheduleKind::ZBVZeroBubble, sc::ScheduleKind::DualPipeV, sc::ScheduleKind::VHalf,
+        sc::ScheduleKind::VMin}) {
     const int ranks = 4;
     const int stages_count = sc::is_single_stage_per_rank(kind) ? ranks : 2 * ranks;
     const int microbatches = 8;

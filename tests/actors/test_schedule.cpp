@@ -2,6 +2,7 @@
 // with the same microbatch accumulation, over several optimizer steps; and bad input errors.
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <utility>
 
 #include "actors/schedule.h"
 #include "tensors/tensors.h"
@@ -117,9 +118,19 @@ TEST_CASE("GPipe and 1F1B match the unpipelined model", "[schedule]") {
 TEST_CASE("multi-stage schedules match the unpipelined model", "[schedule]") {
   for (auto kind : {sc::ScheduleKind::Interleaved1F1B, sc::ScheduleKind::LoopedBFS,
                     sc::ScheduleKind::InterleavedZeroBubble, sc::ScheduleKind::ZBVZeroBubble,
-                    sc::ScheduleKind::DualPipeV}) {
+                    sc::ScheduleKind::DualPipeV, sc::ScheduleKind::VHalf, sc::ScheduleKind::VMin}) {
     DYNAMIC_SECTION(sc::schedule_name(kind) << " stages=4 microbatches=8") {
       run_equivalence(kind, 4, 8);
+    }
+  }
+}
+
+TEST_CASE("V-Half and V-Min match the unpipelined model on 3 and 4 ranks", "[schedule]") {
+  for (auto kind : {sc::ScheduleKind::VHalf, sc::ScheduleKind::VMin}) {
+    for (auto [stages, n] : {std::pair{6, 7}, std::pair{8, 8}, std::pair{8, 12}}) {
+      DYNAMIC_SECTION(sc::schedule_name(kind) << " stages=" << stages << " microbatches=" << n) {
+        run_equivalence(kind, stages, n);
+      }
     }
   }
 }

@@ -36,7 +36,7 @@ TEST_CASE("an unknown schedule name lists the valid ones", "[schedule_class]") {
 }
 
 TEST_CASE("a schedule class builds its schedule, which trains", "[schedule_class]") {
-  for (const char* name : {"gpipe", "interleaved1f1b"}) {
+  for (const char* name : {"gpipe", "interleaved1f1b", "vhalf", "ScheduleVMin"}) {
     INFO(name);
     std::vector<std::shared_ptr<pp::PipelineStage>> stages;
     for (int i = 0; i < 4; ++i)

@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 
@@ -168,4 +169,44 @@ TEST_CASE("one_f_one_b_rank_order is one row of one_f_one_b_order", "[generators
   CHECK_THROWS_WITH(one_f_one_b_rank_order(2, 2, 4), Catch::Contains("rank 2 is not in [0, 2)"));
   CHECK_THROWS_WITH(one_f_one_b_rank_order(4, 0, 2),
                     Catch::Contains("at least as many microbatches as stages"));
+}
+
+TEST_CASE("VHalf p=2 m=4: one block per microbatch, repeated", "[generators]") {
+  CHECK(rows(vhalf_order(2, 4)) ==
+        std::vector<std::string>{
+            "0F0 3F0 3I0 3W0 0F1 0I0 0W0 3F1 3I1 3W1 0F2 0I1 0W1 3F2 3I2 3W2 0F3 0I2 0W2 3F3 3I3 "
+            "3W3 0I3 0W3",
+            "1F0 2F0 2I0 1I0 1F1 2F1 2W0 1W0 2I1 1I1 1F2 2F2 2W1 1W1 2I2 1I2 1F3 2F3 2W2 1W2 2I3 "
+            "1I3 2W3 1W3"});
+}
+
+TEST_CASE("VHalf and VMin are valid on the V placement for any rank and microbatch count",
+          "[generators]") {
+  for (ScheduleKind kind : {ScheduleKind::VHalf, ScheduleKind::VMin}) {
+    for (int p : {1, 2, 3, 4, 5, 6, 8}) {
+      for (int m : {1, 3, p, 2 * p, 2 * p + 1, 3 * p, 4 * p - 1}) {
+        INFO(schedule_name(kind) << " p=" << p << " m=" << m);
+        PipelineOrder order = generate_order(kind, p, 2, m);
+        std::vector<int> placement = stage_to_rank(kind, p, 2);
+        CHECK(validate_order(order, 2 * p, m, &placement) == placement);
+        CHECK_NOTHROW(step_order(order, 2 * p, m));
+        for (const RankOrder& rank : order) {
+          CHECK(rank.size() == static_cast<std::size_t>(6 * m));  // F, I, W on two stages
+          std::map<std::pair<int, int>, int> last;                // (stage, kind) -> microbatch
+          for (const Action& a : rank) {
+            auto [it, fresh] = last.try_emplace({a.stage, static_cast<int>(a.kind)}, -1);
+            CHECK(a.microbatch == it->second + 1);  // each stage takes microbatches in order
+            it->second = a.microbatch;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("VHalf and VMin check their sizes like the other generators", "[generators]") {
+  CHECK_THROWS_WITH(vhalf_order(0, 4), Catch::Contains("VHalf needs at least 1 rank"));
+  CHECK_THROWS_WITH(vmin_order(2, 0), Catch::Contains("VMin needs at least 1 microbatch"));
+  CHECK_THROWS_WITH(generate_order(ScheduleKind::VMin, 2, 1, 4),
+                    Catch::Contains("exactly 2 stages per rank"));
 }

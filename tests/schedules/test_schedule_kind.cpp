@@ -13,6 +13,8 @@ TEST_CASE("schedule names parse case-insensitively like get_schedule_class", "[s
   CHECK(parse_schedule_kind("interleavedzerobubble") == ScheduleKind::InterleavedZeroBubble);
   CHECK(parse_schedule_kind("ZbvZeroBubble") == ScheduleKind::ZBVZeroBubble);
   CHECK(parse_schedule_kind("dualpipev") == ScheduleKind::DualPipeV);
+  CHECK(parse_schedule_kind("vhalf") == ScheduleKind::VHalf);
+  CHECK(parse_schedule_kind("VMIN") == ScheduleKind::VMin);
   for (ScheduleKind kind : all_schedule_kinds()) {
     CHECK(parse_schedule_kind(schedule_name(kind)) == kind);
   }
@@ -31,6 +33,12 @@ TEST_CASE("schedule traits", "[schedule_kind]") {
   CHECK(placement_of(ScheduleKind::InterleavedZeroBubble) == Placement::Loop);
   CHECK(default_stages_per_rank(ScheduleKind::GPipe) == 1);
   CHECK(default_stages_per_rank(ScheduleKind::ZBVZeroBubble) == 2);
+  for (ScheduleKind kind : {ScheduleKind::VHalf, ScheduleKind::VMin}) {
+    CHECK(uses_split_backward(kind));
+    CHECK(placement_of(kind) == Placement::V);
+    CHECK(default_stages_per_rank(kind) == 2);
+    CHECK(stage_to_rank(kind, 3, 2) == std::vector<int>{0, 1, 2, 2, 1, 0});
+  }
 }
 
 TEST_CASE("stage placement: loop s % p, V r and 2p-1-r", "[schedule_kind]") {

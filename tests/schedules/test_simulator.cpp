@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <map>
 
@@ -249,4 +250,42 @@ TEST_CASE("format_rank_figures prints a line per rank with the unit", "[simulato
   r.idle.assign(70, 0);
   r.peak_activations.assign(70, 1);
   CHECK_THAT(format_rank_figures(r), Catch::EndsWith("  ... 6 more ranks\n"));
+}
+
+TEST_CASE("theory: V-Half and V-Min run between ZBV's step time and 1F1B's", "[simulator]") {
+  // The same job: 1F1B's stage is a rank's share (F = I = W = 1), a V stage half of it (0.5).
+  const CostModel half = CostModel::uniform(0.5, 0.5, 0.5);
+  for (int p : {2, 3, 4, 6, 8}) {
+    for (int m : {p, 2 * p, 2 * p + 1, 3 * p}) {
+      const double zbv = run(ScheduleKind::ZBVZeroBubble, p, 2, m, half).makespan;
+      const double one_f_one_b = run(ScheduleKind::OneFOneB, p, 1, m, kUnit).makespan;
+      const double vhalf = run(ScheduleKind::VHalf, p, 2, m, half).makespan;
+      const double vmin = run(ScheduleKind::VMin, p, 2, m, half).makespan;
+      INFO("p=" << p << " m=" << m << ": ZBV " << zbv << ", V-Half " << vhalf << ", V-Min " << vmin
+                << ", 1F1B " << one_f_one_b);
+      CHECK(zbv <= vhalf);
+      CHECK(vhalf <= vmin);
+      CHECK(vmin <= one_f_one_b);
+      // Each rank does 6 half-size actions per microbatch: 3m of work, and a warm-up of at most
+      // the block's 4p + 2 slots of half a unit, rounded to the period.
+      CHECK(vmin <= 3.0 * m + 0.5 * (4 * p + 8));
+    }
+  }
+}
+
+TEST_CASE("theory: V-Half and V-Min stash what the paper's stable patterns stash", "[simulator]") {
+  // Stage activations held from F to W's end, the most on any rank, in the steady state: the
+  // figures of the zero-bubble project's V-Half and V-Min stable patterns (its memory count,
+  // F +1 and W -1): 1F1B's first rank holds 2p, V-Half about p + 2, V-Min about 2p/3 + 2.
+  const CostModel half = CostModel::uniform(0.5, 0.5, 0.5);
+  const std::map<int, std::pair<int, int>> expected = {
+      {4, {6, 4}}, {6, {8, 6}}, {8, {10, 8}}, {12, {14, 10}}, {16, {18, 12}}};
+  for (const auto& [p, peaks] : expected) {
+    INFO("p=" << p);
+    auto worst = [](const SimulationResult& r) {
+      return *std::max_element(r.peak_activations.begin(), r.peak_activations.end());
+    };
+    CHECK(worst(run(ScheduleKind::VHalf, p, 2, 3 * p, half)) == peaks.first);
+    CHECK(worst(run(ScheduleKind::VMin, p, 2, 3 * p, half)) == peaks.second);
+  }
 }

@@ -195,7 +195,7 @@ int main(int argc, char** argv) {
   Options opt;
   app.add_option("--schedule", opt.schedule,
                  "GPipe, 1F1B, Interleaved1F1B, LoopedBFS, InterleavedZeroBubble, ZBVZeroBubble, "
-                 "DualPipeV (case-insensitive), or Dynamic (our greedy policy)")
+                 "DualPipeV, VHalf, VMin (case-insensitive), or Dynamic (our greedy policy)")
       ->required();
   app.add_option("--ranks", opt.ranks, "pipeline ranks (p)")
       ->required()
