@@ -33,8 +33,12 @@ run() {
 }
 
 # Per pair: A and B (process count, then flags), and B's layout spelled out for the reference
-# (the layout B resolves --pp/--dp auto to), in the words a checkpoint records.
-resume=(--resume)
+# (the layout B resolves --pp/--dp auto to), in the words a checkpoint records. same_start: A and
+# B sum every gradient in the same order, so B's own first 6 steps reproduce A's state bit for
+# bit and the transplant must change nothing; "no" where the replicas change, or the order in
+# which a tied weight's gradient meets the replicas' average (parameters and optimizer state then
+# differ in the last bits).
+resume=(--resume) same_start=yes
 case "$pair" in
   embedded_to_2_processes)  # 1F1B over 2 stages, with dropout (generators named by module)
     a=(0 --schedule 1F1B --stages 2 --dropout 0.1) b=(2 --schedule 1F1B --stages 2 --dropout 0.1)
@@ -48,15 +52,18 @@ case "$pair" in
   pp2_dp2_to_pp2_dp1)  # a replica lost: 4 processes -> 2, the batch on one replica
     a=(4 --schedule 1F1B --stages 2 --dp 2 --microbatches 4)
     b=(2 --schedule 1F1B --pp 2 --dp auto --microbatches 4)
-    reference=(2 --schedule 1F1B --pp 2 --dp 1 --microbatches 4) written="pp 2 x dp 2" as="pp 2 x dp 1" ;;
+    reference=(2 --schedule 1F1B --pp 2 --dp 1 --microbatches 4) written="pp 2 x dp 2" as="pp 2 x dp 1"
+    same_start=no ;;
   pp2_dp1_to_pp1_dp2)  # the pipeline folded into two replicas of the whole model
     a=(2 --schedule 1F1B --stages 2 --microbatches 4)
     b=(2 --schedule 1F1B --pp 1 --dp auto --microbatches 4)
-    reference=(2 --schedule 1F1B --pp 1 --dp 2 --microbatches 4) written="pp 2 x dp 1" as="pp 1 x dp 2" ;;
+    reference=(2 --schedule 1F1B --pp 1 --dp 2 --microbatches 4) written="pp 2 x dp 1" as="pp 1 x dp 2"
+    same_start=no ;;
   auto_4_to_2_processes)  # --pp auto --dp auto: the largest dp the batch allows, resumed unasked
     a=(4 --schedule 1F1B --pp auto --dp auto --microbatches 8)
     b=(2 --schedule 1F1B --pp auto --dp auto --microbatches 8) resume=()
-    reference=(2 --schedule 1F1B --pp 1 --dp 2 --microbatches 8) written="pp 2 x dp 2" as="pp 1 x dp 2" ;;
+    reference=(2 --schedule 1F1B --pp 1 --dp 2 --microbatches 8) written="pp 2 x dp 2" as="pp 1 x dp 2"
+    same_start=no ;;
   gpipe_to_interleaved)  # GPipe over 2 processes -> Interleaved1F1B, 4 stages on 2 ranks
     a=(2 --schedule GPipe --stages 2) b=(2 --schedule Interleaved1F1B --stages 4)
     reference=(2 --schedule Interleaved1F1B --pp 2 --dp 1) written="pp 2 x dp 1" as="pp 2 x dp 1" ;;
@@ -74,7 +81,14 @@ grep -q "^e model wte.weight " "$scratch"/run/step_00000006/index_s*.txt || fail
 # The reference's start: B's layout writes its own step-6 checkpoint, set to A's state.
 run reference_start "${reference[0]}" "${reference[@]:1}" --stop-after 6 \
   --checkpoint-dir "$scratch/reference"
-"$transplant" "$scratch/run" "$scratch/reference" 6 || fail "cannot set B's checkpoint to A's state"
+"$transplant" "$scratch/run" "$scratch/reference" 6 > "$scratch/transplant.out" ||
+  { cat "$scratch/transplant.out"; fail "cannot set B's checkpoint to A's state"; }
+cat "$scratch/transplant.out"
+# The data and dropout generators never depend on the layout (a process's copy of a dropout
+# generator it does not draw from must not be saved); the rest only where the sums differ.
+! grep -q " rng " "$scratch/transplant.out" || fail "B's own first 6 steps left other generators"
+[ "$same_start" = no ] || grep -q "changed: none" "$scratch/transplant.out" ||
+  fail "B's own first 6 steps do not reproduce A's state"
 
 run b "${b[0]}" "${b[@]:1}" "${resume[@]}" --checkpoint-dir "$scratch/run" --losses-file "$scratch/b.losses"
 grep -q "resumed step 6 written by $written as $as" "$scratch/b.out" ||

@@ -1,7 +1,7 @@
 // Sets the tensors of a layout-free checkpoint (stages/named_checkpoint.h) to another one's, by
 // kind and name, keeping the target's writers, files and layout: the reshard matrix's reference
 // resumes layout B from a checkpoint that B itself wrote, holding layout A's state exactly,
-// without the loader mapping one layout onto another. Prints how many tensors changed.
+// without the loader mapping one layout onto another. Prints how many tensors changed, by kind.
 // Usage: named_checkpoint_transplant FROM_DIR TO_DIR STEP
 #include <algorithm>
 #include <cstdio>
@@ -59,11 +59,11 @@ std::map<Key, std::pair<pp::IndexEntry, std::string>> entries(const std::vector<
   return all;
 }
 
-// Rewrites one writer of the target with the source's bytes of each of its entries; returns how
-// many entries changed.
-int transplant(Writer& to, const std::map<Key, std::pair<pp::IndexEntry, std::string>>& from) {
+// Rewrites one writer of the target with the source's bytes of each of its entries; counts the
+// entries that changed in `changed` by kind.
+void transplant(Writer& to, const std::map<Key, std::pair<pp::IndexEntry, std::string>>& from,
+                std::map<std::string, int>& changed) {
   std::string data;
-  int changed = 0;
   for (pp::IndexEntry& e : to.index.entries) {
     const auto it = from.find({e.kind, e.name, e.key});
     if (it == from.end())
@@ -72,7 +72,7 @@ int transplant(Writer& to, const std::map<Key, std::pair<pp::IndexEntry, std::st
     const auto& [source, bytes] = it->second;
     if (source.dtype != e.dtype || (e.dtype != pp::kByteDType && source.shape != e.shape))
       throw std::runtime_error("'" + e.name + " " + e.key + "' has another shape or dtype");
-    if (to.data.compare(e.offset, e.bytes, bytes) != 0) ++changed;
+    if (to.data.compare(e.offset, e.bytes, bytes) != 0) ++changed[pp::to_string(e.kind)];
     data.resize((data.size() + 63) / 64 * 64, '\0');
     e.offset = data.size();
     e.bytes = bytes.size();
@@ -83,7 +83,6 @@ int transplant(Writer& to, const std::map<Key, std::pair<pp::IndexEntry, std::st
   to.index.data_bytes = data.size();
   io::write_atomically((to.index_path.parent_path() / to.index.data_file).string(), data);
   io::write_atomically(to.index_path.string(), pp::format_index(to.index));
-  return changed;
 }
 
 }  // namespace
@@ -102,14 +101,16 @@ int main(int argc, char** argv) {
     if (count != from.size())
       throw std::runtime_error("the checkpoints hold " + std::to_string(from.size()) + " and " +
                                std::to_string(count) + " distinct tensors");
-    int changed = 0;
+    std::map<std::string, int> changed;
     for (Writer& w : to) {
       if (w.index.samples_consumed != from_writers.front().index.samples_consumed)
         throw std::runtime_error("the checkpoints consumed different numbers of samples");
-      changed += transplant(w, from);
+      transplant(w, from, changed);
     }
-    std::printf("%d of %zu tensors set to the source's (%zu writers to %zu)\n", changed, count,
-                from_writers.size(), to.size());
+    std::string kinds;
+    for (const auto& [kind, n] : changed) kinds += " " + kind + " " + std::to_string(n);
+    std::printf("%zu tensors (%zu writers to %zu) set to the source's; changed:%s\n", count,
+                from_writers.size(), to.size(), kinds.empty() ? " none" : kinds.c_str());
     return 0;
   } catch (const std::exception& e) {
     std::printf("error: %s\n", e.what());
