@@ -1,4 +1,5 @@
-// Dropout generators named by module, and those of a process's stages.
+// Dropout generators named by module, those of a process's stages, and their states kept across a
+// validation.
 #include "dropout_generators.h"
 
 #include <set>
@@ -31,6 +32,20 @@ std::vector<std::pair<std::string, tp::Generator*>> hosted_dropout_generators(
   for (const auto& [name, generator] : all)
     if (held.count(name)) hosted.emplace_back(name, generator.get());
   return hosted;
+}
+
+KeepDropoutStates::KeepDropoutStates(const DropoutGenerators& all) {
+  for (const auto& [name, generator] : all) {
+    auto lock = generator->lock();
+    kept_.emplace_back(generator.get(), generator->engine());
+  }
+}
+
+KeepDropoutStates::~KeepDropoutStates() {
+  for (auto& [generator, engine] : kept_) {
+    auto lock = generator->lock();
+    generator->engine() = engine;
+  }
 }
 
 }  // namespace train_gpt

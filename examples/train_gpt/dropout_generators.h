@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <random>
 #include <string>
 #include <utility>
 #include <vector>
@@ -29,5 +30,20 @@ DropoutGenerators make_dropout_generators(tensorplay::nn::Module& model, uint64_
 std::vector<std::pair<std::string, tensorplay::Generator*>> hosted_dropout_generators(
     const DropoutGenerators& all,
     const std::vector<std::shared_ptr<tensorplay::pipelining::PipelineStage>>& stages);
+
+/// Keeps the generators' states across a forward-only pass (validation): the pipeline's forward
+/// applies dropout as it was traced, so without this a validation would move the masks training
+/// draws next, and a run stopped after a step that validated would resume with other masks than
+/// a run going straight on.
+class KeepDropoutStates {
+ public:
+  explicit KeepDropoutStates(const DropoutGenerators& all);
+  ~KeepDropoutStates();
+  KeepDropoutStates(const KeepDropoutStates&) = delete;
+  KeepDropoutStates& operator=(const KeepDropoutStates&) = delete;
+
+ private:
+  std::vector<std::pair<tensorplay::Generator*, std::mt19937_64>> kept_;
+};
 
 }  // namespace train_gpt

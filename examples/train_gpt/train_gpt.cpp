@@ -330,6 +330,7 @@ struct Job {
 
 double validation_loss(Job& job, const Corpus& corpus, train_gpt::StepWatch* watch) {
   tp::Generator val(job.options.seed + 1000);  // the same held-out windows every time
+  const train_gpt::KeepDropoutStates keep(job.dropout_generators);  // training's masks untouched
   double sum = 0;
   for (int b = 0; b < job.options.val_batches; ++b) {
     auto [x, y] =
