@@ -2,16 +2,17 @@
 # The reshard matrix across processes with examples/train_gpt: 6 steps under layout A, a
 # layout-free checkpoint, 6 more under layout B (another process count, stage count, schedule or
 # pp x dp shape). The reference runs under B itself (the same processes, stages, schedule,
-# microbatches and replicas, so it sums gradients in B's order) from A's step-6 state: B's layout
-# trains the first 6 steps and writes its own step-6 checkpoint, whose tensors (parameters,
-# optimizer state, generators) named_checkpoint_transplant then sets to A's by name; the reference
-# resumes that checkpoint under the layout that wrote it, so the loader maps nothing across
-# layouts. Where B's own first 6 steps already equal A's state bit for bit (the transplant finds
-# nothing to change), the reference is B's 12 steps straight, without a checkpoint between. The losses of steps 7-12 and the final parameters must agree within 1e-6 relative
-# (they agree bit for bit). A reference in one process summed a step's gradients in another order
-# than two averaged replicas do, and AdamW made those roundings visible (1e-5 in the losses, 2e-4
-# in the parameters); where dp changes between A and B, B's own first 6 steps differ from A's in
-# the last bits, hence the transplant rather than B's run from step 0.
+# microbatches and replicas, so it sums gradients in B's order) from A's step-6 state. B's layout
+# trains from step 1 and writes its own step-6 checkpoint; named_checkpoint_transplant sets its
+# tensors (parameters, optimizer state, generators) to A's by name. Where A and B sum alike that
+# must change nothing, and the reference is B's 12 steps straight (no checkpoint read between).
+# Where they do not (dp changes, or where a tied weight's gradient meets the replicas' average),
+# parameters and optimizer state differ in the last bits, and the reference resumes the
+# transplanted checkpoint under the layout that wrote it (the loader maps nothing across
+# layouts). The losses of steps 7-12 and the final parameters must agree within 1e-6 relative;
+# they agree bit for bit. (A reference in one process summed a step's gradients in another order
+# than two averaged replicas do, and AdamW made that visible: 1e-5 in the losses, 2e-4 in the
+# parameters.)
 # Usage: check_reshard_train_gpt.sh TP_LAUNCH TRAIN_GPT COMPARE TRANSPLANT SCRATCH PAIR
 set -euo pipefail
 tp_launch=$1 train_gpt=$2 compare=$3 transplant=$4 scratch=$5 pair=$6
@@ -34,11 +35,8 @@ run() {
 }
 
 # Per pair: A and B (process count, then flags), and B's layout spelled out for the reference
-# (the layout B resolves --pp/--dp auto to), in the words a checkpoint records. same_start: A and
-# B sum every gradient in the same order, so B's own first 6 steps reproduce A's state bit for
-# bit and the transplant must change nothing; "no" where the replicas change, or the order in
-# which a tied weight's gradient meets the replicas' average (parameters and optimizer state then
-# differ in the last bits).
+# (the layout B resolves --pp/--dp auto to), in the words a checkpoint records. same_start: B's
+# own first 6 steps reproduce A's state bit for bit.
 resume=(--resume) same_start=yes
 case "$pair" in
   embedded_to_2_processes)  # 1F1B over 2 stages, with dropout (generators named by module)
