@@ -29,6 +29,7 @@
 #include "actors/process_group.h"
 #include "actors/schedule.h"
 #include "auto_layout.h"
+#include "dropout_generators.h"
 #include "examples/exit_with_message.h"
 #include "memory_summary.h"
 #include "model_choice.h"
@@ -190,13 +191,7 @@ struct Job {
           "writes its part); export a GPT from one process");
     // Each dropout module draws from its own generator, named after its path in the model, so
     // its masks and a checkpoint of them do not depend on the split.
-    for (auto& [path, module] : model->named_modules())
-      if (auto* drop = dynamic_cast<tp::nn::DropoutImpl*>(module.get())) {
-        dropout_generators.emplace_back(
-            "dropout." + path,
-            std::make_unique<tp::Generator>(o.seed + 3 + dropout_generators.size()));
-        drop->set_generator(dropout_generators.back().second.get());
-      }
+    dropout_generators = train_gpt::make_dropout_generators(*model, o.seed + 3);
     loss_fn = [v = vocab](const tp::Tensor& logits, const tp::Tensor& targets) {
       return tp::cross_entropy(logits.reshape({-1, v}), targets.reshape({-1}));
     };
@@ -330,11 +325,12 @@ struct Job {
   std::vector<double> activation_bytes;
   std::unique_ptr<pp::PipelineSchedule> schedule;
   std::unique_ptr<tp::optim::AdamW> opt;
-  std::vector<std::pair<std::string, std::unique_ptr<tp::Generator>>> dropout_generators;
+  train_gpt::DropoutGenerators dropout_generators;
 };
 
 double validation_loss(Job& job, const Corpus& corpus, train_gpt::StepWatch* watch) {
   tp::Generator val(job.options.seed + 1000);  // the same held-out windows every time
+  const train_gpt::KeepDropoutStates keep(job.dropout_generators);  // training's masks untouched
   double sum = 0;
   for (int b = 0; b < job.options.val_batches; ++b) {
     auto [x, y] =
@@ -661,8 +657,9 @@ int run(Options o) {
   const bool saves = !o.checkpoint_dir.empty() && !o.unsplit;
   tp::Generator data(o.seed + 1);
   pp::NamedCheckpointOptions checkpoint_options{.generators = {{"data", &data}}};
-  for (const auto& [name, generator] : job.dropout_generators)
-    checkpoint_options.generators.emplace_back(name, generator.get());
+  // Only the generators of this process's stages: another's copy here never draws.
+  for (const auto& named : train_gpt::hosted_dropout_generators(job.dropout_generators, job.stages))
+    checkpoint_options.generators.push_back(named);
   checkpoint_options.layout = train_gpt::layout_text(o, job.stages_per_rank);
   RunResult result;
   if (saves)
