@@ -44,13 +44,14 @@ Tensor transposed(const Tensor& t) {
 }
 
 // The folder's entry for each of the stage's tensor names (a tied head reads the embedding's);
-// the stage's names that are not the model's go to `unknown`.
+// throws, `caller` first, naming the stage's tensors that are not the model's.
 std::map<std::string, const HfTensorName*> entries_of(const Module& stage, const PartsModel& model,
-                                                      std::vector<std::string>& unknown) {
+                                                      const char* caller) {
   std::map<std::string, const HfTensorName*> by_ours;
   for (const HfTensorName& t : model.tensors) by_ours[t.ours] = &t;
   const std::string head_weight = model.head + ".weight";
   std::map<std::string, const HfTensorName*> out;
+  std::vector<std::string> unknown;
   for (const std::string& name : stage.state_dict().keys()) {
     const std::string& key = model.tied && name == head_weight ? model.embedding : name;
     auto it = by_ours.find(key);
@@ -59,6 +60,10 @@ std::map<std::string, const HfTensorName*> entries_of(const Module& stage, const
     else
       out[name] = it->second;
   }
+  if (!unknown.empty())
+    throw std::invalid_argument(std::string(caller) + ": the stage holds tensors a " +
+                                model.family + " with " + model.description +
+                                " does not have: " + unknown.front() + more(unknown.size()));
   return out;
 }
 
@@ -79,12 +84,7 @@ void save_part(const Module& stage, const PartsModel& model, const std::string& 
   if (parts <= 0 || part < 0 || part >= parts)
     throw std::invalid_argument("save_pretrained_part: part " + std::to_string(part) +
                                 " is not in [0, " + std::to_string(parts) + ")");
-  std::vector<std::string> unknown;
-  const auto entries = entries_of(stage, model, unknown);
-  if (!unknown.empty())
-    throw std::invalid_argument("save_pretrained_part: the stage holds tensors a " + model.family +
-                                " with " + model.description +
-                                " does not have: " + unknown.front() + more(unknown.size()));
+  const auto entries = entries_of(stage, model, "save_pretrained_part");
   const bool embedding = writes_embedding(stage, model);
   const std::string head_weight = model.head + ".weight";
   StateDict hf;
@@ -138,12 +138,7 @@ void load_part(Module& stage, const PartsModel& model, const std::string& folder
     throw std::invalid_argument("load_pretrained_part: " + folder + " holds a " + model.family +
                                 " with " + *theirs + ", but the stage is of one with " +
                                 model.description);
-  std::vector<std::string> unknown;
-  const auto entries = entries_of(stage, model, unknown);
-  if (!unknown.empty())
-    throw std::invalid_argument("load_pretrained_part: the stage holds tensors a " + model.family +
-                                " with " + model.description +
-                                " does not have: " + unknown.front() + more(unknown.size()));
+  const auto entries = entries_of(stage, model, "load_pretrained_part");
   std::set<std::string> wanted;
   for (const auto& [ours, entry] : entries) wanted.insert(entry->hf);
   SafetensorsLoadOptions options;
