@@ -8,6 +8,7 @@
 
 #include "actors/process_group.h"
 #include "tensors/nn/gpt.h"
+#include "tensors/nn/gpt2_pretrained_parts.h"
 #include "tensors/nn/hugging_face.h"
 #include "tensors/nn/hugging_face_llama.h"
 #include "tensors/nn/llama.h"
@@ -77,26 +78,46 @@ nn::LlamaConfig llama_config(const Options& o, int64_t vocab) {
           .tie_weights = o.tie};
 }
 
+// Calls f(config, weights' dtype) with the model's GPTConfig or LlamaConfig.
+template <typename F>
+void with_config(const ModelChoice& model, F&& f) {
+  if (model.kind == "gpt2") {
+    const auto& gpt = *std::static_pointer_cast<nn::GPTImpl>(model.module);
+    f(gpt.config(), gpt.wte->weight.dtype());
+  } else {
+    const auto& llama = *std::static_pointer_cast<nn::LlamaImpl>(model.module);
+    f(llama.config(), llama.embed_tokens->weight.dtype());
+  }
+}
+
+// --init-from's model: loaded whole, or by_stage built of its config (its weights are read by
+// load_stage_parts), so that the initialisation draws the same random numbers either way.
+ModelChoice from_folder(const Options& o, int64_t vocab, tp::DType dtype, bool by_stage) {
+  ModelChoice choice;
+  if (folder_model_type(o.init_from) == "gpt2") {
+    nn::GPT model = by_stage ? nn::GPT(nn::read_gpt2_config(o.init_from))
+                             : nn::gpt_from_pretrained(o.init_from, dtype);
+    check_fit(o.init_from, vocab, model->config().vocab_size, o.context,
+              model->config().context_length);
+    choice = gpt_choice(model);
+  } else {
+    nn::Llama model = by_stage ? nn::Llama(nn::read_llama_config(o.init_from))
+                               : nn::llama_from_pretrained(o.init_from, dtype);
+    check_fit(o.init_from, vocab, model->config().vocab_size, o.context,
+              model->config().context_length);
+    choice = llama_choice(model);
+  }
+  if (by_stage && dtype != tp::DType::Float32) choice.module->to(dtype);
+  choice.description += ", from " + o.init_from + (by_stage ? " (each stage its own tensors)" : "");
+  return choice;
+}
+
 }  // namespace
 
-ModelChoice make_model(const Options& o, int64_t vocab) {
+ModelChoice make_model(const Options& o, int64_t vocab, bool by_stage) {
   const tp::DType dtype = o.dtype == "bfloat16" ? tp::DType::BFloat16 : tp::DType::Float32;
+  if (!o.init_from.empty()) return from_folder(o, vocab, dtype, by_stage);
   ModelChoice choice;
-  if (!o.init_from.empty()) {
-    if (folder_model_type(o.init_from) == "gpt2") {
-      nn::GPT model = nn::gpt_from_pretrained(o.init_from, dtype);
-      check_fit(o.init_from, vocab, model->config().vocab_size, o.context,
-                model->config().context_length);
-      choice = gpt_choice(model);
-    } else {
-      nn::Llama model = nn::llama_from_pretrained(o.init_from, dtype);
-      check_fit(o.init_from, vocab, model->config().vocab_size, o.context,
-                model->config().context_length);
-      choice = llama_choice(model);
-    }
-    choice.description += ", from " + o.init_from;
-    return choice;
-  }
   if (o.model == "llama") {
     choice = llama_choice(nn::Llama(llama_config(o, vocab)));
   } else {
@@ -122,19 +143,22 @@ void export_model(const Options& o, const ModelChoice& model,
       nn::save_pretrained(*std::static_pointer_cast<nn::LlamaImpl>(model.module), o.export_dir);
     return;
   }
-  if (model.kind != "llama")
-    throw std::invalid_argument(
-        "--export under tp-launch writes Llama folders stage by stage; "
-        "a GPT exports from one process");
-  const auto& llama = *std::static_pointer_cast<nn::LlamaImpl>(model.module);
-  if (dp_rank == 0)
-    for (const auto& stage : stages)
-      nn::save_pretrained_part(stage->module(), llama.config(), o.export_dir, stage->stage_index(),
-                               stage->num_stages());
-  tp::distributed::barrier();
-  if (tp::distributed::get_rank() == 0)
-    nn::finish_pretrained_parts(o.export_dir, llama.config(), llama.embed_tokens->weight.dtype(),
-                                stages.front()->num_stages());
+  with_config(model, [&](const auto& config, tp::DType dtype) {
+    if (dp_rank == 0)
+      for (const auto& stage : stages)
+        nn::save_pretrained_part(stage->module(), config, o.export_dir, stage->stage_index(),
+                                 stage->num_stages());
+    tp::distributed::barrier();
+    if (tp::distributed::get_rank() == 0)
+      nn::finish_pretrained_parts(o.export_dir, config, dtype, stages.front()->num_stages());
+  });
+}
+
+void load_stage_parts(const Options& o, const ModelChoice& model,
+                      const std::vector<std::shared_ptr<tp::pipelining::PipelineStage>>& stages) {
+  with_config(model, [&](const auto& config, tp::DType) {
+    for (const auto& stage : stages) nn::load_pretrained_part(stage->module(), config, o.init_from);
+  });
 }
 
 }  // namespace train_gpt

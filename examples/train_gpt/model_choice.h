@@ -25,12 +25,19 @@ struct ModelChoice {
 
 /// A new model of --model's kind and the sizes of the flags, for a vocabulary of `vocab`, or the
 /// model of --init-from's folder (its sizes; its vocabulary must be `vocab` and its context at
-/// least --context). Parameters in --dtype. Throws std::invalid_argument naming what does not fit.
-ModelChoice make_model(const Options& o, int64_t vocab);
+/// least --context): its weights loaded, or with `by_stage` left for load_stage_parts. Parameters
+/// in --dtype. Throws std::invalid_argument naming what does not fit.
+ModelChoice make_model(const Options& o, int64_t vocab, bool by_stage = false);
+
+/// Under tp-launch, each of this rank's `stages` reads its own tensors from --init-from's folder
+/// (a model made by_stage).
+void load_stage_parts(
+    const Options& o, const ModelChoice& model,
+    const std::vector<std::shared_ptr<tensorplay::pipelining::PipelineStage>>& stages);
 
 /// Writes --export's folder: in one process from the whole model (which the stages of an
-/// embedded pipeline share), under tp-launch from each rank's `stages` (replica 0's), the ranks
-/// meeting at a barrier before rank 0 writes the index and config.json.
+/// embedded pipeline share), under tp-launch from each rank's `stages` (replica 0's), each stage
+/// its shard, the ranks meeting at a barrier before rank 0 writes the index and config.json.
 void export_model(const Options& o, const ModelChoice& model,
                   const std::vector<std::shared_ptr<tensorplay::pipelining::PipelineStage>>& stages,
                   bool distributed, int dp_rank);

@@ -183,12 +183,8 @@ struct Job {
     world = dist::get_world_size();
     device = tp::Device(o.device);
     tp::manual_seed(o.seed);
-    choice = train_gpt::make_model(o, vocab);
+    choice = train_gpt::make_model(o, vocab, /*by_stage=*/world > 1 && !o.unsplit);
     model = choice.module;
-    if (!o.export_dir.empty() && world > 1 && choice.kind != "llama")
-      throw std::invalid_argument(
-          "--export under tp-launch needs --model llama (each stage "
-          "writes its part); export a GPT from one process");
     // Each dropout module draws from its own generator, named after its path in the model, so
     // its masks and a checkpoint of them do not depend on the split.
     dropout_generators = train_gpt::make_dropout_generators(*model, o.seed + 3);
@@ -242,6 +238,7 @@ struct Job {
       stages = pp::build_stages(
           pipe, pp::stages_of_rank(kind, mesh.get_local_rank("pp"), o.stages, stages_per_rank),
           device, mesh);
+      if (!o.init_from.empty()) train_gpt::load_stage_parts(o, choice, stages);
     }
     if (plan)
       pp::apply_plan(*plan, stages);  // each stage's recomputation and threads

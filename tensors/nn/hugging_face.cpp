@@ -86,13 +86,6 @@ Tensor transposed(const Tensor& t) {
   return transpose(t, 0, 1);
 }
 
-std::string config_string(const GPTConfig& c) {
-  return "vocab_size=" + std::to_string(c.vocab_size) +
-         ", context_length=" + std::to_string(c.context_length) +
-         ", n_layer=" + std::to_string(c.n_layer) + ", n_head=" + std::to_string(c.n_head) +
-         ", width=" + std::to_string(c.width) + ", tie_weights=" + (c.tie_weights ? "1" : "0");
-}
-
 }  // namespace
 
 GPTConfig gpt2_config_from_json(const std::string& json_text, const std::string& source) {
@@ -195,6 +188,20 @@ std::string gpt2_config_to_json(const GPTConfig& config, DType dtype) {
   return j.dump(2) + "\n";
 }
 
+std::string describe(const GPTConfig& c) {
+  return "vocab_size=" + std::to_string(c.vocab_size) +
+         ", context_length=" + std::to_string(c.context_length) +
+         ", n_layer=" + std::to_string(c.n_layer) + ", n_head=" + std::to_string(c.n_head) +
+         ", width=" + std::to_string(c.width) + ", tie_weights=" + (c.tie_weights ? "1" : "0");
+}
+
+std::vector<HfTensorName> gpt2_tensor_map(const GPTConfig& config) {
+  std::vector<HfTensorName> out;
+  for (const Mapped& m : mapping(config))
+    out.push_back({m.ours, (m.in_transformer ? "transformer." : "") + m.theirs, m.transposed});
+  return out;
+}
+
 StateDict to_gpt2_state_dict(const GPTImpl& model) {
   return to_gpt2_state_dict(model.state_dict(), model.config());
 }
@@ -205,7 +212,7 @@ StateDict to_gpt2_state_dict(const StateDict& tensors, const GPTConfig& config) 
     const Tensor* t = tensors.find(m.ours);
     if (t == nullptr || !t->defined())
       throw std::invalid_argument("to_gpt2_state_dict: no tensor " + m.ours + " for a GPT with " +
-                                  config_string(config));
+                                  describe(config));
     out.insert((m.in_transformer ? "transformer." : "") + m.theirs,
                m.transposed ? transposed(*t) : *t);
   }
@@ -243,7 +250,7 @@ StateDict from_gpt2_state_dict(const StateDict& hf, const GPTConfig& config) {
     unexpected.push_back(name);
   }
   if (!missing.empty() || !wrong_shape.empty() || !unexpected.empty()) {
-    std::string message = "GPT-2 weights do not fit a GPT with " + config_string(config) + ":";
+    std::string message = "GPT-2 weights do not fit a GPT with " + describe(config) + ":";
     if (!missing.empty()) message += " missing " + list_names(missing) + ";";
     if (!wrong_shape.empty()) message += " " + list_names(wrong_shape) + ";";
     if (!unexpected.empty()) message += " not part of GPT-2: " + list_names(unexpected) + ";";
@@ -264,9 +271,7 @@ void save_pretrained(const GPTImpl& model, const std::string& folder, uint64_t m
   if (!out) throw std::runtime_error("save_pretrained: cannot write " + config_path.string());
 }
 
-namespace {
-
-GPTConfig read_folder_config(const std::string& folder) {
+GPTConfig read_gpt2_config(const std::string& folder) {
   const fs::path path = fs::path(folder) / "config.json";
   if (!fs::exists(path))
     throw std::runtime_error("GPT-2 folder " + folder +
@@ -275,24 +280,19 @@ GPTConfig read_folder_config(const std::string& folder) {
   return gpt2_config_from_json(read_text(path), path.string());
 }
 
-}  // namespace
-
 GPT gpt_from_pretrained(const std::string& folder, DType dtype) {
-  GPT model(read_folder_config(folder));
+  GPT model(read_gpt2_config(folder));
   load_pretrained(*model, folder);
   if (dtype != DType::Float32) model->to(dtype);
   return model;
 }
 
 void load_pretrained(GPTImpl& model, const std::string& folder) {
-  const GPTConfig theirs = read_folder_config(folder);
+  const GPTConfig theirs = read_gpt2_config(folder);
   const GPTConfig& ours = model.config();
-  if (theirs.vocab_size != ours.vocab_size || theirs.context_length != ours.context_length ||
-      theirs.n_layer != ours.n_layer || theirs.n_head != ours.n_head ||
-      theirs.width != ours.width || theirs.tie_weights != ours.tie_weights)
+  if (describe(theirs) != describe(ours))
     throw std::invalid_argument("load_pretrained: " + folder + " holds a GPT with " +
-                                config_string(theirs) + ", but the model has " +
-                                config_string(ours));
+                                describe(theirs) + ", but the model has " + describe(ours));
   // Old checkpoints (the original GPT-2 release among them) carry each block's causal mask,
   // [1, 1, n_positions, n_positions]: those are skipped, not read.
   SafetensorsLoadOptions options;

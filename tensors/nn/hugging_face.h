@@ -4,8 +4,10 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "tensors/nn/gpt.h"
+#include "tensors/nn/hf_tensor_map.h"
 #include "tensors/state_dict.h"
 
 namespace tensorplay::nn {
@@ -42,6 +44,14 @@ StateDict to_gpt2_state_dict(const GPTImpl& model);
 /// missing tensor.
 StateDict to_gpt2_state_dict(const StateDict& tensors, const GPTConfig& config);
 
+/// Each tensor of a model of `config`, in order, under both libraries' names (GPT2LMHeadModel's,
+/// `transformer.` included), the Conv1D weights marked transposed; no lm_head.weight when tied.
+std::vector<HfTensorName> gpt2_tensor_map(const GPTConfig& config);
+
+/// "vocab_size=..., context_length=..., n_layer=..., n_head=..., width=..., tie_weights=...": the
+/// sizes a GPT-2 folder's weights depend on, for messages and for comparing configurations.
+std::string describe(const GPTConfig& config);
+
 /// The inverse of to_gpt2_state_dict for a model of `config`: tensors named as
 /// GPT2LMHeadModel's (or GPT2Model's, without the `transformer.` prefix) to tensorplay's GPT
 /// names and layouts. Legacy attention-mask buffers (`attn.bias`, `attn.masked_bias`) are
@@ -59,6 +69,9 @@ inline void save_pretrained(const GPT& model, const std::string& folder,
                             uint64_t max_shard_bytes = uint64_t{5} << 30) {
   save_pretrained(*model, folder, max_shard_bytes);
 }
+
+/// The GPTConfig of `folder`'s config.json; throws naming the folder when it has none.
+GPTConfig read_gpt2_config(const std::string& folder);
 
 /// A GPT built from `folder`'s config.json with its weights loaded (float32, bfloat16 or float16
 /// files), its parameters converted to `dtype`. Throws naming the folder and the file when

@@ -197,6 +197,12 @@ std::vector<std::string> llama_tensor_names(const LlamaConfig& config) {
   return out;
 }
 
+std::vector<HfTensorName> llama_tensor_map(const LlamaConfig& config) {
+  std::vector<HfTensorName> out;
+  for (const Mapped& m : mapping(config)) out.push_back({m.ours, hf_name(m.ours), false});
+  return out;
+}
+
 StateDict to_llama_state_dict(const LlamaImpl& model) {
   return to_llama_state_dict(model.state_dict(), model.config());
 }

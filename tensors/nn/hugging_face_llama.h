@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "tensors/nn/hf_tensor_map.h"
 #include "tensors/nn/llama.h"
 #include "tensors/state_dict.h"
 
@@ -49,6 +50,10 @@ StateDict to_llama_state_dict(const StateDict& tensors, const LlamaConfig& confi
 
 /// LlamaForCausalLM's tensor names for a model of `config`, in order (no lm_head.weight when tied).
 std::vector<std::string> llama_tensor_names(const LlamaConfig& config);
+
+/// Each tensor of a model of `config`, in order, under both libraries' names (none transposed;
+/// no lm_head.weight when tied).
+std::vector<HfTensorName> llama_tensor_map(const LlamaConfig& config);
 
 /// The inverse for a model of `config`: LlamaForCausalLM's names (or LlamaModel's, without
 /// `model.`) to tensorplay's. Rotary inverse-frequency buffers older transformers saved
