@@ -34,7 +34,10 @@ class WeightGradStash {
 };
 
 /// Input-only backward (I): accumulates gradients into `inputs` (leaves requiring grad, such as a
-/// stage's received activations) and stashes what the remaining leaves (weights) need.
+/// stage's received activations) and stashes what the remaining leaves (weights) need. A node
+/// whose forward ran under a checkpoint computes its weight-side gradients here too and drops
+/// what its recomputation saved, so the stash holds those gradients (about a parameter's size)
+/// instead of the recomputed activations; no gradient reaches a weight before backward_weight.
 WeightGradStash backward_input(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads,
                                const std::vector<Tensor>& inputs);
 
