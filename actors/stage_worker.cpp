@@ -402,9 +402,11 @@ void StageWorker::forward(int stage_index, int mb,
   }
   if (s.is_last()) {
     std::lock_guard lock(step_->results_mutex);
-    if (step_->outputs.size() != static_cast<size_t>(num_microbatches_))
-      step_->outputs.resize(num_microbatches_);
-    step_->outputs[mb] = outputs;
+    if (step_->keep_outputs) {
+      if (step_->outputs.size() != static_cast<size_t>(num_microbatches_))
+        step_->outputs.resize(num_microbatches_);
+      step_->outputs[mb] = outputs;
+    }
     if (step_->loss_fn && !step_->targets.empty()) {
       Tensor loss;
       if (step_->training) {
