@@ -167,6 +167,27 @@ TEST_CASE("memory_stats: full recomputation lowers the measured activation peak"
   CHECK(recomputed.ranks[0].peak_activation_bytes < plain.ranks[0].peak_activation_bytes);
 }
 
+TEST_CASE("memory_stats: a step asking for no outputs leaves the last stage holding none",
+          "[memory_stats]") {
+  auto held_after = [](bool return_outputs) {
+    auto stages = make_stages("none");
+    pp::PipelineSchedule schedule(stages, kMicrobatches, tp::nn::mse_loss,
+                                  sc::ScheduleKind::OneFOneB);
+    tp::Tensor x = tp::randn({kRows * kMicrobatches, kDim});
+    tp::Tensor y = tp::randn({kRows * kMicrobatches, kDim});
+    std::vector<tp::Tensor> losses;
+    pp::StepOutput out =
+        schedule.step({x}, tp::nn::TensorDict{},
+                      {.target = y, .losses = &losses, .return_outputs = return_outputs});
+    CHECK(losses.size() == kMicrobatches);
+    CHECK(out.microbatch_outputs.size() == (return_outputs ? kMicrobatches : 0));
+    return schedule.memory_stats().stages.back().activation_bytes;
+  };
+  // Each microbatch's output of the last stage is one [32, 64] float32 tensor.
+  CHECK(held_after(true) >= kMicrobatches * kRows * kDim * 4);
+  CHECK(held_after(false) == kMicrobatches * 4);  // the losses only, a float each
+}
+
 TEST_CASE("memory_stats: V placement counts both stages of a rank together", "[memory_stats]") {
   pp::MemoryStats zbv = run_step(sc::ScheduleKind::ZBVZeroBubble);
   REQUIRE(zbv.ranks.size() == 2);
