@@ -240,6 +240,8 @@ std::vector<Tensor> StageWorker::take(const PipelineTag& tag) {
   std::vector<Tensor> out = std::move(it->second.tensors);
   received_->entries.erase(it);
   adopt_memory(out);  // what came from another process is the receiving stage's
+  // An input its maker let go of (a recomputing stage) is the receiving stage's alone.
+  if (tag.direction == Direction::Forward) take_over_memory(out);
   return out;
 }
 

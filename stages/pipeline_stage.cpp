@@ -260,7 +260,11 @@ std::vector<Tensor> PipelineStage::backward_input(int mb, const std::vector<Tens
   std::vector<Tensor> targets;
   for (const Tensor& in : s.inputs)
     if (in.requires_grad()) targets.push_back(in);
-  if (!roots.empty()) s.weight_work = autograd::backward_input(roots, grads, targets);
+  // A recomputing stage computes every weight gradient here (its embeddings' and head's too):
+  // what waits for W is those gradients, not activations and output gradients.
+  if (!roots.empty())
+    s.weight_work = autograd::backward_input(roots, grads, targets,
+                                             recompute_.mode != RecomputePolicy::Mode::None);
   s.input_grads_done = true;
   s.dw_runner = build_dw_runner();
   std::vector<Tensor> result = input_grads(s);

@@ -257,7 +257,8 @@ bool recomputes(Node* n) { return n->pending_recompute != nullptr || n->recomput
 
 // I's pass from `seeds` along edges that reach the inputs; stashes the weight-side work.
 void run_input_pass(std::vector<std::pair<Edge, Tensor>> seeds, const EdgeFilter& edge_reaches,
-                    WeightGradStash& stash) {
+                    bool all_weight_grads, WeightGradStash& stash) {
+  auto at_once = [all_weight_grads](Node* n) { return all_weight_grads || recomputes(n); };
   std::unordered_set<Node*> has_weight_work;
   execute(
       std::move(seeds), edge_reaches,
@@ -270,7 +271,7 @@ void run_input_pass(std::vector<std::pair<Edge, Tensor>> seeds, const EdgeFilter
         }
         if (!any) return;
         WeightGradStash::Entry entry{n, grad, std::move(needed), {}, {}, false};
-        if (recomputes(n.get())) {
+        if (at_once(n.get())) {
           entry.node = nullptr;
           entry.grad_output = Tensor();
           entry.is_computed = true;
@@ -286,13 +287,13 @@ void run_input_pass(std::vector<std::pair<Edge, Tensor>> seeds, const EdgeFilter
         }
         stash.entries().push_back(std::move(entry));
       },
-      [&](Node* n) { return !has_weight_work.count(n); }, [](Node* n) { return recomputes(n); });
+      [&](Node* n) { return !has_weight_work.count(n); }, at_once);
 }
 
 }  // namespace
 
 WeightGradStash backward_input(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads,
-                               const std::vector<Tensor>& inputs) {
+                               const std::vector<Tensor>& inputs, bool all_weight_grads) {
   std::unordered_set<const TensorImpl*> targets;
   for (const Tensor& t : inputs) {
     if (!t.is_leaf() || !t.requires_grad())
@@ -335,7 +336,7 @@ WeightGradStash backward_input(const std::vector<Tensor>& roots, const std::vect
       stash.entries().push_back({edge.node, grad, std::move(needed), {}, {}, false});
     }
   }
-  run_input_pass(std::move(input_seeds), edge_reaches, stash);
+  run_input_pass(std::move(input_seeds), edge_reaches, all_weight_grads, stash);
   return stash;
 }
 
