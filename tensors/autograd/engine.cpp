@@ -123,14 +123,11 @@ struct ByLaterSequence {
   bool operator()(const Node* a, const Node* b) const { return a->sequence_nr < b->sequence_nr; }
 };
 
-/// One pass over the graph from seed gradients. `on_node` runs after a node's apply (for
-/// stashing); `release` says whether to drop a node's saved tensors when done; `whole` which
-/// nodes compute the gradients of the edges not followed too (handed to on_node).
-void execute(std::vector<std::pair<Edge, Tensor>> seeds, const EdgeFilter& follow,
-             const NodeHook& on_node, const std::function<bool(Node*)>& release,
-             const WholeNode& whole = nullptr) {
-  std::unordered_map<Node*, NodeState> states;
-  std::unordered_map<Node*, std::shared_ptr<Node>> owners;
+// Finds the nodes a pass from `seeds` visits (owned in `owners`) and counts each one's
+// consumers in `states`.
+void discover(const std::vector<std::pair<Edge, Tensor>>& seeds, const EdgeFilter& follow,
+              std::unordered_map<Node*, NodeState>& states,
+              std::unordered_map<Node*, std::shared_ptr<Node>>& owners) {
   std::vector<Node*> stack;
   for (auto& [edge, grad] : seeds) {
     if (edge.node && !owners.count(edge.node.get())) {
@@ -139,7 +136,7 @@ void execute(std::vector<std::pair<Edge, Tensor>> seeds, const EdgeFilter& follo
       stack.push_back(edge.node.get());
     }
   }
-  while (!stack.empty()) {  // discover the nodes this pass visits and count their consumers
+  while (!stack.empty()) {
     Node* n = stack.back();
     stack.pop_back();
     for (size_t i = 0; i < n->next_edges.size(); ++i) {
@@ -152,6 +149,17 @@ void execute(std::vector<std::pair<Edge, Tensor>> seeds, const EdgeFilter& follo
       }
     }
   }
+}
+
+/// One pass over the graph from seed gradients. `on_node` runs after a node's apply (for
+/// stashing); `release` says whether to drop a node's saved tensors when done; `whole` which
+/// nodes compute the gradients of the edges not followed too (handed to on_node).
+void execute(std::vector<std::pair<Edge, Tensor>> seeds, const EdgeFilter& follow,
+             const NodeHook& on_node, const std::function<bool(Node*)>& release,
+             const WholeNode& whole = nullptr) {
+  std::unordered_map<Node*, NodeState> states;
+  std::unordered_map<Node*, std::shared_ptr<Node>> owners;
+  discover(seeds, follow, states, owners);
   std::priority_queue<Node*, std::vector<Node*>, ByLaterSequence> ready;
   for (auto& [edge, grad] : seeds) {
     if (edge.leaf) {
