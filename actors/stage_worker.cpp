@@ -240,6 +240,8 @@ std::vector<Tensor> StageWorker::take(const PipelineTag& tag) {
   std::vector<Tensor> out = std::move(it->second.tensors);
   received_->entries.erase(it);
   adopt_memory(out);  // what came from another process is the receiving stage's
+  // An input its maker let go of (a recomputing stage) is the receiving stage's alone.
+  if (tag.direction == Direction::Forward) take_over_memory(out);
   return out;
 }
 
@@ -402,9 +404,11 @@ void StageWorker::forward(int stage_index, int mb,
   }
   if (s.is_last()) {
     std::lock_guard lock(step_->results_mutex);
-    if (step_->outputs.size() != static_cast<size_t>(num_microbatches_))
-      step_->outputs.resize(num_microbatches_);
-    step_->outputs[mb] = outputs;
+    if (step_->keep_outputs) {
+      if (step_->outputs.size() != static_cast<size_t>(num_microbatches_))
+        step_->outputs.resize(num_microbatches_);
+      step_->outputs[mb] = outputs;
+    }
     if (step_->loss_fn && !step_->targets.empty()) {
       Tensor loss;
       if (step_->training) {

@@ -82,6 +82,10 @@ struct StepData {
                      const std::function<void(const schedules::Action&)>& run_sub)>
       overlap_fb;
 
+  /// Whether the last stage's outputs are kept for the caller (StepOptions::return_outputs);
+  /// when not, each microbatch's output goes once its loss is computed.
+  bool keep_outputs = true;
+
   // Results, written by the worker hosting the last stage.
   std::mutex results_mutex;
   std::vector<Tensor> losses;                ///< [mb], detached

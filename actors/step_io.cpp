@@ -71,6 +71,7 @@ void split_target(StepData& data, const StepPlan& plan, const std::vector<Tensor
 
 void prepare_step(StepData& data, const StepPlan& plan, const std::vector<Tensor>& args,
                   const nn::TensorDict& kwargs, const StepOptions& step_options) {
+  data.keep_outputs = step_options.return_outputs;
   if (plan.first) split_inputs(data, plan, args, kwargs);
   if (step_options.target.defined() && plan.hosts_last)
     split_target(data, plan, args, step_options.target);

@@ -1,7 +1,8 @@
 // Activation recomputation's price and gain: train_gpt's GPT at context 256, 4 stages under ZBV
 // (2 ranks, embedded runtime), trained with full recomputation and without, side by side in one
 // run. Each side's figures: every rank's measured peak activation bytes (schedule.memory_stats(),
-// the highest over the steps) and the median step time.
+// the highest over the steps) and the median step time. Like a training loop, the steps ask for
+// no outputs, so the last stage keeps none of its logits past each microbatch's loss.
 //
 //   ./build/bench/bench_recompute [--steps 5] [--context 256] [--batch 32] [--microbatches 8]
 //                                 [--layers 4] [--width 128]
@@ -39,7 +40,7 @@ Side train(const bench::GptMemoryJob& job, const std::string& recompute, int ste
     const tp::Tensor x = job.tokens(data);
     const tp::Tensor y = job.tokens(data);
     const auto start = std::chrono::steady_clock::now();
-    schedule.step({x}, {.target = y});
+    schedule.step({x}, {.target = y, .return_outputs = false});  // training reads the losses only
     if (step > 0) times.push_back(bench::seconds_since(start));
     const pp::MemoryStats stats = schedule.memory_stats(&opt);
     side.peak_activation_bytes.resize(stats.ranks.size());

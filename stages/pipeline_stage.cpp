@@ -6,6 +6,7 @@
 #include "stages/stage_module.h"
 #include "tensors/autograd/grad_mode.h"
 #include "tensors/cpu_threads.h"
+#include "tensors/storage.h"
 
 namespace tensorplay::pipelining {
 
@@ -23,6 +24,22 @@ void check_stage(const std::shared_ptr<nn::Module>& module, int stage_index, int
   if (num_stages < 1 || stage_index < 0 || stage_index >= num_stages)
     throw std::invalid_argument("PipelineStage: stage_index " + std::to_string(stage_index) +
                                 " is out of range for " + std::to_string(num_stages) + " stages");
+}
+}  // namespace
+
+namespace {
+// `out`'s history without its values: a tensor of its shape and dtype with its grad_fn and no
+// bytes, what the backward needs of an output it seeds with the output's gradient. A leaf (an
+// output that is a parameter or an input passed on) stays as it is: its gradient lands on it.
+Tensor history_of(const Tensor& out) {
+  if (!out.defined() || !out.grad_fn()) return out;
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = std::make_shared<Storage>(0, out.device());
+  impl->shape = out.shape();
+  impl->dtype = out.dtype();
+  impl->requires_grad = out.requires_grad();
+  impl->grad_fn = out.grad_fn();
+  return Tensor(std::move(impl));
 }
 }  // namespace
 
@@ -137,6 +154,11 @@ std::vector<Tensor> PipelineStage::forward(int mb, const std::vector<Tensor>& in
   if (!autograd::grad_enabled()) {
     return to_send;  // evaluation: nothing to keep
   }
+  // A recomputing stage keeps its inputs only: the backward needs of an output its history and
+  // its gradient, not its values, which go on to the next stage (the last stage's loss keeps
+  // what it needs of them, compute_loss).
+  if (recompute_.mode != RecomputePolicy::Mode::None && !is_last())
+    for (Tensor& out : s.outputs) out = history_of(out);
   stash_.emplace(mb, std::move(s));
   note_stash_size();
   return to_send;
@@ -155,6 +177,7 @@ Tensor PipelineStage::compute_loss(int mb, const Tensor& target, const LossFn& l
   s.loss = loss_fn(s.outputs[0], target.to(device_));
   if (!s.loss.defined() || s.loss.numel() != 1)
     throw std::invalid_argument("loss function must return a scalar tensor");
+  drop_outputs_for_loss(s);
   return s.loss.detach();
 }
 
@@ -165,7 +188,14 @@ Tensor PipelineStage::compute_loss(int mb, const Tensor& target, const OutputsLo
   s.loss = loss_fn(s.outputs, target.to(device_));
   if (!s.loss.defined() || s.loss.numel() != 1)
     throw std::invalid_argument("loss function must return a scalar tensor");
+  drop_outputs_for_loss(s);
   return s.loss.detach();
+}
+
+void PipelineStage::drop_outputs_for_loss(Stash& s) const {
+  // The loss holds what its backward needs of the outputs; the step keeps them for the caller
+  // apart (StepData::outputs), so a recomputing last stage lets go of its own reference.
+  if (recompute_.mode != RecomputePolicy::Mode::None) s.outputs.clear();
 }
 
 PipelineStage::Stash& PipelineStage::stash_of(int mb, const char* what) {
@@ -230,12 +260,17 @@ std::vector<Tensor> PipelineStage::backward_input(int mb, const std::vector<Tens
   std::vector<Tensor> targets;
   for (const Tensor& in : s.inputs)
     if (in.requires_grad()) targets.push_back(in);
-  if (!roots.empty()) s.weight_work = autograd::backward_input(roots, grads, targets);
+  // A recomputing stage computes every weight gradient here (its embeddings' and head's too):
+  // what waits for W is those gradients, not activations and output gradients.
+  if (!roots.empty())
+    s.weight_work = autograd::backward_input(roots, grads, targets,
+                                             recompute_.mode != RecomputePolicy::Mode::None);
   s.input_grads_done = true;
   s.dw_runner = build_dw_runner();
   std::vector<Tensor> result = input_grads(s);
   s.outputs.clear();  // the graph lives on in the weight stash
   s.loss = Tensor();
+  s.inputs.clear();  // their gradients are on their way; W reads neither
   return result;
 }
 

@@ -188,6 +188,7 @@ class PipelineStage {
     DwRunner dw_runner;  // built at I, run at W (the user's, then the runtime's)
   };
   DwRunner build_dw_runner() const;
+  void drop_outputs_for_loss(Stash& s) const;
   std::pair<std::vector<Tensor>, std::vector<Tensor>> backward_roots(
       int mb, Stash& s, const std::vector<Tensor>& output_grads, float loss_scale) const;
   Stash& stash_of(int mb, const char* what);

@@ -90,6 +90,17 @@ void adopt_memory(const std::vector<Tensor>& tensors) {
   }
 }
 
+void take_over_memory(const std::vector<Tensor>& tensors) {
+  if (!current_account) return;
+  for (const Tensor& t : tensors) {
+    if (!t.defined() || !t.impl().storage) continue;
+    Storage& s = *t.impl().storage;
+    // Held elsewhere too (the maker's stash): it stays where it is charged.
+    if (s.memory_account() == current_account || t.impl().storage.use_count() != 1) continue;
+    s.recharge(current_account, MemoryKind::Activation);
+  }
+}
+
 void disown_memory(const std::vector<Tensor>& tensors) {
   for (const Tensor& t : tensors) {
     if (!t.defined() || !t.impl().storage) continue;

@@ -79,6 +79,13 @@ class MemoryScope {
 /// Does nothing outside a scope.
 void adopt_memory(const std::vector<Tensor>& tensors);
 
+/// Charges to this thread's current account, as Activation bytes, the storages of `tensors`
+/// that nothing else holds, whatever account they were charged to: a stage's inputs made in
+/// this process by a stage that let go of them (a recomputing stage keeps only its outputs'
+/// history) are the receiving stage's alone. A storage held elsewhere too stays where it is.
+/// Does nothing outside a scope.
+void take_over_memory(const std::vector<Tensor>& tensors);
+
 /// Stops charging the storages of `tensors` to any account: they are no stage's any more (a
 /// finished step's outputs, which belong to the caller).
 void disown_memory(const std::vector<Tensor>& tensors);

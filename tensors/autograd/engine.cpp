@@ -21,6 +21,12 @@ struct WeightGradStash::Entry {
   std::shared_ptr<Node> node;
   Tensor grad_output;
   std::vector<bool> needed;
+  /// The weight-side gradients when I computed them already (a recomputed node, whose saved
+  /// tensors I then released), and the edges they go along: W accumulates these instead of
+  /// running the node, which the entry then no longer holds (nor the graph behind it).
+  std::vector<Tensor> computed;
+  std::vector<Edge> edges;
+  bool is_computed = false;
 };
 
 WeightGradStash::WeightGradStash() : entries_(std::make_unique<std::vector<Entry>>()) {}
@@ -99,6 +105,14 @@ Tensor add_grads(const Tensor& a, const Tensor& b) {
 
 /// Decides, per node and edge, whether this pass follows the edge now.
 using EdgeFilter = std::function<bool(Node*, size_t)>;
+/// Runs after a node's apply with its output gradient and the gradients it computed (by edge;
+/// those of edges the pass does not follow may be taken).
+using NodeHook =
+    std::function<void(const std::shared_ptr<Node>&, const Tensor&, std::vector<Tensor>&)>;
+
+/// Whether a pass computes every gradient of `n` at once, also along edges it does not follow
+/// (null: only along followed edges).
+using WholeNode = std::function<bool(Node*)>;
 
 struct NodeState {
   int dependencies = 0;
@@ -109,13 +123,11 @@ struct ByLaterSequence {
   bool operator()(const Node* a, const Node* b) const { return a->sequence_nr < b->sequence_nr; }
 };
 
-/// One pass over the graph from seed gradients. `on_node` runs after a node's apply (for
-/// stashing); `release` says whether to drop a node's saved tensors when done.
-void execute(std::vector<std::pair<Edge, Tensor>> seeds, const EdgeFilter& follow,
-             const std::function<void(const std::shared_ptr<Node>&, const Tensor&)>& on_node,
-             const std::function<bool(Node*)>& release) {
-  std::unordered_map<Node*, NodeState> states;
-  std::unordered_map<Node*, std::shared_ptr<Node>> owners;
+// Finds the nodes a pass from `seeds` visits (owned in `owners`) and counts each one's
+// consumers in `states`.
+void discover(const std::vector<std::pair<Edge, Tensor>>& seeds, const EdgeFilter& follow,
+              std::unordered_map<Node*, NodeState>& states,
+              std::unordered_map<Node*, std::shared_ptr<Node>>& owners) {
   std::vector<Node*> stack;
   for (auto& [edge, grad] : seeds) {
     if (edge.node && !owners.count(edge.node.get())) {
@@ -124,7 +136,7 @@ void execute(std::vector<std::pair<Edge, Tensor>> seeds, const EdgeFilter& follo
       stack.push_back(edge.node.get());
     }
   }
-  while (!stack.empty()) {  // discover the nodes this pass visits and count their consumers
+  while (!stack.empty()) {
     Node* n = stack.back();
     stack.pop_back();
     for (size_t i = 0; i < n->next_edges.size(); ++i) {
@@ -137,6 +149,17 @@ void execute(std::vector<std::pair<Edge, Tensor>> seeds, const EdgeFilter& follo
       }
     }
   }
+}
+
+/// One pass over the graph from seed gradients. `on_node` runs after a node's apply (for
+/// stashing); `release` says whether to drop a node's saved tensors when done; `whole` which
+/// nodes compute the gradients of the edges not followed too (handed to on_node).
+void execute(std::vector<std::pair<Edge, Tensor>> seeds, const EdgeFilter& follow,
+             const NodeHook& on_node, const std::function<bool(Node*)>& release,
+             const WholeNode& whole = nullptr) {
+  std::unordered_map<Node*, NodeState> states;
+  std::unordered_map<Node*, std::shared_ptr<Node>> owners;
+  discover(seeds, follow, states, owners);
   std::priority_queue<Node*, std::vector<Node*>, ByLaterSequence> ready;
   for (auto& [edge, grad] : seeds) {
     if (edge.leaf) {
@@ -159,17 +182,19 @@ void execute(std::vector<std::pair<Edge, Tensor>> seeds, const EdgeFilter& follo
     ready.pop();
     std::shared_ptr<Node> owner = owners[n];
     Tensor grad = std::move(states[n].grad);
-    std::vector<bool> needed(n->next_edges.size());
+    std::vector<bool> needed(n->next_edges.size()), followed(n->next_edges.size());
+    const bool all = whole && whole(n);
     bool any = false;
     for (size_t i = 0; i < needed.size(); ++i) {
-      needed[i] = n->next_edges[i].valid() && follow(n, i);
-      any = any || needed[i];
+      followed[i] = n->next_edges[i].valid() && follow(n, i);
+      needed[i] = followed[i] || (all && n->next_edges[i].valid());
+      any = any || followed[i];
     }
     std::vector<Tensor> input_grads;
     if (grad.defined() && any) input_grads = n->run(grad, needed);
-    if (on_node && grad.defined()) on_node(owner, grad);
+    if (on_node && grad.defined()) on_node(owner, grad, input_grads);
     for (size_t i = 0; i < needed.size(); ++i) {
-      if (!needed[i]) continue;
+      if (!followed[i]) continue;
       const Edge& e = n->next_edges[i];
       Tensor g = i < input_grads.size() ? std::move(input_grads[i]) : Tensor();
       if (e.leaf) {
@@ -231,8 +256,52 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
       [retain_graph](Node*) { return !retain_graph; });
 }
 
+namespace {
+
+// A node whose forward ran under a checkpoint. I computes its weight-side gradients at once and
+// releases it: what its recomputation saved goes when I is done with it, instead of living until
+// W, and W only accumulates what I computed (in W's order, so the bits stay the same).
+bool recomputes(Node* n) { return n->pending_recompute != nullptr || n->recomputed != nullptr; }
+
+// I's pass from `seeds` along edges that reach the inputs; stashes the weight-side work.
+void run_input_pass(std::vector<std::pair<Edge, Tensor>> seeds, const EdgeFilter& edge_reaches,
+                    bool all_weight_grads, WeightGradStash& stash) {
+  auto at_once = [all_weight_grads](Node* n) { return all_weight_grads || recomputes(n); };
+  std::unordered_set<Node*> has_weight_work;
+  execute(
+      std::move(seeds), edge_reaches,
+      [&](const std::shared_ptr<Node>& n, const Tensor& grad, std::vector<Tensor>& computed) {
+        std::vector<bool> needed(n->next_edges.size());
+        bool any = false;
+        for (size_t i = 0; i < needed.size(); ++i) {
+          needed[i] = n->next_edges[i].valid() && !edge_reaches(n.get(), i);
+          any = any || needed[i];
+        }
+        if (!any) return;
+        WeightGradStash::Entry entry{n, grad, std::move(needed), {}, {}, false};
+        if (at_once(n.get())) {
+          entry.node = nullptr;
+          entry.grad_output = Tensor();
+          entry.is_computed = true;
+          entry.computed.resize(entry.needed.size());
+          entry.edges.resize(entry.needed.size());
+          for (size_t i = 0; i < entry.needed.size(); ++i) {
+            if (!entry.needed[i]) continue;
+            entry.edges[i] = n->next_edges[i];
+            if (i < computed.size()) entry.computed[i] = std::move(computed[i]);
+          }
+        } else {
+          has_weight_work.insert(n.get());
+        }
+        stash.entries().push_back(std::move(entry));
+      },
+      [&](Node* n) { return !has_weight_work.count(n); }, at_once);
+}
+
+}  // namespace
+
 WeightGradStash backward_input(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads,
-                               const std::vector<Tensor>& inputs) {
+                               const std::vector<Tensor>& inputs, bool all_weight_grads) {
   std::unordered_set<const TensorImpl*> targets;
   for (const Tensor& t : inputs) {
     if (!t.is_leaf() || !t.requires_grad())
@@ -272,35 +341,22 @@ WeightGradStash backward_input(const std::vector<Tensor>& roots, const std::vect
     } else {
       std::vector<bool> needed(edge.node->next_edges.size());
       for (size_t i = 0; i < needed.size(); ++i) needed[i] = edge.node->next_edges[i].valid();
-      stash.entries().push_back({edge.node, grad, std::move(needed)});
+      stash.entries().push_back({edge.node, grad, std::move(needed), {}, {}, false});
     }
   }
-  std::unordered_set<Node*> has_weight_work;
-  execute(
-      std::move(input_seeds), edge_reaches,
-      [&](const std::shared_ptr<Node>& n, const Tensor& grad) {
-        std::vector<bool> needed(n->next_edges.size());
-        bool any = false;
-        for (size_t i = 0; i < needed.size(); ++i) {
-          needed[i] = n->next_edges[i].valid() && !edge_reaches(n.get(), i);
-          any = any || needed[i];
-        }
-        if (any) {
-          has_weight_work.insert(n.get());
-          stash.entries().push_back({n, grad, std::move(needed)});
-        }
-      },
-      [&](Node* n) { return !has_weight_work.count(n); });
+  run_input_pass(std::move(input_seeds), edge_reaches, all_weight_grads, stash);
   return stash;
 }
 
 void backward_weight(WeightGradStash&& stash) {
   std::vector<std::pair<Edge, Tensor>> seeds;
   for (auto& entry : stash.entries()) {
-    std::vector<Tensor> grads = entry.node->run(entry.grad_output, entry.needed);
+    std::vector<Tensor> grads = entry.is_computed
+                                    ? std::move(entry.computed)
+                                    : entry.node->run(entry.grad_output, entry.needed);
     for (size_t i = 0; i < entry.needed.size(); ++i) {
       if (!entry.needed[i] || i >= grads.size() || !grads[i].defined()) continue;
-      const Edge& edge = entry.node->next_edges[i];
+      const Edge& edge = entry.is_computed ? entry.edges[i] : entry.node->next_edges[i];
       // A weight's gradient was just computed here and nothing else sees it: it becomes .grad
       // as it is (as in a full backward) instead of being copied.
       if (edge.leaf) {
@@ -309,7 +365,7 @@ void backward_weight(WeightGradStash&& stash) {
       }
       seeds.emplace_back(edge, std::move(grads[i]));
     }
-    entry.node->release_all();
+    if (entry.node) entry.node->release_all();
   }
   stash.entries().clear();
   execute(

@@ -34,9 +34,16 @@ class WeightGradStash {
 };
 
 /// Input-only backward (I): accumulates gradients into `inputs` (leaves requiring grad, such as a
-/// stage's received activations) and stashes what the remaining leaves (weights) need.
+/// stage's received activations) and stashes what the remaining leaves (weights) need. A node
+/// whose forward ran under a checkpoint computes its weight-side gradients here too and drops
+/// what its recomputation saved, so the stash holds those gradients (about a parameter's size)
+/// instead of the recomputed activations; no gradient reaches a weight before backward_weight.
+///
+/// With `all_weight_grads`, every node computes its weight-side gradients here, as the recomputed
+/// ones do (a recomputing stage, whose memory matters more than W's freedom to wait): the stash
+/// holds weight gradients only, and W adds them.
 WeightGradStash backward_input(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads,
-                               const std::vector<Tensor>& inputs);
+                               const std::vector<Tensor>& inputs, bool all_weight_grads = false);
 
 /// Weight-only backward (W): consumes a stash from backward_input and accumulates the gradients
 /// of every remaining leaf.

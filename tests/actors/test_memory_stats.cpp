@@ -4,8 +4,10 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 
+#include "actors/memory_profile.h"
 #include "actors/schedule.h"
 #include "log_capture.h"
+#include "stages/pipeline.h"
 #include "tensors/tensors.h"
 
 namespace tp = tensorplay;
@@ -47,6 +49,50 @@ pp::MemoryStats run_step(sc::ScheduleKind kind, const std::string& recompute = "
   tp::Tensor y = tp::randn({kRows * kMicrobatches, kDim});
   for (int i = 0; i < steps; ++i) schedule.step({x}, {.target = y});
   return schedule.memory_stats();
+}
+
+// A small GPT (train_gpt's model) cut before blocks 1, 2 and 3 into 4 stages: the first with the
+// embeddings, the last with the final norm and the head.
+constexpr int64_t kGptRows = 2, kContext = 64, kGptWidth = 32, kVocab = 17;
+
+std::vector<std::shared_ptr<pp::PipelineStage>> make_gpt_stages(const std::string& recompute) {
+  tp::manual_seed(11);
+  auto model = tp::nn::GPT(tp::nn::GPTConfig{.vocab_size = kVocab,
+                                             .context_length = kContext,
+                                             .n_layer = 4,
+                                             .n_head = 2,
+                                             .width = kGptWidth,
+                                             .dropout = 0.0f})
+                   .ptr();
+  pp::PipelineOptions split;
+  for (int s = 1; s < kStages; ++s)
+    split.split_spec["blocks." + std::to_string(s)] = pp::SplitPoint::Beginning;
+  auto stages =
+      pp::build_stages(pp::pipeline(model, {tp::zeros({kGptRows, kContext})}, split), {tp::cpu()});
+  for (auto& s : stages) s->set_recompute(pp::RecomputePolicy::parse(recompute));
+  return stages;
+}
+
+tp::Tensor gpt_loss(const tp::Tensor& logits, const tp::Tensor& targets) {
+  return tp::cross_entropy(logits.reshape({-1, kVocab}), targets.reshape({-1}));
+}
+
+// Each rank's measured peak activation bytes over two ZBV steps (the second's), outputs unasked.
+std::vector<int64_t> gpt_rank_peaks(const std::vector<std::shared_ptr<pp::PipelineStage>>& stages) {
+  pp::ScheduleZBVZeroBubble schedule(stages, kMicrobatches, gpt_loss);
+  tp::Generator data(21);
+  pp::MemoryStats stats;
+  for (int step = 0; step < 2; ++step) {
+    tp::Tensor x = tp::randint(0, kVocab, {kGptRows * kMicrobatches, kContext}, {}, &data);
+    tp::Tensor y = tp::randint(0, kVocab, {kGptRows * kMicrobatches, kContext}, {}, &data);
+    schedule.step({x}, {.target = y, .return_outputs = false});
+    stats = schedule.memory_stats();
+    for (auto& s : stages)
+      for (tp::Tensor p : s->module().parameters()) p.set_grad(tp::Tensor());
+  }
+  std::vector<int64_t> peaks;
+  for (const pp::RankMemoryStats& r : stats.ranks) peaks.push_back(r.peak_activation_bytes);
+  return peaks;
 }
 
 }  // namespace
@@ -123,6 +169,27 @@ TEST_CASE("memory_stats: full recomputation lowers the measured activation peak"
   CHECK(recomputed.ranks[0].peak_activation_bytes < plain.ranks[0].peak_activation_bytes);
 }
 
+TEST_CASE("memory_stats: a step asking for no outputs leaves the last stage holding none",
+          "[memory_stats]") {
+  auto held_after = [](bool return_outputs) {
+    auto stages = make_stages("none");
+    pp::PipelineSchedule schedule(stages, kMicrobatches, tp::nn::mse_loss,
+                                  sc::ScheduleKind::OneFOneB);
+    tp::Tensor x = tp::randn({kRows * kMicrobatches, kDim});
+    tp::Tensor y = tp::randn({kRows * kMicrobatches, kDim});
+    std::vector<tp::Tensor> losses;
+    pp::StepOutput out =
+        schedule.step({x}, tp::nn::TensorDict{},
+                      {.target = y, .losses = &losses, .return_outputs = return_outputs});
+    CHECK(losses.size() == kMicrobatches);
+    CHECK(out.microbatch_outputs.size() == (return_outputs ? kMicrobatches : 0));
+    return schedule.memory_stats().stages.back().activation_bytes;
+  };
+  // Each microbatch's output of the last stage is one [32, 64] float32 tensor.
+  CHECK(held_after(true) >= kMicrobatches * kRows * kDim * 4);
+  CHECK(held_after(false) == kMicrobatches * 4);  // the losses only, a float each
+}
+
 TEST_CASE("memory_stats: V placement counts both stages of a rank together", "[memory_stats]") {
   pp::MemoryStats zbv = run_step(sc::ScheduleKind::ZBVZeroBubble);
   REQUIRE(zbv.ranks.size() == 2);
@@ -162,4 +229,28 @@ TEST_CASE("the message log records the bytes a rank holds after each action", "[
   std::string log =
       log_capture::capture_message_log([] { run_step(sc::ScheduleKind::GPipe); }, true);
   CHECK_THAT(log, Catch::Contains("event=memory what=bytes:"));
+}
+
+TEST_CASE("memory_stats: a fully recomputing GPT holds its stage inputs and one block's rebuild",
+          "[memory_stats][recompute]") {
+  // What a block's microbatch costs without recomputation, measured once on a middle stage.
+  auto plain_stages = make_gpt_stages("none");
+  const int64_t block = pp::profile_stage_memory(*plain_stages[1]).activation_bytes;
+  const std::vector<int64_t> plain = gpt_rank_peaks(plain_stages);
+  const std::vector<int64_t> full = gpt_rank_peaks(make_gpt_stages("full"));
+  // A stage's input (and output) of one microbatch: [rows, context, width] float32.
+  const int64_t hidden = kGptRows * kContext * kGptWidth * 4;
+  REQUIRE(plain.size() == 2);
+  REQUIRE(full.size() == 2);
+  for (size_t r = 0; r < full.size(); ++r) {
+    INFO("rank " << r << ": full " << full[r] << " bytes, none " << plain[r] << ", a block's "
+                 << block << " per microbatch, a stage input " << hidden);
+    // ZBV keeps at most 8 stage-microbatches per rank (4 microbatches on each of its 2 stages);
+    // recomputing, each holds its input and, until the next stage takes it over, its output.
+    // While I runs a block is rebuilt (one microbatch's activations) and its gradients flow;
+    // between I and W only its weight gradients stay. The last stage adds its head's and loss's
+    // activations (logits of [rows, context, vocab], under a block's size here).
+    CHECK(full[r] <= 8 * 2 * hidden + 2 * block);
+    CHECK(full[r] * 2 < plain[r]);
+  }
 }

@@ -317,6 +317,50 @@ TEST_CASE("a recomputing stage holds fewer bytes per microbatch", "[stage][recom
   CHECK(full * 3 < plain);
 }
 
+TEST_CASE("a recomputing stage lets go of its output once sent, and of the last one after the loss",
+          "[stage][recompute]") {
+  tp::manual_seed(8);
+  tp::nn::GPT model(tp::nn::GPTConfig{
+      .vocab_size = 16, .context_length = 64, .n_layer = 3, .n_head = 2, .width = 32});
+  auto pipe = pp::pipeline(model, {tp::zeros({4, 64})},
+                           {.split_spec = {{"blocks.1", pp::SplitPoint::Beginning},
+                                           {"blocks.2", pp::SplitPoint::Beginning}}});
+  auto stages = pp::build_stages(pipe, {tp::cpu()});
+  const size_t hidden = 4 * 64 * 32 * 4;  // one [4, 64, 32] float32 stage input or output
+  tp::Tensor h = tp::randn({4, 64, 32});
+  tp::Tensor target = tp::randint(0, 16, {4, 64});
+  auto loss_fn = [](const tp::Tensor& logits, const tp::Tensor& t) {
+    return tp::cross_entropy(logits.reshape({-1, 16}), t.reshape({-1}));
+  };
+  // Bytes a stage holds after F of microbatch 0 (and its loss, on the last stage), its sent
+  // output dropped as the next stage would after its own backward.
+  auto held = [&](pp::PipelineStage& stage) {
+    const size_t before = tp::host_memory_stats().allocated_bytes;
+    {
+      auto out = stage.forward(0, {h});
+      if (stage.is_last()) stage.compute_loss(0, target, pp::LossFn(loss_fn));
+    }
+    const size_t after = tp::host_memory_stats().allocated_bytes;
+    stage.clear();
+    return after - before;
+  };
+  pp::PipelineStage& middle = *stages[1];
+  pp::PipelineStage& last = *stages[2];
+  const size_t middle_plain = held(middle), last_plain = held(last);
+  middle.set_recompute(pp::RecomputePolicy::full());
+  last.set_recompute(pp::RecomputePolicy::full());
+  const size_t middle_full = held(middle), last_full = held(last);
+  INFO("middle: plain " << middle_plain << ", full " << middle_full << "; last: plain "
+                        << last_plain << ", full " << last_full << "; a stage input " << hidden);
+  // The middle stage's block input is the caller's h: the stage holds nothing else (before, its
+  // output too).
+  CHECK(middle_full < hidden / 8);
+  // The last stage: its block's output (ln_f's input), ln_f's output (the head's input) and what
+  // the loss saved of the [4, 64, 16] logits; not the logits as its output besides.
+  CHECK(last_full < 2 * hidden + hidden / 2 + hidden / 8);
+  CHECK(middle_full * 10 < middle_plain);
+}
+
 TEST_CASE("a model with checkpoint-wrapped blocks traces to the same stages",
           "[stage][recompute]") {
   auto make = [] {

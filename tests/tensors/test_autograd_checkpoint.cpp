@@ -255,6 +255,38 @@ TEST_CASE("a checkpointed forward keeps fewer bytes than the plain one", "[check
   CHECK(ckpt * 4 < plain);
 }
 
+TEST_CASE("between I and W a recomputed block holds its weight gradients, not its activations",
+          "[checkpoint]") {
+  // A batch of 512 rows: a block's activations (about four [512, 16] tensors and the output
+  // gradients its linears need) far outweigh its parameters' gradients (16 * 8 * 2 + 2 * 16).
+  tp::Tensor gy = tp::randn({512, kWidth});
+  auto held_between_i_and_w = [&](bool checkpointed) {
+    Block block(20);
+    tp::Tensor x = tp::randn({512, kWidth}).requires_grad_();
+    auto fn = [&block](const tp::Tensor& in) { return block(in, nullptr); };
+    tp::Tensor out = checkpointed ? tp::checkpoint(fn, x) : fn(x);
+    auto stash = tp::autograd::backward_input({out}, {gy}, {x});
+    out = tp::Tensor();
+    x = tp::Tensor();
+    const size_t held = tp::host_memory_stats().allocated_bytes;
+    tp::autograd::backward_weight(std::move(stash));
+    const size_t grads = [&] {
+      size_t bytes = 0;
+      for (const auto& p : block.params()) bytes += p.grad().nbytes();
+      return bytes;
+    }();
+    return std::pair<size_t, size_t>{held - tp::host_memory_stats().allocated_bytes + grads, grads};
+  };
+  const auto [plain, grad_bytes] = held_between_i_and_w(false);
+  const auto [ckpt, same_grad_bytes] = held_between_i_and_w(true);
+  INFO("W freed " << plain << " bytes plain, " << ckpt << " checkpointed; weight gradients "
+                  << grad_bytes << " bytes");
+  // Plain: W needs the linears' inputs and output gradients ([512, 8] and [512, 16] each).
+  CHECK(plain > 8 * grad_bytes);
+  // Recomputed: I computed the weight gradients and let the recomputed activations go.
+  CHECK(ckpt <= grad_bytes);
+}
+
 TEST_CASE("draws of other threads from a shared generator do not disturb the replay",
           "[checkpoint]") {
   // Between the function's two dropouts another thread draws from the same generator, as stages

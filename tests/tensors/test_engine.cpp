@@ -67,6 +67,32 @@ TEST_CASE("input-only then weight-only backward equals full backward bit for bit
     CHECK(split.params()[i].grad().to_vector() == full.params()[i].grad().to_vector());
 }
 
+TEST_CASE("with all weight gradients at once, I computes them, W adds them: the same bits",
+          "[engine]") {
+  TwoLayer full(7), split(7);
+  tp::Tensor gy = tp::randn({64, 3});
+  std::vector<tp::Tensor> xs = {tp::randn({64, 4}), tp::randn({64, 4})};
+  for (const tp::Tensor& x : xs)  // two microbatches: the second adds to the first's .grad
+    tp::autograd::backward({full.forward(x.detach().requires_grad_())}, {gy});
+
+  std::vector<tp::autograd::WeightGradStash> stashes;
+  for (const tp::Tensor& x : xs) {
+    tp::Tensor in = x.detach().requires_grad_();
+    tp::Tensor out = split.forward(in);
+    const size_t before = tp::host_memory_stats().allocated_bytes;
+    stashes.push_back(tp::autograd::backward_input({out}, {gy}, {in}, true));
+    out = tp::Tensor();
+    in = tp::Tensor();
+    // The graph is gone: what stays is the weight gradients (6*4 + 6 + 3*6 + 3 floats), not the
+    // linears' inputs and output gradients ([64, 4], [64, 6] and [64, 3]).
+    CHECK(tp::host_memory_stats().allocated_bytes <= before + (24 + 6 + 18 + 3) * 4);
+    for (const auto& p : split.params()) CHECK_FALSE(p.grad().defined());  // W not run yet
+  }
+  for (auto& stash : stashes) tp::autograd::backward_weight(std::move(stash));
+  for (size_t i = 0; i < full.params().size(); ++i)
+    CHECK(split.params()[i].grad().to_vector() == full.params()[i].grad().to_vector());
+}
+
 TEST_CASE("a weight used twice gets both contributions in the split backward", "[engine]") {
   tp::Generator g(3);
   tp::Tensor w = tp::randn({4, 4}, {}, &g).requires_grad_();

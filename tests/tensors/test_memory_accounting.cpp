@@ -102,6 +102,37 @@ TEST_CASE("adoption charges tensors no account holds to the current one", "[memo
   CHECK(receiver->current() == 0);
 }
 
+TEST_CASE("taking over moves tensors nothing else holds to the current account",
+          "[memory_accounting]") {
+  auto sender = std::make_shared<tp::MemoryAccount>();
+  auto receiver = std::make_shared<tp::MemoryAccount>();
+  tp::Tensor sent, kept, received = tp::empty({32});  // received: from another process
+  {
+    tp::MemoryScope scope(sender);
+    sent = tp::empty({64});
+    kept = sent.detach();  // the maker's stash shares the storage
+  }
+  tp::take_over_memory({sent});  // no scope: nothing moves
+  {
+    tp::MemoryScope scope(receiver);
+    tp::take_over_memory({sent, received, tp::Tensor()});
+  }
+  CHECK(sender->current() == 256);  // the maker still holds it: it stays
+  CHECK(receiver->current() == 128);
+  // The maker lets go (a recomputing stage keeps only its output's history): the receiver holds
+  // the storage alone, so it is charged there.
+  kept = tp::Tensor();
+  {
+    tp::MemoryScope scope(receiver);
+    tp::take_over_memory({sent});
+  }
+  CHECK(sender->current() == 0);
+  CHECK(receiver->current() == 384);
+  sent = tp::Tensor();
+  received = tp::Tensor();
+  CHECK(receiver->current() == 0);
+}
+
 TEST_CASE("disowned tensors are no account's any more", "[memory_accounting]") {
   auto account = std::make_shared<tp::MemoryAccount>();
   tp::Tensor t;
