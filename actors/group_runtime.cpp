@@ -4,11 +4,13 @@
 
 #include <algorithm>
 #include <caf/io/all.hpp>
+#include <set>
 
 #include "actors/detail/caf_system.h"
 #include "actors/detail/process_actor.h"
 #include "actors/detail/rendezvous.h"
 #include "actors/message_log.h"
+#include "actors/pipeline_tag.h"
 #include "tensors/cpu_threads.h"
 #include "tensors/device_info.h"
 #include "tensors/knobs.h"
@@ -163,28 +165,42 @@ void GroupRuntime::notify_stream_failure(const std::vector<int>& ranks, uint32_t
                    step, static_cast<int32_t>(env.rank), why);
 }
 
+static_assert(GroupRuntime::kMaxGroupIds < (1u << pipelining::kPipelineGroupBits) &&
+                  GroupRuntime::kMaxGroupIds < (1u << transport::kGroupBits),
+              "a group's id fits the bits pipeline and collective keys keep of a stream");
+
+uint32_t GroupRuntime::group_id(const std::vector<int>& ranks) {
+  std::lock_guard agree(id_mutex_);
+  if (auto it = group_ids_.find(ranks); it != group_ids_.end()) return it->second;
+  // Each member says which ids it has given other groups; the group takes the smallest that
+  // none of them has, the same on every member.
+  std::string mine;
+  for (const auto& [group, id] : group_ids_) mine.push_back(static_cast<char>(id));
+  std::set<uint32_t> taken;
+  for (const Contribution& c : exchange(ranks, mine, {}, "the id of group " + join_ranks(ranks)))
+    for (char id : c.bytes) taken.insert(static_cast<unsigned char>(id));
+  uint32_t id = 1;
+  while (taken.count(id)) ++id;
+  if (id > kMaxGroupIds)
+    throw DistributedError("group " + join_ranks(ranks) + ": a member already takes part in " +
+                           std::to_string(kMaxGroupIds) +
+                           " groups, the most one process may; make fewer groups (new_group)");
+  group_ids_.emplace(ranks, id);
+  return id;
+}
+
 uint32_t GroupRuntime::next_stream(const std::vector<int>& ranks) {
-  uint64_t hash = group_hash(ranks);
+  const uint32_t id = group_id(ranks);
   std::lock_guard lock(seq_mutex_);
   // Consecutive schedules of one group differ in the low bits, which every channel tells apart
-  // (transport::kStreamBits of them).
-  return static_cast<uint32_t>(hash >> 32 << transport::kStreamBits) + ++streams_[hash];
+  // (transport::kStreamBits of them); slot 0 is the group's collectives'.
+  const uint32_t slots = (1u << transport::kStreamBits) - 1;
+  const uint32_t slot = streams_[group_hash(ranks)]++ % slots + 1;
+  return id << transport::kStreamBits | slot;
 }
 
 uint32_t GroupRuntime::collective_stream(const std::vector<int>& ranks) {
-  const uint32_t stream = static_cast<uint32_t>(group_hash(ranks) >> 32 << transport::kStreamBits);
-  // Two groups of this process whose streams agree in the bits a collective key keeps would
-  // receive each other's transfers: refuse the second, naming both.
-  const uint32_t kept = (stream >> transport::kStreamBits) & ((1u << transport::kGroupBits) - 1);
-  std::lock_guard lock(seq_mutex_);
-  auto [it, fresh] = collective_groups_.emplace(kept, ranks);
-  if (!fresh && it->second != ranks)
-    throw DistributedError("collectives on group " + join_ranks(ranks) + " and on group " +
-                           join_ranks(it->second) +
-                           " would share transfer keys (their ids agree in the " +
-                           std::to_string(transport::kGroupBits) +
-                           " bits a key keeps); run one of them on another group (new_group)");
-  return stream;
+  return group_id(ranks) << transport::kStreamBits;
 }
 
 uint64_t GroupRuntime::next_collective_call(const std::vector<int>& ranks) {

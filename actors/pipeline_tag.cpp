@@ -1,9 +1,10 @@
 // The pipeline's key layout, within the kKeyBits a channel tells apart:
 //   bit  44      0 (the collectives' space bit, clear)
 //   bits 43..32  step modulo kStepWindow
-//   bits 31..20  receiving stage (< kMaxPipelineStages)
-//   bit  19      direction (1: backward)
-//   bits 18..0   microbatch (< kMaxMicrobatches)
+//   bits 31..24  the stream's bits above transport::kStreamBits (its group's id)
+//   bits 23..14  receiving stage (< kMaxPipelineStages)
+//   bit  13      direction (1: backward)
+//   bits 12..0   microbatch (< kMaxMicrobatches)
 // and above them (naming only) the step's higher bits. A stage receives forward values from one
 // neighbour and gradients from the other, so stage and direction stand in for the sender.
 #include "actors/pipeline_tag.h"
@@ -16,7 +17,8 @@ namespace {
 constexpr int kMicrobatchShift = 0;
 constexpr int kDirectionShift = kMicrobatchShift + kMicrobatchBits;
 constexpr int kStageShift = kDirectionShift + 1;
-constexpr int kStepShift = kStageShift + kStageBits;
+constexpr int kGroupShift = kStageShift + kStageBits;
+constexpr int kStepShift = kGroupShift + kPipelineGroupBits;
 static_assert(kStepShift + kStepWindowBits == transport::kCollectiveSpaceBit);
 
 constexpr uint64_t mask(int bits) { return (uint64_t{1} << bits) - 1; }
@@ -46,6 +48,7 @@ transport::TransferKey pipeline_key(uint32_t stream, const PipelineTag& tag) {
   uint64_t key = (tag.step & mask(kStepWindowBits)) << kStepShift |
                  static_cast<uint64_t>(tag.stage) << kStageShift | backward << kDirectionShift |
                  static_cast<uint64_t>(tag.microbatch) << kMicrobatchShift;
+  key |= (stream >> transport::kStreamBits & mask(kPipelineGroupBits)) << kGroupShift;
   key |= (tag.step >> kStepWindowBits) << transport::kKeyBits;  // names the step only
   return {stream, key, static_cast<uint8_t>(backward), &name_pipeline};
 }

@@ -18,16 +18,20 @@ enum class Direction : uint8_t { Forward, Backward };
 /// kStepWindow steps later.
 inline constexpr int kStepWindowBits = 12;
 inline constexpr uint64_t kStepWindow = uint64_t{1} << kStepWindowBits;
+/// Bits of the stream above the channel's transport::kStreamBits a key keeps: a stream's group id
+/// (GroupRuntime::group_id), so that schedules of two groups never share keys.
+inline constexpr int kPipelineGroupBits = 8;
 /// Bits of the receiving stage.
-inline constexpr int kStageBits = 12;
+inline constexpr int kStageBits = 10;
 /// The most stages a schedule across processes holds (stages 0 to kMaxPipelineStages - 1).
 inline constexpr int kMaxPipelineStages = (1 << kStageBits) - 1;
 /// Bits of the microbatch.
-inline constexpr int kMicrobatchBits = 19;
+inline constexpr int kMicrobatchBits = 13;
 /// The most microbatches a step of a schedule across processes holds.
 inline constexpr int kMaxMicrobatches = 1 << kMicrobatchBits;
 
-static_assert(kStepWindowBits + kStageBits + 1 + kMicrobatchBits == transport::kCollectiveSpaceBit,
+static_assert(kStepWindowBits + kPipelineGroupBits + kStageBits + 1 + kMicrobatchBits ==
+                  transport::kCollectiveSpaceBit,
               "a pipeline key's fields fill the key below the collectives' space bit");
 static_assert(kMaxPipelineStages <= (1 << kStageBits), "every stage fits its bits");
 

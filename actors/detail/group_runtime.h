@@ -133,14 +133,22 @@ class GroupRuntime {
   /// `stream` failed, and why. Never waits.
   void notify_stream_failure(const std::vector<int>& ranks, uint32_t stream, uint64_t step,
                              const std::string& why);
-  /// A stream id for the next schedule built over the group of global `ranks`: the same on every
-  /// member, since members build their schedules in the same order (construction is collective).
+  /// The id of the group of global `ranks` (this process among them): agreed by its members at
+  /// its first use (a collective: every member calls it at the same point of the group's
+  /// collectives) as the smallest id none of them uses for another group, so that no two groups
+  /// of one process share an id, and so neither their collectives' keys nor their schedules'.
+  /// 1 to kMaxGroupIds; throws DistributedError when a member has used them all.
+  uint32_t group_id(const std::vector<int>& ranks);
+  /// The most groups one process takes part in (ids fit the bits a pipeline key keeps).
+  static constexpr uint32_t kMaxGroupIds = 255;
+  /// A stream id for the next schedule built over the group of global `ranks`: the group's id
+  /// above transport::kStreamBits, and in those bits a slot 1 to 15 counting the group's
+  /// schedules (the same on every member: construction is collective). The 16th schedule of a
+  /// group takes the 1st's slot again.
   uint32_t next_stream(const std::vector<int>& ranks);
   /// The stream keying the ring collectives (all_reduce) on the group of global `ranks`: the
-  /// same on every member and fixed per group. Its low transport::kStreamBits bits are 0, and
-  /// collective keys keep transport::kGroupBits above them, so two groups' collectives stay
-  /// apart (transport/collective_key.h).
-  /// Throws DistributedError when another group of this runtime would share its keys.
+  /// group's id above transport::kStreamBits, slot 0 (collective keys keep the id's bits:
+  /// transport/collective_key.h).
   uint32_t collective_stream(const std::vector<int>& ranks);
   /// Numbers the ring collectives on the group of global `ranks`: 1, 2, ... alike on every
   /// member, a count of its own (exchange() counts the group's barriers and gathers).
@@ -154,10 +162,11 @@ class GroupRuntime {
   caf::actor_system* system_ = nullptr;
   bool closed_ = false;
   std::mutex seq_mutex_;
-  std::map<uint64_t, uint32_t> seq_;                        // calls made per group
-  std::map<uint64_t, uint32_t> streams_;                    // schedules built per group
-  std::map<uint64_t, uint64_t> calls_;                      // ring collectives made per group
-  std::map<uint32_t, std::vector<int>> collective_groups_;  // key bits -> the group using them
+  std::map<uint64_t, uint32_t> seq_;      // calls made per group
+  std::map<uint64_t, uint32_t> streams_;  // schedules built per group
+  std::map<uint64_t, uint64_t> calls_;    // ring collectives made per group
+  std::mutex id_mutex_;  // held through an id's agreement: one at a time in this process
+  std::map<std::vector<int>, uint32_t> group_ids_;  // agreed ids, by group
 };
 
 /// The runtime of the process's default group (init_process_group), or null before it and after

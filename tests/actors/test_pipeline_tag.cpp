@@ -54,22 +54,22 @@ TEST_CASE("pipeline keys and schedules refuse one past each limit, naming it", "
   const int last_stage = pp::kMaxPipelineStages - 1;
   CHECK_NOTHROW(pp::pipeline_key(0, {0, last_stage, Direction::Forward, 0}));
   CHECK_THROWS_WITH(pp::pipeline_key(0, {0, last_stage + 1, Direction::Forward, 0}),
-                    Catch::Contains("stage 4095") && Catch::Contains("kMaxPipelineStages"));
+                    Catch::Contains("stage 1023") && Catch::Contains("kMaxPipelineStages"));
   CHECK_THROWS_WITH(pp::pipeline_key(0, {0, -1, Direction::Forward, 0}),
                     Catch::Contains("stage -1"));
   CHECK_NOTHROW(pp::pipeline_key(0, {0, 0, Direction::Forward, pp::kMaxMicrobatches - 1}));
   CHECK_THROWS_WITH(pp::pipeline_key(0, {0, 0, Direction::Forward, pp::kMaxMicrobatches}),
-                    Catch::Contains("microbatch 524288") && Catch::Contains("kMaxMicrobatches"));
+                    Catch::Contains("microbatch 8192") && Catch::Contains("kMaxMicrobatches"));
   CHECK_THROWS_WITH(pp::pipeline_key(0, {0, 0, Direction::Forward, -1}),
                     Catch::Contains("microbatch -1"));
   CHECK_NOTHROW(pp::check_pipeline_limits("GPipe", pp::kMaxPipelineStages, pp::kMaxMicrobatches));
   CHECK_THROWS_WITH(pp::check_pipeline_limits("GPipe", pp::kMaxPipelineStages + 1, 4),
-                    Catch::StartsWith("GPipe: 4096 stages") &&
-                        Catch::Contains("a schedule across processes holds at most 4095") &&
+                    Catch::StartsWith("GPipe: 1024 stages") &&
+                        Catch::Contains("a schedule across processes holds at most 1023") &&
                         Catch::Contains("kMaxPipelineStages"));
   CHECK_THROWS_WITH(
       pp::check_pipeline_limits("GPipe", 4, pp::kMaxMicrobatches + 1),
-      Catch::StartsWith("GPipe: 524289 microbatches") && Catch::Contains("kMaxMicrobatches"));
+      Catch::StartsWith("GPipe: 8193 microbatches") && Catch::Contains("kMaxMicrobatches"));
 }
 
 TEST_CASE("pipeline keys match again only a step window later", "[actors][keys]") {
@@ -98,6 +98,10 @@ TEST_CASE("pipeline keys never collide across fields, streams or with collective
           for (size_t index = 0; index < 2; ++index)
             REQUIRE(seen.insert(ucx(tr::collective_key(stream, call, phase, step), index)).second);
   }
+  // Streams of two groups (ids above kStreamBits) in the same slot keep their keys apart.
+  const PipelineTag tag{3, 1, Direction::Forward, 2};
+  CHECK(ucx(pp::pipeline_key(1u << tr::kStreamBits | 1, tag)) !=
+        ucx(pp::pipeline_key(2u << tr::kStreamBits | 1, tag)));
   // Randomized over the full ranges.
   std::mt19937_64 random(45);
   for (int i = 0; i < 200000; ++i) {
@@ -105,9 +109,10 @@ TEST_CASE("pipeline keys never collide across fields, streams or with collective
     PipelineTag b = random() % 2 ? a : random_tag(random);
     const auto stream_a = static_cast<uint32_t>(random());
     const auto stream_b = random() % 2 ? stream_a : static_cast<uint32_t>(random());
-    const bool same = (a.step - b.step) % pp::kStepWindow == 0 && a.stage == b.stage &&
-                      a.direction == b.direction && a.microbatch == b.microbatch &&
-                      (stream_a - stream_b) % (1u << tr::kStreamBits) == 0;
+    const bool same =
+        (a.step - b.step) % pp::kStepWindow == 0 && a.stage == b.stage &&
+        a.direction == b.direction && a.microbatch == b.microbatch &&
+        (stream_a - stream_b) % (1u << (tr::kStreamBits + pp::kPipelineGroupBits)) == 0;
     const size_t index = random() % tr::kMaxTransferTensors;
     REQUIRE((ucx(pp::pipeline_key(stream_a, a), index) ==
              ucx(pp::pipeline_key(stream_b, b), index)) == same);

@@ -2,6 +2,8 @@
 // checks, clear errors before init, and jobs of several ranks joined in this process (join_job),
 // their collectives and subgroups. Collectives across processes run in tests/multiprocess.
 #include <catch2/catch.hpp>
+#include <map>
+#include <set>
 
 #include "actors/detail/group_runtime.h"
 #include "actors/process_group.h"
@@ -128,27 +130,39 @@ TEST_CASE("local devices are the CPU without a GPU", "[process_group]") {
   CHECK(dist::local_devices() == std::vector<tp::Device>{tp::cpu()});
 }
 
-TEST_CASE("groups of one process keep their collective keys apart, or refuse naming both",
-          "[process_group]") {
+TEST_CASE("groups of one process get ids of their own, agreed by their members",
+          "[process_group][join_job]") {
   dist::destroy_process_group();
-  dist::init_process_group({.env = dist::LaunchEnv{}});
-  auto& cluster = *dist::detail::default_runtime();
-  // A pp 2 x dp 2 job's rank 1 is in [0, 1] (dp), [1, 3] (pp) and the world: their keys once
-  // agreed, and a pipeline-group all-reduce landed in the data-parallel group's receive.
-  const uint32_t kMask = ((1u << tp::transport::kGroupBits) - 1) << tp::transport::kStreamBits;
-  const uint32_t dp = cluster.collective_stream({0, 1}) & kMask;
-  const uint32_t pp = cluster.collective_stream({1, 3}) & kMask;
-  const uint32_t world = cluster.collective_stream({0, 1, 2, 3}) & kMask;
-  CHECK(dp != pp);
-  CHECK(dp != world);
-  CHECK(pp != world);
-  CHECK(cluster.collective_stream({0, 1}) == cluster.collective_stream({0, 1}));  // stable
-  // [0, 4] and [0, 9] agree in the kept bits: the second is refused, naming both groups.
-  cluster.collective_stream({0, 4});
-  CHECK_THROWS_WITH(cluster.collective_stream({0, 9}),
-                    Catch::Contains("collectives on group [0, 9] and on group [0, 4] would share "
-                                    "transfer keys"));
-  dist::destroy_process_group();
+  // A pp 2 x dp 2 job's groups, and the world: [0, 1] and [1, 3] once shared the bits a key
+  // keeps, and a pipeline-group all-reduce landed in the data-parallel group's receive.
+  const std::vector<std::vector<int>> groups = {{0, 1}, {2, 3}, {1, 3}, {0, 2}, {0, 1, 2, 3}};
+  std::vector<std::map<std::vector<int>, uint32_t>> streams(4);
+  std::vector<std::vector<uint32_t>> schedules(4);
+  auto outcomes = tp::testing::run_ranks(4, {0, 1, 2, 3}, std::chrono::seconds(20), [&](auto& w) {
+    const int me = w.rank();
+    auto& runtime = *dist::detail::shared_runtime_of(static_cast<dist::DeviceMesh>(w));
+    for (const auto& g : groups)
+      if (std::find(g.begin(), g.end(), me) != g.end())
+        streams[me][g] = runtime.collective_stream(g);
+    for (int i = 0; i < 17; ++i) schedules[me].push_back(runtime.next_stream({0, 1, 2, 3}));
+    w.barrier();
+  });
+  for (const auto& o : outcomes) REQUIRE(o.error == "");
+  for (int r = 0; r < 4; ++r) {
+    std::set<uint32_t> ids;
+    for (const auto& [g, stream] : streams[r]) {
+      CHECK(stream % (1u << tp::transport::kStreamBits) == 0);  // the collectives' slot
+      ids.insert(stream >> tp::transport::kStreamBits);
+      for (int other : g) CHECK(streams[other].at(g) == stream);  // every member agrees
+    }
+    CHECK(ids.size() == streams[r].size());  // no two groups of a process share an id
+    CHECK(schedules[r] == schedules[0]);
+    // Slots 1 to 15 above the world's id, then the first slot again.
+    CHECK(schedules[r][0] % 16 == 1);
+    CHECK(schedules[r][14] % 16 == 15);
+    CHECK(schedules[r][15] == schedules[r][0]);
+    CHECK(schedules[r][0] >> 4 == streams[r].at({0, 1, 2, 3}) >> 4);
+  }
 }
 
 TEST_CASE("ranks of one job joined in one process run collectives without a launcher",

@@ -383,8 +383,8 @@ int misuse(const Args& args) {
       }
       return expect_step_failure(schedule, rank, {expect, "rank " + std::to_string(world - 1)}, 15);
     } else if (args.misuse == "too-many-stages") {
-      // Transfer tags number stages in 12 bits, the last value kept for collectives.
-      expect = "a schedule across processes holds at most 4095";
+      // Transfer tags number stages in 10 bits, the last value kept for collectives.
+      expect = "a schedule across processes holds at most 1023";
       pp::PipelineStage stage(tp::nn::Linear(kWidth, kWidth).ptr(), rank, 4096, tp::cpu(),
                               std::vector<pp::TensorMeta>{{tp::Shape{2, kWidth}}},
                               std::vector<pp::TensorMeta>{{tp::Shape{2, kWidth}}});
