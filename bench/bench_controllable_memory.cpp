@@ -70,17 +70,10 @@ Side train(const bench::GptMemoryJob& job, sc::ScheduleKind kind, int ranks, int
   return side;
 }
 
-std::string json_list(const std::vector<double>& values) {
-  std::string out = "[";
-  for (size_t i = 0; i < values.size(); ++i)
-    out += (i ? "," : "") + std::to_string(static_cast<long long>(values[i]));
-  return out + "]";
-}
-
 void print_side(sc::ScheduleKind kind, const Side& side, double tokens) {
   std::cout << "{\"schedule\":\"" << sc::schedule_name(kind)
-            << "\",\"measured\":" << json_list(side.measured)
-            << ",\"predicted\":" << json_list(side.predicted)
+            << "\",\"measured\":" << bench::json_list(side.measured)
+            << ",\"predicted\":" << bench::json_list(side.predicted)
             << ",\"step_seconds\":" << side.step_seconds
             << ",\"tokens_per_second\":" << tokens / side.step_seconds << "}" << std::endl;
 }
@@ -89,24 +82,15 @@ int run(int argc, char** argv) {
   bench::GptMemoryJob job;
   job.microbatches = 16;
   int steps = 3, ranks = 8;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string flag = argv[i];
-    const long value = std::atol(argv[i + 1]);
-    if (value <= 0) throw std::invalid_argument(flag + " needs a positive number");
-    if (flag == "--steps")
-      steps = static_cast<int>(value);
-    else if (flag == "--ranks")
-      ranks = static_cast<int>(value);
-    else if (flag == "--microbatches")
-      job.microbatches = static_cast<int>(value);
-    else if (flag == "--width")
-      job.width = value;
-    else if (flag == "--context")
-      job.context = value;
-    else
-      throw std::invalid_argument("unknown flag " + flag);
-  }
-  if (argc % 2 == 0) throw std::invalid_argument(std::string(argv[argc - 1]) + " needs a value");
+  bench::read_positive_flags(
+      argc, argv,
+      {
+          {"--steps", [&](long v) { steps = static_cast<int>(v); }},
+          {"--ranks", [&](long v) { ranks = static_cast<int>(v); }},
+          {"--microbatches", [&](long v) { job.microbatches = static_cast<int>(v); }},
+          {"--width", [&](long v) { job.width = v; }},
+          {"--context", [&](long v) { job.context = v; }},
+      });
   job.layers = 2 * ranks;
   job.batch = 4 * job.microbatches;
   const double tokens = static_cast<double>(job.batch * job.context);

@@ -70,33 +70,18 @@ Case run_case(const bench::GptMemoryJob& job, sc::ScheduleKind kind, int ranks, 
   return c;
 }
 
-std::string json_list(const std::vector<double>& values) {
-  std::string out = "[";
-  for (size_t i = 0; i < values.size(); ++i)
-    out += (i ? "," : "") + std::to_string(static_cast<long long>(values[i]));
-  return out + "]";
-}
-
 int run(int argc, char** argv) {
   bench::GptMemoryJob job;
   job.layers = 8;
   job.width = 64;
   job.context = 64;
   int steps = 2;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string flag = argv[i];
-    const long value = std::atol(argv[i + 1]);
-    if (value <= 0) throw std::invalid_argument(flag + " needs a positive number");
-    if (flag == "--steps")
-      steps = static_cast<int>(value);
-    else if (flag == "--width")
-      job.width = value;
-    else if (flag == "--context")
-      job.context = value;
-    else
-      throw std::invalid_argument("unknown flag " + flag);
-  }
-  if (argc % 2 == 0) throw std::invalid_argument(std::string(argv[argc - 1]) + " needs a value");
+  bench::read_positive_flags(argc, argv,
+                             {
+                                 {"--steps", [&](long v) { steps = static_cast<int>(v); }},
+                                 {"--width", [&](long v) { job.width = v; }},
+                                 {"--context", [&](long v) { job.context = v; }},
+                             });
   double worst = 0, first_over_last = 0;
   std::string worst_case;
   for (sc::ScheduleKind kind : sc::all_schedule_kinds()) {
@@ -104,9 +89,9 @@ int run(int argc, char** argv) {
       const Case c = run_case(job, kind, ranks, steps);
       const std::string name = std::string(sc::schedule_name(kind));
       std::cout << "{\"schedule\":\"" << name << "\",\"ranks\":" << ranks
-                << ",\"measured\":" << json_list(c.measured)
-                << ",\"predicted\":" << json_list(c.predicted) << ",\"error\":" << c.worst_error
-                << "}" << std::endl;
+                << ",\"measured\":" << bench::json_list(c.measured)
+                << ",\"predicted\":" << bench::json_list(c.predicted)
+                << ",\"error\":" << c.worst_error << "}" << std::endl;
       if (c.worst_error > worst) {
         worst = c.worst_error;
         worst_case = name + " on " + std::to_string(ranks) + " ranks";

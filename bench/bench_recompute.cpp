@@ -54,16 +54,9 @@ Side train(const bench::GptMemoryJob& job, const std::string& recompute, int ste
   return side;
 }
 
-std::string json_list(const std::vector<double>& values) {
-  std::string out = "[";
-  for (size_t i = 0; i < values.size(); ++i)
-    out += (i ? "," : "") + std::to_string(static_cast<long long>(values[i]));
-  return out + "]";
-}
-
 void print_side(const std::string& name, const Side& side) {
   std::cout << "{\"side\":\"" << name
-            << "\",\"peak_activation_bytes\":" << json_list(side.peak_activation_bytes)
+            << "\",\"peak_activation_bytes\":" << bench::json_list(side.peak_activation_bytes)
             << ",\"step_seconds\":" << side.step_seconds << "}" << std::endl;
 }
 
@@ -71,26 +64,16 @@ int run(int argc, char** argv) {
   bench::GptMemoryJob job;
   job.context = 256;
   int steps = 5;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string flag = argv[i];
-    const long value = std::atol(argv[i + 1]);
-    if (value <= 0) throw std::invalid_argument(flag + " needs a positive number");
-    if (flag == "--steps")
-      steps = static_cast<int>(value);
-    else if (flag == "--context")
-      job.context = value;
-    else if (flag == "--batch")
-      job.batch = value;
-    else if (flag == "--microbatches")
-      job.microbatches = static_cast<int>(value);
-    else if (flag == "--layers")
-      job.layers = value;
-    else if (flag == "--width")
-      job.width = value;
-    else
-      throw std::invalid_argument("unknown flag " + flag);
-  }
-  if (argc % 2 == 0) throw std::invalid_argument(std::string(argv[argc - 1]) + " needs a value");
+  bench::read_positive_flags(
+      argc, argv,
+      {
+          {"--steps", [&](long v) { steps = static_cast<int>(v); }},
+          {"--context", [&](long v) { job.context = v; }},
+          {"--batch", [&](long v) { job.batch = v; }},
+          {"--microbatches", [&](long v) { job.microbatches = static_cast<int>(v); }},
+          {"--layers", [&](long v) { job.layers = v; }},
+          {"--width", [&](long v) { job.width = v; }},
+      });
   const Side none = train(job, "none", steps);
   print_side("none", none);
   const Side full = train(job, "full", steps);

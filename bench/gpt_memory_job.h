@@ -5,7 +5,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
+#include <functional>
+#include <map>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -87,6 +91,32 @@ inline double median(std::vector<double> values) {
   std::sort(values.begin(), values.end());
   const size_t n = values.size();
   return n % 2 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
+}
+
+/// "[1,2,3]": byte counts as a JSON list of whole numbers.
+inline std::string json_list(const std::vector<double>& values) {
+  std::string out = "[";
+  for (size_t i = 0; i < values.size(); ++i)
+    out += (i ? "," : "") + std::to_string(static_cast<long long>(values[i]));
+  return out + "]";
+}
+
+/// What each accepted "--flag N" does with its value.
+using FlagSetters = std::map<std::string, std::function<void(long)>>;
+
+/// Reads the command line as "--flag N" pairs, each N positive, each flag one of `setters`.
+/// Throws std::invalid_argument naming a value that is not positive, an unknown flag, or a flag
+/// without a value.
+inline void read_positive_flags(int argc, char** argv, const FlagSetters& setters) {
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string flag = argv[i];
+    const long value = std::atol(argv[i + 1]);
+    if (value <= 0) throw std::invalid_argument(flag + " needs a positive number");
+    auto it = setters.find(flag);
+    if (it == setters.end()) throw std::invalid_argument("unknown flag " + flag);
+    it->second(value);
+  }
+  if (argc % 2 == 0) throw std::invalid_argument(std::string(argv[argc - 1]) + " needs a value");
 }
 
 }  // namespace bench

@@ -22,9 +22,11 @@ namespace {
 
 namespace fs = std::filesystem;
 using Json = nlohmann::json;
+using detail::config_json_path;
 using detail::list_names;
 using detail::read_text;
 using detail::shortest_double;
+using detail::write_text;
 
 // Per-block tensors, in GPT2's order, and whether each is a Conv1D weight (stored transposed).
 struct BlockTensor {
@@ -264,19 +266,12 @@ StateDict from_gpt2_state_dict(const StateDict& hf, const GPTConfig& config) {
 void save_pretrained(const GPTImpl& model, const std::string& folder, uint64_t max_shard_bytes) {
   const StateDict tensors = to_gpt2_state_dict(model);
   save_safetensors_folder(tensors, folder, max_shard_bytes);
-  const DType dtype = model.wte->weight.dtype();
-  const fs::path config_path = fs::path(folder) / "config.json";
-  std::ofstream out(config_path, std::ios::trunc);
-  out << gpt2_config_to_json(model.config(), dtype);
-  if (!out) throw std::runtime_error("save_pretrained: cannot write " + config_path.string());
+  write_text(fs::path(folder) / "config.json",
+             gpt2_config_to_json(model.config(), model.wte->weight.dtype()), "save_pretrained");
 }
 
 GPTConfig read_gpt2_config(const std::string& folder) {
-  const fs::path path = fs::path(folder) / "config.json";
-  if (!fs::exists(path))
-    throw std::runtime_error("GPT-2 folder " + folder +
-                             " has no config.json (a Hugging Face model folder holds config.json "
-                             "and model.safetensors)");
+  const fs::path path = config_json_path(folder, "GPT-2");
   return gpt2_config_from_json(read_text(path), path.string());
 }
 

@@ -20,9 +20,11 @@ namespace {
 
 namespace fs = std::filesystem;
 using Json = nlohmann::json;
+using detail::config_json_path;
 using detail::list_names;
 using detail::read_text;
 using detail::shortest_double;
+using detail::write_text;
 
 // One tensor of the mapping: tensorplay's name and its shape (transformers' name is "model." +
 // it, lm_head.weight aside).
@@ -263,18 +265,13 @@ StateDict from_llama_state_dict(const StateDict& hf, const LlamaConfig& config, 
 
 void save_pretrained(const LlamaImpl& model, const std::string& folder, uint64_t max_shard_bytes) {
   save_safetensors_folder(to_llama_state_dict(model), folder, max_shard_bytes);
-  const fs::path config_path = fs::path(folder) / "config.json";
-  std::ofstream out(config_path, std::ios::trunc);
-  out << llama_config_to_json(model.config(), model.embed_tokens->weight.dtype());
-  if (!out) throw std::runtime_error("save_pretrained: cannot write " + config_path.string());
+  write_text(fs::path(folder) / "config.json",
+             llama_config_to_json(model.config(), model.embed_tokens->weight.dtype()),
+             "save_pretrained");
 }
 
 LlamaConfig read_llama_config(const std::string& folder) {
-  const fs::path path = fs::path(folder) / "config.json";
-  if (!fs::exists(path))
-    throw std::runtime_error("Llama folder " + folder +
-                             " has no config.json (a Hugging Face model folder holds config.json "
-                             "and model.safetensors)");
+  const fs::path path = config_json_path(folder, "Llama");
   return llama_config_from_json(read_text(path), path.string());
 }
 

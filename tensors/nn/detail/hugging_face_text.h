@@ -1,5 +1,5 @@
-// Text helpers the Hugging Face folder readers and writers share (GPT-2 and Llama): reading a
-// file whole, a float as config.json shows it, a short list of names for errors.
+// Text helpers the Hugging Face folder readers and writers share (GPT-2 and Llama): reading and
+// writing a file whole, a folder's config.json, a float as config.json shows it, names for errors.
 #pragma once
 
 #include <charconv>
@@ -28,6 +28,25 @@ inline std::string read_text(const std::filesystem::path& path) {
   std::ostringstream text;
   text << in.rdbuf();
   return text.str();
+}
+
+/// Writes `text` as the whole of `path`; throws std::runtime_error "`caller`: cannot write PATH".
+inline void write_text(const std::filesystem::path& path, const std::string& text,
+                       const std::string& caller) {
+  std::ofstream out(path, std::ios::trunc);
+  out << text;
+  if (!out) throw std::runtime_error(caller + ": cannot write " + path.string());
+}
+
+/// The path of `folder`'s config.json; throws std::runtime_error naming the folder (a `model`
+/// folder, e.g. "GPT-2") when it has none.
+inline std::filesystem::path config_json_path(const std::string& folder, const std::string& model) {
+  const std::filesystem::path path = std::filesystem::path(folder) / "config.json";
+  if (!std::filesystem::exists(path))
+    throw std::runtime_error(model + " folder " + folder +
+                             " has no config.json (a Hugging Face model folder holds config.json "
+                             "and model.safetensors)");
+  return path;
 }
 
 /// "a, b, c" (the first 8, then how many in all), for error messages.

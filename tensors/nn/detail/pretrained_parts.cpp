@@ -13,6 +13,7 @@
 #include <stdexcept>
 
 #include "tensors/autograd/grad_mode.h"
+#include "tensors/nn/detail/hugging_face_text.h"
 #include "tensors/ops/shape_ops.h"
 #include "tensors/safetensors.h"
 
@@ -30,12 +31,6 @@ std::string part_file(int part, int parts) {
 // " (and N more)" for a list of `count` names of which the first was shown.
 std::string more(size_t count) {
   return count > 1 ? " (and " + std::to_string(count - 1) + " more)" : std::string();
-}
-
-void write_text(const fs::path& path, const std::string& text) {
-  std::ofstream out(path, std::ios::trunc);
-  out << text;
-  if (!out) throw std::runtime_error("finish_pretrained_parts: cannot write " + path.string());
 }
 
 Tensor transposed(const Tensor& t) {
@@ -127,8 +122,9 @@ void finish_parts(const std::string& folder, const PartsModel& model, DType dtyp
                                 more(missing.size()));
   nlohmann::json index = {{"metadata", {{"total_size", total}}},
                           {"weight_map", std::move(weight_map)}};
-  write_text(fs::path(folder) / kSafetensorsIndexName, index.dump(2) + "\n");
-  write_text(fs::path(folder) / "config.json", model.config_json(dtype));
+  write_text(fs::path(folder) / kSafetensorsIndexName, index.dump(2) + "\n",
+             "finish_pretrained_parts");
+  write_text(fs::path(folder) / "config.json", model.config_json(dtype), "finish_pretrained_parts");
   std::error_code ec;
   fs::remove(fs::path(folder) / kSafetensorsSingleName, ec);  // would be read instead
 }
