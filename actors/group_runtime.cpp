@@ -138,10 +138,7 @@ std::shared_ptr<GroupRuntime> shared_runtime_of(const DeviceMesh& mesh) {
   return std::static_pointer_cast<GroupRuntime>(std::const_pointer_cast<void>(mesh.job()));
 }
 
-GroupRuntime* runtime_of(const DeviceMesh& mesh) {
-  return mesh.job() ? static_cast<GroupRuntime*>(const_cast<void*>(mesh.job().get()))
-                    : default_runtime();
-}
+GroupRuntime* runtime_of(const DeviceMesh& mesh) { return shared_runtime_of(mesh).get(); }
 
 std::shared_ptr<const void> job_of(const std::shared_ptr<GroupRuntime>& runtime) {
   if (!runtime || runtime == default_slot()) return nullptr;
