@@ -302,6 +302,101 @@ int expect_step_failure(pp::PipelineSchedule& schedule, int rank,
   return 1;
 }
 
+// A step fed inputs on every rank fails naming the misuse, and the next well-formed step runs.
+int misuse_inputs_on_wrong_rank(int rank, int world, std::string& expect) {
+  expect = "does not host stage 0";
+  RankStage own(world, rank);
+  pp::Schedule1F1B schedule(own.stage, 4, tp::nn::mse_loss);
+  tp::Tensor x = tp::randn({8, kWidth}), y = tp::randn({8, kWidth});
+  bool failed = false;
+  try {
+    schedule.step({x}, {.target = y});  // every rank feeds inputs: only rank 0 may
+  } catch (const std::exception& e) {
+    failed = std::string(e.what()).find(expect) != std::string::npos;
+    std::printf("rank %d: got the expected error: %s\n", rank, e.what());
+  }
+  if (!failed) {
+    std::printf("rank %d: no error naming the misuse\n", rank);
+    return 1;
+  }
+  // The schedule stays usable: a well-formed step now runs on every rank.
+  std::vector<tp::Tensor> losses;
+  schedule.step(rank == 0 ? std::vector<tp::Tensor>{x} : std::vector<tp::Tensor>{},
+                {.target = y, .losses = &losses});
+  if (rank == world - 1 && losses.size() != 4) {
+    std::printf("rank %d: the step after the failure returned %zu losses\n", rank, losses.size());
+    return 1;
+  }
+  std::printf("rank %d: the next step ran\n", rank);
+  return 0;
+}
+
+// A replica whose step fails makes the other's averaging fail at once; the next step runs.
+int misuse_dp_failed_replica(int rank, int world, std::string& expect) {
+  // Rank 1's step fails (a target of the wrong width): rank 0's averaging of that step fails
+  // at once naming it, not after the transfer timeout; the next step runs on both.
+  auto mesh = dist::init_device_mesh("cpu", {1, world}, {"pp", "dp"});
+  TieSkipNet model(2);
+  auto pipe = pp::pipeline(model, {tp::zeros({2, kWidth})});
+  auto stages = pp::build_stages(pipe, {0, 1}, tp::cpu(), mesh);
+  pp::ScheduleZBVZeroBubble schedule(
+      stages, 2, tp::nn::mse_loss,
+      {.step_timeout = std::chrono::seconds(60), .transfer_timeout = std::chrono::seconds(60)});
+  tp::Tensor x = tp::randn({4, kWidth}), y = tp::randn({4, kWidth});
+  expect = rank == 1 ? "" : "rank 1 (a replica) failed step 1";
+  auto t0 = std::chrono::steady_clock::now();
+  std::string error;
+  try {
+    schedule.step({x}, {.target = rank == 1 ? tp::randn({4, kWidth + 1}) : y});
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  bool ok = !error.empty() && error.find(expect) != std::string::npos && s < 10;
+  std::printf("rank %d: %s error after %.2f s: %s\n", rank, ok ? "the expected" : "an UNEXPECTED",
+              s, error.empty() ? "(none)" : error.c_str());
+  schedule.step({x}, {.target = y});  // both replicas again: the next step averages
+  std::printf("rank %d: the next step ran (%d buckets averaged)\n", rank,
+              schedule.data_parallel_stats().buckets);
+  return ok && schedule.data_parallel_stats().buckets > 0 ? 0 : 1;
+}
+
+// Replicas built from different models are refused; a replica that dies fails the others' step.
+int misuse_dp_replicas(const Args& args, int rank, int world, std::string& expect) {
+  // Every rank a replica of a whole two-stage V pipeline ({1, world} mesh).
+  auto mesh = dist::init_device_mesh("cpu", {1, world}, {"pp", "dp"});
+  const bool mismatch = args.misuse == "dp-model-mismatch";
+  TieSkipNet model(2, /*tie=*/!(mismatch && rank == 1));  // rank 1: an extra head
+  auto pipe = pp::pipeline(model, {tp::zeros({2, kWidth})});
+  auto stages = pp::build_stages(pipe, {0, 1}, tp::cpu(), mesh);
+  expect = mismatch ? "their parameters differ" : "rank 1";
+  pp::ScheduleZBVZeroBubble schedule(
+      stages, 2, tp::nn::mse_loss,
+      {.step_timeout = std::chrono::seconds(60), .transfer_timeout = std::chrono::seconds(30)});
+  if (mismatch) {
+    std::printf("rank %d: the mismatched replicas built their schedules\n", rank);
+    return 1;
+  }
+  if (rank == 1) {
+    std::printf("rank %d: dying\n", rank);
+    std::fflush(stdout);
+    std::_Exit(0);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  auto t0 = std::chrono::steady_clock::now();
+  try {
+    schedule.step({tp::randn({4, kWidth})}, {.target = tp::randn({4, kWidth})});
+  } catch (const std::exception& e) {
+    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    bool ok = std::string(e.what()).find(expect) != std::string::npos && s < 15;
+    std::printf("rank %d: %s error after %.2f s: %s\n", rank, ok ? "the expected" : "an UNEXPECTED",
+                s, e.what());
+    return ok ? 0 : 1;
+  }
+  std::printf("rank %d: the step finished without its replica\n", rank);
+  return 1;
+}
+
 // Runs a misuse case; returns 0 when this rank got an error containing `expect`.
 int misuse(const Args& args) {
   const int rank = dist::get_rank(), world = dist::get_world_size();
@@ -328,32 +423,7 @@ int misuse(const Args& args) {
       RankStage own(world, rank);
       pp::Schedule1F1B schedule(own.stage, rank == 1 ? 1 : 8, tp::nn::mse_loss);
     } else if (args.misuse == "inputs-on-wrong-rank") {
-      expect = "does not host stage 0";
-      RankStage own(world, rank);
-      pp::Schedule1F1B schedule(own.stage, 4, tp::nn::mse_loss);
-      tp::Tensor x = tp::randn({8, kWidth}), y = tp::randn({8, kWidth});
-      bool failed = false;
-      try {
-        schedule.step({x}, {.target = y});  // every rank feeds inputs: only rank 0 may
-      } catch (const std::exception& e) {
-        failed = std::string(e.what()).find(expect) != std::string::npos;
-        std::printf("rank %d: got the expected error: %s\n", rank, e.what());
-      }
-      if (!failed) {
-        std::printf("rank %d: no error naming the misuse\n", rank);
-        return 1;
-      }
-      // The schedule stays usable: a well-formed step now runs on every rank.
-      std::vector<tp::Tensor> losses;
-      schedule.step(rank == 0 ? std::vector<tp::Tensor>{x} : std::vector<tp::Tensor>{},
-                    {.target = y, .losses = &losses});
-      if (rank == world - 1 && losses.size() != 4) {
-        std::printf("rank %d: the step after the failure returned %zu losses\n", rank,
-                    losses.size());
-        return 1;
-      }
-      std::printf("rank %d: the next step ran\n", rank);
-      return 0;
+      return misuse_inputs_on_wrong_rank(rank, world, expect);
     } else if (args.misuse == "silent-rank") {
       // The last rank builds its stage but never steps: the others' step_timeout names it.
       expect = "did not finish within 1500 ms";
@@ -391,66 +461,9 @@ int misuse(const Args& args) {
       stage.set_mesh(dist::world_group());
       pp::ScheduleGPipe schedule(stage, 2, tp::nn::mse_loss);
     } else if (args.misuse == "dp-failed-replica") {
-      // Rank 1's step fails (a target of the wrong width): rank 0's averaging of that step fails
-      // at once naming it, not after the transfer timeout; the next step runs on both.
-      auto mesh = dist::init_device_mesh("cpu", {1, world}, {"pp", "dp"});
-      TieSkipNet model(2);
-      auto pipe = pp::pipeline(model, {tp::zeros({2, kWidth})});
-      auto stages = pp::build_stages(pipe, {0, 1}, tp::cpu(), mesh);
-      pp::ScheduleZBVZeroBubble schedule(
-          stages, 2, tp::nn::mse_loss,
-          {.step_timeout = std::chrono::seconds(60), .transfer_timeout = std::chrono::seconds(60)});
-      tp::Tensor x = tp::randn({4, kWidth}), y = tp::randn({4, kWidth});
-      expect = rank == 1 ? "" : "rank 1 (a replica) failed step 1";
-      auto t0 = std::chrono::steady_clock::now();
-      std::string error;
-      try {
-        schedule.step({x}, {.target = rank == 1 ? tp::randn({4, kWidth + 1}) : y});
-      } catch (const std::exception& e) {
-        error = e.what();
-      }
-      double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      bool ok = !error.empty() && error.find(expect) != std::string::npos && s < 10;
-      std::printf("rank %d: %s error after %.2f s: %s\n", rank,
-                  ok ? "the expected" : "an UNEXPECTED", s,
-                  error.empty() ? "(none)" : error.c_str());
-      schedule.step({x}, {.target = y});  // both replicas again: the next step averages
-      std::printf("rank %d: the next step ran (%d buckets averaged)\n", rank,
-                  schedule.data_parallel_stats().buckets);
-      return ok && schedule.data_parallel_stats().buckets > 0 ? 0 : 1;
+      return misuse_dp_failed_replica(rank, world, expect);
     } else if (args.misuse == "dp-model-mismatch" || args.misuse == "dp-dead-replica") {
-      // Every rank a replica of a whole two-stage V pipeline ({1, world} mesh).
-      auto mesh = dist::init_device_mesh("cpu", {1, world}, {"pp", "dp"});
-      const bool mismatch = args.misuse == "dp-model-mismatch";
-      TieSkipNet model(2, /*tie=*/!(mismatch && rank == 1));  // rank 1: an extra head
-      auto pipe = pp::pipeline(model, {tp::zeros({2, kWidth})});
-      auto stages = pp::build_stages(pipe, {0, 1}, tp::cpu(), mesh);
-      expect = mismatch ? "their parameters differ" : "rank 1";
-      pp::ScheduleZBVZeroBubble schedule(
-          stages, 2, tp::nn::mse_loss,
-          {.step_timeout = std::chrono::seconds(60), .transfer_timeout = std::chrono::seconds(30)});
-      if (mismatch) {
-        std::printf("rank %d: the mismatched replicas built their schedules\n", rank);
-        return 1;
-      }
-      if (rank == 1) {
-        std::printf("rank %d: dying\n", rank);
-        std::fflush(stdout);
-        std::_Exit(0);
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(200));
-      auto t0 = std::chrono::steady_clock::now();
-      try {
-        schedule.step({tp::randn({4, kWidth})}, {.target = tp::randn({4, kWidth})});
-      } catch (const std::exception& e) {
-        double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        bool ok = std::string(e.what()).find(expect) != std::string::npos && s < 15;
-        std::printf("rank %d: %s error after %.2f s: %s\n", rank,
-                    ok ? "the expected" : "an UNEXPECTED", s, e.what());
-        return ok ? 0 : 1;
-      }
-      std::printf("rank %d: the step finished without its replica\n", rank);
-      return 1;
+      return misuse_dp_replicas(args, rank, world, expect);
     } else {
       throw std::invalid_argument("unknown misuse case " + args.misuse);
     }
