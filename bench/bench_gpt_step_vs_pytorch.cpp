@@ -1,6 +1,8 @@
 // One GPT training step (forward, cross entropy, backward, AdamW step) in tensorplay against the
 // same model in PyTorch (bench/gpt_step_pytorch.py), both on one CPU thread, alternating a few
-// rounds and keeping the best tokens/s of each. Prints JSON lines; the last one holds the ratio.
+// rounds and keeping the best tokens/s of each. The peer's interpreter is found as
+// bench/python_peer.h says ($TENSORPLAY_TORCH_VENV or torch-venv beside this program first).
+// Prints JSON lines; the last one holds the ratio.
 //
 //   ./build/bench/bench_gpt_step_vs_pytorch [--rounds 3] [--steps 3] [--warmup 1]
 #include <cblas.h>
@@ -16,6 +18,7 @@
 #include <sstream>
 #include <string>
 
+#include "python_peer.h"
 #include "tensors/tensors.h"
 
 #ifndef TENSORPLAY_SOURCE_DIR
@@ -77,31 +80,16 @@ StepTime time_ours(const Settings& s) {
   return best;
 }
 
-// The number after "key": in a JSON line, if present.
-std::optional<double> json_number(const std::string& line, const std::string& key) {
-  size_t at = line.find("\"" + key + "\":");
-  if (at == std::string::npos) return std::nullopt;
-  return std::strtod(line.c_str() + at + key.size() + 3, nullptr);
-}
-
-// Runs the PyTorch script; returns its last output line (empty when it could not run).
-std::string run_pytorch(const Settings& s) {
+// Runs the PyTorch script with `python`; returns its last output line (empty when it could not
+// run).
+std::string run_pytorch(const std::string& python, const Settings& s) {
   std::ostringstream cmd;
-  cmd << "python3 " << TENSORPLAY_SOURCE_DIR << "/bench/gpt_step_pytorch.py --layers " << s.layers
-      << " --width " << s.width << " --heads " << s.heads << " --context " << s.context
-      << " --batch " << s.batch << " --vocab " << s.vocab << " --steps " << s.steps << " --warmup "
-      << s.warmup << " 2>/dev/null";
-  FILE* pipe = popen(cmd.str().c_str(), "r");
-  if (!pipe) return "";
-  std::string last, line;
-  char buffer[4096];
-  while (std::fgets(buffer, sizeof(buffer), pipe)) {
-    line = buffer;
-    while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) line.pop_back();
-    if (!line.empty()) last = line;
-  }
-  pclose(pipe);
-  return last;
+  cmd << bench::shell_quote(python) << " " << TENSORPLAY_SOURCE_DIR
+      << "/bench/gpt_step_pytorch.py --layers " << s.layers << " --width " << s.width << " --heads "
+      << s.heads << " --context " << s.context << " --batch " << s.batch << " --vocab " << s.vocab
+      << " --steps " << s.steps << " --warmup " << s.warmup << " 2>/dev/null";
+  bench::CommandOutput out = bench::run_command(cmd.str());
+  return out.lines.empty() ? "" : out.lines.back();
 }
 
 }  // namespace
@@ -126,7 +114,10 @@ int main(int argc, char** argv) {
   tp::set_default_num_threads(1);
   const double tokens = static_cast<double>(s.batch * s.context);
   double ours_best = 0, theirs_best = 0, ours_cpu_best = 0, theirs_cpu_best = 0;
-  bool have_torch = true;
+  const bench::PythonPeer peer = bench::find_python_with_torch();
+  bool have_torch = !peer.python.empty();
+  if (!have_torch)
+    std::cout << "{\"pytorch\":\"missing\",\"detail\":\"" << peer.problem << "\"}" << std::endl;
   for (int round = 0; round < s.rounds; ++round) {
     StepTime t = time_ours(s);
     ours_best = std::max(ours_best, tokens / t.wall_s);
@@ -135,20 +126,20 @@ int main(int argc, char** argv) {
               << ",\"side\":\"ours\",\"tokens_per_s\":" << tokens / t.wall_s
               << ",\"cpu_tokens_per_s\":" << tokens / t.cpu_s << "}" << std::endl;
     if (!have_torch) continue;
-    std::string line = run_pytorch(s);
-    std::optional<double> theirs = json_number(line, "tokens_per_s");
+    std::string line = run_pytorch(peer.python, s);
+    std::optional<double> theirs = bench::json_number(line, "tokens_per_s");
     if (!theirs) {
       have_torch = false;
-      std::cout << "{\"pytorch\":\"missing\",\"detail\":"
-                << (line.empty() || line.front() != '{' ? "\"python3 failed to run the script\""
-                                                        : line)
-                << ",\"install\":\"pip install torch --index-url "
-                   "https://download.pytorch.org/whl/cpu (or: pip install torch)\"}"
-                << std::endl;
+      std::cout << "{\"pytorch\":\"failed\",\"detail\":"
+                << (line.empty() || line.front() != '{'
+                        ? "\"" + peer.python + " failed to run the script\""
+                        : line)
+                << "}" << std::endl;
       continue;
     }
     theirs_best = std::max(theirs_best, *theirs);
-    theirs_cpu_best = std::max(theirs_cpu_best, json_number(line, "cpu_tokens_per_s").value_or(0));
+    theirs_cpu_best =
+        std::max(theirs_cpu_best, bench::json_number(line, "cpu_tokens_per_s").value_or(0));
     std::cout << "{\"round\":" << round << "," << line.substr(1) << std::endl;
   }
   bool compared = have_torch && theirs_best > 0;
