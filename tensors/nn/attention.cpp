@@ -5,7 +5,6 @@
 
 #include "tensors/ops/attention.h"
 #include "tensors/ops/shape_ops.h"
-#include "tensors/ops/split.h"
 
 namespace tensorplay::nn {
 
@@ -24,14 +23,11 @@ Tensor CausalSelfAttentionImpl::forward(const Tensor& x) {
     throw std::invalid_argument("CausalSelfAttention: expected input [B, T, " +
                                 std::to_string(width) + "], got " + to_string(x.shape()));
   const int64_t time = x.size(1), head_dim = width / heads;
-  // One copy takes [B, T, 3, H, D] to [3, B, H, T, D]; q, k and v are then views along dim 0.
-  // The batch size stays -1 so that a traced stage replays on microbatches of any size.
+  // One copy takes [B, T, 3, H, D] to [3, B, H, T, D], which the packed attention reads as q, k
+  // and v and whose gradient it writes whole. The batch size stays -1 so that a traced stage
+  // replays on microbatches of any size.
   Tensor qkv = permute(c_attn(x).reshape({-1, time, 3, heads, head_dim}), {2, 0, 3, 1, 4});
-  std::vector<Tensor> parts = split(qkv, 1, 0);
-  Shape head_shape = {-1, heads, time, head_dim};
-  Tensor y =
-      scaled_dot_product_attention(parts[0].reshape(head_shape), parts[1].reshape(head_shape),
-                                   parts[2].reshape(head_shape), /*causal=*/true);
+  Tensor y = scaled_dot_product_attention_packed(qkv, /*causal=*/true);
   y = permute(y, {0, 2, 1, 3}).reshape({-1, time, width});
   return resid_dropout(c_proj(y));
 }

@@ -5,9 +5,6 @@
 
 namespace tensorplay {
 
-/// softmax(q k^T / sqrt(D) + mask) v for q [B, H, Tq, D], k [B, H, Tk, D], v [B, H, Tk, Dv]
-/// (any equal leading dimensions). With `causal`, query i attends to keys j <= i (top-left
-/// aligned, as PyTorch's is_causal). Output [B, H, Tq, Dv].
 /// Which kernel computes it. Plain: batched products and a row softmax over the whole [Tq, Tk]
 /// probability matrix (kept for the backward when smaller than q, k and v together, else
 /// recomputed). Fused: tiles with an online softmax that never hold that matrix (host only; the
@@ -15,7 +12,16 @@ namespace tensorplay {
 /// would be larger than q, k and v together (long contexts), else Plain.
 enum class AttentionKernel { Auto, Plain, Fused };
 
+/// softmax(q k^T / sqrt(D) + mask) v for q [B, H, Tq, D], k [B, H, Tk, D], v [B, H, Tk, Dv]
+/// (any equal leading dimensions). With `causal`, query i attends to keys j <= i (top-left
+/// aligned, as PyTorch's is_causal). Output [B, H, Tq, Dv].
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal,
                                     AttentionKernel kernel = AttentionKernel::Auto);
+
+/// scaled_dot_product_attention of q = qkv[0], k = qkv[1] and v = qkv[2], for qkv [3, B, H, T, D]
+/// (one permute of a fused q, k, v projection gives it). The same values; the gradient of qkv is
+/// written in one piece, where slicing qkv would make three zero-padded gradients to add up.
+Tensor scaled_dot_product_attention_packed(const Tensor& qkv, bool causal,
+                                           AttentionKernel kernel = AttentionKernel::Auto);
 
 }  // namespace tensorplay

@@ -136,3 +136,32 @@ TEST_CASE("fused attention holds no probability matrix, and long contexts take i
   CHECK(tp::host_memory_stats().peak_allocated_bytes < before + size_t{8} * q.nbytes());
   CHECK(std::isfinite(q.grad().to_vector()[0]));
 }
+
+TEST_CASE("packed attention equals attention of its three slices, bit for bit, with one gradient",
+          "[attention]") {
+  for (tp::AttentionKernel kernel : {tp::AttentionKernel::Plain, tp::AttentionKernel::Fused}) {
+    for (tp::DType dtype : {tp::DType::Float32, tp::DType::BFloat16}) {
+      CAPTURE(static_cast<int>(kernel), static_cast<int>(dtype));
+      tp::Generator g(9);
+      tp::Tensor base = tp::randn({3, 2, 3, 70, 8}, {}, &g).to(dtype);
+      tp::Tensor upstream = tp::randn({2, 3, 70, 8}, {}, &g).to(dtype);
+      tp::Tensor packed = base.detach().requires_grad_(true);
+      tp::Tensor sliced = base.detach().requires_grad_(true);
+      tp::Tensor a = tp::scaled_dot_product_attention_packed(packed, true, kernel);
+      std::vector<tp::Tensor> parts = tp::split(sliced, 1, 0);
+      const tp::Shape part = {2, 3, 70, 8};
+      tp::Tensor b = tp::scaled_dot_product_attention(
+          parts[0].reshape(part), parts[1].reshape(part), parts[2].reshape(part), true, kernel);
+      CHECK(a.dtype() == dtype);
+      CHECK(a.to_vector() == b.to_vector());
+      tp::sum(a * upstream).backward();
+      tp::sum(b * upstream).backward();
+      REQUIRE(packed.grad().defined());
+      CHECK(packed.grad().shape() == base.shape());
+      CHECK(packed.grad().to_vector() == sliced.grad().to_vector());
+    }
+  }
+  CHECK_THROWS_WITH(
+      tp::scaled_dot_product_attention_packed(tp::zeros({2, 1, 4, 2}), true),
+      Catch::Contains("expected qkv [3, ..., T, D]") && Catch::Contains("[2, 1, 4, 2]"));
+}

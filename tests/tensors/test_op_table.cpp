@@ -223,6 +223,30 @@ OpCase attention_case(Shape q, Shape k, Shape v, bool causal) {
   return c;
 }
 
+// q, k and v of one shape stacked along a leading dim of 3: the attention reference on the three
+// parts, its gradient in one piece.
+OpCase packed_attention_case(Shape part, bool causal) {
+  OpCase plain = attention_case(part, part, part, causal);
+  const size_t n = count(part);
+  Shape packed = part;
+  packed.insert(packed.begin(), 3);
+  OpCase c;
+  c.name = "packed " + plain.name;
+  c.inputs = {{packed}};
+  c.run = [causal](const TV& in) {
+    return TV{tp::scaled_dot_product_attention_packed(in[0], causal)};
+  };
+  c.reference = [reference = plain.reference, n](const VV& x) {
+    VV parts;
+    for (size_t i = 0; i < 3; ++i)
+      parts.emplace_back(x[0].begin() + i * n, x[0].begin() + (i + 1) * n);
+    return reference(parts);
+  };
+  c.out_shapes = plain.out_shapes;
+  c.activations = 1;
+  return c;
+}
+
 Values ref_permute(const Values& x, const Shape& s, const std::vector<int64_t>& perm) {
   Shape out(s.size());
   for (size_t d = 0; d < s.size(); ++d) out[d] = s[perm[d]];
@@ -460,6 +484,9 @@ std::vector<OpCase> op_table() {
   // Probabilities larger than q, k and v together: the backward recomputes them.
   t.push_back(attention_case({1, 2, 12, 2}, {1, 2, 12, 2}, {1, 2, 12, 2}, true));
   t.push_back(attention_case({2, 7, 2}, {2, 9, 2}, {2, 9, 1}, false));
+  t.push_back(packed_attention_case({2, 2, 5, 4}, true));
+  t.push_back(packed_attention_case({1, 3, 4, 2}, false));
+  t.push_back(packed_attention_case({1, 2, 12, 2}, true));  // probabilities recomputed
   // -- layout and pieces
   t.push_back(permute_case({2, 3, 4}, {2, 0, 1}));
   t.push_back(permute_case({2, 3, 4, 5}, {0, 2, 1, 3}));
