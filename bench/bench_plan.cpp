@@ -210,6 +210,19 @@ void print_two_process(const pp::PlanChoice& c, const std::string& channel, doub
   std::fflush(stdout);
 }
 
+// What the two-process predictions rest on besides the segments: the channel and the runtime's
+// calibrated time per action.
+void print_costs(const pp::Profile& profile, const pp::PlanRequest& request) {
+  const pp::ChannelProfile channel = pp::plan_channel(profile, request);
+  std::printf(
+      "{\"model\": \"mlp, 2 processes\", \"channel\": \"%s\", \"latency_s\": %.3g, "
+      "\"bandwidth_bytes_per_s\": %.3g, \"in_process_latency_s\": %.3g, "
+      "\"action_overhead_s\": %.3g}\n",
+      channel.kind.c_str(), channel.latency, channel.bandwidth,
+      profile.channel("in_process").latency, profile.action_overhead);
+  std::fflush(stdout);
+}
+
 // The MLP in two processes (tp-launch, this executable's worker mode: even cut, the schedule's
 // default stages per rank, each process's SGD step included) under 1F1B and ZBV at 4 and 8
 // microbatches, predicted over the channel the planner picks for processes of one host.
@@ -217,6 +230,7 @@ void run_two_processes(const std::string& tp_launch, int steps, int warmup, Figu
   Model m = mlp();
   const pp::Profile profile = profile_of(m);
   const pp::PlanRequest request{.world = 2, .batch = m.batch, .one_process = false};
+  print_costs(profile, request);
   bench::MlpJob job;
   job.steps = steps;
   job.warmup = warmup;
