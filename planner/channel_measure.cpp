@@ -23,7 +23,7 @@ using transport::UcxChannel;
 // Ranks 0 and 1 of a world of two in this process, connected over loopback.
 struct ChannelPair {
   UcxChannel rank0, rank1;
-  ChannelPair(const UcxChannelSpec& spec)
+  explicit ChannelPair(const UcxChannelSpec& spec)
       : rank0(0, 2, {.transports = spec.transports}), rank1(1, 2, {.transports = spec.transports}) {
     const std::vector<std::vector<uint8_t>> addresses{rank0.address(), rank1.address()};
     const std::vector<bool> same_host(2, spec.same_host);
