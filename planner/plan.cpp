@@ -103,6 +103,7 @@ class Search {
     for (sc::ScheduleKind kind : kinds)
       for (int spr : stage_counts(kind)) for_stages(kind, spr);
     rank_all();
+    result_.channel = context_.channel.kind;
     result_.seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return std::move(result_);

@@ -22,7 +22,8 @@ struct PlanRequest {
   /// Stages per rank tried by the multi-stage schedules (single-stage ones use 1, V ones 2).
   std::vector<int> stages_per_rank = {2, 3, 4};
   int max_microbatches = 64;  ///< microbatch counts above it are not tried
-  std::string channel;        ///< the profile's channel between ranks; empty: its first
+  /// The profile's channel between ranks; empty: the one plan_channel() picks for the request.
+  std::string channel;
   int cores = 0;              ///< cores of a host; 0: the profile's
   int ranks_per_host = 0;     ///< 0: every rank on one host (the embedded runtime)
   bool try_recompute = true;  ///< also try recomputation (everywhere, and where memory needs it)
@@ -64,11 +65,20 @@ struct PlanChoice {
 /// Every configuration evaluated: feasible ones by predicted step time, then the others.
 struct PlanResult {
   std::vector<PlanChoice> ranked;
-  size_t configs = 0;  ///< configurations simulated
-  double seconds = 0;  ///< time the search took
+  std::string channel;  ///< the profile's channel the transfers were timed with
+  size_t configs = 0;   ///< configurations simulated
+  double seconds = 0;   ///< time the search took
   /// The fastest feasible configuration; throws std::runtime_error (with the reasons) when none.
   const PlanChoice& best() const;
 };
+
+/// The profile's channel that plan(), predict() and simulate_choice() time transfers with:
+/// request.channel when named (std::invalid_argument listing the profile's channels when it lacks
+/// it). Else, for ranks of one process (one_process), "in_process"; for ranks in separate
+/// processes, "ucx_shm" when they share a host (ranks_per_host 0 or at least world) and "ucx_tcp"
+/// when they do not, each falling back to the other. A profile without the wanted channels (one
+/// measured before the UCX channels were) gives its first; one without channels, a free channel.
+ChannelProfile plan_channel(const Profile& profile, const PlanRequest& request);
 
 /// Searches the space of `request` on `profile`. Throws std::invalid_argument for a bad request
 /// (world < 1, batch < 1, a channel the profile lacks).

@@ -46,10 +46,7 @@ PlanContext make_context(const Profile& profile, const PlanRequest& request) {
   PlanContext c;
   c.batch = request.batch;
   c.memory_cap = request.memory_cap;
-  if (!request.channel.empty())
-    c.channel = profile.channel(request.channel);
-  else if (!profile.channels.empty())
-    c.channel = profile.channels.front();
+  c.channel = plan_channel(profile, request);
   c.cores = request.cores > 0 ? request.cores : std::max(1, profile.cores);
   c.ranks_per_host = request.ranks_per_host > 0 ? request.ranks_per_host : request.world;
   c.one_process = request.one_process;
@@ -188,3 +185,24 @@ std::string why_slower(const PlanChoice& c, const PlanChoice& best) {
 }
 
 }  // namespace tensorplay::pipelining::detail
+
+namespace tensorplay::pipelining {
+
+ChannelProfile plan_channel(const Profile& profile, const PlanRequest& request) {
+  if (!request.channel.empty()) return profile.channel(request.channel);
+  auto find = [&](const std::string& kind) -> const ChannelProfile* {
+    for (const ChannelProfile& c : profile.channels)
+      if (c.kind == kind) return &c;
+    return nullptr;
+  };
+  const bool one_host = request.ranks_per_host <= 0 || request.ranks_per_host >= request.world;
+  std::vector<std::string> wanted = {"in_process"};
+  if (!request.one_process)
+    wanted = one_host ? std::vector<std::string>{"ucx_shm", "ucx_tcp"}
+                      : std::vector<std::string>{"ucx_tcp", "ucx_shm"};
+  for (const std::string& kind : wanted)
+    if (const ChannelProfile* c = find(kind)) return *c;
+  return profile.channels.empty() ? ChannelProfile{} : profile.channels.front();
+}
+
+}  // namespace tensorplay::pipelining

@@ -30,7 +30,9 @@ std::string family(const std::string& why) {
 
 std::string format_plan_report(const PlanResult& result, int top) {
   std::ostringstream out;
-  out << result.configs << " configurations simulated in " << result.seconds << " s\n";
+  out << result.configs << " configurations simulated in " << result.seconds << " s";
+  if (!result.channel.empty()) out << ", transfers over the " << result.channel << " channel";
+  out << "\n";
   int shown = 0;
   for (const PlanChoice& c : result.ranked) {
     if (!c.feasible || shown >= top) break;

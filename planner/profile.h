@@ -51,8 +51,10 @@ struct Profile {
   /// Where the activation bytes come from ("host allocator: bytes live after each forward").
   std::string activation_bytes_source;
   std::vector<SegmentProfile> segments;  ///< in model order
-  std::vector<ChannelProfile> channels;  ///< the first is the planner's default
-  std::vector<ThreadScaling> threads;    ///< empty: compute does not scale with threads
+  /// The in-process channel first, then those measured between processes ("ucx_shm",
+  /// "ucx_tcp"); plan_channel() picks one for a plan.
+  std::vector<ChannelProfile> channels;
+  std::vector<ThreadScaling> threads;  ///< empty: compute does not scale with threads
   /// Seconds the runtime adds to each compute action (its messages and scheduling), found by
   /// calibrate_profile against a real run; 0 when not calibrated. Optional in JSON.
   double action_overhead = 0;

@@ -234,6 +234,8 @@ Profile profile(nn::Module& model, const std::vector<Tensor>& example_microbatch
     }
   }).join();
   p.channels.push_back(in_process_channel());
+  for (ChannelProfile& c : measure_ucx_channels(o.ucx_channels, o.ping_pong))
+    p.channels.push_back(std::move(c));
   if (o.thread_counts.size() > 1)
     p.threads = thread_scaling(stages, pipe.flatten_inputs(example_microbatch, {}), o);
   return p;

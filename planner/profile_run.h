@@ -1,5 +1,5 @@
 // pp::profile: measures a model on this machine, segment by segment between its split
-// candidates (times, bytes, the cuts' traffic, the in-process channel, thread scaling).
+// candidates (times, bytes, the cuts' traffic, the channels between ranks, thread scaling).
 #pragma once
 
 #include <functional>
@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "planner/channel_measure.h"
 #include "planner/profile.h"
 #include "stages/pipeline_stage.h"
 #include "tensors/device.h"
@@ -31,6 +32,11 @@ struct ProfileOptions {
   /// The optimizer whose step each segment times (its learning rate should be 0: the timing
   /// steps must not change the model); null: AdamW with learning rate 0.
   std::function<std::unique_ptr<optim::Optimizer>(std::vector<Tensor>)> optimizer;
+  /// The UCX channels measured after the in-process one (the channels of ranks in separate
+  /// processes); one this host cannot run is left out with a line on standard error. Empty: the
+  /// in-process channel only.
+  std::vector<UcxChannelSpec> ucx_channels = default_ucx_channels();
+  PingPongOptions ping_pong;  ///< how each UCX channel is measured
 };
 
 /// Measures `model` on `example_microbatch` (one microbatch of the model's positional inputs):
@@ -39,7 +45,9 @@ struct ProfileOptions {
 /// model's speedup with more, which the planner applies). Each action's fixed overhead comes from
 /// a forward of one sample against one of the whole microbatch. Activation
 /// bytes are the host allocator's bytes still allocated after a segment's forward (its stash and
-/// outputs), with and without full recomputation; on a CUDA device they are left 0. Throws what
+/// outputs), with and without full recomputation; on a CUDA device they are left 0. The channels
+/// are the in-process one (first: the planner's default for ranks of one process), then each of
+/// `ucx_channels` measured (measure_ucx_channels). Throws what
 /// pipeline() throws for a candidate the model lacks.
 Profile profile(nn::Module& model, const std::vector<Tensor>& example_microbatch,
                 const ProfileOptions& options);

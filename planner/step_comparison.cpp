@@ -70,7 +70,8 @@ double ComparedFigure::error() const {
   return predicted == 0 ? 0.0 : std::numeric_limits<double>::infinity();
 }
 
-sc::SimulationResult predict_plan_step(const Profile& profile, const Plan& plan) {
+sc::SimulationResult predict_plan_step(const Profile& profile, const Plan& plan,
+                                       bool separate_processes) {
   const std::vector<std::string> names = profile.segment_names();
   PlanChoice c;
   c.schedule = plan.schedule;
@@ -92,6 +93,7 @@ sc::SimulationResult predict_plan_step(const Profile& profile, const Plan& plan)
   PlanRequest request;
   request.world = plan.ranks;
   request.batch = plan.batch;
+  request.one_process = !separate_processes;
   return simulate_choice(profile, request, c);
 }
 

@@ -51,9 +51,12 @@ struct StepComparison {
 
 /// The simulator's step for `plan` on `profile` (simulate_choice): the plan's schedule, cut (its
 /// split names looked up among the profile's segments), microbatches, recomputation and threads,
-/// on the profile's first channel, every rank on one host. Times in seconds, the pipeline only.
-/// Throws std::invalid_argument naming a split the profile lacks.
-schedules::SimulationResult predict_plan_step(const Profile& profile, const Plan& plan);
+/// every rank on one host. Transfers take the channel plan_channel() picks: between ranks in
+/// processes of their own (`separate_processes`, a tp-launch run) the UCX one, else the in-process
+/// one. Times in seconds, the pipeline only. Throws std::invalid_argument naming a split the
+/// profile lacks.
+schedules::SimulationResult predict_plan_step(const Profile& profile, const Plan& plan,
+                                              bool separate_processes = false);
 
 /// Sets `measured` (times in units of `measured_seconds_per_unit`: 1e-6 for a message log's
 /// microseconds) beside `predicted` (seconds). `measured_peak_bytes`: per rank, empty when the

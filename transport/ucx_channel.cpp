@@ -52,13 +52,18 @@ void UcxChannel::Impl::close_live_channels() {
     if (channel->owner_pid_ == getpid()) channel->close();  // not a forked child's copies
 }
 
-UcxChannel::Impl::Impl(int rank, int world_size)
+UcxChannel::Impl::Impl(int rank, int world_size, const std::string& transports)
     : rank_(rank), world_size_(world_size), peers_(world_size), peer_args_(world_size) {
   for (int r = 0; r < world_size; ++r) peer_args_[r] = {this, r};
   endpoints_.assign(world_size, nullptr);
 
   ucp_config_t* config = nullptr;
   check(ucp_config_read(nullptr, nullptr, &config), "reading the UCX configuration");
+  if (!transports.empty()) {
+    const ucs_status_t tls = ucp_config_modify(config, "TLS", transports.c_str());
+    if (tls != UCS_OK) ucp_config_release(config);
+    check(tls, "selecting the transports '" + transports + "'");
+  }
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED |
                       UCP_PARAM_FIELD_ESTIMATED_NUM_EPS;
@@ -67,7 +72,9 @@ UcxChannel::Impl::Impl(int rank, int world_size)
   params.estimated_num_eps = static_cast<size_t>(world_size);
   ucs_status_t status = ucp_init(&params, config, &context_);
   ucp_config_release(config);
-  check(status, "ucp_init");
+  check(status, transports.empty() ? std::string("ucp_init")
+                                   : "ucp_init with the UCX transports '" + transports +
+                                         "' (ucx_info -d lists this host's)");
   try {
     create_worker();
   } catch (...) {
@@ -359,11 +366,11 @@ void UcxChannel::Impl::set_message_handler(uint32_t stream, MessageHandler handl
 
 // -- UcxChannel -----------------------------------------------------------------------------------
 
-UcxChannel::UcxChannel(int rank, int world_size) {
+UcxChannel::UcxChannel(int rank, int world_size, UcxChannelOptions options) {
   if (world_size < 1 || rank < 0 || rank >= world_size)
     throw TransferError("ucx channel: rank " + std::to_string(rank) + " is not one of " +
                         std::to_string(world_size) + " ranks");
-  impl_ = std::make_unique<Impl>(rank, world_size);
+  impl_ = std::make_unique<Impl>(rank, world_size, options.transports);
 }
 
 UcxChannel::~UcxChannel() = default;

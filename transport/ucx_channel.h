@@ -11,6 +11,14 @@
 
 namespace tensorplay::transport {
 
+/// How a UcxChannel is made.
+struct UcxChannelOptions {
+  /// The UCX transports this channel may use, spelled as UCX_TLS spells them ("shm", "tcp",
+  /// "posix,cma"); it overrides UCX_TLS for this channel only. Empty: UCX's own choice (UCX_TLS
+  /// when set, else every transport).
+  std::string transports;
+};
+
 /// Moves tensors between the ranks of a process group with UCX tag messages. Device tensors are
 /// staged through host memory. A progress thread drives UCX: after any activity it polls for a
 /// few tens of microseconds (yielding the core between polls), then sleeps on the worker's event
@@ -26,7 +34,8 @@ class UcxChannel final : public Channel {
   // -- construction -------------------------------------------------------------------------------
 
   /// A UCX context and worker for `rank` of `world_size` ranks; starts the progress thread.
-  UcxChannel(int rank, int world_size);
+  /// Throws TransferError when UCX cannot start with `options.transports` (one this host lacks).
+  UcxChannel(int rank, int world_size, UcxChannelOptions options = {});
   /// Fails pending receives (their callbacks get errors), gives sends in flight a bounded time to
   /// leave, closes the endpoints and stops the progress thread.
   ~UcxChannel() override;

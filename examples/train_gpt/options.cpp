@@ -105,7 +105,8 @@ Options parse_options(int argc, char** argv) {
         }
       });
   app.add_option("--plan", o.plan,
-                 "a plan file from tp-plan, or auto (profile and plan in this process): sets "
+                 "a plan file from tp-plan, or auto (profile and plan here; under tp-launch rank "
+                 "0 does, for ranks in separate processes, and every rank runs its plan): sets "
                  "the schedule, cut, stages, microbatches, recomputation and threads");
   app.add_option("--memory-cap", o.memory_cap,
                  "--plan auto: bytes each rank may hold (0: no cap); configurations over it lose")

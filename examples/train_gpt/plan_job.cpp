@@ -3,7 +3,10 @@
 
 #include <cstdio>
 #include <stdexcept>
+#include <string_view>
 
+#include "actors/launch_env.h"
+#include "actors/process_group.h"
 #include "planner/calibrate.h"
 #include "planner/plan.h"
 #include "planner/plan_report.h"
@@ -13,24 +16,50 @@
 
 namespace tp = tensorplay;
 namespace pp = tensorplay::pipelining;
+namespace dist = tensorplay::distributed;
 
 namespace train_gpt {
 namespace {
 
 constexpr int kEmbeddedRanks = 2;  // --plan auto in one process plans for two stage actors
+constexpr std::string_view kFailed = "failed: ";  // rank 0's answer when it could not plan
 
-pp::Plan auto_plan(const Options& o, int64_t vocab, int world) {
-  if (world > 1)
-    throw std::invalid_argument(
-        "--plan auto profiles and plans in one process; across processes every rank must run "
-        "the same plan: run train_gpt --profile-out profile.json once, then tp-plan --profile "
-        "profile.json --world N --batch B, and pass --plan plan.json to every rank");
+// Profiles here and plans `request`, printing the best few.
+pp::Plan plan_here(const Options& o, int64_t vocab, const pp::PlanRequest& request) {
   const pp::Profile profile = profile_gpt(o, vocab);
-  pp::PlanRequest request{
-      .world = kEmbeddedRanks, .memory_cap = o.memory_cap, .batch = o.batch / o.dp};
   const pp::PlanResult result = pp::plan(profile, request);
   std::printf("plan auto:\n%s", pp::format_plan_report(result, 3).c_str());
   return pp::make_plan(profile, result.best(), request.batch);
+}
+
+// Under tp-launch: rank 0 profiles its host and plans for ranks in processes of their own (their
+// transfers over the profile's UCX channel, the cores shared by the host's ranks); every rank
+// takes rank 0's plan, so all run the same one. Rank 0's failure reaches every rank.
+pp::Plan shared_auto_plan(const Options& o, int64_t vocab, int world) {
+  const dist::ProcessGroup group = dist::world_group();
+  std::string mine;
+  if (group.rank() == 0) {
+    const pp::PlanRequest request{.world = world / o.dp,
+                                  .memory_cap = o.memory_cap,
+                                  .batch = o.batch / o.dp,
+                                  .ranks_per_host = dist::read_launch_env().local_world_size,
+                                  .one_process = false};
+    try {
+      mine = pp::plan_to_json(plan_here(o, vocab, request));
+    } catch (const std::exception& e) {
+      mine = std::string(kFailed) + e.what();
+    }
+  }
+  const std::string text = group.all_gather_bytes(mine).at(0);
+  if (text.starts_with(kFailed))
+    throw std::runtime_error("--plan auto: rank 0 could not plan: " + text.substr(kFailed.size()));
+  return pp::plan_from_json(text);
+}
+
+pp::Plan auto_plan(const Options& o, int64_t vocab, int world) {
+  if (world > 1) return shared_auto_plan(o, vocab, world);
+  return plan_here(o, vocab,
+                   {.world = kEmbeddedRanks, .memory_cap = o.memory_cap, .batch = o.batch / o.dp});
 }
 
 }  // namespace

@@ -19,10 +19,12 @@ std::vector<std::string> split_candidates(const Options& o);
 /// Profiles the GPT of `o` (vocabulary `vocab`) on one microbatch of the configured size.
 tensorplay::pipelining::Profile profile_gpt(const Options& o, int64_t vocab);
 
-/// The plan --plan names: "auto" profiles and plans here (one process only: ranks 2 in the
-/// embedded runtime), else the file is loaded. The plan is checked against the model and the job
-/// (a mismatch is std::invalid_argument naming it), and `o`'s schedule, stages, microbatches and
-/// BLAS threads are set from it. Empty when --plan is not given.
+/// The plan --plan names: "auto" profiles and plans here (in one process: 2 ranks of the embedded
+/// runtime, transfers over the in-process channel; under tp-launch, `world` must be the job's:
+/// rank 0 profiles and plans for world / dp ranks in processes of their own, transfers over the
+/// profile's UCX channel, and every rank runs that plan), else the file is loaded. The plan is
+/// checked against the model and the job (a mismatch is std::invalid_argument naming it), and `o`'s
+/// schedule, stages, microbatches and BLAS threads are set from it. Empty when --plan is not given.
 std::optional<tensorplay::pipelining::Plan> resolve_plan(Options& o, int64_t vocab, int world);
 
 }  // namespace train_gpt

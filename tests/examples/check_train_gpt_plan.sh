@@ -47,6 +47,8 @@ grep -q '"pid":1' "$scratch/both.json" && grep -q '"name":"predicted"' "$scratch
 text=$("$tp_trace" "$scratch/logs" --step 3 "${predicted[@]}") || fail "tp-trace --plan (text) failed"
 grep -qE "^  rank 1: step $number / $number us \([-+]$number%\), busy" <<<"$text" ||
   fail "tp-trace --plan: no per-rank comparison: $text"
+grep -q "transfers predicted over the profile's in_process channel (ranks in one process)" \
+  <<<"$text" || fail "tp-trace --plan: an embedded run not predicted over in_process: $text"
 # The evaluation step ran forwards only: not the plan's step, and tp-trace says so.
 if "$tp_trace" "$scratch/logs" --step 4 "${predicted[@]}" > /dev/null 2> "$scratch/trace.err"; then
   fail "tp-trace compared an evaluation step with a training step"
@@ -62,6 +64,8 @@ grep -q -- "--plan and --profile go together" "$scratch/trace.err" ||
 "$train_gpt" "${small[@]}" --plan auto > "$scratch/auto.out" 2>&1 ||
   { cat "$scratch/auto.out"; fail "--plan auto failed"; }
 grep -q "^plan auto:" "$scratch/auto.out" || fail "--plan auto printed no plan"
+grep -q "transfers over the in_process channel" "$scratch/auto.out" ||
+  fail "--plan auto in one process did not plan over in_process"
 
 sed 's/"blocks\./"layers./g' "$scratch/plan.json" > "$scratch/other.json"
 if "$train_gpt" "${small[@]}" --plan "$scratch/other.json" > "$scratch/other.out" 2>&1; then

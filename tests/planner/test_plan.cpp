@@ -272,3 +272,52 @@ TEST_CASE("a cap between two candidates' peaks excludes the larger", "[planner][
   CHECK(saw_gpipe);
   CHECK(saw_one_f_one_b);
 }
+
+TEST_CASE("a multi-process plan times transfers with the ucx channel, one process with its own",
+          "[planner][plan]") {
+  // 1F1B on 2 ranks of one segment each (F 1, B 2 per sample), batch 4. A hop costs T. By hand:
+  // at 4 microbatches (F 1, B 2) the step is 15 + 4T, at 2 (F 2, B 4) it is 18 + 2T. Free
+  // in-process hand-overs: 4 microbatches win (15); ucx_shm's T = 2: 2 microbatches (22 < 23);
+  // ucx_tcp's T = 4 between hosts: 2 microbatches (26 < 31).
+  pp::Profile profile = planner_test::synthetic({1, 1});
+  profile.channels.push_back({"ucx_shm", 2.0, 0.0});
+  profile.channels.push_back({"ucx_tcp", 4.0, 0.0});
+  pp::PlanRequest request{.world = 2, .batch = 4};
+  request.schedules = {sc::ScheduleKind::OneFOneB};
+  const pp::PlanResult one_process = pp::plan(profile, request);
+  CHECK(one_process.channel == "in_process");
+  CHECK(one_process.best().microbatches == 4);
+  CHECK(one_process.best().step_seconds == Approx(15));
+  request.one_process = false;
+  const pp::PlanResult processes = pp::plan(profile, request);
+  CHECK(processes.channel == "ucx_shm");
+  CHECK(processes.best().microbatches == 2);
+  CHECK(processes.best().step_seconds == Approx(22));
+  pp::PlanChoice four = processes.best();
+  four.microbatches = 4;
+  CHECK(pp::predict(profile, request, four).step_seconds == Approx(23));
+  request.ranks_per_host = 1;  // a rank per host: TCP between them
+  const pp::PlanResult hosts = pp::plan(profile, request);
+  CHECK(hosts.channel == "ucx_tcp");
+  CHECK(hosts.best().microbatches == 2);
+  CHECK(hosts.best().step_seconds == Approx(26));
+  CHECK(pp::predict(profile, request, four).step_seconds == Approx(31));
+  request.channel = "in_process";  // named: it wins over the default
+  CHECK(pp::plan(profile, request).best().step_seconds == Approx(15));
+}
+
+TEST_CASE("plan_channel falls back to what the profile has", "[planner][plan]") {
+  pp::Profile profile = planner_test::synthetic({1, 1});  // in_process only, as before UCX
+  pp::PlanRequest request{.world = 2, .batch = 4, .one_process = false};
+  CHECK(pp::plan_channel(profile, request).kind == "in_process");
+  profile.channels.push_back({"ucx_tcp", 4.0, 1e9});
+  CHECK(pp::plan_channel(profile, request).kind == "ucx_tcp");  // no shared memory measured
+  request.one_process = true;
+  CHECK(pp::plan_channel(profile, request).kind == "in_process");
+  request.channel = "ucx_shm";
+  CHECK_THROWS_WITH(pp::plan_channel(profile, request),
+                    Catch::Contains("no channel 'ucx_shm'") && Catch::Contains("ucx_tcp"));
+  profile.channels.clear();
+  request.channel.clear();
+  CHECK(pp::plan_channel(profile, request).latency == 0);
+}

@@ -12,7 +12,8 @@ TEST_CASE("the report ranks the best and counts the others by reason", "[planner
   pp::PlanRequest request{.world = 2, .memory_cap = 50, .batch = 4};
   request.schedules = {sc::ScheduleKind::GPipe, sc::ScheduleKind::OneFOneB};
   const std::string report = pp::format_plan_report(pp::plan(profile, request), 2);
-  CHECK_THAT(report, Catch::Contains("configurations simulated in"));
+  CHECK_THAT(report, Catch::Contains("configurations simulated in") &&
+                         Catch::Contains("transfers over the in_process channel"));
   CHECK_THAT(report, Catch::Contains("  1. 1F1B, 2 ranks x 1 stage, 4 microbatches, cut balanced, "
                                      "recompute none, 1 thread: step 30 s, bubble 20.0%"));
   CHECK_THAT(report, Catch::Contains("  2. "));

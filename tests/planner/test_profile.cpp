@@ -16,6 +16,7 @@ TEST_CASE("a profile survives the JSON round trip and a file", "[planner][profil
   p.segments[0].output_bytes = 512;
   p.segments[2].overhead = 0.0625;
   p.segments[1].optimizer_seconds = 0.25;
+  p.channels.push_back({"ucx_shm", 6e-6, 6.5e9});
   p.channels.push_back({"ucx_tcp", 2e-5, 1.25e9});
   p.threads = {{1, 1.0}, {2, 1.9}};
   p.cores = 8;
@@ -28,6 +29,10 @@ TEST_CASE("a profile survives the JSON round trip and a file", "[planner][profil
   CHECK(back.segments[1].optimizer_bytes == 8192);
   CHECK(back.segments[2].overhead == 0.0625);
   CHECK(back.segments[1].optimizer_seconds == 0.25);
+  REQUIRE(back.channels.size() == 3);
+  CHECK(back.channels[0].kind == "in_process");  // in order: the first is the default
+  CHECK(back.channel("ucx_shm").latency == 6e-6);
+  CHECK(back.channel("ucx_shm").bandwidth == 6.5e9);
   CHECK(back.channel("ucx_tcp").bandwidth == 1.25e9);
   CHECK(back.threads.at(1).speedup == 1.9);
   CHECK(back.action_overhead == 1.5e-5);

@@ -1,5 +1,6 @@
 // Tests for planner/profile_run.h: profiling a small GPT cut at its blocks.
 #include <catch2/catch.hpp>
+#include <chrono>
 
 #include "planner/profile_run.h"
 #include "tensors/nn/gpt.h"
@@ -19,6 +20,7 @@ pp::ProfileOptions gpt_options(int64_t vocab) {
     return tp::cross_entropy(logits.reshape({-1, vocab}), targets.reshape({-1}));
   };
   o.target = tp::zeros({2, 8});
+  o.ucx_channels = {};  // the in-process channel only, but where a test asks for UCX
   return o;
 }
 
@@ -53,6 +55,30 @@ TEST_CASE("profile measures every segment of a GPT between its blocks", "[planne
   CHECK(p.channels[0].kind == "in_process");
   CHECK(p.channels[0].latency > 0);
   CHECK_NOTHROW(p.check());
+}
+
+TEST_CASE("profile measures the ucx channels after the in-process one and saves them",
+          "[planner][profile][ucx]") {
+  using namespace std::chrono_literals;
+  tp::manual_seed(0);
+  tp::nn::GPT model(tp::nn::GPTConfig{
+      .vocab_size = 5, .context_length = 4, .n_layer = 1, .n_head = 1, .width = 4});
+  pp::ProfileOptions o = gpt_options(5);
+  o.candidates = {"blocks.0"};
+  o.target = tp::zeros({1, 4});
+  o.ucx_channels = {{.kind = "ucx_bogus", .transports = "no_such_transport"},
+                    {.kind = "ucx_tcp", .transports = "tcp", .same_host = false}};
+  o.ping_pong = {.large_bytes = 1u << 20, .rounds = 3, .pause = 100us};
+  const pp::Profile p = pp::profile(*model.ptr(), {tp::zeros({1, 4})}, o);
+  REQUIRE(p.channels.size() == 2);  // the bogus one left out, not an error
+  CHECK(p.channels[0].kind == "in_process");
+  CHECK(p.channels[1].kind == "ucx_tcp");
+  CHECK(p.channels[1].latency > 0);
+  CHECK(p.channels[1].bandwidth > 0);
+  const pp::Profile back = pp::profile_from_json(pp::profile_to_json(p));
+  REQUIRE(back.channels.size() == 2);
+  CHECK(back.channel("ucx_tcp").latency == p.channels[1].latency);
+  CHECK(back.channel("ucx_tcp").bandwidth == p.channels[1].bandwidth);
 }
 
 TEST_CASE("profile refuses what it cannot measure", "[planner][profile]") {

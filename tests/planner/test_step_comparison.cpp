@@ -51,6 +51,16 @@ TEST_CASE("a plan's predicted step is the simulator's for its configuration",
                     Catch::Contains("cuts at 'layers.2'") && Catch::Contains("no segment"));
 }
 
+TEST_CASE("a plan run in separate processes is predicted over the ucx channel",
+          "[planner][step_comparison]") {
+  // The same 1F1B step with a hop of 1 s: four hops lie on its critical path, 30 + 4.
+  pp::Profile profile = planner_test::synthetic({1, 1, 1, 1}, 10, 2);
+  profile.channels.push_back({"ucx_shm", 1.0, 0.0});
+  const pp::Plan plan = one_f_one_b_plan(profile);
+  CHECK(pp::predict_plan_step(profile, plan).makespan == Approx(30));
+  CHECK(pp::predict_plan_step(profile, plan, /*separate_processes=*/true).makespan == Approx(34));
+}
+
 TEST_CASE("compare_step gives each rank's and each kind's figures and errors",
           "[planner][step_comparison]") {
   const pp::Profile profile = planner_test::synthetic({1, 1, 1, 1}, 10, 2);

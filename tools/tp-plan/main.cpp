@@ -34,7 +34,9 @@ int main(int argc, char** argv) {
   app.add_option("--schedules", schedules, "comma-separated schedules to try (default: all)");
   app.add_option("--max-microbatches", request.max_microbatches, "most microbatches to try")
       ->check(CLI::PositiveNumber);
-  app.add_option("--channel", request.channel, "the profile's channel between ranks");
+  app.add_option("--channel", request.channel,
+                 "the profile's channel between ranks (default: in_process; with --processes "
+                 "ucx_shm, or ucx_tcp when --ranks-per-host puts ranks on several hosts)");
   app.add_option("--cores", request.cores, "cores of a host (default: the profile's)");
   app.add_option("--ranks-per-host", request.ranks_per_host, "default: the whole world");
   app.add_flag("--processes", processes,

@@ -33,6 +33,7 @@
 
 #include "actors/memory_track.h"
 #include "actors/trace_log.h"
+#include "planner/plan.h"
 #include "planner/plan_file.h"
 #include "planner/profile.h"
 #include "planner/step_comparison.h"
@@ -175,10 +176,19 @@ void check_intervals(const ts::SimulationResult& result, uint64_t step,
 struct Prediction {
   ts::SimulationResult step;  // seconds
   pp::StepComparison comparison;
+  std::string channel;  // the profile's channel the transfers were timed with
 };
 
 void report(const Options& opt, const ts::SimulationResult& result, uint64_t step,
-            size_t steps_logged);
+            size_t steps_logged, bool processes);
+
+// Whether the ranks ran in processes of their own: their events came from files of their own
+// (tp-launch --log-dir), not all from one process's log.
+bool separate_processes(const std::map<int, std::string>& file_of_rank) {
+  for (const auto& [rank, file] : file_of_rank)
+    if (file != file_of_rank.begin()->second) return true;
+  return false;
+}
 
 int run(const Options& opt) {
   if (opt.step < -1)
@@ -220,19 +230,26 @@ int run(const Options& opt) {
   ts::SimulationResult result = pp::step_timeline(events, step);
   check_intervals(result, step, file_of_rank);
   result.memory_track = pp::memory_track(events, step);  // drawn as a line and a counter
-  report(opt, result, step, steps.size());
+  report(opt, result, step, steps.size(), separate_processes(file_of_rank));
   return 0;
 }
 
-// The simulator's step for --plan on --profile, beside `measured`; nullopt without --plan.
-std::optional<Prediction> predict(const Options& opt, const ts::SimulationResult& measured) {
+// The simulator's step for --plan on --profile, beside `measured`; nullopt without --plan. Ranks
+// in processes of their own are predicted over the profile's UCX channel (plan_channel).
+std::optional<Prediction> predict(const Options& opt, const ts::SimulationResult& measured,
+                                  bool processes) {
   if (opt.plan.empty() != opt.profile.empty())
     throw std::invalid_argument(
         "--plan and --profile go together: the plan names the configuration, the profile its "
         "costs (give both, or neither)");
   if (opt.plan.empty()) return std::nullopt;
   Prediction p;
-  p.step = pp::predict_plan_step(pp::load_profile(opt.profile), pp::load_plan(opt.plan));
+  const pp::Profile profile = pp::load_profile(opt.profile);
+  const pp::Plan plan = pp::load_plan(opt.plan);
+  p.step = pp::predict_plan_step(profile, plan, processes);
+  p.channel = pp::plan_channel(
+                  profile, {.world = plan.ranks, .batch = plan.batch, .one_process = !processes})
+                  .kind;
   std::vector<double> bytes;
   if (!measured.memory_track.empty())
     bytes = pp::most_held(measured.memory_track, static_cast<int>(measured.busy.size()));
@@ -241,8 +258,8 @@ std::optional<Prediction> predict(const Options& opt, const ts::SimulationResult
 }
 
 void report(const Options& opt, const ts::SimulationResult& result, uint64_t step,
-            size_t steps_logged) {
-  const std::optional<Prediction> predicted = predict(opt, result);
+            size_t steps_logged, bool processes) {
+  const std::optional<Prediction> predicted = predict(opt, result, processes);
   const std::string title = "step " + std::to_string(step) + " (us)";
   // Times are microseconds: one cost-model unit per microsecond in the trace.
   if (predicted)
@@ -264,7 +281,10 @@ void report(const Options& opt, const ts::SimulationResult& result, uint64_t ste
     j["peak_activations"] = result.peak_activations;
     if (!result.memory_track.empty())
       j["bytes_held_max"] = pp::most_held(result.memory_track, static_cast<int>(ranks));
-    if (predicted) j["predicted"] = tensorplay::tools::comparison_json(predicted->comparison);
+    if (predicted) {
+      j["predicted"] = tensorplay::tools::comparison_json(predicted->comparison);
+      j["predicted"]["channel"] = predicted->channel;
+    }
     std::cout << j.dump() << "\n";
     return;
   }
@@ -273,7 +293,10 @@ void report(const Options& opt, const ts::SimulationResult& result, uint64_t ste
             << "  makespan " << result.makespan << " us, bubble " << result.bubble_fraction * 100
             << "%\n";
   std::cout << ts::format_rank_figures(result, " us");
-  if (predicted) std::cout << pp::format_step_comparison(predicted->comparison);
+  if (!predicted) return;
+  std::cout << pp::format_step_comparison(predicted->comparison);
+  std::cout << "  transfers predicted over the profile's " << predicted->channel << " channel ("
+            << (processes ? "ranks in processes of their own" : "ranks in one process") << ")\n";
 }
 
 }  // namespace

@@ -83,7 +83,8 @@ struct ReceiveKeyHash {
 
 class UcxChannel::Impl {
  public:
-  Impl(int rank, int world_size);
+  /// `transports`: UCX_TLS for this channel's context (empty: UCX's own choice).
+  Impl(int rank, int world_size, const std::string& transports);
   ~Impl();
 
   /// Stops the progress thread and destroys the worker and context; idempotent. Called, with the
