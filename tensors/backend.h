@@ -54,6 +54,14 @@ class Backend {
                             const float* b, int64_t ldb, int64_t stride_b, float beta, float* c,
                             int64_t ldc, int64_t stride_c) const = 0;
 
+  /// A linear layer's forward with its bias, y[rows, out] = x[rows, in] w[out, in]^T + bias[out],
+  /// in one kernel. Returns false (computing nothing) where the device has none; the caller then
+  /// adds the bias itself.
+  virtual bool linear_bias(int64_t /*rows*/, int64_t /*out*/, int64_t /*in*/, const float* /*x*/,
+                           const float* /*w*/, const float* /*bias*/, float* /*y*/) const {
+    return false;
+  }
+
   // -- elementwise -------------------------------------------------------------------------------
 
   /// out[i] = a[ia] op b[ib] over `shape` (rank <= 8) with element strides (0 = broadcast).

@@ -179,6 +179,13 @@ class CpuBackend final : public Backend {
                           stride_b, beta, c, ldc, stride_c);
   }
 
+  bool linear_bias(int64_t rows, int64_t out, int64_t in, const float* x, const float* w,
+                   const float* bias, float* y) const override {
+    if (rows == 0 || out == 0 || in == 0) return false;
+    cpu_kernels::linear_f32(rows, out, in, x, w, bias, y);
+    return true;
+  }
+
   // bfloat16 products: oneDNN's bfloat16 kernels where the machine has them (AVX-512), else the
   // operands widen exactly to float32 scratch and the float32 product accumulates. Either way each
   // result rounds once, which is what a GPU's bfloat16 gemm with float32 accumulation computes.

@@ -35,7 +35,7 @@ void apply_thread_count() {
 
 // What identifies a matmul primitive: shapes, strides, dtype, and the beta post-op.
 struct MatmulKey {
-  bool ta, tb, bf16, accumulate;
+  bool ta, tb, bf16, accumulate, bias;
   float alpha;
   int64_t batch, m, n, k, lda, ldb, ldc, sa, sb, sc;
   bool operator==(const MatmulKey&) const = default;
@@ -43,7 +43,8 @@ struct MatmulKey {
 
 struct MatmulKeyHash {
   size_t operator()(const MatmulKey& key) const {
-    size_t h = (key.ta ? 1 : 0) | (key.tb ? 2 : 0) | (key.bf16 ? 4 : 0) | (key.accumulate ? 8 : 0);
+    size_t h = (key.ta ? 1 : 0) | (key.tb ? 2 : 0) | (key.bf16 ? 4 : 0) | (key.accumulate ? 8 : 0) |
+               (key.bias ? 16 : 0);
     h = h * 31u ^ std::hash<float>()(key.alpha);
     for (int64_t v :
          {key.batch, key.m, key.n, key.k, key.lda, key.ldb, key.ldc, key.sa, key.sb, key.sc})
@@ -54,8 +55,8 @@ struct MatmulKeyHash {
 
 struct Matmul {
   dnnl::matmul primitive;
-  memory::desc a, b, c;
-  bool native = true;  // false: oneDNN offers only its reference kernel for this product
+  memory::desc a, b, c, bias;  // bias: a row [1, 1, n] added to every row of C, when keyed
+  bool native = true;          // false: oneDNN offers only its reference kernel for this product
   std::string impl;
 };
 
@@ -82,10 +83,13 @@ class ThreadMatmuls {
     return entries_.front().second;
   }
 
-  void run(const Matmul& mm, const void* a, const void* b, void* c) {
+  void run(const Matmul& mm, const void* a, const void* b, void* c, const void* bias = nullptr) {
     memory am(mm.a, engine_, const_cast<void*>(a)), bm(mm.b, engine_, const_cast<void*>(b));
     memory cm(mm.c, engine_, c);
-    mm.primitive.execute(stream_, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
+    std::unordered_map<int, memory> args{
+        {DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}};
+    if (bias) args.emplace(DNNL_ARG_BIAS, memory(mm.bias, engine_, const_cast<void*>(bias)));
+    mm.primitive.execute(stream_, args);
     stream_.wait();
   }
 
@@ -112,9 +116,12 @@ class ThreadMatmuls {
       ops.append_sum(1.0f);
       attr.set_post_ops(ops);
     }
+    if (key.bias) mm.bias = memory::desc({1, 1, key.n}, dt, {key.n, key.n, 1});
     dnnl::matmul::primitive_desc pd;
     try {
-      pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(mm.a, mm.b, mm.c), attr, engine_);
+      auto desc = key.bias ? dnnl::matmul::desc(mm.a, mm.b, mm.bias, mm.c)
+                           : dnnl::matmul::desc(mm.a, mm.b, mm.c);
+      pd = dnnl::matmul::primitive_desc(desc, attr, engine_);
     } catch (const dnnl::error&) {
       if (!key.bf16) throw;
       mm.native = false;  // no bfloat16 kernel below AVX-512 (or under an AVX2 ceiling)
@@ -150,7 +157,8 @@ void gemm_f32(bool ta, bool tb, int64_t batch, int64_t m, int64_t n, int64_t k, 
   apply_thread_count();
   if (use_matmul_primitive(ta, tb, batch) && (beta == 0.0f || beta == 1.0f)) {
     auto& cache = ThreadMatmuls::get();
-    MatmulKey key{ta, tb, false, beta == 1.0f, alpha, batch, m, n, k, lda, ldb, ldc, sa, sb, sc};
+    MatmulKey key{ta, tb, false, beta == 1.0f, false, alpha, batch, m,
+                  n,  k,  lda,   ldb,          ldc,   sa,    sb,    sc};
     cache.run(cache.lookup(key), a, b, c);
     return;
   }
@@ -167,11 +175,20 @@ bool gemm_bf16(bool ta, bool tb, int64_t batch, int64_t m, int64_t n, int64_t k,
   if (beta != 0.0f && beta != 1.0f) return false;
   apply_thread_count();
   auto& cache = ThreadMatmuls::get();
-  MatmulKey key{ta, tb, true, beta == 1.0f, alpha, batch, m, n, k, lda, ldb, ldc, sa, sb, sc};
+  MatmulKey key{ta, tb, true, beta == 1.0f, false, alpha, batch, m,
+                n,  k,  lda,  ldb,          ldc,   sa,    sb,    sc};
   const Matmul& mm = cache.lookup(key);
   if (!mm.native) return false;
   cache.run(mm, a, b, c);
   return true;
+}
+
+void linear_f32(int64_t rows, int64_t out, int64_t in, const float* x, const float* weight,
+                const float* bias, float* y) {
+  apply_thread_count();
+  auto& cache = ThreadMatmuls::get();
+  MatmulKey key{false, true, false, false, true, 1.0f, 1, rows, out, in, in, in, out, 0, 0, 0};
+  cache.run(cache.lookup(key), x, weight, y, bias);
 }
 
 const char* gemm_f32_path(bool ta, bool tb, int64_t batch) {

@@ -21,6 +21,12 @@ bool gemm_bf16(bool trans_a, bool trans_b, int64_t batch, int64_t m, int64_t n, 
                int64_t ldb, int64_t stride_b, float beta, uint16_t* c, int64_t ldc,
                int64_t stride_c);
 
+/// A linear layer's forward with its bias: y[rows, out] = x[rows, in] weight[out, in]^T +
+/// bias[out], the bias added to each result once its product is complete (as adding it after the
+/// product would, without the extra pass over y). rows, out, in > 0.
+void linear_f32(int64_t rows, int64_t out, int64_t in, const float* x, const float* weight,
+                const float* bias, float* y);
+
 /// The oneDNN kernel a float32 product of this kind runs ("sgemm" or the matmul primitive's
 /// implementation name); for the benchmark and tests.
 const char* gemm_f32_path(bool trans_a, bool trans_b, int64_t batch);

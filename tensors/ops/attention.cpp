@@ -277,12 +277,14 @@ Tensor scaled_dot_product_attention_packed(const Tensor& qkv, bool causal, Atten
                                 ": expected qkv [3, ..., T, D] (q, k and v stacked along dim 0); "
                                 "got " +
                                 to_string(qkv.shape()));
-  if (detail::any_bfloat16({qkv}))
-    return detail::in_float32({qkv}, qkv.dtype(), [causal, kernel](const std::vector<Tensor>& in) {
-      return scaled_dot_product_attention_packed(in[0], causal, kernel);
-    });
-  const Tensor base = qkv.detach();
   const Shape part(qkv.shape().begin() + 1, qkv.shape().end());
+  // bfloat16 takes the sliced form, whose float32 computation keeps q, k and v for the backward
+  // as bfloat16 (a packed node would keep the widened copy).
+  if (detail::any_bfloat16({qkv}))
+    return scaled_dot_product_attention(qkv.slice0(0, 1).reshape(part),
+                                        qkv.slice0(1, 2).reshape(part),
+                                        qkv.slice0(2, 3).reshape(part), causal, kernel);
+  const Tensor base = qkv.detach();
   Tensor out = attend(base.slice0(0, 1).reshape(part), base.slice0(1, 2).reshape(part),
                       base.slice0(2, 3).reshape(part), causal, kernel, {{qkv}, qkv.shape()});
   return trace::record(op, {qkv}, out, [causal, kernel](const std::vector<Tensor>& in) {

@@ -21,6 +21,7 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
 /// scaled_dot_product_attention of q = qkv[0], k = qkv[1] and v = qkv[2], for qkv [3, B, H, T, D]
 /// (one permute of a fused q, k, v projection gives it). The same values; the gradient of qkv is
 /// written in one piece, where slicing qkv would make three zero-padded gradients to add up.
+/// bfloat16 takes the sliced form (its backward keeps q, k and v as bfloat16).
 Tensor scaled_dot_product_attention_packed(const Tensor& qkv, bool causal,
                                            AttentionKernel kernel = AttentionKernel::Auto);
 

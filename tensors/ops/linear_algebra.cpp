@@ -78,6 +78,34 @@ Tensor ones_for(const Tensor& like, int64_t n) {
   return ones({n}, {.dtype = like.dtype(), .device = like.device()});
 }
 
+// out[rows, out_features] = x weight^T (+ bias, when defined). With a bias: the device's fused
+// kernel where it has one; else the output starts as the bias broadcast over the rows and the
+// gemm accumulates onto it (beta = 1): one write pass instead of the gemm's zeroing pass plus a
+// read-modify-write add.
+void linear_product(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& out,
+                    int64_t rows, int64_t in, int64_t out_features) {
+  const Backend& be = detail::backend_of(x);
+  float beta = 0.0f;
+  if (bias.defined() && x.dtype() == DType::Float32) {
+    if (be.linear_bias(rows, out_features, in, x.data<float>(), weight.data<float>(),
+                       bias.data<float>(), out.data<float>()))
+      return;
+    Tensor zero = zeros({1}, {.device = x.device()});
+    int64_t bias_strides[2] = {0, 1};
+    int64_t zero_strides[2] = {0, 0};
+    int64_t shape2[2] = {rows, out_features};
+    be.binary(BinaryOp::Add, bias.data<float>(), bias_strides, zero.data<float>(), zero_strides,
+              out.data<float>(), shape2, 2);
+    beta = 1.0f;
+  } else if (bias.defined()) {  // out[rows, out] = ones[rows, 1] bias[1, out]: exact copies
+    gemm_typed(false, false, 1, rows, out_features, 1, 1.0f, ones_for(x, rows), 1, 0, bias,
+               out_features, 0, 0.0f, out, out_features, 0);
+    beta = 1.0f;
+  }
+  gemm_typed(false, true, 1, rows, out_features, in, 1.0f, x, in, 0, weight, in, 0, beta, out,
+             out_features, 0);
+}
+
 struct MatmulBackward : autograd::Node {
   Tensor a, b;
   MatmulPlan plan;
@@ -191,7 +219,6 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   Shape out_shape = x.shape();
   out_shape.back() = out_features;
   Tensor out = empty(out_shape, {.dtype = x.dtype(), .device = x.device()});
-  float beta = 0.0f;
   if (bias.defined()) {
     detail::check_same_device("linear", x, bias);
     detail::check_same_dtype("linear", x, bias);
@@ -199,23 +226,8 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
       throw std::invalid_argument("linear: bias of shape " + to_string(bias.shape()) +
                                   " does not match " + std::to_string(out_features) +
                                   " output features");
-    // Start the output as the bias broadcast over the rows and let the gemm accumulate onto it
-    // (beta = 1): one write pass instead of the gemm's zeroing pass plus a read-modify-write add.
-    if (x.dtype() == DType::Float32) {
-      Tensor zero = zeros({1}, {.device = x.device()});
-      int64_t bias_strides[2] = {0, 1};
-      int64_t zero_strides[2] = {0, 0};
-      int64_t shape2[2] = {rows, out_features};
-      detail::backend_of(x).binary(BinaryOp::Add, bias.data<float>(), bias_strides,
-                                   zero.data<float>(), zero_strides, out.data<float>(), shape2, 2);
-    } else {  // out[rows, out] = ones[rows, 1] bias[1, out]: exact copies of the bias
-      gemm_typed(false, false, 1, rows, out_features, 1, 1.0f, ones_for(x, rows), 1, 0, bias,
-                 out_features, 0, 0.0f, out, out_features, 0);
-    }
-    beta = 1.0f;
   }
-  gemm_typed(false, true, 1, rows, out_features, in, 1.0f, x, in, 0, weight, in, 0, beta, out,
-             out_features, 0);
+  linear_product(x, weight, bias, out, rows, in, out_features);
   std::vector<Tensor> inputs = {x, weight};
   if (bias.defined()) inputs.push_back(bias);
   if (autograd::any_needs_grad(inputs)) {

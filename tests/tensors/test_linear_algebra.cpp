@@ -1,4 +1,4 @@
-// Tests for ops/linear_algebra.h beyond the op table: shape errors.
+// Tests for ops/linear_algebra.h beyond the op table: shape errors, dtypes, the fused bias.
 #include <catch2/catch.hpp>
 
 #include "tensors/tensors.h"
@@ -57,4 +57,20 @@ TEST_CASE("bfloat16 products with an empty dimension", "[linear_algebra]") {
   CHECK(out.to_vector() == std::vector<float>{1, 2, 1, 2, 1, 2});
   CHECK(tp::matmul(tp::zeros({2, 0}).to(bf), tp::zeros({0, 3}).to(bf)).to_vector() ==
         std::vector<float>(6, 0.0f));
+}
+
+TEST_CASE("a linear layer's bias is added to the finished product, bit for bit",
+          "[linear_algebra]") {
+  // The host adds the bias inside the product's kernel; the bits must be those of adding it to
+  // the product afterwards, for every row count a microbatch may have.
+  tp::Generator g(5);
+  struct Dims {
+    int64_t rows, in, out;
+  };
+  for (Dims d : {Dims{1, 3, 2}, Dims{7, 33, 17}, Dims{64, 256, 768}, Dims{130, 1024, 256}}) {
+    CAPTURE(d.rows, d.in, d.out);
+    tp::Tensor x = tp::randn({d.rows, d.in}, {}, &g), w = tp::randn({d.out, d.in}, {}, &g);
+    tp::Tensor b = tp::randn({d.out}, {}, &g);
+    CHECK(tp::linear(x, w, b).to_vector() == (tp::linear(x, w) + b).to_vector());
+  }
 }
