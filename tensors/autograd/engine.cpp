@@ -95,11 +95,19 @@ void accumulate_into(TensorImpl& leaf, const Tensor& g, bool owned) {
   add_into(acc, acc, src);
 }
 
-Tensor add_grads(const Tensor& a, const Tensor& b) {
+// Whether nothing but the engine's one handle sees `t` or its memory, so it may be overwritten.
+bool engine_owned(const Tensor& t) {
+  return t.impl_ptr().use_count() == 1 && t.impl().storage.use_count() == 1 && !t.requires_grad();
+}
+
+// a + b. The sum goes into `a` when the engine alone holds it (the same bits, without a new
+// buffer per accumulation); `a` is the engine's running sum for one node's output.
+Tensor add_grads(Tensor a, const Tensor& b) {
   if (!a.defined()) return b;
   if (!b.defined()) return a;
-  Tensor out = empty_like(a);
-  add_into(out, a, b.dtype() == a.dtype() ? b : b.detach().to(a.dtype()));
+  const Tensor wide_b = b.dtype() == a.dtype() ? b : b.detach().to(a.dtype());
+  Tensor out = engine_owned(a) ? a : empty_like(a);
+  add_into(out, a, wide_b);
   return out;
 }
 
@@ -168,7 +176,7 @@ void execute(std::vector<std::pair<Edge, Tensor>> seeds, const EdgeFilter& follo
     }
     if (!edge.node) continue;
     NodeState& s = states[edge.node.get()];
-    s.grad = add_grads(s.grad, grad);
+    s.grad = add_grads(std::move(s.grad), grad);
   }
   std::unordered_set<Node*> queued;
   for (auto& [edge, grad] : seeds) {
@@ -202,7 +210,7 @@ void execute(std::vector<std::pair<Edge, Tensor>> seeds, const EdgeFilter& follo
         continue;
       }
       NodeState& s = states[e.node.get()];
-      s.grad = add_grads(s.grad, g);
+      s.grad = add_grads(std::move(s.grad), g);
       if (--s.dependencies == 0) ready.push(e.node.get());
     }
     if (release(n)) n->release_all();

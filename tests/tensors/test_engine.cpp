@@ -208,3 +208,22 @@ TEST_CASE("post-accumulate hooks run after each accumulation, in full and split 
       tp::sum(net.w1 * 2.0f).register_post_accumulate_grad_hook([](const tp::Tensor&) {}),
       Catch::Contains("not a leaf"));
 }
+
+TEST_CASE("gradients flowing into one tensor are summed in place, not into a new buffer each",
+          "[engine]") {
+  // x feeds four products; their gradients meet at x's producer (an identity here), whose
+  // running sum the engine alone holds: the sum reuses it. At most three gradients are alive at
+  // once (a sum's gradient of x * c, the product's gradient, the running sum), not a fresh sum
+  // besides them.
+  const int64_t n = 1 << 18;  // 1 MiB of float32 per gradient
+  tp::Tensor leaf = tp::ones({n}).requires_grad_(true);
+  tp::Tensor x = leaf * 1.0f;
+  tp::Tensor loss = tp::sum(x * 2.0f) + tp::sum(x * 3.0f) + tp::sum(x * 4.0f) + tp::sum(x * 5.0f);
+  const size_t before = tp::host_memory_stats().allocated_bytes;
+  tp::host_reset_peak_memory_stats();
+  loss.backward();
+  const size_t peak = tp::host_memory_stats().peak_allocated_bytes - before;
+  INFO("backward peak " << peak << " bytes over " << before);
+  CHECK(peak < 3 * n * sizeof(float) + 4096);
+  for (float g : leaf.grad().to_vector()) REQUIRE(g == 14.0f);
+}
