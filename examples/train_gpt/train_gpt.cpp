@@ -543,8 +543,8 @@ int resume_step(const Options& o, Job& job, const pp::NamedCheckpointOptions& ch
   // With --dp, each replica of a stage reads its share of the tensors, then they exchange them.
   pp::NamedCheckpointOptions load_options = checkpoint_options;
   load_options.replicas = dist::replica_exchange(job.stages);
-  const pp::NamedCheckpointInfo info = pp::load_named_checkpoint(
-      o.checkpoint_dir, job.stages, *job.opt, std::nullopt, load_options);
+  const pp::NamedCheckpointInfo info =
+      pp::load_named_checkpoint(o.checkpoint_dir, job.stages, *job.opt, std::nullopt, load_options);
   if (prints)
     std::printf("resumed step %lld written by %s as %s (from %s)\n",
                 static_cast<long long>(info.step), info.layout.c_str(),
