@@ -7,10 +7,11 @@
 // shares (actors/replica_exchange.h); a load's time is the wall time from the first rank's start
 // to the last rank's end (the rendezvous before it not counted). Prints one JSON line per
 // measurement, the last with "bench" and "ratio" (resharded load time over same-layout load
-// time). Files are read warm from the page cache (they were just written).
+// time). Files are read warm from the page cache (they were just written). Two more jobs only
+// fill the state their ranks hold (no files): a floor for any load of each layout.
 //
 //   bench_reshard            # a small GPT (about 0.8 M parameters): seconds
-//   bench_reshard --large    # about 100 M parameters (width 768, 14 blocks): needs ~8 GB
+//   bench_reshard --large    # about 100 M parameters (width 768, 14 blocks): ~6 GB
 //   bench_reshard --width 256 --layers 8   # another size (heads: 4, or 12 with --large)
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -104,8 +105,20 @@ struct Timed {
   uint64_t bytes_read = 0;
 };
 
+// What any load must do at least, files aside: fill fresh memory with the state a rank holds
+// (its parameters' values and two AdamW moments each) and copy the values into the parameters.
+void fill_state(const std::shared_ptr<pp::PipelineStage>& stage) {
+  tp::NoGradGuard no_grad;
+  std::vector<tp::Tensor> state;
+  for (tp::Tensor p : pp::parameters({stage})) {
+    for (int k = 0; k < 3; ++k) state.push_back(tp::zeros_like(p));
+    p.copy_(state[state.size() - 3]);
+  }
+}
+
 // One rank of a {pp, dp} job: joins, waits for the others, loads its stage (its replicas
-// splitting the reading), and leaves once all are done.
+// splitting the reading; with no `dir`, only fills its state: fill_state), and leaves once all
+// are done.
 void run_rank(const std::string& dir, int rank, int pp_size, int dp, int port,
               const std::shared_ptr<pp::PipelineStage>& stage, Clock::time_point& start,
               Clock::time_point& end, uint64_t& bytes) {
@@ -117,6 +130,12 @@ void run_rank(const std::string& dir, int rank, int pp_size, int dp, int port,
   tp::optim::AdamW opt(pp::parameters({stage}));
   world.barrier();
   start = Clock::now();
+  if (dir.empty()) {
+    fill_state(stage);
+    end = Clock::now();
+    world.barrier();
+    return;
+  }
   bytes = pp::load_named_checkpoint(dir, {stage}, opt, std::nullopt,
                                     {.replicas = dist::replica_exchange(Stages{stage})})
               .bytes_read;
@@ -124,7 +143,7 @@ void run_rank(const std::string& dir, int rank, int pp_size, int dp, int port,
   world.barrier();
 }
 
-// Loads `dir` into a pp x dp job of this process's threads.
+// Loads `dir` into a pp x dp job of this process's threads (no `dir`: fills the state only).
 Timed load_job(const std::string& dir, const tp::nn::GPTConfig& cfg, int pp_size, int dp) {
   const int world = pp_size * dp;
   std::vector<Stages> replicas;
@@ -212,19 +231,24 @@ int main(int argc, char** argv) {
     const Timed same = load_job(root + "/pp4", cfg, 4, 1);
     const Timed resharded = load_job(root + "/pp4", cfg, 2, 2);
     const Timed same_target = load_job(root + "/pp2", cfg, 2, 2);
+    const Timed floor_same = load_job("", cfg, 4, 1);
+    const Timed floor_resharded = load_job("", cfg, 2, 2);
     const double cat = cat_seconds(step);
     fs::remove_all(root);
     print_phase("pp4 -> pp4", same);
     print_phase("pp4 -> pp2 x dp2", resharded);
     print_phase("pp2 -> pp2 x dp2", same_target);
+    print_phase("pp4 state filled, no files", floor_same);
+    print_phase("pp2 x dp2 state filled, no files", floor_resharded);
     std::printf("{\"phase\":\"cat > /dev/null\",\"seconds\":%.4f}\n", cat);
     std::printf(
         "{\"bench\":\"bench_reshard\",\"parameters\":%lld,\"bytes\":%llu,\"same_layout_seconds\":"
         "%.4f,\"resharded_seconds\":%.4f,\"same_target_seconds\":%.4f,\"cat_seconds\":%.4f,"
-        "\"ratio\":%.3f,\"ratio_same_target\":%.3f,\"ratio_cat\":%.3f}\n",
+        "\"ratio\":%.3f,\"ratio_same_target\":%.3f,\"ratio_cat\":%.3f,\"ratio_floor\":%.3f}\n",
         static_cast<long long>(parameters), static_cast<unsigned long long>(bytes), same.seconds,
         resharded.seconds, same_target.seconds, cat, resharded.seconds / same.seconds,
-        resharded.seconds / same_target.seconds, resharded.seconds / cat);
+        resharded.seconds / same_target.seconds, resharded.seconds / cat,
+        floor_resharded.seconds / floor_same.seconds);
   } catch (const std::exception& e) {
     fs::remove_all(root);
     std::fprintf(stderr, "bench_reshard: %s\n", e.what());
