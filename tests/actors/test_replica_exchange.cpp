@@ -225,3 +225,30 @@ TEST_CASE("reshard: a damaged tensor one dp replica reads fails both replicas al
   }
   CHECK(finders.size() == 2);  // what either replica found reached the other
 }
+
+TEST_CASE("reshard: a replica that never loads makes its peer fail within the group's timeout",
+          "[replicas][reshard][checkpoint][misuse]") {
+  TempDir dir;
+  write_pp4(dir.path);
+  const Stages stages = gpt_stages(9, 2);
+  tp::optim::AdamW opt(pp::parameters(stages));
+  const Bits before = state_bits(stages, opt);
+  const auto t0 = std::chrono::steady_clock::now();
+  // pp 1 x dp 2: rank 0 loads the whole model, its replica (rank 1) joins and does nothing.
+  auto outcomes = tp::testing::run_ranks(2, {0, 1}, std::chrono::seconds(3), [&](auto& world) {
+    if (world.global_rank() == 1) return;
+    const dist::DeviceMesh job = world;
+    const dist::DeviceMesh mesh =
+        dist::DeviceMesh("cpu", {1, 2}, {"pp", "dp"}, 0).with_job(job.job());
+    for (const auto& stage : stages) stage->set_mesh(mesh);
+    pp::load_named_checkpoint(dir.path, stages, opt, std::nullopt,
+                              {.replicas = dist::replica_exchange(stages)});
+  });
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  CHECK_THAT(outcomes[0].error,
+             Catch::Contains("timed out") && Catch::Contains("[1] did not take part"));
+  CHECK(outcomes[1].error.empty());
+  CHECK(seconds < 30);
+  CHECK(state_bits(stages, opt) == before);
+}

@@ -401,6 +401,36 @@ TEST_CASE("reshard: a damaged tensor one replica reads fails every replica alike
   CHECK(finders.size() == 2);  // errors found by either replica reached both
 }
 
+TEST_CASE("reshard: replicas that find different steps, or one that finds none, fail alike",
+          "[checkpoint][named][reshard][replicas][misuse]") {
+  TempDir dir, other;
+  Job saved(1, {2});
+  pp::save_named_checkpoint(dir.path, saved.stages, *saved.opt, 5);
+  pp::save_named_checkpoint(dir.path, saved.stages, *saved.opt, 6);
+  std::vector<std::unique_ptr<Job>> jobs;
+  for (int r = 0; r < 2; ++r) jobs.push_back(std::make_unique<Job>(9, std::vector<int>{2}));
+  const auto before = jobs[0]->by_name();
+  auto load = [&](auto step_of, auto dir_of) {
+    return run_replicas(2, [&](std::shared_ptr<FakeReplicas> replicas) {
+      const int r = replicas->rank();
+      pp::load_named_checkpoint(dir_of(r), jobs[r]->stages, *jobs[r]->opt, step_of(r),
+                                {.replicas = replicas});
+    });
+  };
+  auto errors =
+      load([](int r) { return std::optional<int64_t>(5 + r); }, [&](int) { return dir.path; });
+  CHECK(errors[0] == errors[1]);
+  CHECK_THAT(errors[0], Catch::Contains("differ in the step they load") &&
+                            Catch::Contains("step 5") && Catch::Contains("step 6"));
+  fs::create_directories(other.path + "/step_00000009");
+  std::ofstream(other.path + "/step_00000009/index_s0.txt") << "not an index\n";  // damaged
+  errors =
+      load([](int) { return std::nullopt; }, [&](int r) { return r == 0 ? dir.path : other.path; });
+  CHECK(errors[0] == errors[1]);
+  CHECK_THAT(errors[0], Catch::Contains("found by data-parallel replica 1 of 2"));
+  for (const auto& job : jobs) CHECK(job->by_name() == before);
+}
+
 TEST_CASE("reshard: replicas that hold different stages refuse alike",
           "[checkpoint][named][reshard][replicas][misuse]") {
   TempDir dir;
