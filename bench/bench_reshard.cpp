@@ -5,7 +5,7 @@
 // process (distributed::join_job on loopback, one thread each, each its own actor system and UCX
 // worker), then load at once, the replicas of a stage splitting the reading and exchanging their
 // shares (actors/replica_exchange.h); a load's time is the wall time from the first rank's start
-// to the last rank's end (the rendezvous before it not counted). Prints one JSON line per
+// to the last rank's end (joining and connecting before it not counted). Prints one JSON line per
 // measurement, the last with "bench" and "ratio" (resharded load time over same-layout load
 // time). Files are read warm from the page cache (they were just written). Two more jobs only
 // fill the state their ranks hold (no files): a floor for any load of each layout.
@@ -128,6 +128,9 @@ void run_rank(const std::string& dir, int rank, int pp_size, int dp, int port,
   const dist::DeviceMesh job = world;
   stage->set_mesh(dist::DeviceMesh("cpu", {pp_size, dp}, {"pp", "dp"}, rank).with_job(job.job()));
   tp::optim::AdamW opt(pp::parameters({stage}));
+  // Connections are part of joining, not of loading: the dp group's (its id, UCX wireup) first.
+  const dist::ProcessGroup replicas(stage->get_mesh()["dp"]);
+  replicas.all_gather_tensors({tp::zeros({1})});
   world.barrier();
   start = Clock::now();
   if (dir.empty()) {
@@ -192,6 +195,20 @@ void print_phase(const char* phase, const Timed& t) {
               static_cast<unsigned long long>(t.bytes_read));
 }
 
+// Writes step 1 of a GPT of `cfg` under root/pp4 (by pp 4) and root/pp2 (by pp 2); returns its
+// parameter count (a tied weight once).
+int64_t write_both(const std::string& root, const tp::nn::GPTConfig& cfg) {
+  int64_t parameters = 0;
+  const Stages pp4 = split(cfg, 4);
+  std::set<std::string> seen;
+  for (const auto& stage : pp4)
+    for (const auto& [name, p] : stage->module().named_parameters())
+      if (seen.insert(name).second) parameters += p.numel();
+  write(root + "/pp4", pp4, "pp 4 x dp 1");
+  write(root + "/pp2", split(cfg, 2), "pp 2 x dp 1");
+  return parameters;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -211,16 +228,7 @@ int main(int argc, char** argv) {
       (fs::temp_directory_path() / ("bench_reshard_" + std::to_string(::getpid()))).string();
   fs::remove_all(root);
   const tp::nn::GPTConfig cfg = config(width, layers, heads);
-  int64_t parameters = 0;
-  {
-    const Stages pp4 = split(cfg, 4);
-    std::set<std::string> seen;  // a tied weight once
-    for (const auto& stage : pp4)
-      for (const auto& [name, p] : stage->module().named_parameters())
-        if (seen.insert(name).second) parameters += p.numel();
-    write(root + "/pp4", pp4, "pp 4 x dp 1");
-    write(root + "/pp2", split(cfg, 2), "pp 2 x dp 1");
-  }
+  const int64_t parameters = write_both(root, cfg);
   const std::string step = pp::checkpoint_io::step_folder(root + "/pp4", 1);
   const uint64_t bytes = folder_bytes(step);
   std::printf("{\"phase\":\"written\",\"parameters\":%lld,\"bytes\":%llu}\n",
