@@ -113,7 +113,7 @@ StateDict read_optimizer(StepReader& reader, const NamedStep& step, const Stages
     }
   }
   for (const auto* at : reader.of_kind(EntryKind::Option))
-    dict.insert("options." + at->entry->name, reader.read(*at));
+    dict.insert("options." + at->entry->name, source(*at));
   return dict;
 }
 
@@ -191,13 +191,17 @@ NamedCheckpointInfo load_step_shared(const NamedStep& step, const Stages& stages
   std::vector<int> owner;
   std::vector<Tensor> mine;
   std::vector<std::string> states;
+  std::unordered_map<const IndexEntry*, Tensor> whole;  // the optimizer's options
   std::string error;
   try {
     generators = checked_generators(options.generators);
     check_no_foreign_tensors(reader, step, stages);
     std::set<const IndexEntry*> seen;
     read_parts(reader, step, stages, optimizer, [&](const Located& at) {
-      if (seen.insert(at.entry).second) wanted.push_back(&at);
+      if (at.entry->kind == EntryKind::Option)  // a few bytes: read whole, here and now
+        whole.emplace(at.entry, reader.read(at));
+      else if (seen.insert(at.entry).second)
+        wanted.push_back(&at);
       return Tensor();
     });
     states = read_generators(reader, step, generators);
@@ -210,8 +214,10 @@ NamedCheckpointInfo load_step_shared(const NamedStep& step, const Stages& stages
                        "step " + std::to_string(step.info().step) + ", " + entries_digest(wanted),
                        "what they load");
   const auto shared = gather_shares(replicas, wanted, owner, std::move(mine));
-  Parts parts = read_parts(reader, step, stages, optimizer,
-                           [&shared](const Located& at) { return shared.at(at.entry); });
+  Parts parts = read_parts(reader, step, stages, optimizer, [&](const Located& at) {
+    auto it = whole.find(at.entry);
+    return it != whole.end() ? it->second : shared.at(at.entry);
+  });
   apply(step, stages, optimizer, parts, generators, states);
   NamedCheckpointInfo info = step.info();
   info.bytes_read = reader.bytes_read();
