@@ -80,7 +80,7 @@ std::vector<StateDict> read_models(const StepReader& reader, const NamedStep& st
 }
 
 // The optimizer's state_dict ("state.<i>.<key>", "options.<x>") from the entries by name.
-StateDict read_optimizer(StepReader& reader, const NamedStep& step, const Stages& stages,
+StateDict read_optimizer(const StepReader& reader, const NamedStep& step, const Stages& stages,
                          const optim::Optimizer& optimizer, const TensorSource& source) {
   for (size_t i = 0; i < step.indexes.size(); ++i)
     if (step.indexes[i].optimizer != optimizer.type_name())
@@ -141,7 +141,7 @@ struct Parts {
   StateDict optimizer;
 };
 
-Parts read_parts(StepReader& reader, const NamedStep& step, const Stages& stages,
+Parts read_parts(const StepReader& reader, const NamedStep& step, const Stages& stages,
                  const optim::Optimizer& optimizer, const TensorSource& source) {
   Parts parts;
   parts.models = read_models(reader, step, stages, source);
