@@ -81,6 +81,13 @@ class ProcessGroup {
   void all_reduce(Tensor& tensor) const;
   /// Every member's `bytes`, by group rank.
   std::vector<std::string> all_gather_bytes(const std::string& bytes) const;
+  /// Every member's `tensors` (any shapes and dtypes; device tensors go through a host copy), by
+  /// group rank, on the host, bit for bit as sent (this member's entry holds its own). Shapes
+  /// and dtypes travel with all_gather_bytes, the bytes over UCX, one transfer per member and
+  /// receiver (at most 32768 tensors a member, groups of at most 127 members). A member that
+  /// fails or does not take part within the group's timeout makes the others throw
+  /// DistributedError naming it.
+  std::vector<std::vector<Tensor>> all_gather_tensors(const std::vector<Tensor>& tensors) const;
   /// Same members in the same job.
   bool operator==(const ProcessGroup& other) const {
     return ranks_ == other.ranks_ && runtime_ == other.runtime_;

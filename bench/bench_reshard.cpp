@@ -1,22 +1,34 @@
 // bench_reshard: loading a layout-free checkpoint (stages/named_checkpoint.h) of train_gpt's GPT,
 // written by pp 4 (four writers), into pp 2 x dp 2 against loading it into pp 4, the layout that
-// wrote it; and against reading the same files with `cat > /dev/null`. Every rank's load runs in
-// this process, one after another (each rank of a job would run its own); times are the sums.
-// Prints one JSON line per measurement, the last with "bench" and "ratio" (resharded load time
-// over same-layout load time). Files are read warm from the page cache (they were just written).
+// wrote it; also a checkpoint written by pp 2 into pp 2 x dp 2, and reading the same files with
+// `cat > /dev/null`. Each load runs as a job would: its ranks (4 here) join one job in this
+// process (distributed::join_job on loopback, one thread each, each its own actor system and UCX
+// worker), then load at once, the replicas of a stage splitting the reading and exchanging their
+// shares (actors/replica_exchange.h); a load's time is the wall time from the first rank's start
+// to the last rank's end (joining and connecting before it not counted). Prints one JSON line per
+// measurement, the last with "bench" and "ratio" (resharded load time over same-layout load
+// time). Files are read warm from the page cache (they were just written). Two more jobs only
+// fill the state their ranks hold (no files): a floor for any load of each layout.
 //
 //   bench_reshard            # a small GPT (about 0.8 M parameters): seconds
-//   bench_reshard --large    # about 100 M parameters (width 768, 14 blocks): needs ~6 GB
+//   bench_reshard --large    # about 100 M parameters (width 768, 14 blocks): ~6 GB
 //   bench_reshard --width 256 --layers 8   # another size (heads: 4, or 12 with --large)
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "actors/process_group.h"
+#include "actors/replica_exchange.h"
 #include "stages/build_stage.h"
 #include "stages/checkpoint_io.h"
 #include "stages/named_checkpoint.h"
@@ -25,17 +37,31 @@
 
 namespace tp = tensorplay;
 namespace pp = tensorplay::pipelining;
+namespace dist = tensorplay::distributed;
 namespace fs = std::filesystem;
 
 namespace {
 
 using Stages = std::vector<std::shared_ptr<pp::PipelineStage>>;
+using Clock = std::chrono::steady_clock;
 constexpr int64_t kVocab = 96, kContext = 64;
 
-Stages split(tp::nn::GPT& model, int64_t layers, int stages) {
+tp::nn::GPTConfig config(int64_t width, int64_t layers, int64_t heads) {
+  return {.vocab_size = kVocab,
+          .context_length = kContext,
+          .n_layer = layers,
+          .n_head = heads,
+          .width = width};
+}
+
+// The stages of a fresh GPT (seed 1) split into `stages` at blocks; they hold its tensors.
+Stages split(const tp::nn::GPTConfig& cfg, int stages) {
+  tp::manual_seed(1);
+  auto model = tp::nn::GPT(cfg);
   pp::PipelineOptions options;
   for (int s = 1; s < stages; ++s)
-    options.split_spec["blocks." + std::to_string(s * layers / stages)] = pp::SplitPoint::Beginning;
+    options.split_spec["blocks." + std::to_string(s * cfg.n_layer / stages)] =
+        pp::SplitPoint::Beginning;
   return pp::build_stages(pp::pipeline(model, {tp::zeros({1, kContext})}, options), {tp::cpu()});
 }
 
@@ -49,23 +75,138 @@ void write(const std::string& dir, const Stages& stages, const std::string& layo
   }
 }
 
-// Seconds to load `dir` into every rank of `replicas` (each rank one stage, its own optimizer).
-double load(const std::string& dir, const std::vector<Stages>& replicas) {
+int free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof address;
+  ::bind(fd, reinterpret_cast<sockaddr*>(&address), length);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
+  ::close(fd);
+  return ntohs(address.sin_port);
+}
+
+dist::LaunchEnv loopback_env(int rank, int world_size, int port) {
+  dist::LaunchEnv env;
+  env.launched = true;
+  env.source = "torchrun";
+  env.rank = rank;
+  env.world_size = world_size;
+  env.master_addr = "127.0.0.1";
+  env.master_port = port;
+  return env;
+}
+
+// What a job's load took: wall seconds from the first rank's start to the last one's end, and
+// the bytes all ranks read from the files.
+struct Timed {
   double seconds = 0;
-  for (const Stages& replica : replicas)
-    for (const auto& stage : replica) {
-      tp::optim::AdamW opt(pp::parameters({stage}));
-      const auto t0 = std::chrono::steady_clock::now();
-      pp::load_named_checkpoint(dir, {stage}, opt);
-      seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    }
-  return seconds;
+  uint64_t bytes_read = 0;
+};
+
+// What any load must do at least, files aside: fill fresh memory with the state a rank holds
+// (its parameters' values and two AdamW moments each) and copy the values into the parameters.
+void fill_state(const std::shared_ptr<pp::PipelineStage>& stage) {
+  tp::NoGradGuard no_grad;
+  std::vector<tp::Tensor> state;
+  for (tp::Tensor p : pp::parameters({stage})) {
+    for (int k = 0; k < 3; ++k) state.push_back(tp::zeros_like(p));
+    p.copy_(state[state.size() - 3]);
+  }
+}
+
+// One rank of a {pp, dp} job: joins, waits for the others, loads its stage (its replicas
+// splitting the reading; with no `dir`, only fills its state: fill_state), and leaves once all
+// are done.
+void run_rank(const std::string& dir, int rank, int pp_size, int dp, int port,
+              const std::shared_ptr<pp::PipelineStage>& stage, Clock::time_point& start,
+              Clock::time_point& end, uint64_t& bytes) {
+  const dist::ProcessGroup world = dist::join_job({.backend = "ucx",
+                                                   .timeout = std::chrono::minutes(5),
+                                                   .env = loopback_env(rank, pp_size * dp, port)});
+  const dist::DeviceMesh job = world;
+  stage->set_mesh(dist::DeviceMesh("cpu", {pp_size, dp}, {"pp", "dp"}, rank).with_job(job.job()));
+  tp::optim::AdamW opt(pp::parameters({stage}));
+  // Connections are part of joining, not of loading: the dp group's (its id, UCX wireup) first.
+  const dist::ProcessGroup replicas(stage->get_mesh()["dp"]);
+  replicas.all_gather_tensors({tp::zeros({1})});
+  world.barrier();
+  start = Clock::now();
+  if (dir.empty()) {
+    fill_state(stage);
+    end = Clock::now();
+    world.barrier();
+    return;
+  }
+  bytes = pp::load_named_checkpoint(dir, {stage}, opt, std::nullopt,
+                                    {.replicas = dist::replica_exchange(Stages{stage})})
+              .bytes_read;
+  end = Clock::now();
+  world.barrier();
+}
+
+// Loads `dir` into a pp x dp job of this process's threads (no `dir`: fills the state only).
+Timed load_job(const std::string& dir, const tp::nn::GPTConfig& cfg, int pp_size, int dp) {
+  const int world = pp_size * dp;
+  std::vector<Stages> replicas;
+  for (int d = 0; d < dp; ++d) replicas.push_back(split(cfg, pp_size));
+  std::vector<Clock::time_point> starts(world), ends(world);
+  std::vector<uint64_t> bytes(world, 0);
+  std::vector<std::string> errors(world);
+  const int port = free_port();
+  std::vector<std::thread> threads;
+  for (int r = 0; r < world; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        run_rank(dir, r, pp_size, dp, port, replicas[r % dp][r / dp], starts[r], ends[r], bytes[r]);
+      } catch (const std::exception& e) {
+        errors[r] = e.what();
+      }
+    });
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < world; ++r)
+    if (!errors[r].empty())
+      throw std::runtime_error("rank " + std::to_string(r) + ": " + errors[r]);
+  Timed out;
+  out.seconds = std::chrono::duration<double>(*std::max_element(ends.begin(), ends.end()) -
+                                              *std::min_element(starts.begin(), starts.end()))
+                    .count();
+  for (uint64_t b : bytes) out.bytes_read += b;
+  return out;
 }
 
 uint64_t folder_bytes(const std::string& folder) {
   uint64_t bytes = 0;
   for (const auto& entry : fs::directory_iterator(folder)) bytes += entry.file_size();
   return bytes;
+}
+
+double cat_seconds(const std::string& step) {
+  const auto t0 = Clock::now();
+  const std::string cat = "cat " + step + "/* > /dev/null";
+  if (std::system(cat.c_str()) != 0)
+    std::fprintf(stderr, "bench_reshard: '%s' failed\n", cat.c_str());
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+void print_phase(const char* phase, const Timed& t) {
+  std::printf("{\"phase\":\"%s\",\"seconds\":%.4f,\"bytes_read\":%llu}\n", phase, t.seconds,
+              static_cast<unsigned long long>(t.bytes_read));
+}
+
+// Writes step 1 of a GPT of `cfg` under root/pp4 (by pp 4) and root/pp2 (by pp 2); returns its
+// parameter count (a tied weight once).
+int64_t write_both(const std::string& root, const tp::nn::GPTConfig& cfg) {
+  int64_t parameters = 0;
+  const Stages pp4 = split(cfg, 4);
+  std::set<std::string> seen;
+  for (const auto& stage : pp4)
+    for (const auto& [name, p] : stage->module().named_parameters())
+      if (seen.insert(name).second) parameters += p.numel();
+  write(root + "/pp4", pp4, "pp 4 x dp 1");
+  write(root + "/pp2", split(cfg, 2), "pp 2 x dp 1");
+  return parameters;
 }
 
 }  // namespace
@@ -86,47 +227,40 @@ int main(int argc, char** argv) {
   const std::string root =
       (fs::temp_directory_path() / ("bench_reshard_" + std::to_string(::getpid()))).string();
   fs::remove_all(root);
-  tp::manual_seed(1);
-  auto model = tp::nn::GPT(tp::nn::GPTConfig{.vocab_size = kVocab,
-                                             .context_length = kContext,
-                                             .n_layer = layers,
-                                             .n_head = heads,
-                                             .width = width});
-  int64_t parameters = 0;
-  for (const auto& p : model->parameters()) parameters += p.numel();
-
-  write(root + "/pp4", split(model, layers, 4), "pp 4 x dp 1");
-  write(root + "/pp2", split(model, layers, 2), "pp 2 x dp 1");
+  const tp::nn::GPTConfig cfg = config(width, layers, heads);
+  const int64_t parameters = write_both(root, cfg);
   const std::string step = pp::checkpoint_io::step_folder(root + "/pp4", 1);
   const uint64_t bytes = folder_bytes(step);
   std::printf("{\"phase\":\"written\",\"parameters\":%lld,\"bytes\":%llu}\n",
               static_cast<long long>(parameters), static_cast<unsigned long long>(bytes));
+  std::fflush(stdout);
 
-  const std::vector<Stages> pp4{split(model, layers, 4)};
-  const std::vector<Stages> pp2_dp2{split(model, layers, 2), split(model, layers, 2)};
-  const double same = load(root + "/pp4", pp4);
-  const double resharded = load(root + "/pp4", pp2_dp2);
-  const double same_target = load(root + "/pp2", pp2_dp2);
-  const auto t0 = std::chrono::steady_clock::now();
-  const std::string cat = "cat " + step + "/* > /dev/null";
-  if (std::system(cat.c_str()) != 0)
-    std::fprintf(stderr, "bench_reshard: '%s' failed\n", cat.c_str());
-  const double cat_seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  fs::remove_all(root);
-
-  std::printf("{\"phase\":\"pp4 -> pp4\",\"seconds\":%.4f}\n", same);
-  std::printf("{\"phase\":\"pp4 -> pp2 x dp2\",\"seconds\":%.4f}\n", resharded);
-  std::printf("{\"phase\":\"pp2 -> pp2 x dp2\",\"seconds\":%.4f}\n", same_target);
-  std::printf("{\"phase\":\"cat > /dev/null\",\"seconds\":%.4f}\n", cat_seconds);
-  // pp 2 x dp 2 reads every byte twice (each replica loads the whole model): ratio_per_byte
-  // divides that out; ratio_same_target compares with a checkpoint written by pp 2.
-  std::printf(
-      "{\"bench\":\"bench_reshard\",\"parameters\":%lld,\"bytes\":%llu,\"same_layout_seconds\":%."
-      "4f,"
-      "\"resharded_seconds\":%.4f,\"cat_seconds\":%.4f,\"ratio\":%.3f,\"ratio_per_byte\":%.3f,"
-      "\"ratio_same_target\":%.3f}\n",
-      static_cast<long long>(parameters), static_cast<unsigned long long>(bytes), same, resharded,
-      cat_seconds, resharded / same, resharded / (2 * same), resharded / same_target);
+  try {
+    const Timed same = load_job(root + "/pp4", cfg, 4, 1);
+    const Timed resharded = load_job(root + "/pp4", cfg, 2, 2);
+    const Timed same_target = load_job(root + "/pp2", cfg, 2, 2);
+    const Timed floor_same = load_job("", cfg, 4, 1);
+    const Timed floor_resharded = load_job("", cfg, 2, 2);
+    const double cat = cat_seconds(step);
+    fs::remove_all(root);
+    print_phase("pp4 -> pp4", same);
+    print_phase("pp4 -> pp2 x dp2", resharded);
+    print_phase("pp2 -> pp2 x dp2", same_target);
+    print_phase("pp4 state filled, no files", floor_same);
+    print_phase("pp2 x dp2 state filled, no files", floor_resharded);
+    std::printf("{\"phase\":\"cat > /dev/null\",\"seconds\":%.4f}\n", cat);
+    std::printf(
+        "{\"bench\":\"bench_reshard\",\"parameters\":%lld,\"bytes\":%llu,\"same_layout_seconds\":"
+        "%.4f,\"resharded_seconds\":%.4f,\"same_target_seconds\":%.4f,\"cat_seconds\":%.4f,"
+        "\"ratio\":%.3f,\"ratio_same_target\":%.3f,\"ratio_cat\":%.3f,\"ratio_floor\":%.3f}\n",
+        static_cast<long long>(parameters), static_cast<unsigned long long>(bytes), same.seconds,
+        resharded.seconds, same_target.seconds, cat, resharded.seconds / same.seconds,
+        resharded.seconds / same_target.seconds, resharded.seconds / cat,
+        floor_resharded.seconds / floor_same.seconds);
+  } catch (const std::exception& e) {
+    fs::remove_all(root);
+    std::fprintf(stderr, "bench_reshard: %s\n", e.what());
+    return 1;
+  }
   return 0;
 }

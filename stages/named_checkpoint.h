@@ -11,6 +11,7 @@
 
 #include "stages/checkpoint.h"
 #include "stages/pipeline_stage.h"
+#include "stages/replica_exchange.h"
 #include "tensors/optim/optimizer.h"
 #include "tensors/random.h"
 
@@ -27,6 +28,13 @@ struct NamedCheckpointOptions {
   int64_t samples_consumed = 0;
   /// Saving: the writer's layout in words ("pp 2 x dp 2"), for messages; empty: "N stages".
   std::string layout;
+  /// Loading: the data-parallel replicas of the stages being loaded (every replica passes its
+  /// own view of the same group, e.g. distributed::replica_exchange(dp_group) from
+  /// actors/replica_exchange.h). Each replica then reads only its share of the model and
+  /// optimizer tensors (dealt out by bytes, alike on every replica; generators and optimizer
+  /// options, a few bytes, are read whole by each), and the replicas exchange their shares, so
+  /// each ends with exactly what a whole read gives. Null or of one replica: read it all here.
+  std::shared_ptr<ReplicaExchange> replicas;
 };
 
 /// What load_named_checkpoint restored, and who wrote it.
@@ -37,6 +45,8 @@ struct NamedCheckpointInfo {
   int num_stages = 0;  ///< the writer's stage count
   std::string layout;  ///< the writer's layout in words
   int version = 3;     ///< 3: layout-free; 2: per-stage (stages/checkpoint.h)
+  /// Bytes this process read from the data files (layout-free checkpoints; 0 for version 2).
+  uint64_t bytes_read = 0;
 };
 
 /// Layout on disk, under `dir`:
@@ -69,12 +79,17 @@ void save_named_checkpoint(const std::string& dir,
 /// Restores `stages` (any split of the model that was saved: other stage count, schedule,
 /// placement, stages per process, pp x dp shape), `optimizer` and the generators from the newest
 /// complete step under `dir`, or from `step`. Each process reads only the tensors its stages
-/// hold. A version-2 checkpoint (stages/checkpoint.h) loads too, into the split that saved it.
+/// hold; with options.replicas, only its share of them (see there), and every replica must call
+/// it, with the same `dir` and `step`. A version-2 checkpoint (stages/checkpoint.h) loads too,
+/// into the split that saved it (each replica reading it whole).
 ///
 /// Everything is read and checked before anything changes; CheckpointError names the tensor
 /// when one is missing (a checkpoint of another model), has another shape (a model of another
 /// size), is one this model lacks, or its bytes are damaged or cut short, and names the index
-/// when it is truncated or damaged (pass an earlier step).
+/// when it is truncated or damaged (pass an earlier step). With replicas, an error any replica
+/// finds is thrown by every replica, alike (naming the replica that found it), before any of
+/// them changes anything; the replicas also refuse, alike, when they chose different steps or
+/// need different tensors.
 NamedCheckpointInfo load_named_checkpoint(const std::string& dir,
                                           const std::vector<std::shared_ptr<PipelineStage>>& stages,
                                           optim::Optimizer& optimizer,

@@ -1,12 +1,6 @@
 // Layout-free checkpoints, the loading side: choose a step, map every tensor the local stages,
 // optimizer and generators need to its entry by name, read and check them all, then apply.
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstring>
-#include <filesystem>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -15,114 +9,18 @@
 
 #include "stages/checkpoint_io.h"
 #include "stages/named_checkpoint.h"
+#include "stages/named_checkpoint_share.h"
 #include "stages/named_checkpoint_steps.h"
+#include "stages/named_step_reader.h"
 #include "stages/stage_module.h"
 
 namespace tensorplay::pipelining {
 namespace {
 
-namespace fs = std::filesystem;
-
-// One step's entries by (kind, name, key), the lowest stage's writer first when several saved
-// one (optimizer options, generators), and reads from the data files.
-class StepReader {
- public:
-  struct Located {
-    size_t index = 0;  // into step.indexes
-    const IndexEntry* entry = nullptr;
-  };
-  explicit StepReader(const NamedStep& step) : step_(step), fds_(step.indexes.size(), -1) {
-    for (size_t i = 0; i < step.indexes.size(); ++i)
-      for (const IndexEntry& e : step.indexes[i].entries)
-        entries_.try_emplace({e.kind, e.name, e.key}, Located{i, &e});
-    for (const auto& [key, at] : entries_)
-      if (std::get<0>(key) == EntryKind::Optimizer) by_parameter_[at.entry->name].push_back(&at);
-  }
-  ~StepReader() {
-    for (int fd : fds_)
-      if (fd >= 0) ::close(fd);
-  }
-  StepReader(const StepReader&) = delete;
-  StepReader& operator=(const StepReader&) = delete;
-
-  const Located* find(EntryKind kind, const std::string& name, const std::string& key = "") const {
-    auto it = entries_.find({kind, name, key});
-    return it == entries_.end() ? nullptr : &it->second;
-  }
-  std::vector<const Located*> of_kind(EntryKind kind) const {
-    std::vector<const Located*> all;
-    for (const auto& [key, at] : entries_)
-      if (std::get<0>(key) == kind) all.push_back(&at);
-    return all;
-  }
-  const std::vector<const Located*>& state_of(const std::string& parameter) const {
-    static const std::vector<const Located*> none;
-    auto it = by_parameter_.find(parameter);
-    return it == by_parameter_.end() ? none : it->second;
-  }
-  bool has_optimizer_state() const { return !by_parameter_.empty(); }
-
-  Tensor read(const Located& at) {
-    const IndexEntry& e = *at.entry;
-    Tensor host = empty(e.shape, {.dtype = dtype_of_word(e.dtype, where(at)), .device = cpu()});
-    fill(at, host.raw_data());
-    return host;
-  }
-  std::string read_bytes(const Located& at) {
-    std::string bytes(at.entry->bytes, '\0');
-    fill(at, bytes.data());
-    return bytes;
-  }
-  std::string where(const Located& at) const {
-    std::string text(1, '\'');
-    text += data_path(at.index);
-    text += '\'';
-    return text;
-  }
-
- private:
-  std::string data_path(size_t i) const {
-    return (fs::path(step_.folder) / step_.indexes[i].data_file).string();
-  }
-  int open_data(size_t i) {
-    if (fds_[i] >= 0) return fds_[i];
-    const std::string path = data_path(i);
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) checkpoint_io::throw_errno("open", path);
-    fds_[i] = fd;
-    struct stat st {};
-    if (::fstat(fd, &st) != 0) checkpoint_io::throw_errno("inspect", path);
-    if (static_cast<uint64_t>(st.st_size) != step_.indexes[i].data_bytes)
-      throw CheckpointError("checkpoint data file '" + path + "' is truncated or damaged: " +
-                            std::to_string(st.st_size) + " bytes, its index '" + step_.paths[i] +
-                            "' says " + std::to_string(step_.indexes[i].data_bytes) +
-                            " (pass an earlier step to resume)");
-    return fd;
-  }
-  void fill(const Located& at, void* out) {
-    const IndexEntry& e = *at.entry;
-    const int fd = open_data(at.index);
-    uint64_t done = 0;
-    while (done < e.bytes) {
-      const ssize_t n = ::pread(fd, static_cast<char*>(out) + done, e.bytes - done,
-                                static_cast<off_t>(e.offset + done));
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0)
-        checkpoint_io::throw_errno("read tensor '" + e.name + "' from", data_path(at.index));
-      done += static_cast<uint64_t>(n);
-    }
-    if (checkpoint_io::word_checksum(out, e.bytes) != e.checksum)
-      throw CheckpointError("checkpoint: tensor '" + e.name + (e.key.empty() ? "" : "." + e.key) +
-                            "' in " + where(at) +
-                            " is corrupted: its checksum differs from its index's (pass an "
-                            "earlier step to resume)");
-  }
-
-  const NamedStep& step_;
-  std::map<std::tuple<EntryKind, std::string, std::string>, Located> entries_;
-  std::map<std::string, std::vector<const Located*>> by_parameter_;
-  std::vector<int> fds_;
-};
+using Located = StepReader::Located;
+using Stages = std::vector<std::shared_ptr<PipelineStage>>;
+/// Where a tensor the load needs comes from: read here, or (sharing) gathered from a replica.
+using TensorSource = std::function<Tensor(const Located&)>;
 
 std::string shape_text(const Shape& shape) { return tensorplay::to_string(shape); }
 
@@ -156,8 +54,8 @@ void check_no_foreign_tensors(const StepReader& reader, const NamedStep& step,
 }
 
 // Each stage's state_dict, read by name. A tied weight is read once for all its copies.
-std::vector<StateDict> read_models(StepReader& reader, const NamedStep& step,
-                                   const std::vector<std::shared_ptr<PipelineStage>>& stages) {
+std::vector<StateDict> read_models(const StepReader& reader, const NamedStep& step,
+                                   const Stages& stages, const TensorSource& source) {
   std::vector<StateDict> models(stages.size());
   std::unordered_map<std::string, Tensor> read;
   for (size_t k = 0; k < stages.size(); ++k) {
@@ -174,7 +72,7 @@ std::vector<StateDict> read_models(StepReader& reader, const NamedStep& step,
                               shape_text(tensor.shape()) +
                               " in this model: it was saved from another size of the model");
       auto it = read.find(name);
-      if (it == read.end()) it = read.emplace(name, reader.read(*at)).first;
+      if (it == read.end()) it = read.emplace(name, source(*at)).first;
       models[k].insert(name, it->second);
     }
   }
@@ -182,9 +80,8 @@ std::vector<StateDict> read_models(StepReader& reader, const NamedStep& step,
 }
 
 // The optimizer's state_dict ("state.<i>.<key>", "options.<x>") from the entries by name.
-StateDict read_optimizer(StepReader& reader, const NamedStep& step,
-                         const std::vector<std::shared_ptr<PipelineStage>>& stages,
-                         const optim::Optimizer& optimizer) {
+StateDict read_optimizer(const StepReader& reader, const NamedStep& step, const Stages& stages,
+                         const optim::Optimizer& optimizer, const TensorSource& source) {
   for (size_t i = 0; i < step.indexes.size(); ++i)
     if (step.indexes[i].optimizer != optimizer.type_name())
       throw CheckpointError("checkpoint index '" + step.paths[i] + "' holds the state of " +
@@ -212,11 +109,11 @@ StateDict read_optimizer(StepReader& reader, const NamedStep& step,
                               "." + at->entry->key + "' is " + shape_text(at->entry->shape) +
                               ", the parameter is " + shape_text(parameter.shape()) +
                               " in this model");
-      dict.insert("state." + std::to_string(i) + "." + at->entry->key, reader.read(*at));
+      dict.insert("state." + std::to_string(i) + "." + at->entry->key, source(*at));
     }
   }
   for (const auto* at : reader.of_kind(EntryKind::Option))
-    dict.insert("options." + at->entry->name, reader.read(*at));
+    dict.insert("options." + at->entry->name, source(*at));
   return dict;
 }
 
@@ -238,29 +135,96 @@ std::vector<std::string> read_generators(
   return states;
 }
 
-NamedCheckpointInfo load_step(const NamedStep& step,
-                              const std::vector<std::shared_ptr<PipelineStage>>& stages,
-                              optim::Optimizer& optimizer, const NamedCheckpointOptions& options) {
-  StepReader reader(step);
-  const auto generators = checked_generators(options.generators);
-  check_no_foreign_tensors(reader, step, stages);
-  std::vector<StateDict> models = read_models(reader, step, stages);
-  StateDict optimizer_dict = read_optimizer(reader, step, stages, optimizer);
-  const std::vector<std::string> states = read_generators(reader, step, generators);
+// The stages' and the optimizer's state dicts, each tensor taken from `source`.
+struct Parts {
+  std::vector<StateDict> models;
+  StateDict optimizer;
+};
+
+Parts read_parts(const StepReader& reader, const NamedStep& step, const Stages& stages,
+                 const optim::Optimizer& optimizer, const TensorSource& source) {
+  Parts parts;
+  parts.models = read_models(reader, step, stages, source);
+  parts.optimizer = read_optimizer(reader, step, stages, optimizer, source);
+  return parts;
+}
+
+void apply(const NamedStep& step, const Stages& stages, optim::Optimizer& optimizer, Parts& parts,
+           const std::vector<std::pair<std::string, Generator*>>& generators,
+           const std::vector<std::string>& states) {
   try {
-    optimizer.load_state_dict(optimizer_dict);
-    for (size_t k = 0; k < stages.size(); ++k) stages[k]->module().load_state_dict(models[k]);
+    optimizer.load_state_dict(parts.optimizer);
+    for (size_t k = 0; k < stages.size(); ++k) stages[k]->module().load_state_dict(parts.models[k]);
   } catch (const std::invalid_argument& e) {
     throw CheckpointError("checkpoint '" + step.folder +
                           "' does not fit these stages: " + e.what());
   }
   for (size_t g = 0; g < generators.size(); ++g)
     checkpoint_io::restore_generator_state(*generators[g].second, states[g]);
-  return step.info();
 }
 
-NamedCheckpointInfo load_version_2(const std::string& dir,
-                                   const std::vector<std::shared_ptr<PipelineStage>>& stages,
+NamedCheckpointInfo load_step(const NamedStep& step, const Stages& stages,
+                              optim::Optimizer& optimizer, const NamedCheckpointOptions& options) {
+  StepReader reader(step);
+  const auto generators = checked_generators(options.generators);
+  check_no_foreign_tensors(reader, step, stages);
+  Parts parts = read_parts(reader, step, stages, optimizer,
+                           [&reader](const Located& at) { return reader.read(at); });
+  const std::vector<std::string> states = read_generators(reader, step, generators);
+  apply(step, stages, optimizer, parts, generators, states);
+  NamedCheckpointInfo info = step.info();
+  info.bytes_read = reader.bytes_read();
+  return info;
+}
+
+// load_step with the reading split among options.replicas: each replica checks everything as
+// load_step does, reads its share of the model and optimizer tensors (the generators and the
+// optimizer's options, a few bytes, whole), learns that every replica did so without error, then
+// the replicas exchange their shares; only then does anything change.
+NamedCheckpointInfo load_step_shared(const NamedStep& step, const Stages& stages,
+                                     optim::Optimizer& optimizer,
+                                     const NamedCheckpointOptions& options) {
+  ReplicaExchange& replicas = *options.replicas;
+  StepReader reader(step);
+  std::vector<std::pair<std::string, Generator*>> generators;
+  std::vector<const Located*> wanted;
+  std::vector<int> owner;
+  std::vector<Tensor> mine;
+  std::vector<std::string> states;
+  std::unordered_map<const IndexEntry*, Tensor> whole;  // the optimizer's options
+  std::string error;
+  try {
+    generators = checked_generators(options.generators);
+    check_no_foreign_tensors(reader, step, stages);
+    std::set<const IndexEntry*> seen;
+    read_parts(reader, step, stages, optimizer, [&](const Located& at) {
+      if (at.entry->kind == EntryKind::Option)  // a few bytes: read whole, here and now
+        whole.emplace(at.entry, reader.read(at));
+      else if (seen.insert(at.entry).second)
+        wanted.push_back(&at);
+      return Tensor();
+    });
+    states = read_generators(reader, step, generators);
+    owner = deal_by_bytes(wanted, replicas.size());
+    mine = read_share(reader, wanted, owner, replicas.rank());
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  agree_among_replicas(replicas, error,
+                       "step " + std::to_string(step.info().step) + ", " + entries_digest(wanted),
+                       "what they load");
+  const auto shared = gather_shares(replicas, wanted, owner, std::move(mine));
+  Parts parts = read_parts(reader, step, stages, optimizer, [&](const Located& at) {
+    auto it = whole.find(at.entry);
+    return it != whole.end() ? it->second : shared.at(at.entry);
+  });
+  apply(step, stages, optimizer, parts, generators, states);
+  NamedCheckpointInfo info = step.info();
+  info.bytes_read = reader.bytes_read();
+  return info;
+}
+
+NamedCheckpointInfo load_version_2(const std::string& dir, const Stages& stages,
                                    optim::Optimizer& optimizer, std::optional<int64_t> step,
                                    const NamedCheckpointOptions& options) {
   const int n = stages.front()->num_stages();
@@ -269,25 +233,31 @@ NamedCheckpointInfo load_version_2(const std::string& dir,
   return {.step = loaded, .num_stages = n, .layout = std::to_string(n) + " stages", .version = 2};
 }
 
-}  // namespace
-
-NamedCheckpointInfo load_named_checkpoint(const std::string& dir,
-                                          const std::vector<std::shared_ptr<PipelineStage>>& stages,
-                                          optim::Optimizer& optimizer, std::optional<int64_t> step,
-                                          const NamedCheckpointOptions& options) {
-  const int num_stages = checked_stage_count(stages);
-  checkpoint_io::remove_dead_writers_files(dir);
-  const auto folders = named_step_folders(dir);
-  if (step) {
-    auto it = folders.find(*step);
-    if (it == folders.end()) return load_version_2(dir, stages, optimizer, step, options);
-    const NamedStep found = read_named_step(it->second);
-    if (!found.complete())
-      throw CheckpointError("checkpoint: step " + std::to_string(*step) + " under '" + dir +
-                            "' cannot be loaded: " + found.why_incomplete() +
-                            "; pass another step");
-    return load_step(found, stages, optimizer, options);
+// What load_named_checkpoint loads: a layout-free step, or else a version-2 one (its step, or
+// none: the newest).
+struct Choice {
+  std::optional<NamedStep> named;
+  std::optional<int64_t> version_2;
+  std::string text() const {
+    if (named) return "layout-free step " + std::to_string(named->info().step);
+    return version_2 ? "version-2 step " + std::to_string(*version_2) : "the newest version-2 step";
   }
+};
+
+Choice choose_given(const std::string& dir, const std::map<int64_t, std::string>& folders,
+                    int64_t step) {
+  auto it = folders.find(step);
+  if (it == folders.end()) return {.named = std::nullopt, .version_2 = step};
+  NamedStep found = read_named_step(it->second);
+  if (!found.complete())
+    throw CheckpointError("checkpoint: step " + std::to_string(step) + " under '" + dir +
+                          "' cannot be loaded: " + found.why_incomplete() + "; pass another step");
+  return {.named = std::move(found), .version_2 = std::nullopt};
+}
+
+Choice choose(const std::string& dir, int num_stages, std::optional<int64_t> step) {
+  const auto folders = named_step_folders(dir);
+  if (step) return choose_given(dir, folders, *step);
   // The newest step whose indexes cover every stage; only as many folders are read as needed.
   std::optional<NamedStep> chosen;
   std::string skipped;
@@ -304,10 +274,47 @@ NamedCheckpointInfo load_named_checkpoint(const std::string& dir,
   }
   const auto v2 = latest_checkpoint_step(dir, num_stages);
   if (v2 && (!chosen || *v2 > chosen->info().step))
-    return load_version_2(dir, stages, optimizer, *v2, options);
-  if (chosen) return load_step(*chosen, stages, optimizer, options);
-  if (folders.empty()) return load_version_2(dir, stages, optimizer, std::nullopt, options);
+    return {.named = std::nullopt, .version_2 = *v2};
+  if (chosen) return {.named = std::move(chosen), .version_2 = std::nullopt};
+  if (folders.empty()) return {};
   throw CheckpointError("checkpoint: no complete checkpoint under '" + dir + "'" + skipped);
+}
+
+bool shares(const NamedCheckpointOptions& options) {
+  return options.replicas && options.replicas->size() > 1;
+}
+
+NamedCheckpointInfo load_choice(const std::string& dir, const Choice& choice, const Stages& stages,
+                                optim::Optimizer& optimizer,
+                                const NamedCheckpointOptions& options) {
+  if (!choice.named) return load_version_2(dir, stages, optimizer, choice.version_2, options);
+  if (shares(options)) return load_step_shared(*choice.named, stages, optimizer, options);
+  return load_step(*choice.named, stages, optimizer, options);
+}
+
+}  // namespace
+
+NamedCheckpointInfo load_named_checkpoint(const std::string& dir, const Stages& stages,
+                                          optim::Optimizer& optimizer, std::optional<int64_t> step,
+                                          const NamedCheckpointOptions& options) {
+  if (!shares(options)) {
+    const int num_stages = checked_stage_count(stages);
+    checkpoint_io::remove_dead_writers_files(dir);
+    return load_choice(dir, choose(dir, num_stages, step), stages, optimizer, options);
+  }
+  // Replicas agree on the step (or all fail alike) before any of them reads a tensor.
+  std::optional<Choice> choice;
+  std::string error;
+  try {
+    const int num_stages = checked_stage_count(stages);
+    checkpoint_io::remove_dead_writers_files(dir);
+    choice = choose(dir, num_stages, step);
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  agree_among_replicas(*options.replicas, error, choice ? choice->text() : "",
+                       "the step they load");
+  return load_choice(dir, *choice, stages, optimizer, options);
 }
 
 StateDict read_named_model(const std::string& dir, int64_t step) {

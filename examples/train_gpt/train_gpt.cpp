@@ -27,6 +27,7 @@
 #include "actors/device_mesh.h"
 #include "actors/message_log.h"
 #include "actors/process_group.h"
+#include "actors/replica_exchange.h"
 #include "actors/schedule.h"
 #include "auto_layout.h"
 #include "dropout_generators.h"
@@ -539,8 +540,11 @@ int resume_step(const Options& o, Job& job, const pp::NamedCheckpointOptions& ch
   if (!o.resume && !(auto_resume && pp::latest_named_checkpoint(o.checkpoint_dir,
                                                                 job.stages.front()->num_stages())))
     return 0;
-  const pp::NamedCheckpointInfo info = pp::load_named_checkpoint(
-      o.checkpoint_dir, job.stages, *job.opt, std::nullopt, checkpoint_options);
+  // With --dp, each replica of a stage reads its share of the tensors, then they exchange them.
+  pp::NamedCheckpointOptions load_options = checkpoint_options;
+  load_options.replicas = dist::replica_exchange(job.stages);
+  const pp::NamedCheckpointInfo info =
+      pp::load_named_checkpoint(o.checkpoint_dir, job.stages, *job.opt, std::nullopt, load_options);
   if (prints)
     std::printf("resumed step %lld written by %s as %s (from %s)\n",
                 static_cast<long long>(info.step), info.layout.c_str(),

@@ -4,9 +4,12 @@
 // error naming the tensor or file with nothing changed.
 #include <unistd.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <set>
 
+#include "fake_replicas.h"
 #include "models.h"
 #include "stages/checkpoint_index.h"
 #include "stages/checkpoint_io.h"
@@ -75,6 +78,18 @@ struct Job {
 std::string index_path(const std::string& dir, int64_t step, int first_stage = 0) {
   return pp::checkpoint_io::step_folder(dir, step) + "/index_s" + std::to_string(first_stage) +
          ".txt";
+}
+
+// Every value's bits, by name (NaN and -0 compare as bits).
+std::map<std::string, std::vector<uint32_t>> bits_of(
+    const std::map<std::string, std::vector<float>>& all) {
+  std::map<std::string, std::vector<uint32_t>> out;
+  for (const auto& [name, values] : all) {
+    auto& b = out[name];
+    b.resize(values.size());
+    if (!values.empty()) std::memcpy(b.data(), values.data(), values.size() * sizeof(float));
+  }
+  return out;
 }
 
 }  // namespace
@@ -302,4 +317,135 @@ TEST_CASE("SGD's momentum reshards by parameter name", "[checkpoint][named][resh
   CHECK(momentum_by_name(fresh, fresh_sgd) == want);
   CHECK(fresh_sgd.options().momentum == 0.9f);
   CHECK(fresh_sgd.options().lr == 0.1f);
+}
+
+TEST_CASE("reshard: replicas split the reading and each ends with what a whole read gives",
+          "[checkpoint][named][reshard][replicas]") {
+  TempDir dir;
+  Job saved(1, {1, 2, 3}, 4, 48);  // 4 stages
+  saved.train(2);
+  tp::Generator sampler(77);
+  sampler.uniform();
+  pp::save_named_checkpoint(dir.path, saved.stages, *saved.opt, 7,
+                            {.generators = {{"data", &sampler}}});
+  Job whole(9, {2}, 4, 48);
+  tp::Generator whole_sampler(5);
+  const auto whole_info = pp::load_named_checkpoint(
+      dir.path, whole.stages, *whole.opt, std::nullopt, {.generators = {{"data", &whole_sampler}}});
+  const double next_sample = whole_sampler.uniform();
+  REQUIRE(bits_of(whole.by_name()) == bits_of(saved.by_name()));
+  for (int n : {2, 3}) {
+    std::vector<std::unique_ptr<Job>> jobs;
+    std::vector<std::unique_ptr<tp::Generator>> samplers;
+    for (int r = 0; r < n; ++r) {
+      jobs.push_back(std::make_unique<Job>(20 + r, std::vector<int>{2}, 4, 48));
+      samplers.push_back(std::make_unique<tp::Generator>(5));
+    }
+    std::vector<pp::NamedCheckpointInfo> infos(n);
+    const auto errors = run_replicas(n, [&](std::shared_ptr<FakeReplicas> replicas) {
+      const int r = replicas->rank();
+      infos[r] = pp::load_named_checkpoint(
+          dir.path, jobs[r]->stages, *jobs[r]->opt, std::nullopt,
+          {.generators = {{"data", samplers[r].get()}}, .replicas = replicas});
+    });
+    uint64_t total = 0;
+    for (int r = 0; r < n; ++r) {
+      INFO(n << " replicas, replica " << r);
+      CHECK(errors[r].empty());
+      CHECK(infos[r].step == 7);
+      CHECK(bits_of(jobs[r]->by_name()) == bits_of(whole.by_name()));
+      CHECK(samplers[r]->uniform() == next_sample);
+      // Its share (model and optimizer tensors balanced by bytes), not the whole.
+      CHECK(infos[r].bytes_read < whole_info.bytes_read / n + whole_info.bytes_read / 10);
+      total += infos[r].bytes_read;
+    }
+    CHECK(total >= whole_info.bytes_read);
+  }
+}
+
+TEST_CASE("reshard: a damaged tensor one replica reads fails every replica alike, unchanged",
+          "[checkpoint][named][reshard][replicas][misuse]") {
+  TempDir dir;
+  Job saved(1, {2});
+  saved.train(2);
+  pp::save_named_checkpoint(dir.path, saved.stages, *saved.opt, 5);
+  const auto index =
+      pp::parse_index(pp::checkpoint_io::read_whole(index_path(dir.path, 5)), "index");
+  const std::string data = pp::checkpoint_io::step_folder(dir.path, 5) + "/" + index.data_file;
+  std::set<std::string> finders;
+  for (const auto& victim : index.entries) {
+    if (victim.kind != pp::EntryKind::Model && victim.kind != pp::EntryKind::Optimizer) continue;
+    const std::string text = pp::checkpoint_io::read_whole(data);
+    {
+      std::fstream f(data, std::ios::in | std::ios::out | std::ios::binary);
+      f.seekp(static_cast<std::streamoff>(victim.offset));
+      f.put(static_cast<char>(text[victim.offset] ^ 0x5a));
+    }
+    std::vector<std::unique_ptr<Job>> jobs;
+    jobs.push_back(std::make_unique<Job>(9, std::vector<int>{2}));
+    jobs.push_back(std::make_unique<Job>(9, std::vector<int>{2}));
+    const auto before = jobs[0]->by_name();
+    const auto errors = run_replicas(2, [&](std::shared_ptr<FakeReplicas> replicas) {
+      pp::load_named_checkpoint(dir.path, jobs[replicas->rank()]->stages,
+                                *jobs[replicas->rank()]->opt, std::nullopt, {.replicas = replicas});
+    });
+    INFO(victim.name << "." << victim.key << ": " << errors[0]);
+    CHECK(errors[0] == errors[1]);
+    CHECK_THAT(errors[0], Catch::Contains("'" + victim.name) && Catch::Contains("corrupted") &&
+                              Catch::Contains("found by data-parallel replica"));
+    for (const auto& job : jobs) CHECK(job->by_name() == before);
+    for (const char* r : {"replica 0 of 2", "replica 1 of 2"})
+      if (errors[0].find(r) != std::string::npos) finders.insert(r);
+    std::ofstream(data, std::ios::binary | std::ios::trunc) << text;
+  }
+  CHECK(finders.size() == 2);  // errors found by either replica reached both
+}
+
+TEST_CASE("reshard: replicas that find different steps, or one that finds none, fail alike",
+          "[checkpoint][named][reshard][replicas][misuse]") {
+  TempDir dir, other;
+  Job saved(1, {2});
+  pp::save_named_checkpoint(dir.path, saved.stages, *saved.opt, 5);
+  pp::save_named_checkpoint(dir.path, saved.stages, *saved.opt, 6);
+  std::vector<std::unique_ptr<Job>> jobs;
+  for (int r = 0; r < 2; ++r) jobs.push_back(std::make_unique<Job>(9, std::vector<int>{2}));
+  const auto before = jobs[0]->by_name();
+  auto load = [&](auto step_of, auto dir_of) {
+    return run_replicas(2, [&](std::shared_ptr<FakeReplicas> replicas) {
+      const int r = replicas->rank();
+      pp::load_named_checkpoint(dir_of(r), jobs[r]->stages, *jobs[r]->opt, step_of(r),
+                                {.replicas = replicas});
+    });
+  };
+  auto errors =
+      load([](int r) { return std::optional<int64_t>(5 + r); }, [&](int) { return dir.path; });
+  CHECK(errors[0] == errors[1]);
+  CHECK_THAT(errors[0], Catch::Contains("differ in the step they load") &&
+                            Catch::Contains("step 5") && Catch::Contains("step 6"));
+  fs::create_directories(other.path + "/step_00000009");
+  std::ofstream(other.path + "/step_00000009/index_s0.txt") << "not an index\n";  // damaged
+  errors =
+      load([](int) { return std::nullopt; }, [&](int r) { return r == 0 ? dir.path : other.path; });
+  CHECK(errors[0] == errors[1]);
+  CHECK_THAT(errors[0], Catch::Contains("found by data-parallel replica 1 of 2"));
+  for (const auto& job : jobs) CHECK(job->by_name() == before);
+}
+
+TEST_CASE("reshard: replicas that hold different stages refuse alike",
+          "[checkpoint][named][reshard][replicas][misuse]") {
+  TempDir dir;
+  Job saved(1, {2});
+  pp::save_named_checkpoint(dir.path, saved.stages, *saved.opt, 5);
+  Job first(9, {2}), second(9, {2});
+  tp::optim::AdamW second_opt(pp::parameters({second.stages[0]}));
+  const auto errors = run_replicas(2, [&](std::shared_ptr<FakeReplicas> replicas) {
+    if (replicas->rank() == 0)
+      pp::load_named_checkpoint(dir.path, first.stages, *first.opt, std::nullopt,
+                                {.replicas = replicas});
+    else
+      pp::load_named_checkpoint(dir.path, {second.stages[0]}, second_opt, std::nullopt,
+                                {.replicas = replicas});
+  });
+  CHECK(errors[0] == errors[1]);
+  CHECK_THAT(errors[0], Catch::Contains("replicas differ in what they load"));
 }
