@@ -23,12 +23,14 @@ double size_scale(const Profile& profile, const PlanContext& context, const Plan
 }
 
 // Compute speed of one stage actor with `threads` product threads while every rank of the host
-// computes with as many: the profile's speedup, less when the host's cores are oversubscribed.
+// computes with as many: the profile's speedup, less when the host's cores are oversubscribed,
+// and less by the calibrated compute_factor when the host runs more than one rank.
 double compute_speed(const Profile& profile, const PlanContext& context, int threads) {
   const double wanted = static_cast<double>(threads) * context.ranks_per_host;
   const double oversubscribed = std::max(1.0, wanted / std::max(1, context.cores));
+  const double shared = context.ranks_per_host > 1 ? profile.compute_factor : 1.0;
   // One thread per actor, more actors than cores: they take turns.
-  return profile.speedup(threads) / oversubscribed;
+  return profile.speedup(threads) / oversubscribed / shared;
 }
 
 }  // namespace

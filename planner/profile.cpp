@@ -129,6 +129,9 @@ void Profile::check() const {
   }
   if (!(action_overhead >= 0))
     throw std::invalid_argument("profile of " + model + ": action_overhead must be >= 0");
+  if (!(compute_factor > 0))
+    throw std::invalid_argument("profile of " + model + ": compute_factor must be > 0, got " +
+                                std::to_string(compute_factor));
   for (size_t i = 1; i < threads.size(); ++i)
     if (threads[i].threads <= threads[i - 1].threads)
       throw std::invalid_argument("profile of " + model + ": thread counts must ascend");
@@ -151,7 +154,8 @@ std::string profile_to_json(const Profile& p) {
             {"segments", segments},
             {"channels", channels},
             {"threads", threads},
-            {"action_overhead", p.action_overhead}};
+            {"action_overhead", p.action_overhead},
+            {"compute_factor", p.compute_factor}};
   return j.dump(2) + "\n";
 }
 
@@ -178,6 +182,8 @@ Profile profile_from_json(const std::string& source) {
                          number(t, "speedup", "a thread count")});
   p.action_overhead =
       j.contains("action_overhead") ? number(j, "action_overhead", "the profile") : 0.0;
+  p.compute_factor =
+      j.contains("compute_factor") ? number(j, "compute_factor", "the profile") : 1.0;
   p.check();
   return p;
 }

@@ -58,6 +58,12 @@ struct Profile {
   /// Seconds the runtime adds to each compute action (its messages and scheduling), found by
   /// calibrate_profile against a real run; 0 when not calibrated. Optional in JSON.
   double action_overhead = 0;
+  /// How much longer compute takes while the ranks of one host run at once than the profile's
+  /// segments measured alone (they share caches, memory bandwidth and the host's other load):
+  /// the planner multiplies each action's compute by it when a host runs more than one rank.
+  /// Found by calibrate_profile from the actions' measured durations; 1 when not calibrated.
+  /// Optional in JSON.
+  double compute_factor = 1;
 
   /// The segment names, in order (the first is "").
   std::vector<std::string> segment_names() const;

@@ -21,6 +21,7 @@ TEST_CASE("a profile survives the JSON round trip and a file", "[planner][profil
   p.threads = {{1, 1.0}, {2, 1.9}};
   p.cores = 8;
   p.action_overhead = 1.5e-5;
+  p.compute_factor = 1.25;
   p.activation_bytes_source = "host allocator";
   const pp::Profile back = pp::profile_from_json(pp::profile_to_json(p));
   CHECK(pp::profile_to_json(back) == pp::profile_to_json(p));
@@ -36,6 +37,7 @@ TEST_CASE("a profile survives the JSON round trip and a file", "[planner][profil
   CHECK(back.channel("ucx_tcp").bandwidth == 1.25e9);
   CHECK(back.threads.at(1).speedup == 1.9);
   CHECK(back.action_overhead == 1.5e-5);
+  CHECK(back.compute_factor == 1.25);
   const std::string path = "test_profile_round_trip.json";
   pp::save_profile(p, path);
   CHECK(pp::profile_to_json(pp::load_profile(path)) == pp::profile_to_json(p));
@@ -52,6 +54,13 @@ TEST_CASE("bad profiles are errors naming the field", "[planner][profile]") {
   CHECK_THROWS_WITH(pp::load_profile("no_such_profile.json"), Catch::Contains("no_such_profile"));
   pp::Profile negative = planner_test::synthetic({1, -1});
   CHECK_THROWS_WITH(negative.check(), Catch::Contains("blocks.1"));
+  pp::Profile no_compute = planner_test::synthetic({1});
+  no_compute.compute_factor = 0;
+  CHECK_THROWS_WITH(no_compute.check(), Catch::Contains("compute_factor must be > 0"));
+  std::string older = pp::profile_to_json(planner_test::synthetic({1}));
+  const size_t line = older.rfind('\n', older.find("\"compute_factor\"")) + 1;
+  older.erase(line, older.find('\n', line) + 1 - line);  // saved before the factor existed
+  CHECK(pp::profile_from_json(older).compute_factor == 1.0);
   CHECK_THROWS_WITH(planner_test::synthetic({1}).channel("ucx_shm"),
                     Catch::Contains("no channel 'ucx_shm'") && Catch::Contains("in_process"));
 }
