@@ -65,7 +65,7 @@ std::string captured_message_log(const std::function<void()>& body) {
   return out.str();
 }
 
-// The timed steps of one run: each one's wall seconds, and (when logged) the message log.
+// The timed steps of one run, with the message log captured: each one's wall seconds and the log.
 struct MeasuredRun {
   std::vector<double> seconds;  ///< per timed step, after one warm-up step
   std::string log;
@@ -83,7 +83,7 @@ MeasuredRun measured_run(const Profile& profile, nn::Module& model, const PlanCh
   const std::vector<Tensor> inputs = repeated(example, c.microbatches);
   const Tensor target = repeated({o.target}, c.microbatches).front();
   MeasuredRun run;
-  auto steps = [&] {
+  run.log = captured_message_log([&] {
     for (int i = 0; i <= std::max(1, o.steps); ++i) {
       const auto start = std::chrono::steady_clock::now();
       schedule.step(inputs, {.target = target});
@@ -92,37 +92,27 @@ MeasuredRun measured_run(const Profile& profile, nn::Module& model, const PlanCh
       if (i > 0) run.seconds.push_back(seconds);  // the first step warms up
       zero.zero_grad();
     }
-  };
-  steps();  // the step time, without the log's own cost
-  const std::vector<double> unlogged = run.seconds;
-  run.seconds.clear();
-  run.log = captured_message_log(steps);  // the actions' durations
-  run.seconds = unlogged;
+  });
   return run;
 }
 
-// The logged step whose actions ran fastest (the log's steps, the warm-up's first), in seconds.
-schedules::SimulationResult fastest_logged_step(const std::string& log) {
-  std::istringstream in(log);
+// The fastest timed step of `run`: its wall seconds, and its actions from the log (seconds).
+std::pair<double, schedules::SimulationResult> fastest_step(const MeasuredRun& run) {
+  std::istringstream in(run.log);
   const std::vector<LogEvent> events = parse_message_log(in);
-  std::set<uint64_t> steps;
+  std::set<uint64_t> numbers;  // the log's steps: the warm-up's, then the timed ones
   for (const LogEvent& e : events)
-    if (e.event == "start") steps.insert(e.step);
-  if (steps.size() < 2)
+    if (e.event == "start") numbers.insert(e.step);
+  if (numbers.size() != run.seconds.size() + 1)
     throw std::runtime_error("calibrate_profile: the message log holds " +
-                             std::to_string(steps.size()) +
-                             " steps, expected the warm-up and more");
-  schedules::SimulationResult best;
-  double best_busy = 1e300;
-  for (auto step = std::next(steps.begin()); step != steps.end(); ++step) {
-    schedules::SimulationResult r = step_timeline(events, *step);
-    double busy = 0;
-    for (const auto& e : r.timeline) busy += static_cast<double>(e.end - e.start);
-    if (busy < best_busy) best_busy = busy, best = std::move(r);
-  }
-  for (auto& e : best.timeline) e.start *= 1e-6, e.end *= 1e-6;  // microseconds to seconds
-  best.makespan *= 1e-6;
-  return best;
+                             std::to_string(numbers.size()) + " steps, expected " +
+                             std::to_string(run.seconds.size() + 1));
+  const size_t best = static_cast<size_t>(std::min_element(run.seconds.begin(), run.seconds.end()) -
+                                          run.seconds.begin());
+  schedules::SimulationResult r = step_timeline(events, *std::next(numbers.begin(), best + 1));
+  for (auto& e : r.timeline) e.start *= 1e-6, e.end *= 1e-6;  // microseconds to seconds
+  r.makespan *= 1e-6;
+  return {run.seconds[best], std::move(r)};
 }
 
 // The time per action that makes the simulator's pipeline step of `c` on `p` (its compute
@@ -184,11 +174,10 @@ CalibrationFit calibrate_profile(Profile& profile, nn::Module& model,
   if (profile.segments.size() < 2)
     throw std::invalid_argument("calibrate_profile: needs a profile of at least 2 segments");
   const PlanChoice c = calibration_choice(profile, o.microbatches);
-  const MeasuredRun run = measured_run(profile, model, c, example_microbatch, o);
-  const double measured = *std::min_element(run.seconds.begin(), run.seconds.end());
+  const auto [measured, timeline] =
+      fastest_step(measured_run(profile, model, c, example_microbatch, o));
   const PlanRequest request{.world = 2, .batch = profile.microbatch_size * o.microbatches};
-  const CalibrationFit fit =
-      fit_calibration(profile, request, c, fastest_logged_step(run.log), measured);
+  const CalibrationFit fit = fit_calibration(profile, request, c, timeline, measured);
   profile.compute_factor = fit.compute_factor;
   profile.action_overhead = fit.action_overhead;
   return fit;

@@ -51,8 +51,9 @@ CalibrationFit fit_calibration(const Profile& profile, const PlanRequest& reques
 /// Runs `model` on the embedded runtime, two ranks under 1F1B (cut balanced on the profile,
 /// `options.microbatches` copies of `example_microbatch` per step) with its message log captured,
 /// and sets profile.compute_factor and profile.action_overhead by fit_calibration on the fastest
-/// timed step (the pipeline only, no optimizer step). Returns the fit. The model's gradients are
-/// left zero; its parameters do not change.
+/// timed step (its wall time and its actions; the pipeline only, no optimizer step; the log's
+/// own cost, microseconds per action, counts as the runtime's). Returns the fit. The model's
+/// gradients are left zero; its parameters do not change.
 CalibrationFit calibrate_profile(Profile& profile, nn::Module& model,
                                  const std::vector<Tensor>& example_microbatch,
                                  const CalibrationOptions& options);
