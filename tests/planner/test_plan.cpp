@@ -168,6 +168,24 @@ TEST_CASE("predict evaluates one given configuration as the search does", "[plan
                     Catch::Contains("runs past the profile's 4"));
 }
 
+TEST_CASE("the compute factor scales compute when a host runs several ranks", "[planner][plan]") {
+  pp::Profile profile = planner_test::synthetic({1, 1, 1, 1});
+  profile.compute_factor = 1.5;
+  pp::PlanChoice c;
+  c.schedule = sc::ScheduleKind::OneFOneB;
+  c.ranks = 2;
+  c.microbatches = 4;
+  c.stage_begin = {0, 2};
+  // (m + p - 1)(F + B) = 5 x 6 = 30 at factor 1; both ranks on one host: 1.5 times that.
+  CHECK(pp::predict(profile, {.world = 2, .batch = 4}, c).step_seconds == Approx(45));
+  // A rank per host: nothing shares its host, compute as profiled.
+  CHECK(pp::predict(profile, {.world = 2, .batch = 4, .ranks_per_host = 1}, c).step_seconds ==
+        Approx(30));
+  // The time per action is the runtime's, not compute: it is not scaled (10 actions per rank).
+  profile.action_overhead = 0.5;
+  CHECK(pp::predict(profile, {.world = 2, .batch = 4}, c).step_seconds == Approx(45 + 5 * 2 * 0.5));
+}
+
 namespace {
 
 // What the simulator's memory model predicts for `c` on `profile` (batch `batch`), with the
