@@ -12,7 +12,9 @@
 // "configs" (configurations run), and the overhead-only model's share and worst error.
 // mlp-2proc adds the MLP in two processes (tp-launch) under 1F1B and ZBV, predicted over the
 // profile's UCX channel (ucx_shm, the one the planner picks for ranks in processes of one host):
-// "two_process_worst_error" (and "two_process_worst_error_overhead_only").
+// "two_process_worst_error" (and "two_process_worst_error_overhead_only"); and, to tell whether
+// the embedded calibration holds for processes, a calibration of the two-process mode itself
+// (a logged 1F1B run) and its predictions: "two_process_worst_error_own_calibration".
 //
 //   ./build/bench/bench_plan [--models gpt,gpt-large,mlp,mlp-2proc] [--steps 3] [--warmup 1]
 //                            [--tp-launch PATH]
@@ -31,6 +33,7 @@
 #include "planner/profile_run.h"
 #include "stages/build_stage.h"
 #include "tensors/nn/gpt.h"
+#include "two_process_calibration.h"
 
 namespace {
 
@@ -189,8 +192,9 @@ struct Figures {
   int configs = 0;
   Errors calibrated, overhead_only;
   double two_process_worst = -1, two_process_worst_overhead_only = -1;  // -1: not run
-  double planning_seconds = 0, pick_vs_best = 1;                        // each model's is <= 1
-  double configs_per_second = 1e30;                                     // the slowest search's
+  double two_process_worst_own_calibration = -1;
+  double planning_seconds = 0, pick_vs_best = 1;  // each model's is <= 1
+  double configs_per_second = 1e30;               // the slowest search's
 };
 
 // One configuration run: its predictions (calibrated, and overhead-only for comparison) beside
@@ -250,10 +254,45 @@ void print_costs(const pp::Profile& profile, const pp::PlanRequest& request) {
   std::fflush(stdout);
 }
 
+// The MLP's configuration in two processes: `kind` at `microbatches`, the even cut the workers
+// use, the schedule's default stages per rank.
+pp::PlanChoice two_process_choice(sc::ScheduleKind kind, int microbatches, int64_t blocks) {
+  pp::PlanChoice c;
+  c.schedule = kind;
+  c.ranks = 2;
+  c.stages_per_rank = sc::default_stages_per_rank(kind);
+  c.microbatches = microbatches;
+  for (int s = 0; s < c.num_stages(); ++s)
+    c.stage_begin.push_back(static_cast<int>(s * blocks / c.num_stages()));
+  c.recompute.assign(c.num_stages(), false);
+  c.cut = "even";
+  return c;
+}
+
+// Whether the embedded calibration holds for two processes: 1F1B at 4 microbatches calibrated
+// in two processes itself (its message logs), and a profile with that mode's own figures.
+pp::Profile own_calibration(const std::string& tp_launch, const bench::MlpJob& job,
+                            const pp::Profile& profile, const pp::PlanRequest& request) {
+  const pp::CalibrationFit fit =
+      bench::fit_two_processes(tp_launch, job, profile, request,
+                               two_process_choice(sc::ScheduleKind::OneFOneB, 4, job.blocks));
+  std::printf(
+      "{\"model\": \"mlp, 2 processes\", \"calibration\": \"1F1B, 2 processes\", "
+      "\"compute_factor\": %.3f, \"action_overhead_s\": %.3g, \"measured_step_s\": %.5f, "
+      "\"uncalibrated_step_s\": %.5f}\n",
+      fit.compute_factor, fit.action_overhead, fit.measured_step, fit.predicted_step);
+  std::fflush(stdout);
+  pp::Profile own = profile;
+  own.compute_factor = fit.compute_factor;
+  own.action_overhead = fit.action_overhead;
+  return own;
+}
+
 // The MLP in two processes (tp-launch, this executable's worker mode: even cut, the schedule's
 // default stages per rank, each process's SGD step included; the fastest of its timed steps) under
 // 1F1B and ZBV at 4 and 8 microbatches, predicted over the channel the planner picks for processes
-// of one host.
+// of one host with the embedded calibration (counted in the grid), and with the two-process
+// mode's own for comparison.
 void run_two_processes(const std::string& tp_launch, int steps, int warmup, Figures& f) {
   Model m = mlp();
   const Profiles profiles = profile_of(m);
@@ -263,19 +302,14 @@ void run_two_processes(const std::string& tp_launch, int steps, int warmup, Figu
   bench::MlpJob job;
   job.steps = steps;
   job.warmup = warmup;
+  const pp::Profile own = own_calibration(tp_launch, job, profile, request);
   for (sc::ScheduleKind kind : {sc::ScheduleKind::OneFOneB, sc::ScheduleKind::ZBVZeroBubble})
     for (int microbatches : {4, 8}) {
-      pp::PlanChoice c;
-      c.schedule = kind;
-      c.ranks = 2;
-      c.stages_per_rank = sc::default_stages_per_rank(kind);
-      c.microbatches = job.microbatches = microbatches;
-      for (int s = 0; s < c.num_stages(); ++s)
-        c.stage_begin.push_back(static_cast<int>(s * job.blocks / c.num_stages()));
-      c.recompute.assign(c.num_stages(), false);
-      c.cut = "even";
-      c = pp::predict(profile, request, c);
+      const pp::PlanChoice c =
+          pp::predict(profile, request, two_process_choice(kind, microbatches, job.blocks));
       const double before = pp::predict(profiles.overhead_only, request, c).step_seconds;
+      const double own_mode = pp::predict(own, request, c).step_seconds;
+      job.microbatches = microbatches;
       const bench::PipelineRun run =
           bench::launch_pipeline(tp_launch, job, std::string(sc::schedule_name(kind)));
       if (!run.error.empty()) throw std::runtime_error(run.error);
@@ -283,6 +317,12 @@ void run_two_processes(const std::string& tp_launch, int steps, int warmup, Figu
       f.two_process_worst = std::max(f.two_process_worst, std::abs(c.step_seconds / measured - 1));
       f.two_process_worst_overhead_only =
           std::max(f.two_process_worst_overhead_only, std::abs(before / measured - 1));
+      f.two_process_worst_own_calibration =
+          std::max(f.two_process_worst_own_calibration, std::abs(own_mode / measured - 1));
+      std::printf(
+          "{\"model\": \"mlp, 2 processes\", \"config\": \"%s\", "
+          "\"predicted_own_calibration_s\": %.5f, \"error_own_calibration\": %.3f}\n",
+          c.describe().c_str(), own_mode, own_mode / measured - 1);
       report_config("mlp, 2 processes", c, before, measured, false, f);
     }
 }
@@ -302,12 +342,13 @@ void print_summary(const std::string& models, const Figures& f) {
       "\"planning_seconds\": %.4f, \"planning_configs_per_second\": %.0f, "
       "\"two_process_worst_error\": %.3f, \"within_8pct_share_overhead_only\": %.3f, "
       "\"worst_prediction_error_overhead_only\": %.3f, \"worst_config_overhead_only\": \"%s\", "
-      "\"two_process_worst_error_overhead_only\": %.3f, \"configs\": %d}\n",
+      "\"two_process_worst_error_overhead_only\": %.3f, "
+      "\"two_process_worst_error_own_calibration\": %.3f, \"configs\": %d}\n",
       models.c_str(), f.pick_vs_best, share(f.calibrated), f.calibrated.worst,
       f.calibrated.worst_config.c_str(), f.planning_seconds,
       f.configs_per_second < 1e30 ? f.configs_per_second : 0.0, f.two_process_worst,
       share(f.overhead_only), f.overhead_only.worst, f.overhead_only.worst_config.c_str(),
-      f.two_process_worst_overhead_only, f.configs);
+      f.two_process_worst_overhead_only, f.two_process_worst_own_calibration, f.configs);
 }
 
 }  // namespace

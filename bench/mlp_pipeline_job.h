@@ -285,10 +285,12 @@ struct PipelineRun {
 
 /// Starts two ranks of this executable in worker mode under `tp_launch` for `schedule` and reads
 /// the figure of the rank hosting the last stage from the launcher's "[rank R] " lines.
+/// `launcher_flags` go to tp-launch as they are (shell words, quoted by the caller).
 inline PipelineRun launch_pipeline(const std::string& tp_launch, const MlpJob& job,
-                                   const std::string& schedule) {
+                                   const std::string& schedule,
+                                   const std::string& launcher_flags = "") {
   std::string command = "OPENBLAS_NUM_THREADS=1 " + shell_quote(tp_launch) +
-                        " --nproc-per-node 2 --grace-seconds 2 -- " +
+                        " --nproc-per-node 2 --grace-seconds 2 " + launcher_flags + " -- " +
                         shell_quote(self_executable()) + " --worker --schedule " +
                         shell_quote(schedule) + " " + job.flags() + " 2>&1";
   CommandOutput out = run_command(command);
