@@ -115,10 +115,10 @@ Profiles profile_of(Model& m) {
   std::printf(
       "{\"model\": \"%s\", \"calibration\": \"1F1B, 2 ranks, embedded\", \"compute_factor\": "
       "%.3f, \"action_overhead_s\": %.3g, \"measured_step_s\": %.5f, "
-      "\"uncalibrated_step_s\": %.5f, \"measured_compute_s\": %.5f, "
+      "\"uncalibrated_step_s\": %.5f, \"calibrated_step_s\": %.5f, \"measured_compute_s\": %.5f, "
       "\"profiled_compute_s\": %.5f}\n",
       m.name.c_str(), fit.compute_factor, fit.action_overhead, fit.measured_step,
-      fit.predicted_step, fit.measured_compute, fit.predicted_compute);
+      fit.predicted_step, fit.calibrated_step, fit.measured_compute, fit.predicted_compute);
   std::fflush(stdout);
   Profiles out{profile, profile};
   out.overhead_only.compute_factor = 1;
@@ -279,8 +279,9 @@ pp::Profile own_calibration(const std::string& tp_launch, const bench::MlpJob& j
   std::printf(
       "{\"model\": \"mlp, 2 processes\", \"calibration\": \"1F1B, 2 processes\", "
       "\"compute_factor\": %.3f, \"action_overhead_s\": %.3g, \"measured_step_s\": %.5f, "
-      "\"uncalibrated_step_s\": %.5f}\n",
-      fit.compute_factor, fit.action_overhead, fit.measured_step, fit.predicted_step);
+      "\"uncalibrated_step_s\": %.5f, \"calibrated_step_s\": %.5f}\n",
+      fit.compute_factor, fit.action_overhead, fit.measured_step, fit.predicted_step,
+      fit.calibrated_step);
   std::fflush(stdout);
   pp::Profile own = profile;
   own.compute_factor = fit.compute_factor;

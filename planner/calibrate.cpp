@@ -133,6 +133,25 @@ double overhead_matching(Profile p, const PlanRequest& request, const PlanChoice
   return low;
 }
 
+// The compute factor at most `factor` whose simulated pipeline step of `c` on `p` (no time per
+// action) is not above `measured_step`.
+double factor_within(Profile p, const PlanRequest& request, const PlanChoice& c, double factor,
+                     double measured_step) {
+  auto pipeline_step = [&](double f) {
+    p.compute_factor = f;
+    const PlanChoice predicted = predict(p, request, c);
+    return predicted.step_seconds - predicted.optimizer_seconds;
+  };
+  p.action_overhead = 0;
+  if (pipeline_step(factor) <= measured_step) return factor;
+  double low = 0, high = factor;  // the simulator's step grows with the factor
+  for (int i = 0; i < 40; ++i) {
+    const double middle = (low + high) / 2;
+    (pipeline_step(middle) <= measured_step ? low : high) = middle;
+  }
+  return std::max(low, 1e-6);  // a factor must stay above 0
+}
+
 }  // namespace
 
 CalibrationFit fit_calibration(const Profile& profile, const PlanRequest& request,
@@ -156,13 +175,17 @@ CalibrationFit fit_calibration(const Profile& profile, const PlanRequest& reques
     fit.predicted_compute += costs.duration(e.action);
     fit.measured_compute += e.end - e.start;
   }
-  if (fit.predicted_compute > 0 && fit.measured_compute > 0)
-    fit.compute_factor = fit.measured_compute / fit.predicted_compute;
   const PlanChoice uncalibrated = predict(p, request, c);
   fit.predicted_step = uncalibrated.step_seconds - uncalibrated.optimizer_seconds;
   fit.overhead_only = overhead_matching(p, request, c, measured_step);
+  if (fit.predicted_compute > 0 && fit.measured_compute > 0)
+    fit.compute_factor =
+        factor_within(p, request, c, fit.measured_compute / fit.predicted_compute, measured_step);
   p.compute_factor = fit.compute_factor;
   fit.action_overhead = overhead_matching(p, request, c, measured_step);
+  p.action_overhead = fit.action_overhead;
+  const PlanChoice calibrated = predict(p, request, c);
+  fit.calibrated_step = calibrated.step_seconds - calibrated.optimizer_seconds;
   return fit;
 }
 

@@ -23,11 +23,17 @@ struct CalibrationOptions {
 
 /// What a calibration found: the two figures it sets in the profile, and what they rest on.
 struct CalibrationFit {
-  double compute_factor = 1;    ///< the measured actions' time over the profile's (seconds/seconds)
-  double action_overhead = 0;   ///< seconds the runtime adds to each action
-  double measured_step = 0;     ///< seconds: the measured pipeline step
-  double predicted_step = 0;    ///< seconds: the simulator's, uncalibrated (factor 1, overhead 0)
-  double measured_compute = 0;  ///< seconds: the measured actions' durations, summed
+  /// The measured actions' time over the profile's for them (measured_compute over
+  /// predicted_compute), less if compute so scaled would make the simulator's step slower than
+  /// the measured one (then the overhead is 0 and the step matches).
+  double compute_factor = 1;
+  double action_overhead = 0;  ///< seconds the runtime adds to each action
+  double measured_step = 0;    ///< seconds: the measured pipeline step
+  double predicted_step = 0;   ///< seconds: the simulator's, uncalibrated (factor 1, overhead 0)
+  /// Seconds: the simulator's with the fitted figures (measured_step, but for a step the
+  /// simulator cannot match, e.g. one faster than the profile's compute alone).
+  double calibrated_step = 0;
+  double measured_compute = 0;   ///< seconds: the measured actions' durations, summed
   double predicted_compute = 0;  ///< seconds: the profile's time of the same actions, summed
   /// For comparison, the earlier model: the time per action that alone (compute factor 1) makes
   /// the simulator's step equal the measured one. It charges slow compute to every action, so a
@@ -38,9 +44,11 @@ struct CalibrationFit {
 /// Fits the runtime's two costs to a measured step of `choice` under `request` (its schedule,
 /// ranks, microbatches and cut): `timeline` holds the step's compute actions as they ran (start
 /// to finish, seconds; step_timeline of the message log) and `measured_step` its wall time. The
-/// compute factor is the actions' measured durations summed over the profile's time for them;
-/// then, compute so scaled, the action overhead is the time per action that makes the
-/// simulator's pipeline step equal `measured_step` (0 when it is already as slow). Compute that
+/// compute factor is the actions' measured durations summed over the profile's time for them
+/// (lowered until the simulated step is not above `measured_step`: on a loaded host a rank
+/// computes faster while the other idles than the average over the step says); then, compute so
+/// scaled, the action overhead is the time per action that makes the simulator's pipeline step
+/// equal `measured_step` (0 when it already does). Compute that
 /// ran slower than profiled goes to the factor, time between actions (messages, scheduling) to
 /// the overhead; a schedule of more, smaller actions pays the second more often, not the first.
 /// Throws std::invalid_argument when the timeline has no actions or an action of another shape.
