@@ -16,8 +16,11 @@
 // the embedded calibration holds for processes, a calibration of the two-process mode itself
 // (a logged 1F1B run) and its predictions: "two_process_worst_error_own_calibration".
 //
+// --scaling-check yes instead profiles each model at its microbatch and at four times it and
+// prints, per action kind, how far the planner's rule for other microbatch sizes is off.
+//
 //   ./build/bench/bench_plan [--models gpt,gpt-large,mlp,mlp-2proc] [--steps 3] [--warmup 1]
-//                            [--tp-launch PATH]
+//                            [--tp-launch PATH] [--scaling-check yes]
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -99,19 +102,25 @@ struct Profiles {
   pp::Profile calibrated, overhead_only;
 };
 
-Profiles profile_of(Model& m) {
+// The profile of `m` at microbatches of `rows` samples, as the benchmark measures it.
+pp::Profile profile_at(Model& m, int64_t rows) {
   pp::ProfileOptions o;
   o.candidates = m.candidates;
   o.model_name = m.name;
   o.loss_fn = m.loss;
-  const int64_t rows = m.batch / 8;
   o.target = m.y.slice0(0, rows);
   o.repeats = 5;
   o.thread_counts = {1};
   o.optimizer = [&m](std::vector<tp::Tensor> p) { return make_optimizer(m, std::move(p), 0.0f); };
-  pp::Profile profile = pp::profile(*m.module, {m.x.slice0(0, rows)}, o);
-  const pp::CalibrationFit fit = pp::calibrate_profile(profile, *m.module, {m.x.slice0(0, rows)},
-                                                       {.loss_fn = m.loss, .target = o.target});
+  return pp::profile(*m.module, {m.x.slice0(0, rows)}, o);
+}
+
+Profiles profile_of(Model& m) {
+  const int64_t rows = m.batch / 8;
+  pp::Profile profile = profile_at(m, rows);
+  const pp::CalibrationFit fit =
+      pp::calibrate_profile(profile, *m.module, {m.x.slice0(0, rows)},
+                            {.loss_fn = m.loss, .target = m.y.slice0(0, rows)});
   std::printf(
       "{\"model\": \"%s\", \"calibration\": \"1F1B, 2 ranks, embedded\", \"compute_factor\": "
       "%.3f, \"action_overhead_s\": %.3g, \"measured_step_s\": %.5f, "
@@ -152,6 +161,37 @@ double measure(Model& m, const pp::Profile& profile, const pp::PlanChoice& c, in
     opt->zero_grad();
   }
   return best;
+}
+
+// How well the profile's rule for other microbatch sizes holds: `m` profiled at the benchmark's
+// microbatch (batch / 8) and at four times it, and per action kind the larger profile's time
+// (all segments) against the smaller one's scaled as the planner scales it (plan_costs.cpp: each
+// segment's overhead stays, the rest grows with the samples). One line per model.
+void scaling_check(Model m) {
+  const int64_t rows = m.batch / 8;
+  const pp::Profile small = profile_at(m, rows), large = profile_at(m, 4 * rows);
+  auto scaled = [](double seconds, double overhead) {
+    const double fixed = std::min(seconds, overhead);
+    return fixed + (seconds - fixed) * 4.0;
+  };
+  const char* kinds[] = {"F", "B", "I", "W"};
+  double measured[4] = {0, 0, 0, 0}, predicted[4] = {0, 0, 0, 0};
+  for (size_t i = 0; i < small.segments.size(); ++i) {
+    const pp::SegmentProfile &s = small.segments[i], &l = large.segments[i];
+    const double small_times[4] = {s.forward, s.full_backward, s.input_backward, s.weight_backward};
+    const double large_times[4] = {l.forward, l.full_backward, l.input_backward, l.weight_backward};
+    for (int k = 0; k < 4; ++k) {
+      measured[k] += large_times[k];
+      predicted[k] += scaled(small_times[k], s.overhead);
+    }
+  }
+  std::printf("{\"model\": \"%s\", \"scaling\": \"%lld -> %lld samples\"", m.name.c_str(),
+              static_cast<long long>(rows), static_cast<long long>(4 * rows));
+  for (int k = 0; k < 4; ++k)
+    std::printf(", \"%s_measured_s\": %.5f, \"%s_predicted_s\": %.5f, \"%s_error\": %.3f", kinds[k],
+                measured[k], kinds[k], predicted[k], kinds[k], predicted[k] / measured[k] - 1);
+  std::printf("}\n");
+  std::fflush(stdout);
 }
 
 // The grid: four schedules x three microbatch counts x recomputation off and on, on 2 ranks.
@@ -364,6 +404,12 @@ int main(int argc, char** argv) {
     const size_t comma = std::min(models.find(',', at), models.size());
     wanted.insert(models.substr(at, comma - at));
     at = comma + 1;
+  }
+  if (text_option(argc, argv, "--scaling-check", "no") == "yes") {
+    if (wanted.count("gpt")) scaling_check(gpt("gpt", 4, 128));
+    if (wanted.count("gpt-large")) scaling_check(gpt("gpt-large", 8, 256));
+    if (wanted.count("mlp") || wanted.count("mlp-2proc")) scaling_check(mlp());
+    return 0;
   }
   Figures f;
   if (wanted.count("gpt")) run_model(gpt("gpt", 4, 128), steps, warmup, f);
