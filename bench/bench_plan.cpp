@@ -102,8 +102,9 @@ struct Profiles {
   pp::Profile calibrated, overhead_only;
 };
 
-// The profile of `m` at microbatches of `rows` samples, as the benchmark measures it.
-pp::Profile profile_at(Model& m, int64_t rows) {
+// The profile of `m` at microbatches of `rows` samples, as the benchmark measures it, with the
+// segments also timed at `larger` multiples of it.
+pp::Profile profile_at(Model& m, int64_t rows, const std::vector<int>& larger = {}) {
   pp::ProfileOptions o;
   o.candidates = m.candidates;
   o.model_name = m.name;
@@ -111,13 +112,14 @@ pp::Profile profile_at(Model& m, int64_t rows) {
   o.target = m.y.slice0(0, rows);
   o.repeats = 5;
   o.thread_counts = {1};
+  o.larger_microbatches = larger;
   o.optimizer = [&m](std::vector<tp::Tensor> p) { return make_optimizer(m, std::move(p), 0.0f); };
   return pp::profile(*m.module, {m.x.slice0(0, rows)}, o);
 }
 
 Profiles profile_of(Model& m) {
   const int64_t rows = m.batch / 8;
-  pp::Profile profile = profile_at(m, rows);
+  pp::Profile profile = profile_at(m, rows, {2, 4});  // the grid's microbatches
   const pp::CalibrationFit fit =
       pp::calibrate_profile(profile, *m.module, {m.x.slice0(0, rows)},
                             {.loss_fn = m.loss, .target = m.y.slice0(0, rows)});
@@ -165,8 +167,9 @@ double measure(Model& m, const pp::Profile& profile, const pp::PlanChoice& c, in
 
 // How well the profile's rule for other microbatch sizes holds: `m` profiled at the benchmark's
 // microbatch (batch / 8) and at four times it, and per action kind the larger profile's time
-// (all segments) against the smaller one's scaled as the planner scales it (plan_costs.cpp: each
-// segment's overhead stays, the rest grows with the samples). One line per model.
+// (all segments) against the smaller one's scaled as the planner scales a profile without larger
+// sizes (plan_costs.cpp: each segment's overhead stays, the rest grows with the samples), which
+// is why the benchmark's profiles measure larger ones. One line per model.
 void scaling_check(Model m) {
   const int64_t rows = m.batch / 8;
   const pp::Profile small = profile_at(m, rows), large = profile_at(m, 4 * rows);
