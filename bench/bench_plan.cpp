@@ -9,7 +9,8 @@
 // "pick_vs_best" (fastest measured over the pick's measured, 1 when the pick is fastest),
 // "within_8pct_share" (share of the grid predicted within 8%), "worst_prediction_error" and
 // "worst_config", "planning_seconds" (the slowest model's search), "planning_configs_per_second",
-// "configs" (configurations run), and the overhead-only model's share and worst error.
+// "configs" (configurations run), and the overhead-only model's share and worst error, and
+// those of the calibrated profile without its larger microbatches ("_proportional").
 // mlp-2proc adds the MLP in two processes (tp-launch) under 1F1B and ZBV, predicted over the
 // profile's UCX channel (ucx_shm, the one the planner picks for ranks in processes of one host):
 // "two_process_worst_error" (and "two_process_worst_error_overhead_only"); and, to tell whether
@@ -100,6 +101,7 @@ Model mlp() {
 // (factor 1) and all of the calibration run's extra time charged per action.
 struct Profiles {
   pp::Profile calibrated, overhead_only;
+  pp::Profile proportional;  ///< calibrated, without the larger microbatches' times
 };
 
 // The profile of `m` at microbatches of `rows` samples, as the benchmark measures it, with the
@@ -134,6 +136,8 @@ Profiles profile_of(Model& m) {
   Profiles out{profile, profile};
   out.overhead_only.compute_factor = 1;
   out.overhead_only.action_overhead = fit.overhead_only;
+  out.proportional = profile;
+  for (pp::SegmentProfile& s : out.proportional.segments) s.larger.clear();
   return out;
 }
 
@@ -231,30 +235,44 @@ struct Errors {
   }
 };
 
+// One configuration's predictions by the other models, for comparison.
+struct Alternatives {
+  double overhead_only = 0;  ///< the earlier calibration: compute as profiled, time per action
+  double proportional = 0;   ///< times in proportion to the samples beyond each overhead
+};
+
+Alternatives alternatives(const Profiles& p, const pp::PlanRequest& r, const pp::PlanChoice& c) {
+  return {pp::predict(p.overhead_only, r, c).step_seconds,
+          pp::predict(p.proportional, r, c).step_seconds};
+}
+
 struct Figures {
   int configs = 0;
-  Errors calibrated, overhead_only;
+  Errors calibrated, overhead_only, proportional;
   double two_process_worst = -1, two_process_worst_overhead_only = -1;  // -1: not run
   double two_process_worst_own_calibration = -1;
   double planning_seconds = 0, pick_vs_best = 1;  // each model's is <= 1
   double configs_per_second = 1e30;               // the slowest search's
 };
 
-// One configuration run: its predictions (calibrated, and overhead-only for comparison) beside
-// the measured step, counted in `f` unless it is the pick (which the grid already holds or not).
-void report_config(const std::string& model, const pp::PlanChoice& c, double overhead_only,
+// One configuration run: its predictions (calibrated, and by the other models for comparison)
+// beside the measured step, counted in `f` unless it is the pick (which the grid holds or not).
+void report_config(const std::string& model, const pp::PlanChoice& c, const Alternatives& a,
                    double measured, bool pick, Figures& f) {
   std::printf(
       "{\"model\": \"%s\", \"config\": \"%s\", \"pick\": %s, \"predicted_s\": %.5f, "
       "\"measured_s\": %.5f, \"error\": %.3f, \"predicted_overhead_only_s\": %.5f, "
-      "\"error_overhead_only\": %.3f}\n",
+      "\"error_overhead_only\": %.3f, \"predicted_proportional_s\": %.5f, "
+      "\"error_proportional\": %.3f}\n",
       model.c_str(), c.describe().c_str(), pick ? "true" : "false", c.step_seconds, measured,
-      c.step_seconds / measured - 1, overhead_only, overhead_only / measured - 1);
+      c.step_seconds / measured - 1, a.overhead_only, a.overhead_only / measured - 1,
+      a.proportional, a.proportional / measured - 1);
   std::fflush(stdout);
   if (pick) return;
   const std::string config = model + ": " + c.describe();
   f.calibrated.add(config, c.step_seconds, measured);
-  f.overhead_only.add(config, overhead_only, measured);
+  f.overhead_only.add(config, a.overhead_only, measured);
+  f.proportional.add(config, a.proportional, measured);
   ++f.configs;
 }
 
@@ -272,15 +290,13 @@ void run_model(Model m, int steps, int warmup, Figures& f) {
   double best = 1e30;
   for (pp::PlanChoice c : grid(profile)) {
     c = pp::predict(profile, request, c);
-    const double before = pp::predict(profiles.overhead_only, request, c).step_seconds;
     const double measured = measure(m, profile, c, steps, warmup);
     best = std::min(best, measured);
-    report_config(m.name, c, before, measured, false, f);
+    report_config(m.name, c, alternatives(profiles, request, c), measured, false, f);
   }
   const pp::PlanChoice& pick = result.best();
   const double picked = measure(m, profile, pick, steps, warmup);
-  report_config(m.name, pick, pp::predict(profiles.overhead_only, request, pick).step_seconds,
-                picked, true, f);
+  report_config(m.name, pick, alternatives(profiles, request, pick), picked, true, f);
   f.pick_vs_best = std::min(f.pick_vs_best, std::min(best, picked) / picked);
 }
 
@@ -351,7 +367,7 @@ void run_two_processes(const std::string& tp_launch, int steps, int warmup, Figu
     for (int microbatches : {4, 8}) {
       const pp::PlanChoice c =
           pp::predict(profile, request, two_process_choice(kind, microbatches, job.blocks));
-      const double before = pp::predict(profiles.overhead_only, request, c).step_seconds;
+      const Alternatives before = alternatives(profiles, request, c);
       const double own_mode = pp::predict(own, request, c).step_seconds;
       job.microbatches = microbatches;
       const bench::PipelineRun run =
@@ -359,8 +375,8 @@ void run_two_processes(const std::string& tp_launch, int steps, int warmup, Figu
       if (!run.error.empty()) throw std::runtime_error(run.error);
       const double measured = run.best_step_seconds;  // best of the steps, as the grid's
       f.two_process_worst = std::max(f.two_process_worst, std::abs(c.step_seconds / measured - 1));
-      f.two_process_worst_overhead_only =
-          std::max(f.two_process_worst_overhead_only, std::abs(before / measured - 1));
+      f.two_process_worst_overhead_only = std::max(f.two_process_worst_overhead_only,
+                                                   std::abs(before.overhead_only / measured - 1));
       f.two_process_worst_own_calibration =
           std::max(f.two_process_worst_own_calibration, std::abs(own_mode / measured - 1));
       std::printf(
@@ -386,13 +402,15 @@ void print_summary(const std::string& models, const Figures& f) {
       "\"planning_seconds\": %.4f, \"planning_configs_per_second\": %.0f, "
       "\"two_process_worst_error\": %.3f, \"within_8pct_share_overhead_only\": %.3f, "
       "\"worst_prediction_error_overhead_only\": %.3f, \"worst_config_overhead_only\": \"%s\", "
-      "\"two_process_worst_error_overhead_only\": %.3f, "
+      "\"two_process_worst_error_overhead_only\": %.3f, \"within_8pct_share_proportional\": %.3f, "
+      "\"worst_prediction_error_proportional\": %.3f, "
       "\"two_process_worst_error_own_calibration\": %.3f, \"configs\": %d}\n",
       models.c_str(), f.pick_vs_best, share(f.calibrated), f.calibrated.worst,
       f.calibrated.worst_config.c_str(), f.planning_seconds,
       f.configs_per_second < 1e30 ? f.configs_per_second : 0.0, f.two_process_worst,
       share(f.overhead_only), f.overhead_only.worst, f.overhead_only.worst_config.c_str(),
-      f.two_process_worst_overhead_only, f.two_process_worst_own_calibration, f.configs);
+      f.two_process_worst_overhead_only, share(f.proportional), f.proportional.worst,
+      f.two_process_worst_own_calibration, f.configs);
 }
 
 }  // namespace
