@@ -5,6 +5,7 @@
 #include <cblas.h>
 #include <time.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <iostream>
@@ -186,7 +187,12 @@ inline int run_worker(const MlpJob& job, const std::string& schedule) {
   dist::barrier();
   auto start = std::chrono::steady_clock::now();
   const double cpu_start = process_cpu_seconds();
-  for (int i = 0; i < job.steps; ++i) step();
+  double best_step = 1e300;  // the fastest step, as the embedded benchmarks time theirs
+  for (int i = 0; i < job.steps; ++i) {
+    const auto step_start = std::chrono::steady_clock::now();
+    step();
+    best_step = std::min(best_step, seconds_since(step_start));
+  }
   const double seconds = seconds_since(start), cpu_seconds = process_cpu_seconds() - cpu_start;
 
   float loss = 0;
@@ -195,7 +201,8 @@ inline int run_worker(const MlpJob& job, const std::string& schedule) {
             << ",\"hosts_last_stage\":" << (hosts_last ? "true" : "false")
             << ",\"stages\":" << stages.size() << ",\"steps\":" << job.steps
             << ",\"seconds\":" << seconds << ",\"cpu_seconds\":" << cpu_seconds
-            << ",\"samples_per_s\":" << job.samples() / seconds;
+            << ",\"samples_per_s\":" << job.samples() / seconds
+            << ",\"best_step_seconds\":" << best_step;
   if (hosts_last) std::cout << ",\"loss\":" << loss;
   std::cout << "}" << std::endl;
   return 0;
@@ -271,16 +278,19 @@ inline bool locate_tp_launch(const std::string& flag_value, std::string& out) {
 /// What a two-process run measured, or why it failed.
 struct PipelineRun {
   double samples_per_s = 0;
-  std::string result_line;  ///< the JSON line of the rank hosting the last stage
-  std::string error;        ///< empty on success
+  double best_step_seconds = 0;  ///< the fastest timed step of the rank hosting the last stage
+  std::string result_line;       ///< the JSON line of the rank hosting the last stage
+  std::string error;             ///< empty on success
 };
 
 /// Starts two ranks of this executable in worker mode under `tp_launch` for `schedule` and reads
 /// the figure of the rank hosting the last stage from the launcher's "[rank R] " lines.
+/// `launcher_flags` go to tp-launch as they are (shell words, quoted by the caller).
 inline PipelineRun launch_pipeline(const std::string& tp_launch, const MlpJob& job,
-                                   const std::string& schedule) {
+                                   const std::string& schedule,
+                                   const std::string& launcher_flags = "") {
   std::string command = "OPENBLAS_NUM_THREADS=1 " + shell_quote(tp_launch) +
-                        " --nproc-per-node 2 --grace-seconds 2 -- " +
+                        " --nproc-per-node 2 --grace-seconds 2 " + launcher_flags + " -- " +
                         shell_quote(self_executable()) + " --worker --schedule " +
                         shell_quote(schedule) + " " + job.flags() + " 2>&1";
   CommandOutput out = run_command(command);
@@ -291,6 +301,7 @@ inline PipelineRun launch_pipeline(const std::string& tp_launch, const MlpJob& j
       continue;
     run.result_line = line.substr(json);
     run.samples_per_s = json_number(run.result_line, "samples_per_s").value_or(0);
+    run.best_step_seconds = json_number(run.result_line, "best_step_seconds").value_or(0);
   }
   if (out.exit_code != 0 || run.samples_per_s <= 0) {
     run.error = "the two-process " + schedule + " run failed (exit code " +

@@ -1,12 +1,21 @@
-// calibrate_profile (calibrate.h): one real 1F1B run, then a bisection on the per-action time.
+// calibrate_profile and fit_calibration (calibrate.h): one real 1F1B run with its message log
+// captured; the actions' durations give the compute factor, a bisection the per-action time.
 #include "planner/calibrate.h"
+
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
+#include <set>
+#include <sstream>
 #include <stdexcept>
 
+#include "actors/message_log.h"
 #include "actors/schedule.h"
-#include "planner/plan.h"
+#include "actors/trace_log.h"
+#include "planner/detail/plan_costs.h"
 #include "stages/build_stage.h"
 #include "stages/pipeline.h"
 #include "tensors/tensors.h"
@@ -16,13 +25,11 @@ namespace {
 
 // The calibration's configuration: 1F1B on two ranks, cut balanced on the profile.
 PlanChoice calibration_choice(const Profile& profile, int microbatches) {
-  std::vector<double> costs;
-  for (const SegmentProfile& s : profile.segments) costs.push_back(s.forward + s.full_backward);
   PlanChoice c;
   c.schedule = schedules::ScheduleKind::OneFOneB;
   c.ranks = 2;
   c.microbatches = microbatches;
-  c.stage_begin = balanced_stage_begins(costs, 2);
+  c.stage_begin = balanced_stage_begins(detail::segment_costs(profile), 2);
   c.recompute = {false, false};
   c.cut = "balanced";
   return c;
@@ -34,8 +41,38 @@ std::vector<Tensor> repeated(const std::vector<Tensor>& tensors, int times) {
   return out;
 }
 
-double measured_step(const Profile& profile, nn::Module& model, const PlanChoice& c,
-                     const std::vector<Tensor>& example, const CalibrationOptions& o) {
+// Runs `body` with the message log at debug level written only to the returned text; restores
+// the logger's sinks and level afterwards.
+std::string captured_message_log(const std::function<void()>& body) {
+  auto logger = message_log();
+  const auto sinks = logger->sinks();
+  const auto level = logger->level();
+  std::ostringstream out;
+  logger->sinks() = {std::make_shared<spdlog::sinks::ostream_sink_mt>(out)};
+  logger->set_level(spdlog::level::debug);
+  auto restore = [&] {
+    logger->flush();
+    logger->sinks() = sinks;
+    logger->set_level(level);
+  };
+  try {
+    body();
+  } catch (...) {
+    restore();
+    throw;
+  }
+  restore();
+  return out.str();
+}
+
+// The timed steps of one run, with the message log captured: each one's wall seconds and the log.
+struct MeasuredRun {
+  std::vector<double> seconds;  ///< per timed step, after one warm-up step
+  std::string log;
+};
+
+MeasuredRun measured_run(const Profile& profile, nn::Module& model, const PlanChoice& c,
+                         const std::vector<Tensor>& example, const CalibrationOptions& o) {
   PipelineOptions cut;
   cut.split_spec[profile.segments.at(c.stage_begin[1]).name] = SplitPoint::Beginning;
   Pipe pipe = pipeline(model, example, cut);
@@ -45,44 +82,128 @@ double measured_step(const Profile& profile, nn::Module& model, const PlanChoice
   optim::SGD zero(parameters(stages), {.lr = 0.0f});
   const std::vector<Tensor> inputs = repeated(example, c.microbatches);
   const Tensor target = repeated({o.target}, c.microbatches).front();
-  double best = 1e30;
-  for (int i = 0; i <= std::max(1, o.steps); ++i) {
-    const auto start = std::chrono::steady_clock::now();
-    schedule.step(inputs, {.target = target});
-    const double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (i > 0) best = std::min(best, seconds);  // the first step warms up
-    zero.zero_grad();
+  MeasuredRun run;
+  run.log = captured_message_log([&] {
+    for (int i = 0; i <= std::max(1, o.steps); ++i) {
+      const auto start = std::chrono::steady_clock::now();
+      schedule.step(inputs, {.target = target});
+      const double seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      if (i > 0) run.seconds.push_back(seconds);  // the first step warms up
+      zero.zero_grad();
+    }
+  });
+  return run;
+}
+
+// The fastest timed step of `run`: its wall seconds, and its actions from the log (seconds).
+std::pair<double, schedules::SimulationResult> fastest_step(const MeasuredRun& run) {
+  std::istringstream in(run.log);
+  const std::vector<LogEvent> events = parse_message_log(in);
+  std::set<uint64_t> numbers;  // the log's steps: the warm-up's, then the timed ones
+  for (const LogEvent& e : events)
+    if (e.event == "start") numbers.insert(e.step);
+  if (numbers.size() != run.seconds.size() + 1)
+    throw std::runtime_error("calibrate_profile: the message log holds " +
+                             std::to_string(numbers.size()) + " steps, expected " +
+                             std::to_string(run.seconds.size() + 1));
+  const size_t best = static_cast<size_t>(std::min_element(run.seconds.begin(), run.seconds.end()) -
+                                          run.seconds.begin());
+  schedules::SimulationResult r = step_timeline(events, *std::next(numbers.begin(), best + 1));
+  for (auto& e : r.timeline) e.start *= 1e-6, e.end *= 1e-6;  // microseconds to seconds
+  r.makespan *= 1e-6;
+  return {run.seconds[best], std::move(r)};
+}
+
+// The time per action that makes the simulator's pipeline step of `c` on `p` (its compute
+// factor as set) equal `measured_step`: 0 when it is already as slow.
+double overhead_matching(Profile p, const PlanRequest& request, const PlanChoice& c,
+                         double measured_step) {
+  auto pipeline_step = [&] {  // the pipeline's step alone: the measured one has no optimizer
+    const PlanChoice predicted = predict(p, request, c);
+    return predicted.step_seconds - predicted.optimizer_seconds;
+  };
+  p.action_overhead = 0;
+  if (pipeline_step() >= measured_step) return 0;
+  double low = 0, high = measured_step;  // the simulator's step grows with the overhead
+  for (int i = 0; i < 40; ++i) {
+    p.action_overhead = (low + high) / 2;
+    (pipeline_step() < measured_step ? low : high) = p.action_overhead;
   }
-  return best;
+  return low;
+}
+
+// The compute factor at most `factor` whose simulated pipeline step of `c` on `p` (no time per
+// action) is not above `measured_step`.
+double factor_within(Profile p, const PlanRequest& request, const PlanChoice& c, double factor,
+                     double measured_step) {
+  auto pipeline_step = [&](double f) {
+    p.compute_factor = f;
+    const PlanChoice predicted = predict(p, request, c);
+    return predicted.step_seconds - predicted.optimizer_seconds;
+  };
+  p.action_overhead = 0;
+  if (pipeline_step(factor) <= measured_step) return factor;
+  double low = 0, high = factor;  // the simulator's step grows with the factor
+  for (int i = 0; i < 40; ++i) {
+    const double middle = (low + high) / 2;
+    (pipeline_step(middle) <= measured_step ? low : high) = middle;
+  }
+  return std::max(low, 1e-6);  // a factor must stay above 0
 }
 
 }  // namespace
 
-double calibrate_profile(Profile& profile, nn::Module& model,
-                         const std::vector<Tensor>& example_microbatch,
-                         const CalibrationOptions& o) {
+CalibrationFit fit_calibration(const Profile& profile, const PlanRequest& request,
+                               const PlanChoice& choice,
+                               const schedules::SimulationResult& timeline, double measured_step) {
+  if (timeline.timeline.empty())
+    throw std::invalid_argument("fit_calibration: the measured timeline has no actions");
+  Profile p = profile;
+  p.compute_factor = 1;
+  p.action_overhead = 0;
+  PlanChoice c = choice;
+  if (c.recompute.empty()) c.recompute.assign(c.num_stages(), false);
+  detail::check_choice(p, c);
+  const schedules::CostModel costs = detail::cost_model(p, detail::make_context(p, request), c);
+  CalibrationFit fit;
+  fit.measured_step = measured_step;
+  for (const schedules::TimelineEvent& e : timeline.timeline) {
+    if (e.action.stage < 0 || e.action.stage >= c.num_stages())
+      throw std::invalid_argument("fit_calibration: the timeline's " + to_string(e.action) +
+                                  " is not an action of " + c.describe());
+    fit.predicted_compute += costs.duration(e.action);
+    fit.measured_compute += e.end - e.start;
+  }
+  const PlanChoice uncalibrated = predict(p, request, c);
+  fit.predicted_step = uncalibrated.step_seconds - uncalibrated.optimizer_seconds;
+  fit.overhead_only = overhead_matching(p, request, c, measured_step);
+  if (fit.predicted_compute > 0 && fit.measured_compute > 0)
+    fit.compute_factor =
+        factor_within(p, request, c, fit.measured_compute / fit.predicted_compute, measured_step);
+  p.compute_factor = fit.compute_factor;
+  fit.action_overhead = overhead_matching(p, request, c, measured_step);
+  p.action_overhead = fit.action_overhead;
+  const PlanChoice calibrated = predict(p, request, c);
+  fit.calibrated_step = calibrated.step_seconds - calibrated.optimizer_seconds;
+  return fit;
+}
+
+CalibrationFit calibrate_profile(Profile& profile, nn::Module& model,
+                                 const std::vector<Tensor>& example_microbatch,
+                                 const CalibrationOptions& o) {
   if (!o.loss_fn || !o.target.defined())
     throw std::invalid_argument("calibrate_profile: needs the loss function and a target");
   if (profile.segments.size() < 2)
     throw std::invalid_argument("calibrate_profile: needs a profile of at least 2 segments");
   const PlanChoice c = calibration_choice(profile, o.microbatches);
-  const double measured = measured_step(profile, model, c, example_microbatch, o);
+  const auto [measured, timeline] =
+      fastest_step(measured_run(profile, model, c, example_microbatch, o));
   const PlanRequest request{.world = 2, .batch = profile.microbatch_size * o.microbatches};
-  // The pipeline's step alone: the measured one has no optimizer step.
-  auto pipeline_step = [&] {
-    const PlanChoice p = predict(profile, request, c);
-    return p.step_seconds - p.optimizer_seconds;
-  };
-  profile.action_overhead = 0;
-  if (pipeline_step() >= measured) return measured;
-  double low = 0, high = measured;  // the simulator's step grows with the overhead
-  for (int i = 0; i < 40; ++i) {
-    profile.action_overhead = (low + high) / 2;
-    (pipeline_step() < measured ? low : high) = profile.action_overhead;
-  }
-  profile.action_overhead = low;
-  return measured;
+  const CalibrationFit fit = fit_calibration(profile, request, c, timeline, measured);
+  profile.compute_factor = fit.compute_factor;
+  profile.action_overhead = fit.action_overhead;
+  return fit;
 }
 
 }  // namespace tensorplay::pipelining

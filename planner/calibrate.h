@@ -1,10 +1,12 @@
-// Calibrating a profile against the runtime: one real run tells how much time the runtime adds
-// to each compute action (messages, scheduling), which the profile's segment times lack.
+// Calibrating a profile against the runtime: one real run tells how much slower compute runs when
+// the ranks of a host compute at once, and how much time the runtime adds to each action.
 #pragma once
 
 #include <vector>
 
+#include "planner/plan.h"
 #include "planner/profile.h"
+#include "schedules/simulator.h"
 #include "stages/pipeline_stage.h"
 #include "tensors/nn/module.h"
 #include "tensors/tensor.h"
@@ -19,13 +21,49 @@ struct CalibrationOptions {
   int steps = 5;         ///< timed steps (the best counts), after one warm-up step
 };
 
+/// What a calibration found: the two figures it sets in the profile, and what they rest on.
+struct CalibrationFit {
+  /// The measured actions' time over the profile's for them (measured_compute over
+  /// predicted_compute), less if compute so scaled would make the simulator's step slower than
+  /// the measured one (then the overhead is 0 and the step matches).
+  double compute_factor = 1;
+  double action_overhead = 0;  ///< seconds the runtime adds to each action
+  double measured_step = 0;    ///< seconds: the measured pipeline step
+  double predicted_step = 0;   ///< seconds: the simulator's, uncalibrated (factor 1, overhead 0)
+  /// Seconds: the simulator's with the fitted figures (measured_step, but for a step the
+  /// simulator cannot match, e.g. one faster than the profile's compute alone).
+  double calibrated_step = 0;
+  double measured_compute = 0;   ///< seconds: the measured actions' durations, summed
+  double predicted_compute = 0;  ///< seconds: the profile's time of the same actions, summed
+  /// For comparison, the earlier model: the time per action that alone (compute factor 1) makes
+  /// the simulator's step equal the measured one. It charges slow compute to every action, so a
+  /// schedule of more, smaller actions (F, I, W) is over-predicted.
+  double overhead_only = 0;
+};
+
+/// Fits the runtime's two costs to a measured step of `choice` under `request` (its schedule,
+/// ranks, microbatches and cut): `timeline` holds the step's compute actions as they ran (start
+/// to finish, seconds; step_timeline of the message log) and `measured_step` its wall time. The
+/// compute factor is the actions' measured durations summed over the profile's time for them
+/// (lowered until the simulated step is not above `measured_step`: on a loaded host a rank
+/// computes faster while the other idles than the average over the step says); then, compute so
+/// scaled, the action overhead is the time per action that makes the simulator's pipeline step
+/// equal `measured_step` (0 when it already does). Compute that
+/// ran slower than profiled goes to the factor, time between actions (messages, scheduling) to
+/// the overhead; a schedule of more, smaller actions pays the second more often, not the first.
+/// Throws std::invalid_argument when the timeline has no actions or an action of another shape.
+CalibrationFit fit_calibration(const Profile& profile, const PlanRequest& request,
+                               const PlanChoice& choice,
+                               const schedules::SimulationResult& timeline, double measured_step);
+
 /// Runs `model` on the embedded runtime, two ranks under 1F1B (cut balanced on the profile,
-/// `options.microbatches` copies of `example_microbatch` per step), and sets
-/// profile.action_overhead to the per-action time that makes the simulator's pipeline step (no
-/// optimizer step) equal the measured one (0 when the simulator is already slower). Returns the
-/// measured step in seconds. The model's gradients are left zero; its parameters do not change.
-double calibrate_profile(Profile& profile, nn::Module& model,
-                         const std::vector<Tensor>& example_microbatch,
-                         const CalibrationOptions& options);
+/// `options.microbatches` copies of `example_microbatch` per step) with its message log captured,
+/// and sets profile.compute_factor and profile.action_overhead by fit_calibration on the fastest
+/// timed step (its wall time and its actions; the pipeline only, no optimizer step; the log's
+/// own cost, microseconds per action, counts as the runtime's). Returns the fit. The model's
+/// gradients are left zero; its parameters do not change.
+CalibrationFit calibrate_profile(Profile& profile, nn::Module& model,
+                                 const std::vector<Tensor>& example_microbatch,
+                                 const CalibrationOptions& options);
 
 }  // namespace tensorplay::pipelining

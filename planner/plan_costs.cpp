@@ -23,12 +23,14 @@ double size_scale(const Profile& profile, const PlanContext& context, const Plan
 }
 
 // Compute speed of one stage actor with `threads` product threads while every rank of the host
-// computes with as many: the profile's speedup, less when the host's cores are oversubscribed.
+// computes with as many: the profile's speedup, less when the host's cores are oversubscribed,
+// and less by the calibrated compute_factor when the host runs more than one rank.
 double compute_speed(const Profile& profile, const PlanContext& context, int threads) {
   const double wanted = static_cast<double>(threads) * context.ranks_per_host;
   const double oversubscribed = std::max(1.0, wanted / std::max(1, context.cores));
+  const double shared = context.ranks_per_host > 1 ? profile.compute_factor : 1.0;
   // One thread per actor, more actors than cores: they take turns.
-  return profile.speedup(threads) / oversubscribed;
+  return profile.speedup(threads) / oversubscribed / shared;
 }
 
 }  // namespace
@@ -85,10 +87,20 @@ std::vector<int> even_stage_begins(int segments, int stages) {
   return begins;
 }
 
-// A measured time at another microbatch size: its overhead stays, the rest scales.
-double scaled(double seconds, double overhead, double scale) {
-  const double fixed = std::min(seconds, overhead);
-  return fixed + (seconds - fixed) * scale;
+// A segment's time of one action kind at `samples` per microbatch (`profiled`: the profile's
+// microbatch): piecewise linear through (0, its overhead), (profiled, its time) and its larger
+// sizes, continued along the last piece. Without larger sizes: the overhead stays, the rest
+// scales with the samples.
+double time_at(const SegmentProfile& seg, double profiled, double samples,
+               double SegmentProfile::*own, double SizedTimes::*larger) {
+  const double t = seg.*own;
+  double x0 = 0, y0 = std::min(t, seg.overhead), x1 = profiled, y1 = t;
+  for (const SizedTimes& point : seg.larger) {
+    if (samples <= x1) break;
+    x0 = x1, y0 = y1;
+    x1 = static_cast<double>(point.samples), y1 = point.*larger;
+  }
+  return std::max(0.0, y0 + (y1 - y0) * (samples - x0) / (x1 - x0));
 }
 
 schedules::CostModel cost_model(const Profile& profile, const PlanContext& context,
@@ -96,6 +108,8 @@ schedules::CostModel cost_model(const Profile& profile, const PlanContext& conte
   const int segments = static_cast<int>(profile.segments.size());
   const bool split = schedules::uses_split_backward(c.schedule);
   const double byte_scale = size_scale(profile, context, c);
+  const double profiled = static_cast<double>(profile.microbatch_size);
+  const double samples = byte_scale * profiled;
   const double speed = compute_speed(profile, context, c.threads);
   schedules::CostModel m;
   m.forward.assign(c.num_stages(), 0.0);
@@ -106,11 +120,18 @@ schedules::CostModel cost_model(const Profile& profile, const PlanContext& conte
     const int end = stage_end(c, s, segments);
     for (int i = c.stage_begin[s]; i < end; ++i) {
       const SegmentProfile& seg = profile.segments[i];
-      auto time = [&](double t) { return scaled(t, seg.overhead, byte_scale) / speed; };
-      const double again = c.recompute[s] ? time(seg.forward) : 0.0;  // the forward, again
-      m.forward[s] += time(seg.forward);
-      m.input_backward[s] += time(split ? seg.input_backward : seg.full_backward) + again;
-      m.weight_backward[s] += split ? time(seg.weight_backward) : 0.0;
+      auto time = [&](double SegmentProfile::*own, double SizedTimes::*larger) {
+        return time_at(seg, profiled, samples, own, larger) / speed;
+      };
+      const double forward = time(&SegmentProfile::forward, &SizedTimes::forward);
+      const double again = c.recompute[s] ? forward : 0.0;  // the forward, again
+      m.forward[s] += forward;
+      m.input_backward[s] +=
+          (split ? time(&SegmentProfile::input_backward, &SizedTimes::input_backward)
+                 : time(&SegmentProfile::full_backward, &SizedTimes::full_backward)) +
+          again;
+      m.weight_backward[s] +=
+          split ? time(&SegmentProfile::weight_backward, &SizedTimes::weight_backward) : 0.0;
     }
     m.forward[s] += profile.action_overhead;  // the runtime's share of each action
     m.input_backward[s] += profile.action_overhead;

@@ -14,19 +14,30 @@ using nlohmann::json;
 constexpr const char* kFormat = "tensorplay-profile";
 
 json segment_json(const SegmentProfile& s) {
-  return {{"name", s.name},
-          {"forward", s.forward},
-          {"input_backward", s.input_backward},
-          {"weight_backward", s.weight_backward},
-          {"full_backward", s.full_backward},
-          {"activation_bytes", s.activation_bytes},
-          {"activation_bytes_recompute", s.activation_bytes_recompute},
-          {"parameter_bytes", s.parameter_bytes},
-          {"gradient_bytes", s.gradient_bytes},
-          {"optimizer_bytes", s.optimizer_bytes},
-          {"output_bytes", s.output_bytes},
-          {"overhead", s.overhead},
-          {"optimizer_seconds", s.optimizer_seconds}};
+  json j = {{"name", s.name},
+            {"forward", s.forward},
+            {"input_backward", s.input_backward},
+            {"weight_backward", s.weight_backward},
+            {"full_backward", s.full_backward},
+            {"activation_bytes", s.activation_bytes},
+            {"activation_bytes_recompute", s.activation_bytes_recompute},
+            {"parameter_bytes", s.parameter_bytes},
+            {"gradient_bytes", s.gradient_bytes},
+            {"optimizer_bytes", s.optimizer_bytes},
+            {"output_bytes", s.output_bytes},
+            {"overhead", s.overhead},
+            {"optimizer_seconds", s.optimizer_seconds}};
+  if (!s.larger.empty()) {
+    json larger = json::array();
+    for (const SizedTimes& t : s.larger)
+      larger.push_back({{"samples", t.samples},
+                        {"forward", t.forward},
+                        {"input_backward", t.input_backward},
+                        {"weight_backward", t.weight_backward},
+                        {"full_backward", t.full_backward}});
+    j["larger"] = larger;
+  }
+  return j;
 }
 
 // The field `key` of `object`, or an error naming where it was expected.
@@ -68,6 +79,16 @@ SegmentProfile segment_from(const json& j, const std::string& where) {
   s.overhead = j.contains("overhead") ? number(j, "overhead", where) : 0.0;
   s.optimizer_seconds =
       j.contains("optimizer_seconds") ? number(j, "optimizer_seconds", where) : 0.0;
+  if (!j.contains("larger")) return s;
+  if (!j.at("larger").is_array())
+    throw std::invalid_argument("profile: " + where + ".larger must be an array");
+  for (size_t i = 0; i < j.at("larger").size(); ++i) {
+    const json& t = j.at("larger")[i];
+    const std::string at = where + ".larger[" + std::to_string(i) + "]";
+    s.larger.push_back({static_cast<int64_t>(number(t, "samples", at)), number(t, "forward", at),
+                        number(t, "input_backward", at), number(t, "weight_backward", at),
+                        number(t, "full_backward", at)});
+  }
   return s;
 }
 
@@ -76,6 +97,25 @@ const json& array(const json& object, const char* key) {
   if (!v.is_array())
     throw std::invalid_argument(std::string("profile: '") + key + "' must be an array");
   return v;
+}
+
+// Throws unless `s`'s larger sizes ascend above `microbatch_size` with times >= 0.
+void check_larger(const SegmentProfile& s, int64_t microbatch_size, const std::string& model) {
+  int64_t below = microbatch_size;
+  for (const SizedTimes& t : s.larger) {
+    if (t.samples <= below)
+      throw std::invalid_argument("profile of " + model + ": segment '" + s.name +
+                                  "' has larger sizes that do not ascend above the microbatch's " +
+                                  std::to_string(microbatch_size) + " samples (" +
+                                  std::to_string(t.samples) + " after " + std::to_string(below) +
+                                  ")");
+    for (double v : {t.forward, t.input_backward, t.weight_backward, t.full_backward})
+      if (!(v >= 0))
+        throw std::invalid_argument("profile of " + model + ": segment '" + s.name +
+                                    "' has a negative time at " + std::to_string(t.samples) +
+                                    " samples");
+    below = t.samples;
+  }
 }
 
 }  // namespace
@@ -127,8 +167,12 @@ void Profile::check() const {
         throw std::invalid_argument("profile of " + model + ": segment '" + s.name +
                                     "' has a negative or missing figure");
   }
+  for (const SegmentProfile& s : segments) check_larger(s, microbatch_size, model);
   if (!(action_overhead >= 0))
     throw std::invalid_argument("profile of " + model + ": action_overhead must be >= 0");
+  if (!(compute_factor > 0))
+    throw std::invalid_argument("profile of " + model + ": compute_factor must be > 0, got " +
+                                std::to_string(compute_factor));
   for (size_t i = 1; i < threads.size(); ++i)
     if (threads[i].threads <= threads[i - 1].threads)
       throw std::invalid_argument("profile of " + model + ": thread counts must ascend");
@@ -151,7 +195,8 @@ std::string profile_to_json(const Profile& p) {
             {"segments", segments},
             {"channels", channels},
             {"threads", threads},
-            {"action_overhead", p.action_overhead}};
+            {"action_overhead", p.action_overhead},
+            {"compute_factor", p.compute_factor}};
   return j.dump(2) + "\n";
 }
 
@@ -178,6 +223,8 @@ Profile profile_from_json(const std::string& source) {
                          number(t, "speedup", "a thread count")});
   p.action_overhead =
       j.contains("action_overhead") ? number(j, "action_overhead", "the profile") : 0.0;
+  p.compute_factor =
+      j.contains("compute_factor") ? number(j, "compute_factor", "the profile") : 1.0;
   p.check();
   return p;
 }

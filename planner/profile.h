@@ -8,6 +8,12 @@
 
 namespace tensorplay::pipelining {
 
+/// A segment's action times measured at a microbatch of `samples` samples (seconds).
+struct SizedTimes {
+  int64_t samples = 0;
+  double forward = 0, input_backward = 0, weight_backward = 0, full_backward = 0;
+};
+
 /// One segment of the model: the nodes from one split candidate to the next. Times are seconds
 /// per microbatch of Profile::microbatch_size samples; bytes are per microbatch where they say so.
 struct SegmentProfile {
@@ -27,6 +33,12 @@ struct SegmentProfile {
   double overhead = 0;
   /// Seconds of one optimizer step over its parameters (ProfileOptions::optimizer). Optional.
   double optimizer_seconds = 0;
+  /// The same F, I, W and B measured at larger microbatches (ProfileOptions::
+  /// larger_microbatches), ascending, each above Profile::microbatch_size. An action's time at
+  /// another size is then piecewise linear through (0, overhead), the profiled size and these,
+  /// continued along the last piece; empty: overhead plus the rest in proportion to the samples.
+  /// Optional in JSON.
+  std::vector<SizedTimes> larger;
 };
 
 /// A channel between two ranks: time of a transfer = latency + bytes / bandwidth.
@@ -58,6 +70,12 @@ struct Profile {
   /// Seconds the runtime adds to each compute action (its messages and scheduling), found by
   /// calibrate_profile against a real run; 0 when not calibrated. Optional in JSON.
   double action_overhead = 0;
+  /// How much longer compute takes while the ranks of one host run at once than the profile's
+  /// segments measured alone (they share caches, memory bandwidth and the host's other load):
+  /// the planner multiplies each action's compute by it when a host runs more than one rank.
+  /// Found by calibrate_profile from the actions' measured durations; 1 when not calibrated.
+  /// Optional in JSON.
+  double compute_factor = 1;
 
   /// The segment names, in order (the first is "").
   std::vector<std::string> segment_names() const;

@@ -194,6 +194,46 @@ std::vector<ThreadScaling> thread_scaling(std::vector<std::shared_ptr<PipelineSt
   return scaling;
 }
 
+// Each segment's F, B, I and W at `multiple` times the example microbatch (each input and the
+// target repeated along dim 0), traced and cut as profile() cuts the model, added to the
+// segments' larger sizes. The model's gradients are left zero.
+void time_larger(nn::Module& model, const std::vector<Tensor>& example, const ProfileOptions& o,
+                 int multiple, Profile& p) {
+  std::vector<Tensor> larger;
+  for (const Tensor& t : example) larger.push_back(cat(std::vector<Tensor>(multiple, t), 0));
+  PipelineOptions cut;
+  for (const std::string& name : o.candidates) cut.split_spec[name] = SplitPoint::Beginning;
+  Pipe pipe = pipeline(model, larger, cut);
+  auto stages = build_stages(pipe, {o.device});
+  ProfileOptions big = o;
+  big.target = cat(std::vector<Tensor>(multiple, o.target), 0);
+  std::vector<Tensor> inputs = pipe.flatten_inputs(larger, {});
+  for (size_t s = 0; s < stages.size() && s < p.segments.size(); ++s) {
+    for (Tensor& t : inputs) t = t.to(o.device);
+    Timing warm, t;
+    time_round(*stages[s], inputs, big, warm);  // not counted, as measure_segment
+    for (int r = 0; r < std::max(1, o.repeats); ++r) time_round(*stages[s], inputs, big, t);
+    p.segments[s].larger.push_back({p.microbatch_size * multiple, t.forward, t.input_backward,
+                                    t.weight_backward, t.full_backward});
+    inputs.clear();
+    for (const Tensor& out : t.outputs) inputs.push_back(out.detach());
+  }
+  optim::SGD(parameters(stages), {.lr = 0.0f}).zero_grad();
+}
+
+// Checks ProfileOptions::larger_microbatches: ascending multiples of at least 2.
+void check_multiples(const std::vector<int>& multiples) {
+  int below = 1;
+  for (int k : multiples) {
+    if (k <= below)
+      throw std::invalid_argument(
+          "profile: larger_microbatches must ascend from 2 (multiples of "
+          "the example microbatch), got " +
+          std::to_string(k) + " after " + std::to_string(below));
+    below = k;
+  }
+}
+
 }  // namespace
 
 Profile profile(nn::Module& model, const std::vector<Tensor>& example_microbatch,
@@ -204,6 +244,7 @@ Profile profile(nn::Module& model, const std::vector<Tensor>& example_microbatch
         "begin at, e.g. blocks.0 ... blocks.N)");
   if (!o.loss_fn || !o.target.defined())
     throw std::invalid_argument("profile: needs the loss function and one microbatch's target");
+  check_multiples(o.larger_microbatches);
   PipelineOptions cut;
   for (const std::string& name : o.candidates) cut.split_spec[name] = SplitPoint::Beginning;
   Pipe pipe = pipeline(model, example_microbatch, cut);
@@ -232,6 +273,7 @@ Profile profile(nn::Module& model, const std::vector<Tensor>& example_microbatch
       seg.name = s == 0 ? "" : o.candidates[s - 1];
       p.segments.push_back(seg);
     }
+    for (int k : o.larger_microbatches) time_larger(model, example_microbatch, o, k, p);
   }).join();
   p.channels.push_back(in_process_channel());
   for (ChannelProfile& c : measure_ucx_channels(o.ucx_channels, o.ping_pong))

@@ -37,6 +37,11 @@ struct ProfileOptions {
   /// in-process channel only.
   std::vector<UcxChannelSpec> ucx_channels = default_ucx_channels();
   PingPongOptions ping_pong;  ///< how each UCX channel is measured
+  /// Also time every segment's F, B, I and W at these multiples of the example microbatch (its
+  /// inputs and the target repeated), ascending from 2: SegmentProfile::larger, through which the
+  /// planner interpolates to other microbatch sizes (an action's time is seldom proportional to
+  /// its samples: caches, memory-bound weights). Each multiple k costs about k profiles' time.
+  std::vector<int> larger_microbatches;
 };
 
 /// Measures `model` on `example_microbatch` (one microbatch of the model's positional inputs):

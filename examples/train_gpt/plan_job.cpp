@@ -95,7 +95,7 @@ pp::Profile profile_gpt(const Options& o, int64_t vocab) {
   model->to(options.device);
   const std::vector<tp::Tensor> example = {tp::zeros({rows, o.context})};
   pp::Profile profile = pp::profile(*model.ptr(), example, options);
-  if (!options.device.is_cuda())  // the runtime's own time per action, from one real run
+  if (!options.device.is_cuda())  // compute factor and time per action, from one real run
     pp::calibrate_profile(profile, *model.ptr(), example,
                           {.loss_fn = options.loss_fn, .target = options.target});
   return profile;

@@ -168,6 +168,46 @@ TEST_CASE("predict evaluates one given configuration as the search does", "[plan
                     Catch::Contains("runs past the profile's 4"));
 }
 
+TEST_CASE("times at other microbatch sizes follow the larger sizes measured", "[planner][plan]") {
+  // Two segments of F = 1, B = 2 at one sample; at 4 samples F = 8, B = 16 (twice the
+  // proportional 4 and 8). 1F1B on 2 ranks of a segment each over 4 microbatches: 5 (F + B).
+  pp::Profile profile = planner_test::synthetic({1, 1});
+  pp::PlanChoice c;
+  c.schedule = sc::ScheduleKind::OneFOneB;
+  c.ranks = 2;
+  c.microbatches = 4;
+  c.stage_begin = {0, 1};
+  auto step = [&](int64_t samples) {
+    return pp::predict(profile, {.world = 2, .batch = 4 * samples}, c).step_seconds;
+  };
+  CHECK(step(2) == Approx(5 * 2 * 3));  // no larger sizes: in proportion to the samples
+  for (pp::SegmentProfile& s : profile.segments) s.larger = {{4, 8, 8, 8, 16}};
+  CHECK(step(1) == Approx(5 * 3));
+  CHECK(step(2) == Approx(5 * (1 + 7.0 / 3) * 3));  // a third of the way from 1 to 4 samples
+  CHECK(step(4) == Approx(5 * 24));
+  CHECK(step(8) == Approx(5 * (8 + 4 * 7.0 / 3) * 3));  // past 4: along the last piece
+  profile.segments[0].overhead = profile.segments[1].overhead = 0.5;  // F's fixed part at 0
+  CHECK(pp::predict(profile, {.world = 2, .batch = 2}, c).step_seconds < step(1));
+}
+
+TEST_CASE("the compute factor scales compute when a host runs several ranks", "[planner][plan]") {
+  pp::Profile profile = planner_test::synthetic({1, 1, 1, 1});
+  profile.compute_factor = 1.5;
+  pp::PlanChoice c;
+  c.schedule = sc::ScheduleKind::OneFOneB;
+  c.ranks = 2;
+  c.microbatches = 4;
+  c.stage_begin = {0, 2};
+  // (m + p - 1)(F + B) = 5 x 6 = 30 at factor 1; both ranks on one host: 1.5 times that.
+  CHECK(pp::predict(profile, {.world = 2, .batch = 4}, c).step_seconds == Approx(45));
+  // A rank per host: nothing shares its host, compute as profiled.
+  CHECK(pp::predict(profile, {.world = 2, .batch = 4, .ranks_per_host = 1}, c).step_seconds ==
+        Approx(30));
+  // The time per action is the runtime's, not compute: it is not scaled (10 actions per rank).
+  profile.action_overhead = 0.5;
+  CHECK(pp::predict(profile, {.world = 2, .batch = 4}, c).step_seconds == Approx(45 + 5 * 2 * 0.5));
+}
+
 namespace {
 
 // What the simulator's memory model predicts for `c` on `profile` (batch `batch`), with the

@@ -21,6 +21,8 @@ TEST_CASE("a profile survives the JSON round trip and a file", "[planner][profil
   p.threads = {{1, 1.0}, {2, 1.9}};
   p.cores = 8;
   p.action_overhead = 1.5e-5;
+  p.compute_factor = 1.25;
+  p.segments[2].larger = {{4, 0.5, 0.25, 0.125, 0.375}};
   p.activation_bytes_source = "host allocator";
   const pp::Profile back = pp::profile_from_json(pp::profile_to_json(p));
   CHECK(pp::profile_to_json(back) == pp::profile_to_json(p));
@@ -36,6 +38,11 @@ TEST_CASE("a profile survives the JSON round trip and a file", "[planner][profil
   CHECK(back.channel("ucx_tcp").bandwidth == 1.25e9);
   CHECK(back.threads.at(1).speedup == 1.9);
   CHECK(back.action_overhead == 1.5e-5);
+  CHECK(back.compute_factor == 1.25);
+  REQUIRE(back.segments[2].larger.size() == 1);
+  CHECK(back.segments[2].larger[0].samples == 4);
+  CHECK(back.segments[2].larger[0].full_backward == 0.375);
+  CHECK(back.segments[0].larger.empty());
   const std::string path = "test_profile_round_trip.json";
   pp::save_profile(p, path);
   CHECK(pp::profile_to_json(pp::load_profile(path)) == pp::profile_to_json(p));
@@ -52,6 +59,20 @@ TEST_CASE("bad profiles are errors naming the field", "[planner][profile]") {
   CHECK_THROWS_WITH(pp::load_profile("no_such_profile.json"), Catch::Contains("no_such_profile"));
   pp::Profile negative = planner_test::synthetic({1, -1});
   CHECK_THROWS_WITH(negative.check(), Catch::Contains("blocks.1"));
+  pp::Profile unordered = planner_test::synthetic({1});
+  unordered.segments[0].larger = {{4, 1, 1, 1, 2}, {4, 1, 1, 1, 2}};
+  CHECK_THROWS_WITH(unordered.check(), Catch::Contains("do not ascend"));
+  unordered.segments[0].larger = {{1, 1, 1, 1, 2}};  // not above the microbatch's 1 sample
+  CHECK_THROWS_WITH(unordered.check(), Catch::Contains("above the microbatch's 1 samples"));
+  unordered.segments[0].larger = {{2, 1, -1, 1, 2}};
+  CHECK_THROWS_WITH(unordered.check(), Catch::Contains("negative time at 2 samples"));
+  pp::Profile no_compute = planner_test::synthetic({1});
+  no_compute.compute_factor = 0;
+  CHECK_THROWS_WITH(no_compute.check(), Catch::Contains("compute_factor must be > 0"));
+  std::string older = pp::profile_to_json(planner_test::synthetic({1}));
+  const size_t line = older.rfind('\n', older.find("\"compute_factor\"")) + 1;
+  older.erase(line, older.find('\n', line) + 1 - line);  // saved before the factor existed
+  CHECK(pp::profile_from_json(older).compute_factor == 1.0);
   CHECK_THROWS_WITH(planner_test::synthetic({1}).channel("ucx_shm"),
                     Catch::Contains("no channel 'ucx_shm'") && Catch::Contains("in_process"));
 }

@@ -81,6 +81,38 @@ TEST_CASE("profile measures the ucx channels after the in-process one and saves 
   CHECK(back.channel("ucx_tcp").bandwidth == p.channels[1].bandwidth);
 }
 
+TEST_CASE("profile times every segment at larger microbatches too", "[planner][profile]") {
+  tp::manual_seed(0);
+  const int64_t vocab = 11;
+  tp::nn::GPT model(tp::nn::GPTConfig{
+      .vocab_size = vocab, .context_length = 8, .n_layer = 2, .n_head = 2, .width = 16});
+  pp::ProfileOptions o = gpt_options(vocab);
+  o.larger_microbatches = {2, 4};
+  const std::vector<float> before = model->parameters().front().to_vector();
+  const pp::Profile p = pp::profile(*model.ptr(), {tp::zeros({2, 8})}, o);
+  REQUIRE(p.segments.size() == 3);
+  for (const pp::SegmentProfile& s : p.segments) {
+    REQUIRE(s.larger.size() == 2);
+    CHECK(s.larger[0].samples == 4);  // twice the example's 2 samples
+    CHECK(s.larger[1].samples == 8);
+    for (const pp::SizedTimes& t : s.larger) {
+      CHECK(t.forward > 0);
+      CHECK(t.full_backward > 0);
+      CHECK(t.input_backward > 0);
+    }
+  }
+  CHECK_NOTHROW(p.check());
+  CHECK(pp::profile_from_json(pp::profile_to_json(p)).segments[1].larger[1].forward ==
+        p.segments[1].larger[1].forward);
+  CHECK(model->parameters().front().to_vector() == before);  // timing does not train
+  for (const tp::Tensor& param : model->parameters())
+    if (param.grad().defined())
+      for (float g : param.grad().to_vector()) REQUIRE(g == 0.0f);
+  o.larger_microbatches = {2, 2};
+  CHECK_THROWS_WITH(pp::profile(*model.ptr(), {tp::zeros({2, 8})}, o),
+                    Catch::Contains("larger_microbatches must ascend"));
+}
+
 TEST_CASE("profile refuses what it cannot measure", "[planner][profile]") {
   tp::nn::GPT model(tp::nn::GPTConfig{
       .vocab_size = 5, .context_length = 4, .n_layer = 1, .n_head = 1, .width = 4});
