@@ -2,6 +2,7 @@
 // checked against the other replicas, the flat all-reduce it runs (NCCL for device gradients where
 // every replica has it, else the ring over UCX), and a failed step abandoned on every replica.
 #include <algorithm>
+#include <atomic>
 #include <string>
 
 #include "actors/detail/group_backend.h"
@@ -12,6 +13,8 @@
 namespace tensorplay::pipelining::detail {
 
 namespace {
+
+std::atomic<void (*)(int)> setup_done_hook{nullptr};
 
 std::string join(const std::vector<int>& ranks) {
   std::string out;
@@ -57,6 +60,8 @@ FlatAllReduce flat_all_reduce(GroupRuntime& runtime, const ScheduleSpec& spec,
 
 }  // namespace
 
+void set_data_parallel_setup_hook(void (*hook)(int dp_rank)) { setup_done_hook = hook; }
+
 std::unique_ptr<DataParallelHook> DataParallelHook::make(const ScheduleSpec& spec,
                                                          const std::vector<int>& group_ranks) {
   const std::string name = spec.name();
@@ -84,6 +89,10 @@ DataParallelHook::DataParallelHook(const ScheduleSpec& spec, std::vector<int> dp
   reducer_ = std::make_unique<GradReducer>(
       spec.local_stages(), spec.n_microbatches, dp, spec.options.data_parallel,
       flat_all_reduce(*runtime_, spec, dp_ranks_, me, stream_), name);
+  // Listening starts before the first exchange with the other replicas: once that exchange is
+  // done, a replica may run and fail its first step, and a notice arriving with no listener is
+  // dropped (this replica would then wait out the transfer timeout).
+  listen_for_failures();
   // Every replica must bucket alike, or their all-reduces would pair the wrong buckets.
   auto layouts =
       runtime_->exchange(dp_ranks_, reducer_->layout(), {}, name + " data-parallel setup");
@@ -95,7 +104,7 @@ DataParallelHook::DataParallelHook(const ScheduleSpec& spec, std::vector<int> dp
           " replicate the same stages over the \"dp\" dimension but their parameters differ in "
           "shape, dtype or order; every replica must build the same model");
   if (spec.options.data_parallel.broadcast_parameters) reducer_->broadcast_from_first(me == 0);
-  listen_for_failures();
+  if (auto hook = setup_done_hook.load()) hook(me);
 }
 
 void DataParallelHook::listen_for_failures() {

@@ -54,4 +54,8 @@ class DataParallelHook : public StepHook {
   std::shared_ptr<void> unlisten_;
 };
 
+/// For tests: called (with this replica's dp rank) when a DataParallelHook's setup with the other
+/// replicas is done, at the end of its construction; null (the default) for none.
+void set_data_parallel_setup_hook(void (*hook)(int dp_rank));
+
 }  // namespace tensorplay::pipelining::detail
