@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "tensors/autograd/grad_mode.h"
+#include "tensors/cpu/optimizer_kernels.h"
 #include "tensors/ops/activation.h"
 #include "tensors/ops/elementwise.h"
 
@@ -51,27 +52,17 @@ void AdamW::step_host(size_t i, const Tensor& grad) {
   // Scalars as PyTorch computes them: Python floats (double), narrowed to float by the kernels.
   double bias_correction1 = 1.0 - std::pow(static_cast<double>(o.beta1), steps_[i]);
   double bias_correction2 = 1.0 - std::pow(static_cast<double>(o.beta2), steps_[i]);
-  const float decay = static_cast<float>(1.0 - static_cast<double>(o.lr) * o.weight_decay);
-  const float weight1 = static_cast<float>(1.0 - o.beta1);
-  const float beta2 = o.beta2;
-  const float weight2 = static_cast<float>(1.0 - o.beta2);
-  const float step_size = static_cast<float>(o.lr / bias_correction1);
-  const float correction2_sqrt = static_cast<float>(std::sqrt(bias_correction2));
-  const float eps = o.eps;
-  float* p = parameters_[i].data<float>();
-  float* m = exp_avg_[i].data<float>();
-  float* v = exp_avg_sq_[i].data<float>();
-  const float* g = grad.data<float>();
-  const int64_t n = parameters_[i].numel();
-  for (int64_t k = 0; k < n; ++k) {
-    float pk = p[k] * decay;
-    float mk = m[k] + weight1 * (g[k] - m[k]);
-    float vk = v[k] * beta2 + weight2 * (g[k] * g[k]);
-    float denom = std::sqrt(vk) / correction2_sqrt + eps;
-    p[k] = pk - step_size * (mk / denom);
-    m[k] = mk;
-    v[k] = vk;
-  }
+  cpu_kernels::AdamWScalars s;
+  s.decay = static_cast<float>(1.0 - static_cast<double>(o.lr) * o.weight_decay);
+  s.weight1 = static_cast<float>(1.0 - o.beta1);
+  s.beta2 = o.beta2;
+  s.weight2 = static_cast<float>(1.0 - o.beta2);
+  s.step_size = static_cast<float>(o.lr / bias_correction1);
+  s.correction2_sqrt = static_cast<float>(std::sqrt(bias_correction2));
+  s.eps = o.eps;
+  cpu_kernels::adamw_update(parameters_[i].data<float>(), exp_avg_[i].data<float>(),
+                            exp_avg_sq_[i].data<float>(), grad.data<float>(),
+                            parameters_[i].numel(), s);
 }
 
 void AdamW::step_device(size_t i, const Tensor& grad) {

@@ -109,3 +109,38 @@ TEST_CASE("AdamW follows its parameters from bfloat16 back to float32", "[adamw]
   CHECK(opt.state_dict().at("state.0.exp_avg").dtype() == tp::DType::Float32);
   CHECK(opt.step_count(0) == 2);
 }
+
+TEST_CASE("AdamW's vector update gives the scalar float formula's bits, tails included",
+          "[adamw]") {
+  for (int64_t n : {int64_t{1}, int64_t{15}, int64_t{17}, int64_t{1027}}) {
+    CAPTURE(n);
+    tp::Generator gen(n);
+    tp::Tensor w = tp::randn({n}, {}, &gen).requires_grad_(true);
+    std::vector<float> p = w.to_vector(), m(n, 0.0f), v(n, 0.0f);
+    const optim::AdamWOptions o{.lr = 1e-2f, .weight_decay = 0.1f};
+    optim::AdamW opt({w}, o);
+    for (int step = 1; step <= 2; ++step) {
+      tp::Tensor g = tp::randn({n}, {}, &gen);
+      w.set_grad(g);
+      opt.step();
+      // The scalar formula, each operation rounded to float in this order.
+      const double c1 = 1.0 - std::pow(static_cast<double>(o.beta1), step);
+      const double c2 = 1.0 - std::pow(static_cast<double>(o.beta2), step);
+      const auto decay = static_cast<float>(1.0 - static_cast<double>(o.lr) * o.weight_decay);
+      const auto w1 = static_cast<float>(1.0 - o.beta1), w2 = static_cast<float>(1.0 - o.beta2);
+      const auto step_size = static_cast<float>(o.lr / c1);
+      const auto c2_sqrt = static_cast<float>(std::sqrt(c2));
+      const std::vector<float> gv = g.to_vector();
+      for (int64_t k = 0; k < n; ++k) {
+        volatile float pk = p[k] * decay;
+        volatile float mk = m[k] + w1 * (gv[k] - m[k]);
+        volatile float vk = v[k] * o.beta2 + w2 * (gv[k] * gv[k]);
+        volatile float denom = std::sqrt(vk) / c2_sqrt + o.eps;
+        p[k] = pk - step_size * (mk / denom);
+        m[k] = mk;
+        v[k] = vk;
+      }
+      REQUIRE(w.to_vector() == p);
+    }
+  }
+}
