@@ -7,10 +7,14 @@
 // shares (actors/replica_exchange.h); a load's time is the wall time from the first rank's start
 // to the last rank's end (joining and connecting before it not counted). Prints one JSON line per
 // measurement, the last with "bench" and "ratio" (resharded load time over same-layout load
-// time). Files are read warm from the page cache (they were just written). Two more jobs only
-// fill the state their ranks hold (no files): a floor for any load of each layout.
+// time). Cold (the default): before each load and the cat the files are written back and dropped
+// from the page cache (posix_fadvise DONTNEED; a line says how many pages stayed resident), so
+// they are read from storage; then the same warm (files read once before), as "ratio_warm" and
+// the fields ending in "_warm". `--warm`: warm only. Two more jobs only fill the state their
+// ranks hold (no files): a floor for any load of each layout.
 //
 //   bench_reshard            # a small GPT (about 0.8 M parameters): seconds
+//   bench_reshard --warm     # only with the files in the page cache
 //   bench_reshard --large    # about 100 M parameters (width 768, 14 blocks): ~6 GB
 //   bench_reshard --width 256 --layers 8   # another size (heads: 4, or 12 with --large)
 #include <netinet/in.h>
@@ -22,6 +26,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -29,6 +34,7 @@
 
 #include "actors/process_group.h"
 #include "actors/replica_exchange.h"
+#include "page_cache.h"
 #include "stages/build_stage.h"
 #include "stages/checkpoint_io.h"
 #include "stages/named_checkpoint.h"
@@ -190,9 +196,72 @@ double cat_seconds(const std::string& step) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-void print_phase(const char* phase, const Timed& t) {
-  std::printf("{\"phase\":\"%s\",\"seconds\":%.4f,\"bytes_read\":%llu}\n", phase, t.seconds,
-              static_cast<unsigned long long>(t.bytes_read));
+// Cold: drops `dir`'s files from the page cache and prints how many of their pages stayed
+// resident (mincore); false when more than a tenth did (the drop did not take). Warm: reads
+// them once, untimed, so they are resident.
+bool prepare(const std::string& dir, bool cold) {
+  if (!cold) {
+    const std::string read = "find " + dir + " -type f -exec cat {} + > /dev/null";
+    if (std::system(read.c_str()) != 0)
+      std::fprintf(stderr, "bench_reshard: '%s' failed\n", read.c_str());
+    return true;
+  }
+  const bench::Residency before = bench::residency(dir);
+  bench::drop_from_page_cache(dir);
+  const bench::Residency after = bench::residency(dir);
+  const bool dropped = after.fraction() <= 0.1;
+  std::printf(
+      "{\"phase\":\"page cache dropped\",\"dir\":\"%s\",\"pages\":%llu,\"resident_before\":%llu,"
+      "\"resident_after\":%llu,\"took_effect\":%s}\n",
+      fs::path(dir).filename().c_str(), static_cast<unsigned long long>(after.pages),
+      static_cast<unsigned long long>(before.resident),
+      static_cast<unsigned long long>(after.resident), dropped ? "true" : "false");
+  std::fflush(stdout);
+  return dropped;
+}
+
+void print_phase(const char* phase, const char* mode, const Timed& t) {
+  std::printf("{\"phase\":\"%s\",\"mode\":\"%s\",\"seconds\":%.4f,\"bytes_read\":%llu}\n", phase,
+              mode, t.seconds, static_cast<unsigned long long>(t.bytes_read));
+  std::fflush(stdout);
+}
+
+// One mode's loads and cat, each after prepare(): cold (files dropped) or warm.
+struct Figures {
+  Timed same, resharded, same_target;
+  double cat = 0;
+  bool dropped = true;
+  double ratio() const { return resharded.seconds / same.seconds; }
+};
+
+Figures measure(const std::string& root, const tp::nn::GPTConfig& cfg, bool cold) {
+  const char* mode = cold ? "cold" : "warm";
+  const std::string pp4 = root + "/pp4", pp2 = root + "/pp2";
+  Figures f;
+  f.dropped &= prepare(pp4, cold);
+  print_phase("pp4 -> pp4", mode, f.same = load_job(pp4, cfg, 4, 1));
+  f.dropped &= prepare(pp4, cold);
+  print_phase("pp4 -> pp2 x dp2", mode, f.resharded = load_job(pp4, cfg, 2, 2));
+  f.dropped &= prepare(pp2, cold);
+  print_phase("pp2 -> pp2 x dp2", mode, f.same_target = load_job(pp2, cfg, 2, 2));
+  f.dropped &= prepare(pp4, cold);
+  f.cat = cat_seconds(pp::checkpoint_io::step_folder(pp4, 1));
+  std::printf("{\"phase\":\"cat > /dev/null\",\"mode\":\"%s\",\"seconds\":%.4f}\n", mode, f.cat);
+  return f;
+}
+
+// ",\"<name><suffix>\":<value>" for each of a mode's figures.
+std::string figure_fields(const Figures& f, const std::string& suffix) {
+  char text[512];
+  std::snprintf(text, sizeof text,
+                ",\"same_layout_seconds%s\":%.4f,\"resharded_seconds%s\":%.4f,"
+                "\"same_target_seconds%s\":%.4f,\"cat_seconds%s\":%.4f,\"ratio_same_target%s\":"
+                "%.3f,\"ratio_cat%s\":%.3f",
+                suffix.c_str(), f.same.seconds, suffix.c_str(), f.resharded.seconds, suffix.c_str(),
+                f.same_target.seconds, suffix.c_str(), f.cat, suffix.c_str(),
+                f.resharded.seconds / f.same_target.seconds, suffix.c_str(),
+                f.resharded.seconds / f.cat);
+  return text;
 }
 
 // Writes step 1 of a GPT of `cfg` under root/pp4 (by pp 4) and root/pp2 (by pp 2); returns its
@@ -209,18 +278,41 @@ int64_t write_both(const std::string& root, const tp::nn::GPTConfig& cfg) {
   return parameters;
 }
 
+// Both modes (only warm with `warm_only`), the floors, and the last line.
+void run_all(const std::string& root, const tp::nn::GPTConfig& cfg, int64_t parameters,
+             uint64_t bytes, bool warm_only) {
+  std::optional<Figures> cold;
+  if (!warm_only) cold = measure(root, cfg, true);
+  const Figures warm = measure(root, cfg, false);
+  const Timed floor_same = load_job("", cfg, 4, 1);
+  const Timed floor_resharded = load_job("", cfg, 2, 2);
+  print_phase("pp4 state filled, no files", "none", floor_same);
+  print_phase("pp2 x dp2 state filled, no files", "none", floor_resharded);
+  const Figures& main_mode = cold ? *cold : warm;
+  std::printf(
+      "{\"bench\":\"bench_reshard\",\"parameters\":%lld,\"bytes\":%llu,\"mode\":\"%s\","
+      "\"cold_drop_took_effect\":%s,\"ratio\":%.3f,\"ratio_warm\":%.3f,\"ratio_floor\":%.3f%s%s}\n",
+      static_cast<long long>(parameters), static_cast<unsigned long long>(bytes),
+      cold ? "cold" : "warm", cold ? (cold->dropped ? "true" : "false") : "null", main_mode.ratio(),
+      warm.ratio(), floor_resharded.seconds / floor_same.seconds,
+      figure_fields(main_mode, "").c_str(), cold ? figure_fields(warm, "_warm").c_str() : "");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   int64_t width = 128, layers = 4, heads = 4;
+  bool warm_only = false;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--large") {
       width = 768, layers = 14, heads = 12;
+    } else if (arg == "--warm") {
+      warm_only = true;
     } else if ((arg == "--width" || arg == "--layers") && i + 1 < argc) {
       (arg == "--width" ? width : layers) = std::atoll(argv[++i]);
     } else {
-      std::fprintf(stderr, "usage: bench_reshard [--large] [--width W] [--layers L]\n");
+      std::fprintf(stderr, "usage: bench_reshard [--large] [--warm] [--width W] [--layers L]\n");
       return 2;
     }
   }
@@ -229,38 +321,17 @@ int main(int argc, char** argv) {
   fs::remove_all(root);
   const tp::nn::GPTConfig cfg = config(width, layers, heads);
   const int64_t parameters = write_both(root, cfg);
-  const std::string step = pp::checkpoint_io::step_folder(root + "/pp4", 1);
-  const uint64_t bytes = folder_bytes(step);
+  const uint64_t bytes = folder_bytes(pp::checkpoint_io::step_folder(root + "/pp4", 1));
   std::printf("{\"phase\":\"written\",\"parameters\":%lld,\"bytes\":%llu}\n",
               static_cast<long long>(parameters), static_cast<unsigned long long>(bytes));
   std::fflush(stdout);
-
   try {
-    const Timed same = load_job(root + "/pp4", cfg, 4, 1);
-    const Timed resharded = load_job(root + "/pp4", cfg, 2, 2);
-    const Timed same_target = load_job(root + "/pp2", cfg, 2, 2);
-    const Timed floor_same = load_job("", cfg, 4, 1);
-    const Timed floor_resharded = load_job("", cfg, 2, 2);
-    const double cat = cat_seconds(step);
-    fs::remove_all(root);
-    print_phase("pp4 -> pp4", same);
-    print_phase("pp4 -> pp2 x dp2", resharded);
-    print_phase("pp2 -> pp2 x dp2", same_target);
-    print_phase("pp4 state filled, no files", floor_same);
-    print_phase("pp2 x dp2 state filled, no files", floor_resharded);
-    std::printf("{\"phase\":\"cat > /dev/null\",\"seconds\":%.4f}\n", cat);
-    std::printf(
-        "{\"bench\":\"bench_reshard\",\"parameters\":%lld,\"bytes\":%llu,\"same_layout_seconds\":"
-        "%.4f,\"resharded_seconds\":%.4f,\"same_target_seconds\":%.4f,\"cat_seconds\":%.4f,"
-        "\"ratio\":%.3f,\"ratio_same_target\":%.3f,\"ratio_cat\":%.3f,\"ratio_floor\":%.3f}\n",
-        static_cast<long long>(parameters), static_cast<unsigned long long>(bytes), same.seconds,
-        resharded.seconds, same_target.seconds, cat, resharded.seconds / same.seconds,
-        resharded.seconds / same_target.seconds, resharded.seconds / cat,
-        floor_resharded.seconds / floor_same.seconds);
+    run_all(root, cfg, parameters, bytes, warm_only);
   } catch (const std::exception& e) {
     fs::remove_all(root);
     std::fprintf(stderr, "bench_reshard: %s\n", e.what());
     return 1;
   }
+  fs::remove_all(root);
   return 0;
 }

@@ -90,6 +90,11 @@ void save_named_checkpoint(const std::string& dir,
 /// finds is thrown by every replica, alike (naming the replica that found it), before any of
 /// them changes anything; the replicas also refuse, alike, when they chose different steps or
 /// need different tensors.
+///
+/// Tensors are read (or received) into fresh memory that then becomes the storage of the stage's
+/// tensor (its TensorImpl, held by the optimizer, stays) and of the optimizer's state
+/// (Optimizer::take_state_dict), uncopied, where dtype and device match and nothing else views
+/// the old storage; otherwise copied, as on a device, or for the second copy of a tied weight.
 NamedCheckpointInfo load_named_checkpoint(const std::string& dir,
                                           const std::vector<std::shared_ptr<PipelineStage>>& stages,
                                           optim::Optimizer& optimizer,

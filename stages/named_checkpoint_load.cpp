@@ -13,6 +13,7 @@
 #include "stages/named_checkpoint_steps.h"
 #include "stages/named_step_reader.h"
 #include "stages/stage_module.h"
+#include "tensors/autograd/grad_mode.h"
 
 namespace tensorplay::pipelining {
 namespace {
@@ -149,12 +150,49 @@ Parts read_parts(const StepReader& reader, const NamedStep& step, const Stages& 
   return parts;
 }
 
+// Whether `own`, a stage's tensor, can take `loaded`'s storage instead of a copy of it: both
+// alone on their storages (no view of either, no other holder of `loaded`'s, such as a tied copy
+// in another stage that took it already), the same dtype and device.
+bool can_take(const Tensor& own, const Tensor& loaded, std::set<const Storage*>& taken) {
+  const TensorImpl& o = own.impl();
+  const TensorImpl& l = loaded.impl();
+  if (o.dtype != l.dtype || own.device() != loaded.device() || o.offset != 0 || l.offset != 0 ||
+      o.storage.use_count() != 1 || l.storage.use_count() != 1 || l.requires_grad || l.grad_fn)
+    return false;
+  return taken.insert(l.storage.get()).second;
+}
+
+// Loads `dict` (the module's own names, shapes checked by read_models) into `module`: a stage
+// tensor takes its loaded tensor's storage where can_take (its TensorImpl, which the optimizer
+// and tied modules hold, stays; the storage is charged as the old one was), else copies it.
+void load_model(nn::Module& module, const StateDict& dict, std::set<const Storage*>& taken) {
+  NoGradGuard no_grad;
+  // The module's own tensors, not state_dict()'s detached views of them.
+  auto tensors = module.named_parameters();
+  for (auto& buffer : module.named_buffers()) tensors.push_back(std::move(buffer));
+  for (auto& [name, own] : tensors) {
+    const Tensor* found = dict.find(name);
+    if (found == nullptr) continue;  // a buffer not saved (not persistent)
+    const Tensor& loaded = *found;
+    if (!can_take(own, loaded, taken)) {
+      own.copy_(loaded);
+      continue;
+    }
+    TensorImpl& o = own.impl();
+    const std::shared_ptr<Storage>& old = o.storage;
+    loaded.impl().storage->recharge(old->memory_account(), old->memory_kind());
+    o.storage = loaded.impl().storage;
+  }
+}
+
 void apply(const NamedStep& step, const Stages& stages, optim::Optimizer& optimizer, Parts& parts,
            const std::vector<std::pair<std::string, Generator*>>& generators,
            const std::vector<std::string>& states) {
   try {
-    optimizer.load_state_dict(parts.optimizer);
-    for (size_t k = 0; k < stages.size(); ++k) stages[k]->module().load_state_dict(parts.models[k]);
+    optimizer.take_state_dict(std::move(parts.optimizer));
+    std::set<const Storage*> taken;
+    for (size_t k = 0; k < stages.size(); ++k)
+      load_model(stages[k]->module(), parts.models[k], taken);
   } catch (const std::invalid_argument& e) {
     throw CheckpointError("checkpoint '" + step.folder +
                           "' does not fit these stages: " + e.what());

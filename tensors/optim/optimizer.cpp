@@ -42,14 +42,42 @@ bool Optimizer::parse_state_key(const std::string& key, size_t& index, std::stri
   return true;
 }
 
-Tensor Optimizer::state_like_parameter(const std::string& key, const Tensor& src,
-                                       size_t index) const {
+void Optimizer::take_state_dict(StateDict dict) {
+  struct Reset {
+    Optimizer& optimizer;
+    ~Reset() {
+      optimizer.taking_ = false;
+      optimizer.not_takeable_.clear();
+    }
+  } reset{*this};
+  for (const Tensor& p : parameters_) not_takeable_.insert(p.impl().storage.get());
+  taking_ = true;
+  load_state_dict(dict);
+}
+
+bool Optimizer::can_take(const Tensor& src, size_t index) {
+  const Tensor& p = parameters_[index];
+  const TensorImpl& s = src.impl();
+  if (!taking_ || s.dtype != p.dtype() || src.device() != p.device() || s.offset != 0 ||
+      s.storage.use_count() != 1 || s.requires_grad || s.grad_fn)
+    return false;
+  return not_takeable_.insert(s.storage.get()).second;
+}
+
+Tensor Optimizer::state_like_parameter(const std::string& key, const Tensor& src, size_t index) {
   const Tensor& p = parameters_[index];
   if (!src.defined() || src.shape() != p.shape())
     throw std::invalid_argument(type_name() + "::load_state_dict: '" + key + "' has shape " +
                                 (src.defined() ? to_string(src.shape()) : "undefined") +
                                 " but parameter " + std::to_string(index) + " has shape " +
                                 to_string(p.shape()));
+  if (can_take(src, index)) {  // a tensor of its own around the storage, no autograd history
+    auto taken = std::make_shared<TensorImpl>();
+    taken->storage = src.impl().storage;
+    taken->shape = src.shape();
+    taken->dtype = src.dtype();
+    return Tensor(std::move(taken));
+  }
   NoGradGuard no_grad;
   Tensor copy = empty(p.shape(), {.dtype = p.dtype(), .device = p.device()});
   copy.copy_(src);
