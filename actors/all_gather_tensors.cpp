@@ -5,6 +5,7 @@
 #include "actors/detail/group_runtime.h"
 #include "actors/detail/rendezvous.h"
 #include "actors/process_group.h"
+#include "tensors/detail/layout_codec.h"
 #include "transport/channel.h"
 #include "transport/collective_key.h"
 #include "transport/ucx_channel.h"
@@ -14,35 +15,16 @@ namespace {
 
 using transport::TensorDescriptor;
 
-void put_u64(std::string& out, uint64_t v) { out.append(reinterpret_cast<const char*>(&v), 8); }
-
-std::string encode(const std::vector<Tensor>& tensors) {
-  std::string out;
-  put_u64(out, tensors.size());
-  for (const Tensor& t : tensors) {
-    put_u64(out, static_cast<uint64_t>(t.dtype()));
-    put_u64(out, t.shape().size());
-    for (int64_t d : t.shape()) put_u64(out, static_cast<uint64_t>(d));
-  }
-  return out;
-}
-
 std::vector<TensorDescriptor> decode(const std::string& bytes, const std::string& where) {
-  size_t at = 0;
-  auto next = [&]() {
-    if (at + 8 > bytes.size()) throw DistributedError(where + ": a member's shapes are cut short");
-    uint64_t v;
-    std::memcpy(&v, bytes.data() + at, 8);
-    at += 8;
-    return v;
-  };
-  std::vector<TensorDescriptor> out(next());
-  for (TensorDescriptor& d : out) {
-    d.dtype = static_cast<DType>(next());
-    d.shape.resize(next());
+  const auto layouts = tensorplay::detail::decode_layouts(bytes);
+  if (!layouts) throw DistributedError(where + ": a member's shapes are cut short");
+  std::vector<TensorDescriptor> out(layouts->size());
+  for (size_t i = 0; i < out.size(); ++i) {
+    out[i].dtype = (*layouts)[i].dtype;
+    out[i].shape = (*layouts)[i].shape;
     int64_t numel = 1;
-    for (int64_t& n : d.shape) numel *= (n = static_cast<int64_t>(next()));
-    d.bytes = static_cast<uint64_t>(numel) * element_size(d.dtype);
+    for (int64_t n : out[i].shape) numel *= n;
+    out[i].bytes = static_cast<uint64_t>(numel) * element_size(out[i].dtype);
   }
   return out;
 }
@@ -61,7 +43,8 @@ std::vector<std::vector<Tensor>> ProcessGroup::all_gather_tensors(
     throw std::invalid_argument(where + ": at most " +
                                 std::to_string(transport::kStatusRingStep - 1) + " members and " +
                                 std::to_string(transport::kMaxTransferTensors) + " tensors each");
-  const std::vector<std::string> layouts = all_gather_bytes(encode(mine));
+  const std::vector<std::string> layouts =
+      all_gather_bytes(tensorplay::detail::encode_layouts(mine));
   const uint32_t stream = c.collective_stream(ranks_);
   const uint64_t call = c.next_collective_call(ranks_);
   auto key = [&](int sender) {

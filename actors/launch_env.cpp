@@ -1,6 +1,10 @@
 // Reading a process's place in a job from torchrun's, Slurm's or Open MPI's variables.
 #include "actors/launch_env.h"
 
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
@@ -176,6 +180,31 @@ LaunchEnv read_launch_env(const EnvLookup& getenv) {
 
 LaunchEnv read_launch_env() {
   return read_launch_env([](const char* name) { return std::getenv(name); });
+}
+
+LaunchEnv loopback_launch_env(int rank, int world_size, int port) {
+  LaunchEnv env;
+  env.launched = true;
+  env.source = "torchrun";
+  env.rank = rank;
+  env.world_size = world_size;
+  env.master_addr = "127.0.0.1";
+  env.master_port = port;
+  return env;
+}
+
+int free_loopback_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) throw std::runtime_error("free_loopback_port: socket() failed");
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof address;
+  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&address), length) == 0 &&
+                  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0;
+  ::close(fd);
+  if (!ok) throw std::runtime_error("free_loopback_port: no loopback port could be bound");
+  return ntohs(address.sin_port);
 }
 
 }  // namespace tensorplay::distributed

@@ -29,6 +29,15 @@ struct LaunchEnv {
   std::string cluster_token;
 };
 
+/// The place of `rank` in a job of `world_size` ranks whose rendezvous is at 127.0.0.1:`port`, as
+/// torchrun would give it: for several ranks joined in one process (dist::join_job), as tests and
+/// benchmarks run them.
+LaunchEnv loopback_launch_env(int rank, int world_size, int port);
+
+/// A loopback TCP port that was free a moment ago (the kernel's choice), for such a job's
+/// rendezvous. Throws std::runtime_error when no socket can be bound.
+int free_loopback_port();
+
 /// Looks up an environment variable (null when unset); tests pass their own.
 using EnvLookup = std::function<const char*(const char* name)>;
 

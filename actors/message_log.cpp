@@ -3,6 +3,7 @@
 
 #include <spdlog/cfg/env.h>
 #include <spdlog/sinks/basic_file_sink.h>
+#include <spdlog/sinks/ostream_sink.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
@@ -16,6 +17,7 @@
 #include <fstream>
 #include <mutex>
 #include <random>
+#include <sstream>
 
 #include "tensors/knobs.h"
 
@@ -177,5 +179,27 @@ void note_rejected_message(int rank, const std::string& why) {
 }
 
 unsigned long long rejected_message_count() { return rejected.load(); }
+
+std::string capture_message_log(const std::function<void()>& body, bool debug) {
+  auto logger = message_log();
+  const auto sinks = logger->sinks();
+  const auto level = logger->level();
+  std::ostringstream out;
+  logger->sinks() = {std::make_shared<spdlog::sinks::ostream_sink_mt>(out)};
+  if (debug) logger->set_level(spdlog::level::debug);
+  auto restore = [&] {
+    logger->flush();
+    logger->sinks() = sinks;
+    logger->set_level(level);
+  };
+  try {
+    body();
+  } catch (...) {
+    restore();
+    throw;
+  }
+  restore();
+  return out.str();
+}
 
 }  // namespace tensorplay::pipelining

@@ -2,6 +2,7 @@
 // timestamp, through spdlog. Off by default; SPDLOG_LEVEL=debug (or tensorplay=debug) turns it on.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -25,6 +26,11 @@ std::shared_ptr<spdlog::logger> message_log();
 /// a restarted rank adds a run after the previous one's), starting with a run header, and turns
 /// it on at debug level unless SPDLOG_LEVEL chose a level.
 void log_to_file(const std::string& path);
+
+/// Runs `body` with the message log written only to the returned string (at debug level when
+/// `debug`, else at the level it has), then restores its sinks and level, also when `body`
+/// throws. Not for while other threads log elsewhere: the log's sinks are the process's.
+std::string capture_message_log(const std::function<void()>& body, bool debug = true);
 
 /// True when the message log records events (so callers may skip formatting them).
 bool message_log_enabled();

@@ -209,22 +209,6 @@ int worker_main(const Options& o) {
 
 // -- driver ---------------------------------------------------------------------------------------
 
-int free_port() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) throw std::runtime_error("socket() failed");
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof addr;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    close(fd);
-    throw std::runtime_error("finding a free port failed");
-  }
-  close(fd);
-  return ntohs(addr.sin_port);
-}
-
 double json_number(const std::string& line, const std::string& key) {
   size_t at = line.find("\"" + key + "\":");
   if (at == std::string::npos) return NAN;
@@ -253,7 +237,7 @@ std::vector<std::string> run_workers(const Options& o, int procs) {
   char dir_template[] = "/tmp/bench_allreduce_XXXXXX";
   if (mkdtemp(dir_template) == nullptr) throw std::runtime_error("mkdtemp failed");
   const std::string dir = dir_template;
-  const int port = free_port();
+  const int port = dist::free_loopback_port();
   int out[2];
   if (pipe(out) != 0) throw std::runtime_error("pipe failed");
   std::fflush(stdout);

@@ -17,8 +17,6 @@
 //   bench_reshard --warm     # only with the files in the page cache
 //   bench_reshard --large    # about 100 M parameters (width 768, 14 blocks): ~6 GB
 //   bench_reshard --width 256 --layers 8   # another size (heads: 4, or 12 with --large)
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -32,6 +30,7 @@
 #include <thread>
 #include <vector>
 
+#include "actors/launch_env.h"
 #include "actors/process_group.h"
 #include "actors/replica_exchange.h"
 #include "page_cache.h"
@@ -81,29 +80,6 @@ void write(const std::string& dir, const Stages& stages, const std::string& layo
   }
 }
 
-int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof address;
-  ::bind(fd, reinterpret_cast<sockaddr*>(&address), length);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
-  ::close(fd);
-  return ntohs(address.sin_port);
-}
-
-dist::LaunchEnv loopback_env(int rank, int world_size, int port) {
-  dist::LaunchEnv env;
-  env.launched = true;
-  env.source = "torchrun";
-  env.rank = rank;
-  env.world_size = world_size;
-  env.master_addr = "127.0.0.1";
-  env.master_port = port;
-  return env;
-}
-
 // What a job's load took: wall seconds from the first rank's start to the last one's end, and
 // the bytes all ranks read from the files.
 struct Timed {
@@ -128,9 +104,10 @@ void fill_state(const std::shared_ptr<pp::PipelineStage>& stage) {
 void run_rank(const std::string& dir, int rank, int pp_size, int dp, int port,
               const std::shared_ptr<pp::PipelineStage>& stage, Clock::time_point& start,
               Clock::time_point& end, uint64_t& bytes) {
-  const dist::ProcessGroup world = dist::join_job({.backend = "ucx",
-                                                   .timeout = std::chrono::minutes(5),
-                                                   .env = loopback_env(rank, pp_size * dp, port)});
+  const dist::ProcessGroup world =
+      dist::join_job({.backend = "ucx",
+                      .timeout = std::chrono::minutes(5),
+                      .env = dist::loopback_launch_env(rank, pp_size * dp, port)});
   const dist::DeviceMesh job = world;
   stage->set_mesh(dist::DeviceMesh("cpu", {pp_size, dp}, {"pp", "dp"}, rank).with_job(job.job()));
   tp::optim::AdamW opt(pp::parameters({stage}));
@@ -160,7 +137,7 @@ Timed load_job(const std::string& dir, const tp::nn::GPTConfig& cfg, int pp_size
   std::vector<Clock::time_point> starts(world), ends(world);
   std::vector<uint64_t> bytes(world, 0);
   std::vector<std::string> errors(world);
-  const int port = free_port();
+  const int port = dist::free_loopback_port();
   std::vector<std::thread> threads;
   for (int r = 0; r < world; ++r)
     threads.emplace_back([&, r] {

@@ -2,9 +2,6 @@
 // captured; the actions' durations give the compute factor, a bisection the per-action time.
 #include "planner/calibrate.h"
 
-#include <spdlog/sinks/ostream_sink.h>
-#include <spdlog/spdlog.h>
-
 #include <algorithm>
 #include <chrono>
 #include <functional>
@@ -41,30 +38,6 @@ std::vector<Tensor> repeated(const std::vector<Tensor>& tensors, int times) {
   return out;
 }
 
-// Runs `body` with the message log at debug level written only to the returned text; restores
-// the logger's sinks and level afterwards.
-std::string captured_message_log(const std::function<void()>& body) {
-  auto logger = message_log();
-  const auto sinks = logger->sinks();
-  const auto level = logger->level();
-  std::ostringstream out;
-  logger->sinks() = {std::make_shared<spdlog::sinks::ostream_sink_mt>(out)};
-  logger->set_level(spdlog::level::debug);
-  auto restore = [&] {
-    logger->flush();
-    logger->sinks() = sinks;
-    logger->set_level(level);
-  };
-  try {
-    body();
-  } catch (...) {
-    restore();
-    throw;
-  }
-  restore();
-  return out.str();
-}
-
 // The timed steps of one run, with the message log captured: each one's wall seconds and the log.
 struct MeasuredRun {
   std::vector<double> seconds;  ///< per timed step, after one warm-up step
@@ -83,7 +56,7 @@ MeasuredRun measured_run(const Profile& profile, nn::Module& model, const PlanCh
   const std::vector<Tensor> inputs = repeated(example, c.microbatches);
   const Tensor target = repeated({o.target}, c.microbatches).front();
   MeasuredRun run;
-  run.log = captured_message_log([&] {
+  run.log = capture_message_log([&] {
     for (int i = 0; i <= std::max(1, o.steps); ++i) {
       const auto start = std::chrono::steady_clock::now();
       schedule.step(inputs, {.target = target});

@@ -7,41 +7,18 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "tensors/detail/layout_codec.h"
+
 namespace tensorplay::pipelining {
 namespace {
 
-void put_u64(std::string& out, uint64_t v) { out.append(reinterpret_cast<const char*>(&v), 8); }
-
-uint64_t get_u64(const std::string& in, size_t& at) {
-  if (at + 8 > in.size()) throw std::runtime_error("replica exchange: a header is cut short");
-  uint64_t v;
-  std::memcpy(&v, in.data() + at, 8);
-  at += 8;
-  return v;
-}
-
-// Count, then each tensor's dtype, rank and sizes.
-std::string encode_layout(const std::vector<Tensor>& tensors) {
-  std::string out;
-  put_u64(out, tensors.size());
-  for (const Tensor& t : tensors) {
-    put_u64(out, static_cast<uint64_t>(t.dtype()));
-    put_u64(out, t.shape().size());
-    for (int64_t d : t.shape()) put_u64(out, static_cast<uint64_t>(d));
-  }
-  return out;
-}
-
-// Host tensors of the layout encode_layout wrote, to be filled.
+// Host tensors of the layouts encode_layouts wrote, to be filled.
 std::vector<Tensor> allocate_layout(const std::string& bytes) {
-  size_t at = 0;
-  std::vector<Tensor> out(get_u64(bytes, at));
-  for (Tensor& t : out) {
-    const auto dtype = static_cast<DType>(get_u64(bytes, at));
-    Shape shape(get_u64(bytes, at));
-    for (int64_t& d : shape) d = static_cast<int64_t>(get_u64(bytes, at));
-    t = empty(shape, {.dtype = dtype, .device = cpu()});
-  }
+  const auto layouts = detail::decode_layouts(bytes);
+  if (!layouts) throw std::runtime_error("replica exchange: a header is cut short");
+  std::vector<Tensor> out;
+  for (const detail::TensorLayout& layout : *layouts)
+    out.push_back(empty(layout.shape, {.dtype = layout.dtype, .device = cpu()}));
   return out;
 }
 
@@ -77,7 +54,7 @@ std::vector<std::vector<Tensor>> ReplicaExchange::all_gather_tensors(
     const std::vector<Tensor>& mine) {
   std::vector<Tensor> hosts;
   for (const Tensor& t : mine) hosts.push_back(t.detach().cpu());
-  const std::vector<std::string> layouts = all_gather(encode_layout(hosts));
+  const std::vector<std::string> layouts = all_gather(detail::encode_layouts(hosts));
   std::vector<std::vector<Tensor>> out(layouts.size());
   uint64_t longest = 0;
   for (size_t r = 0; r < layouts.size(); ++r) {

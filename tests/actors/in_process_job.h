@@ -2,10 +2,6 @@
 // loopback port, with what each rank's work returned or threw.
 #pragma once
 
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <chrono>
 #include <exception>
 #include <functional>
@@ -14,33 +10,15 @@
 #include <thread>
 #include <vector>
 
+#include "actors/launch_env.h"
 #include "actors/process_group.h"
 
 namespace tensorplay::testing {
 
-/// A loopback port free a moment ago (the kernel's choice).
-inline int free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof address;
-  ::bind(fd, reinterpret_cast<sockaddr*>(&address), length);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
-  ::close(fd);
-  return ntohs(address.sin_port);
-}
-
-/// The launcher environment of `rank` of a job of `world_size` ranks meeting at 127.0.0.1:port.
+/// A loopback port free a moment ago; the environment of `rank` of a job meeting on it.
+inline int free_port() { return distributed::free_loopback_port(); }
 inline distributed::LaunchEnv loopback_env(int rank, int world_size, int port) {
-  distributed::LaunchEnv env;
-  env.launched = true;
-  env.source = "torchrun";
-  env.rank = rank;
-  env.world_size = world_size;
-  env.master_addr = "127.0.0.1";
-  env.master_port = port;
-  return env;
+  return distributed::loopback_launch_env(rank, world_size, port);
 }
 
 /// What one rank did: its world group when it joined, and the error it threw, if any.

@@ -182,3 +182,16 @@ TEST_CASE("TENSORPLAY_CLUSTER_TOKEN is read with the launcher's variables", "[la
   CHECK(read({{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"TP_CLUSTER_TOKEN", "old"}}).cluster_token ==
         "old");
 }
+
+TEST_CASE("a loopback job's environment and a free loopback port", "[launch_env]") {
+  const tensorplay::distributed::LaunchEnv env =
+      tensorplay::distributed::loopback_launch_env(1, 3, 40123);
+  CHECK(env.launched);
+  CHECK(env.rank == 1);
+  CHECK(env.world_size == 3);
+  CHECK(env.master_addr == "127.0.0.1");
+  CHECK(env.master_port == 40123);
+  const int port = tensorplay::distributed::free_loopback_port();
+  CHECK(port > 0);
+  CHECK(port < 65536);
+}

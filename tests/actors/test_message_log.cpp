@@ -1,6 +1,7 @@
 // Tests for message_log.h: off by default; at debug level every stage actor logs what it
 // receives, starts, finishes and sends, each rank's step ends with a `done` line, and each process
 // start begins its part of a log with a run header.
+#include <spdlog/sinks/sink.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 

@@ -2,6 +2,10 @@
 // joined, each refusal ending it for every rank with the reason, the first joined rank's timeout
 // ending it naming the ranks that did not join), and each rendezvous state's timeout and error,
 // with the ranks of a job joined in this process and one state stalled past the deadline.
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <caf/all.hpp>
 #include <catch2/catch.hpp>
 #include <string>
