@@ -28,15 +28,8 @@ std::string positive_or_auto(const std::string& text) {
   return "expected a positive whole number or auto, got '" + text + "'";
 }
 
-}  // namespace
-
-Options parse_options(int argc, char** argv) {
-  Options o;
-  CLI::App app{
-      "Trains a GPT-2 or Llama language model (on characters, BPE pieces or token shards) cut "
-      "into pipeline stages at its blocks, on the embedded single-process runtime, or one rank "
-      "per process under tp-launch."};
-  app.option_defaults()->always_capture_default();
+// The model and its data: sizes, tokenizer, Hugging Face folders in and out.
+void add_model_options(CLI::App& app, Options& o) {
   app.add_option("--data", o.data,
                  "UTF-8 text file (default: the license texts in /usr/share/common-licenses)");
   app.add_option("--tokenizer", o.tokenizer,
@@ -66,6 +59,11 @@ Options parse_options(int argc, char** argv) {
   app.add_option("--dropout", o.dropout, "dropout probability")->check(CLI::Range(0.0, 0.9));
   app.add_option("--dtype", o.dtype, "float32 or bfloat16")
       ->check(CLI::IsMember({"float32", "bfloat16"}));
+}
+
+// The pipeline: stages, schedule, microbatches, replicas, device, threads, recomputation, plans.
+// `dp` and `pp` take the text of --dp and --pp (a number or auto).
+void add_pipeline_options(CLI::App& app, Options& o, std::string& dp, std::string& pp) {
   app.add_option("--stages", o.stages, "pipeline stages (cut at block boundaries)")
       ->check(CLI::PositiveNumber);
   app.add_option("--schedule", o.schedule,
@@ -75,7 +73,6 @@ Options parse_options(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   app.add_option("--batch", o.batch, "sequences per step (over all data-parallel replicas)")
       ->check(CLI::PositiveNumber);
-  std::string dp = "1", pp;
   app.add_option("--dp", dp,
                  "data-parallel replicas of the pipeline, or auto: tp-launch starts (pipeline "
                  "ranks) x dp processes on a {pp, dp} device mesh; each replica trains on its "
@@ -114,6 +111,10 @@ Options parse_options(int argc, char** argv) {
   app.add_option("--profile-out", o.profile_out,
                  "profile the GPT (per block times and bytes) into this JSON file for tp-plan, "
                  "then exit");
+}
+
+// The optimizer and the length of the run.
+void add_training_options(CLI::App& app, Options& o) {
   app.add_option("--steps", o.steps, "optimizer steps in all (a resumed run goes on to it)")
       ->check(CLI::PositiveNumber);
   app.add_option("--lr", o.lr, "peak learning rate (AdamW)")->check(CLI::PositiveNumber);
@@ -123,6 +124,10 @@ Options parse_options(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   app.add_option("--weight-decay", o.weight_decay, "AdamW weight decay");
   app.add_option("--seed", o.seed, "seed of the weights, the batches and the samples");
+}
+
+// Checkpoints, logs, traces, validation, samples and the summary.
+void add_output_options(CLI::App& app, Options& o) {
   app.add_option("--checkpoint-dir", o.checkpoint_dir,
                  "where checkpoints, the timeline and the trace go (empty: no checkpoints)");
   app.add_option("--checkpoint-interval", o.checkpoint_interval,
@@ -150,6 +155,22 @@ Options parse_options(int argc, char** argv) {
   app.add_flag("--quiet", o.quiet, "no line per step");
   app.add_option("--losses-file", o.losses_file,
                  "append each step's loss to this file with every digit (\"step loss\" lines)");
+}
+
+}  // namespace
+
+Options parse_options(int argc, char** argv) {
+  Options o;
+  CLI::App app{
+      "Trains a GPT-2 or Llama language model (on characters, BPE pieces or token shards) cut "
+      "into pipeline stages at its blocks, on the embedded single-process runtime, or one rank "
+      "per process under tp-launch."};
+  app.option_defaults()->always_capture_default();
+  std::string dp = "1", pp;
+  add_model_options(app, o);
+  add_pipeline_options(app, o, dp, pp);
+  add_training_options(app, o);
+  add_output_options(app, o);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
