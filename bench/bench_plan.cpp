@@ -33,6 +33,7 @@
 
 #include "mlp_pipeline_job.h"
 #include "planner/calibrate.h"
+#include "planner/detail/plan_costs.h"
 #include "planner/plan.h"
 #include "planner/profile_run.h"
 #include "stages/build_stage.h"
@@ -321,8 +322,7 @@ pp::PlanChoice two_process_choice(sc::ScheduleKind kind, int microbatches, int64
   c.ranks = 2;
   c.stages_per_rank = sc::default_stages_per_rank(kind);
   c.microbatches = microbatches;
-  for (int s = 0; s < c.num_stages(); ++s)
-    c.stage_begin.push_back(static_cast<int>(s * blocks / c.num_stages()));
+  c.stage_begin = pp::detail::even_stage_begins(static_cast<int>(blocks), c.num_stages());
   c.recompute.assign(c.num_stages(), false);
   c.cut = "even";
   return c;

@@ -88,20 +88,22 @@ std::pair<double, schedules::SimulationResult> fastest_step(const MeasuredRun& r
   return {run.seconds[best], std::move(r)};
 }
 
+// The simulated step of `c` on `p`, the pipeline's alone: a measured step has no optimizer.
+double pipeline_step(const Profile& p, const PlanRequest& request, const PlanChoice& c) {
+  const PlanChoice predicted = predict(p, request, c);
+  return predicted.step_seconds - predicted.optimizer_seconds;
+}
+
 // The time per action that makes the simulator's pipeline step of `c` on `p` (its compute
 // factor as set) equal `measured_step`: 0 when it is already as slow.
 double overhead_matching(Profile p, const PlanRequest& request, const PlanChoice& c,
                          double measured_step) {
-  auto pipeline_step = [&] {  // the pipeline's step alone: the measured one has no optimizer
-    const PlanChoice predicted = predict(p, request, c);
-    return predicted.step_seconds - predicted.optimizer_seconds;
-  };
   p.action_overhead = 0;
-  if (pipeline_step() >= measured_step) return 0;
+  if (pipeline_step(p, request, c) >= measured_step) return 0;
   double low = 0, high = measured_step;  // the simulator's step grows with the overhead
   for (int i = 0; i < 40; ++i) {
     p.action_overhead = (low + high) / 2;
-    (pipeline_step() < measured_step ? low : high) = p.action_overhead;
+    (pipeline_step(p, request, c) < measured_step ? low : high) = p.action_overhead;
   }
   return low;
 }
@@ -110,17 +112,13 @@ double overhead_matching(Profile p, const PlanRequest& request, const PlanChoice
 // action) is not above `measured_step`.
 double factor_within(Profile p, const PlanRequest& request, const PlanChoice& c, double factor,
                      double measured_step) {
-  auto pipeline_step = [&](double f) {
-    p.compute_factor = f;
-    const PlanChoice predicted = predict(p, request, c);
-    return predicted.step_seconds - predicted.optimizer_seconds;
-  };
   p.action_overhead = 0;
-  if (pipeline_step(factor) <= measured_step) return factor;
+  p.compute_factor = factor;
+  if (pipeline_step(p, request, c) <= measured_step) return factor;
   double low = 0, high = factor;  // the simulator's step grows with the factor
   for (int i = 0; i < 40; ++i) {
-    const double middle = (low + high) / 2;
-    (pipeline_step(middle) <= measured_step ? low : high) = middle;
+    p.compute_factor = (low + high) / 2;
+    (pipeline_step(p, request, c) <= measured_step ? low : high) = p.compute_factor;
   }
   return std::max(low, 1e-6);  // a factor must stay above 0
 }
@@ -148,8 +146,7 @@ CalibrationFit fit_calibration(const Profile& profile, const PlanRequest& reques
     fit.predicted_compute += costs.duration(e.action);
     fit.measured_compute += e.end - e.start;
   }
-  const PlanChoice uncalibrated = predict(p, request, c);
-  fit.predicted_step = uncalibrated.step_seconds - uncalibrated.optimizer_seconds;
+  fit.predicted_step = pipeline_step(p, request, c);
   fit.overhead_only = overhead_matching(p, request, c, measured_step);
   if (fit.predicted_compute > 0 && fit.measured_compute > 0)
     fit.compute_factor =
@@ -157,8 +154,7 @@ CalibrationFit fit_calibration(const Profile& profile, const PlanRequest& reques
   p.compute_factor = fit.compute_factor;
   fit.action_overhead = overhead_matching(p, request, c, measured_step);
   p.action_overhead = fit.action_overhead;
-  const PlanChoice calibrated = predict(p, request, c);
-  fit.calibrated_step = calibrated.step_seconds - calibrated.optimizer_seconds;
+  fit.calibrated_step = pipeline_step(p, request, c);
   return fit;
 }
 

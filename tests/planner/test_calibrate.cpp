@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include "planner/calibrate.h"
+#include "planner/detail/plan_costs.h"
 #include "planner/plan.h"
 #include "planner/profile_run.h"
 #include "synthetic_profile.h"
@@ -23,7 +24,7 @@ pp::PlanChoice two_ranks(sc::ScheduleKind kind, int microbatches, int segments) 
   c.ranks = 2;
   c.stages_per_rank = sc::default_stages_per_rank(kind);
   c.microbatches = microbatches;
-  for (int s = 0; s < c.num_stages(); ++s) c.stage_begin.push_back(s * segments / c.num_stages());
+  c.stage_begin = pp::detail::even_stage_begins(segments, c.num_stages());
   c.recompute.assign(c.num_stages(), false);
   return c;
 }
