@@ -118,10 +118,5 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  try {
-    return run(argc, argv);
-  } catch (const std::exception& e) {
-    std::cerr << "bench_controllable_memory: " << e.what() << "\n";
-    return 1;
-  }
+  return bench::run_reporting("bench_controllable_memory", run, argc, argv);
 }

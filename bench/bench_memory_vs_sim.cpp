@@ -109,10 +109,5 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  try {
-    return run(argc, argv);
-  } catch (const std::exception& e) {
-    std::cerr << "bench_memory_vs_sim: " << e.what() << "\n";
-    return 1;
-  }
+  return bench::run_reporting("bench_memory_vs_sim", run, argc, argv);
 }

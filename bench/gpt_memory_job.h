@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <functional>
+#include <iostream>
 #include <map>
 #include <memory>
 #include <stdexcept>
@@ -117,6 +118,16 @@ inline void read_positive_flags(int argc, char** argv, const FlagSetters& setter
     it->second(value);
   }
   if (argc % 2 == 0) throw std::invalid_argument(std::string(argv[argc - 1]) + " needs a value");
+}
+
+/// A benchmark's main: runs `run`, and reports what it threw as "NAME: what", exit status 1.
+inline int run_reporting(const char* name, int (*run)(int, char**), int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    std::cerr << name << ": " << e.what() << "\n";
+    return 1;
+  }
 }
 
 }  // namespace bench
