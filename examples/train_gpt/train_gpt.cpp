@@ -37,6 +37,7 @@
 #include "options.h"
 #include "plan_job.h"
 #include "planner/plan_apply.h"
+#include "run_figures.h"
 #include "schedules/timeline_export.h"
 #include "stages/named_checkpoint.h"
 #include "stages/pipeline.h"
@@ -51,6 +52,10 @@ namespace sc = tensorplay::schedules;
 namespace dist = tensorplay::distributed;
 using train_gpt::Corpus;
 using train_gpt::Options;
+using train_gpt::RankFigures;
+using train_gpt::RunFigures;
+using train_gpt::RunResult;
+using train_gpt::step_bubble;
 using Clock = std::chrono::steady_clock;
 
 namespace {
@@ -136,45 +141,6 @@ std::vector<double> activation_bytes_per_microbatch(
   }
   return bytes;
 }
-
-// Idle share of the step over the ranks this process saw (all of them on the embedded runtime).
-double step_bubble(const sc::SimulationResult& r) {
-  double busy = 0, span = 0;
-  for (size_t i = 0; i < r.busy.size(); ++i)
-    if (r.busy[i] > 0) {  // ranks of other processes have no events here
-      busy += r.busy[i];
-      span += r.makespan;
-    }
-  return span > 0 ? 1.0 - busy / span : 0.0;
-}
-
-// One rank's figures, summed over the measured steps.
-struct RankFigures {
-  double busy_us = 0, idle_us = 0;
-  int peak_activations = 0;
-  bool seen = false;
-};
-
-// Everything the pipeline did, step after step.
-struct RunFigures {
-  double bubble_sum = 0;
-  int bubble_steps = 0;
-  std::vector<RankFigures> ranks;
-
-  void add(const sc::SimulationResult& r) {
-    if (ranks.size() < r.busy.size()) ranks.resize(r.busy.size());
-    for (size_t i = 0; i < r.busy.size(); ++i) {
-      if (r.busy[i] <= 0) continue;  // a rank of another process
-      ranks[i].seen = true;
-      ranks[i].busy_us += r.busy[i];
-      ranks[i].idle_us += r.idle[i];
-      ranks[i].peak_activations = std::max(ranks[i].peak_activations, r.peak_activations[i]);
-    }
-    bubble_sum += step_bubble(r);
-    ++bubble_steps;
-  }
-  double bubble() const { return bubble_steps ? bubble_sum / bubble_steps : NAN; }
-};
 
 // The job: the model split into this process's stages, the schedule, the optimizer.
 struct Job {
@@ -453,18 +419,6 @@ void write_step_pictures(const std::string& out_dir, int step, const Job& job,
     std::printf("wrote %s_timeline.svg and %s_trace.json (open the trace in ui.perfetto.dev)\n",
                 stem.c_str(), stem.c_str());
 }
-
-// What the training loop measured.
-struct RunResult {
-  int first_step = 1, last_step = 0;
-  double wall_seconds = 0, timed_seconds = 0;
-  int timed_steps = 0;  // steps after the first (which warms caches and threads up)
-  double loss = NAN, val_loss = NAN;
-  RunFigures figures;
-  train_gpt::MemorySummary memory;  // each rank's measured peak bytes
-
-  double seconds_per_step() const { return timed_steps ? timed_seconds / timed_steps : NAN; }
-};
 
 void print_summary(const Options& o, const Job& job, const RunResult& run, double entropy,
                    const char* unit) {
