@@ -10,6 +10,7 @@
 #include <cstring>
 #include <iostream>
 #include <map>
+#include <memory>
 #include <string>
 #include <thread>
 
@@ -104,169 +105,235 @@ Args parse(int argc, char** argv) {
   return a;
 }
 
-int equivalence(const Args& args) {
-  const int rank = dist::get_rank(), world = dist::get_world_size();
-  sc::ScheduleKind kind = sc::parse_schedule_kind(args.schedule);
-  int spr = sc::is_single_stage_per_rank(kind) ? 1 : sc::default_stages_per_rank(kind);
-  if (args.dp < 1 || world % args.dp != 0)
-    throw std::invalid_argument("--dp " + std::to_string(args.dp) + " does not divide the " +
-                                std::to_string(world) + " processes");
-  const int pp_size = world / args.dp;
-  int num_stages = pp_size * spr;
-  // Each replica trains `microbatches` microbatches of 2 rows; the reference runs the whole batch.
-  const int64_t rows = 2, batch = rows * args.microbatches * args.dp;
-
-  tp::manual_seed(11);
-  TieSkipNet model(num_stages, args.tie), twin(num_stages, args.tie);
-  twin->load_state_dict(model->state_dict());
-  if (args.dp > 1 && rank % args.dp != 0) {
-    // Replicas other than the first start from other values: the schedule gives every replica
-    // the first one's (as DDP does), so they still match the reference.
-    tp::NoGradGuard no_grad;
-    for (auto& [name, p] : model->named_parameters()) p.copy_(tp::randn(p.shape()));
-  }
-  auto pipe = pp::pipeline(model, {tp::zeros({rows, kWidth})});
-  tp::Device device = args.device == "cpu" ? tp::cpu() : dist::local_devices().at(0);
-  if (args.device != "cpu" && !device.is_cuda()) {
-    std::printf("rank %d: no CUDA device: skipped\n", rank);
-    return 77;
-  }
-  dist::DeviceMesh mesh;
-  std::vector<std::shared_ptr<pp::PipelineStage>> local;
-  int pp_rank = rank, dp_rank = 0;
-  if (args.dp > 1) {
-    mesh =
-        dist::init_device_mesh(device.is_cuda() ? "cuda" : "cpu", {pp_size, args.dp}, {"pp", "dp"});
-    pp_rank = mesh.get_local_rank("pp");
-    dp_rank = mesh.get_local_rank("dp");
-    local = pp::build_stages(pipe, pp::stages_of_rank(kind, pp_rank, num_stages), device, mesh);
-  } else {
-    local = pp::build_stages(pipe, pp::stages_of_rank(kind, rank, num_stages), device,
-                             dist::world_group());
-  }
-  for (auto& s : local) s->set_recompute(pp::RecomputePolicy::parse(args.recompute));
-  if (args.recompute != "none" && !local.front()->is_last() &&
-      local.front()->recomputed_modules().empty())
-    throw std::logic_error("--recompute " + args.recompute + ": stage " +
-                           std::to_string(local.front()->stage_index()) + " recomputes nothing");
-  pp::PipelineSchedule schedule(local, args.microbatches, tp::nn::mse_loss, kind);
-  if (pp_size > 1 && !schedule.is_distributed())
-    throw std::logic_error("the schedule did not go distributed");
-
-  auto ref_pipe = pp::pipeline(twin, {tp::zeros({rows, kWidth})});
-  auto ref_stages = pp::build_stages(ref_pipe, {tp::cpu()});
-  pp::PipelineSchedule reference(ref_stages, args.microbatches * args.dp, tp::nn::mse_loss, kind);
-
-  tp::optim::SGD opt(pp::parameters(local), {.lr = 0.05f, .momentum = 0.9f});
-  tp::optim::SGD ref_opt(pp::parameters(ref_stages), {.lr = 0.05f, .momentum = 0.9f});
-  bool hosts_first = local.front()->is_first(), hosts_last = local.back()->is_last();
-  tp::Generator data(23);
+// Values compared on this rank against the reference, and the mismatches (each printed).
+struct Checker {
+  int rank = 0;
+  double tolerance = 0;
   int compared = 0, bad = 0;
   double worst = 0;
-  auto compare = [&](const tp::Tensor& got, const tp::Tensor& want, const std::string& what) {
+
+  void compare(const tp::Tensor& got, const tp::Tensor& want, const std::string& what) {
     double d = rel_diff(got, want);
     worst = std::max(worst, d);
     ++compared;
-    if (d > args.tolerance) {
+    if (d > tolerance) {
       std::printf("rank %d: %s differs by %g\n", rank, what.c_str(), d);
       ++bad;
     }
-  };
+  }
+};
+
+// This rank's side of the equivalence run (its stages on a {pp, dp} mesh or the world group)
+// and the reference: the same model unsplit in one process, over the whole batch.
+struct EquivalenceJob {
+  const Args& args;
+  const int rank, world;
+  sc::ScheduleKind kind;
+  int pp_size = 1, num_stages = 1;
+  // Each replica trains `microbatches` microbatches of 2 rows; the reference runs the whole batch.
+  int64_t rows = 2, batch = 0;
+  TieSkipNet model{nullptr}, twin{nullptr};
+  tp::Device device = tp::cpu();
+  dist::DeviceMesh mesh;
+  std::vector<std::shared_ptr<pp::PipelineStage>> local, ref_stages;
+  int pp_rank = 0, dp_rank = 0;
+  std::unique_ptr<pp::PipelineSchedule> schedule, reference;
+  std::unique_ptr<tp::optim::SGD> opt, ref_opt;
+  bool hosts_first = false, hosts_last = false;
+  tp::Generator data{23};
+  Checker check;
+
+  explicit EquivalenceJob(const Args& a)
+      : args(a),
+        rank(dist::get_rank()),
+        world(dist::get_world_size()),
+        kind(sc::parse_schedule_kind(a.schedule)) {
+    int spr = sc::is_single_stage_per_rank(kind) ? 1 : sc::default_stages_per_rank(kind);
+    if (args.dp < 1 || world % args.dp != 0)
+      throw std::invalid_argument("--dp " + std::to_string(args.dp) + " does not divide the " +
+                                  std::to_string(world) + " processes");
+    pp_size = world / args.dp;
+    num_stages = pp_size * spr;
+    batch = rows * args.microbatches * args.dp;
+    check.rank = rank;
+    check.tolerance = args.tolerance;
+  }
+
+  // The models, both pipelines and their optimizers; false when the run needs a CUDA device
+  // this rank lacks.
+  bool build() {
+    tp::manual_seed(11);
+    model = TieSkipNet(num_stages, args.tie);
+    twin = TieSkipNet(num_stages, args.tie);
+    twin->load_state_dict(model->state_dict());
+    if (args.dp > 1 && rank % args.dp != 0) {
+      // Replicas other than the first start from other values: the schedule gives every replica
+      // the first one's (as DDP does), so they still match the reference.
+      tp::NoGradGuard no_grad;
+      for (auto& [name, p] : model->named_parameters()) p.copy_(tp::randn(p.shape()));
+    }
+    auto pipe = pp::pipeline(model, {tp::zeros({rows, kWidth})});
+    device = args.device == "cpu" ? tp::cpu() : dist::local_devices().at(0);
+    if (args.device != "cpu" && !device.is_cuda()) return false;
+    build_local(pipe);
+    auto ref_pipe = pp::pipeline(twin, {tp::zeros({rows, kWidth})});
+    ref_stages = pp::build_stages(ref_pipe, {tp::cpu()});
+    reference = std::make_unique<pp::PipelineSchedule>(ref_stages, args.microbatches * args.dp,
+                                                       tp::nn::mse_loss, kind);
+    opt = std::make_unique<tp::optim::SGD>(pp::parameters(local),
+                                           tp::optim::SGDOptions{.lr = 0.05f, .momentum = 0.9f});
+    ref_opt = std::make_unique<tp::optim::SGD>(
+        pp::parameters(ref_stages), tp::optim::SGDOptions{.lr = 0.05f, .momentum = 0.9f});
+    hosts_first = local.front()->is_first();
+    hosts_last = local.back()->is_last();
+    return true;
+  }
+
+  void build_local(const pp::Pipe& pipe) {
+    if (args.dp > 1) {
+      mesh = dist::init_device_mesh(device.is_cuda() ? "cuda" : "cpu", {pp_size, args.dp},
+                                    {"pp", "dp"});
+      pp_rank = mesh.get_local_rank("pp");
+      dp_rank = mesh.get_local_rank("dp");
+      local = pp::build_stages(pipe, pp::stages_of_rank(kind, pp_rank, num_stages), device, mesh);
+    } else {
+      local = pp::build_stages(pipe, pp::stages_of_rank(kind, rank, num_stages), device,
+                               dist::world_group());
+    }
+    for (auto& s : local) s->set_recompute(pp::RecomputePolicy::parse(args.recompute));
+    if (args.recompute != "none" && !local.front()->is_last() &&
+        local.front()->recomputed_modules().empty())
+      throw std::logic_error("--recompute " + args.recompute + ": stage " +
+                             std::to_string(local.front()->stage_index()) + " recomputes nothing");
+    schedule =
+        std::make_unique<pp::PipelineSchedule>(local, args.microbatches, tp::nn::mse_loss, kind);
+    if (pp_size > 1 && !schedule->is_distributed())
+      throw std::logic_error("the schedule did not go distributed");
+  }
+
   // Every rank draws the whole batch (the same generator); a replica trains on its share.
-  auto draw = [&] {
+  std::pair<tp::Tensor, tp::Tensor> draw() {
     tp::Tensor x = tp::randn({batch, kWidth}, {}, &data), y = tp::randn({batch, kWidth}, {}, &data);
     return std::make_pair(x, y);
-  };
-  auto local_step = [&](const tp::Tensor& x, const tp::Tensor& y, std::vector<tp::Tensor>* losses) {
+  }
+
+  tp::Tensor local_step(const tp::Tensor& x, const tp::Tensor& y, std::vector<tp::Tensor>* losses) {
     tp::Tensor mx = dist::shard_batch(x, mesh), my = dist::shard_batch(y, mesh);
-    return schedule.step(
+    return schedule->step(
         hosts_first ? std::vector<tp::Tensor>{mx.to(device)} : std::vector<tp::Tensor>{},
         {.target = my.to(device), .losses = losses});
-  };
-  for (int step = 0; step < args.steps; ++step) {
-    std::string at = "step " + std::to_string(step);
-    if (args.dp > 1 && step == args.steps - 1) {
-      // The last step accumulates a batch under no_sync first: the synced step then averages
-      // both, as the reference accumulates both.
-      auto [x, y] = draw();
-      {
-        auto guard = schedule.no_sync();
-        local_step(x, y, nullptr);
-      }
-      if (schedule.data_parallel_stats().synced) {
-        std::printf("rank %d: a step under no_sync averaged gradients\n", rank);
-        ++bad;
-      }
-      reference.step({x}, {.target = y});
+  }
+
+  // The last step accumulates a batch under no_sync first: the synced step then averages both,
+  // as the reference accumulates both.
+  void step_without_sync() {
+    auto [x, y] = draw();
+    {
+      auto guard = schedule->no_sync();
+      local_step(x, y, nullptr);
     }
+    if (schedule->data_parallel_stats().synced) {
+      std::printf("rank %d: a step under no_sync averaged gradients\n", rank);
+      ++check.bad;
+    }
+    reference->step({x}, {.target = y});
+  }
+
+  // One training step on both sides, and its losses, output and data-parallel averaging checked.
+  void step_and_check_outputs(const std::string& at) {
     auto [x, y] = draw();
     std::vector<tp::Tensor> losses, ref_losses;
     tp::Tensor out = local_step(x, y, &losses);
-    tp::Tensor ref_out = reference.step({x}, {.target = y, .losses = &ref_losses});
+    tp::Tensor ref_out = reference->step({x}, {.target = y, .losses = &ref_losses});
     if (hosts_last) {
       if (losses.size() != static_cast<size_t>(args.microbatches)) {
         std::printf("rank %d %s: %zu losses, expected %d\n", rank, at.c_str(), losses.size(),
                     args.microbatches);
-        ++bad;
+        ++check.bad;
       }
       for (size_t mb = 0; mb < losses.size(); ++mb)
-        compare(losses[mb], ref_losses.at(dp_rank * args.microbatches + mb),
-                at + ": loss of microbatch " + std::to_string(mb));
-      compare(out, dist::shard_batch(ref_out, mesh), at + ": output");
+        check.compare(losses[mb], ref_losses.at(dp_rank * args.microbatches + mb),
+                      at + ": loss of microbatch " + std::to_string(mb));
+      check.compare(out, dist::shard_batch(ref_out, mesh), at + ": output");
     } else if (out.defined()) {
       std::printf("rank %d %s: a rank without the last stage got an output\n", rank, at.c_str());
-      ++bad;
+      ++check.bad;
     }
     if (args.dp > 1) {
-      pp::DataParallelStats st = schedule.data_parallel_stats();
+      pp::DataParallelStats st = schedule->data_parallel_stats();
       if (!st.synced || st.buckets < 1 || st.bytes <= 0) {
         std::printf("rank %d %s: no data-parallel averaging ran (%d buckets, %lld bytes)\n", rank,
                     at.c_str(), st.buckets, static_cast<long long>(st.bytes));
-        ++bad;
+        ++check.bad;
       }
     }
+  }
+
+  // Every local parameter's gradient, then (after both optimizers step) its value.
+  void check_gradients_and_update(const std::string& at) {
     for (const auto& s : local) {
       for (const auto& [name, p] : s->module().named_parameters()) {
         tp::Tensor want = ref_stages[s->stage_index()]->module().find_tensor(name).grad();
         if (!p.grad().defined() || !want.defined()) {
           std::printf("rank %d %s: stage %d %s has no gradient\n", rank, at.c_str(),
                       s->stage_index(), name.c_str());
-          ++bad;
+          ++check.bad;
           continue;
         }
-        compare(p.grad().cpu(), want,
-                at + ": stage " + std::to_string(s->stage_index()) + " " + name + " gradient");
+        check.compare(
+            p.grad().cpu(), want,
+            at + ": stage " + std::to_string(s->stage_index()) + " " + name + " gradient");
       }
     }
-    opt.step();
-    opt.zero_grad();
-    ref_opt.step();
-    ref_opt.zero_grad();
+    opt->step();
+    opt->zero_grad();
+    ref_opt->step();
+    ref_opt->zero_grad();
     for (const auto& s : local)
       for (const auto& [name, p] : s->module().named_parameters())
-        compare(p.cpu(), ref_stages[s->stage_index()]->module().find_tensor(name),
-                at + ": stage " + std::to_string(s->stage_index()) + " " + name + " after update");
+        check.compare(
+            p.cpu(), ref_stages[s->stage_index()]->module().find_tensor(name),
+            at + ": stage " + std::to_string(s->stage_index()) + " " + name + " after update");
   }
+
   // Forward only (eval) after the training steps: the same outputs and losses.
-  auto [x, y] = draw();
-  std::vector<tp::Tensor> losses, ref_losses;
-  tp::Tensor mx = dist::shard_batch(x, mesh), my = dist::shard_batch(y, mesh);
-  tp::Tensor out = schedule.eval(
-      hosts_first ? std::vector<tp::Tensor>{mx.to(device)} : std::vector<tp::Tensor>{},
-      {.target = my.to(device), .losses = &losses});
-  tp::Tensor ref_out = reference.eval({x}, {.target = y, .losses = &ref_losses});
-  if (hosts_last) {
-    compare(out, dist::shard_batch(ref_out, mesh), "eval output");
-    for (size_t mb = 0; mb < losses.size(); ++mb)
-      compare(losses[mb], ref_losses.at(dp_rank * args.microbatches + mb), "eval loss");
-    if (losses.size() != static_cast<size_t>(args.microbatches)) ++bad;
+  void check_eval() {
+    auto [x, y] = draw();
+    std::vector<tp::Tensor> losses, ref_losses;
+    tp::Tensor mx = dist::shard_batch(x, mesh), my = dist::shard_batch(y, mesh);
+    tp::Tensor out = schedule->eval(
+        hosts_first ? std::vector<tp::Tensor>{mx.to(device)} : std::vector<tp::Tensor>{},
+        {.target = my.to(device), .losses = &losses});
+    tp::Tensor ref_out = reference->eval({x}, {.target = y, .losses = &ref_losses});
+    if (hosts_last) {
+      check.compare(out, dist::shard_batch(ref_out, mesh), "eval output");
+      for (size_t mb = 0; mb < losses.size(); ++mb)
+        check.compare(losses[mb], ref_losses.at(dp_rank * args.microbatches + mb), "eval loss");
+      if (losses.size() != static_cast<size_t>(args.microbatches)) ++check.bad;
+    }
   }
+};
+
+int equivalence(const Args& args) {
+  EquivalenceJob job(args);
+  if (!job.build()) {
+    std::printf("rank %d: no CUDA device: skipped\n", job.rank);
+    return 77;
+  }
+  for (int step = 0; step < args.steps; ++step) {
+    const std::string at = "step " + std::to_string(step);
+    if (args.dp > 1 && step == args.steps - 1) job.step_without_sync();
+    job.step_and_check_outputs(at);
+    job.check_gradients_and_update(at);
+  }
+  job.check_eval();
+  const Checker& c = job.check;
   std::printf(
       "rank %d: %s over %d processes (pp %d x dp %d), %d stages, %d steps, %s: %d values "
       "compared, largest relative difference %.3g, %d mismatches\n",
-      rank, args.schedule.c_str(), world, pp_size, args.dp, num_stages, args.steps,
-      args.tie ? "tied weight" : "no tied weight", compared, worst, bad);
-  return bad == 0 && compared > 0 ? 0 : 1;
+      job.rank, args.schedule.c_str(), job.world, job.pp_size, args.dp, job.num_stages, args.steps,
+      args.tie ? "tied weight" : "no tied weight", c.compared, c.worst, c.bad);
+  return c.bad == 0 && c.compared > 0 ? 0 : 1;
 }
 
 // The stage `index` of a TieSkipNet of `num_stages` stages, built for the world group, with the
