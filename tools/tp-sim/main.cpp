@@ -93,7 +93,8 @@ ts::CostModel parse_costs(const std::string& text) {
   return ts::CostModel::uniform(f, i < 0 ? 1 : i, w < 0 ? 1 : w);
 }
 
-int run(const Options& opt) {
+// The cost model the options give: times, the channel, and the memory model.
+ts::CostModel costs_of(const Options& opt) {
   namespace tt = tensorplay::tools;
   tt::require_finite_nonnegative(opt.latency, "--latency");
   tt::require_finite_nonnegative(opt.bandwidth, "--bandwidth");
@@ -106,68 +107,53 @@ int run(const Options& opt) {
   costs.overlap_factor = opt.overlap;
   if (!opt.memory.empty() || opt.recompute)
     costs.memory = tt::parse_memory(opt.memory, opt.recompute);
-  const double max_activation_bytes =
-      tt::parse_byte_count(opt.max_activation_bytes, "--max-activation-bytes");
+  return costs;
+}
 
-  std::string lowered_name = opt.schedule;
-  std::transform(lowered_name.begin(), lowered_name.end(), lowered_name.begin(), ::tolower);
-  const bool dynamic = lowered_name == "dynamic";
-
+// What is simulated: the schedule's name, stages per rank, placement and (for a generated or
+// loaded schedule) its order, validated, printed and saved as the options ask.
+struct Setup {
   std::string name;
-  int stages_per_rank = opt.stages_per_rank;
+  int stages_per_rank = 0;
   std::vector<int> placement;
   ts::PipelineOrder order;
-  if (dynamic) {
-    name = "Dynamic";
-    if (stages_per_rank == 0) stages_per_rank = 1;
-    std::string where = opt.placement;
-    std::transform(where.begin(), where.end(), where.begin(), ::tolower);
-    if (where != "loop" && where != "v") {
-      throw std::invalid_argument("--placement must be 'loop' or 'v', got '" + opt.placement + "'");
-    }
-    placement = ts::stage_to_rank(where == "v" ? ts::Placement::V : ts::Placement::Loop, opt.ranks,
-                                  stages_per_rank);
-  } else {
-    ts::ScheduleKind kind = ts::parse_schedule_kind(opt.schedule);
-    name = std::string(ts::schedule_name(kind));
-    if (stages_per_rank == 0) stages_per_rank = ts::default_stages_per_rank(kind);
-    placement = ts::stage_to_rank(kind, opt.ranks, stages_per_rank);
-    order = opt.order_csv.empty()
-                ? ts::generate_order(kind, opt.ranks, stages_per_rank, opt.microbatches)
-                : ts::load_csv(opt.order_csv);
-    ts::validate_order(order, opt.ranks * stages_per_rank, opt.microbatches, &placement);
-    if (opt.print_order) {
-      std::cout << ts::format_pipeline_order(
-          ts::step_order(order, opt.ranks * stages_per_rank, opt.microbatches));
-    }
-    if (!opt.csv.empty()) ts::save_csv(opt.csv, order);
+};
+
+Setup dynamic_setup(const Options& opt) {
+  Setup s{.name = "Dynamic", .stages_per_rank = opt.stages_per_rank == 0 ? 1 : opt.stages_per_rank};
+  std::string where = opt.placement;
+  std::transform(where.begin(), where.end(), where.begin(), ::tolower);
+  if (where != "loop" && where != "v") {
+    throw std::invalid_argument("--placement must be 'loop' or 'v', got '" + opt.placement + "'");
   }
+  s.placement = ts::stage_to_rank(where == "v" ? ts::Placement::V : ts::Placement::Loop, opt.ranks,
+                                  s.stages_per_rank);
+  return s;
+}
 
-  // The factory the runtime uses (ScheduleOptions::policy), so what runs here runs there.
-  std::vector<std::unique_ptr<ts::SchedulePolicy>> owned = ts::make_policies(
-      dynamic ? ts::dynamic_policies({.split_backward = opt.split_backward,
-                                      .max_stashed_activations = opt.cap,
-                                      .max_activation_bytes = max_activation_bytes,
-                                      .activation_bytes = costs.memory.kept_per_stage(
-                                          static_cast<int>(placement.size()))})
-              : ts::static_order_policies(),
-      order, placement, opt.microbatches);
-  std::vector<ts::SchedulePolicy*> policies;
-  for (auto& policy : owned) policies.push_back(policy.get());
-  ts::SimulationOptions sim_options;
-  // The memory model replays the timeline.
-  sim_options.record_timeline = opt.out.wants_timeline() || !costs.memory.empty();
-  ts::SimulationResult result =
-      ts::simulate(policies, placement, opt.microbatches, costs, sim_options);
+Setup ordered_setup(const Options& opt) {
+  ts::ScheduleKind kind = ts::parse_schedule_kind(opt.schedule);
+  Setup s{.name = std::string(ts::schedule_name(kind)), .stages_per_rank = opt.stages_per_rank};
+  if (s.stages_per_rank == 0) s.stages_per_rank = ts::default_stages_per_rank(kind);
+  s.placement = ts::stage_to_rank(kind, opt.ranks, s.stages_per_rank);
+  s.order = opt.order_csv.empty()
+                ? ts::generate_order(kind, opt.ranks, s.stages_per_rank, opt.microbatches)
+                : ts::load_csv(opt.order_csv);
+  ts::validate_order(s.order, opt.ranks * s.stages_per_rank, opt.microbatches, &s.placement);
+  if (opt.print_order) {
+    std::cout << ts::format_pipeline_order(
+        ts::step_order(s.order, opt.ranks * s.stages_per_rank, opt.microbatches));
+  }
+  if (!opt.csv.empty()) ts::save_csv(opt.csv, s.order);
+  return s;
+}
 
-  tensorplay::tools::write_timeline(opt.out, result, 1000.0,
-                                    name + ", " + std::to_string(opt.ranks) + " ranks, " +
-                                        std::to_string(opt.microbatches) + " microbatches");
+void print_result(const Options& opt, const Setup& s, const ts::SimulationResult& result) {
   if (opt.out.json) {
     nlohmann::ordered_json j;  // keys in the documented order
-    j["schedule"] = name;
+    j["schedule"] = s.name;
     j["ranks"] = opt.ranks;
-    j["stages_per_rank"] = stages_per_rank;
+    j["stages_per_rank"] = s.stages_per_rank;
     j["microbatches"] = opt.microbatches;
     j["makespan"] = result.makespan;
     j["span"] = result.span;
@@ -178,13 +164,45 @@ int run(const Options& opt) {
       j["peak_bytes"] = result.peak_bytes;
     }
     std::cout << j.dump() << "\n";
-    return 0;
+    return;
   }
-  std::cout << name << ": " << opt.ranks << " ranks x " << stages_per_rank << " stages, "
+  std::cout << s.name << ": " << opt.ranks << " ranks x " << s.stages_per_rank << " stages, "
             << opt.microbatches << " microbatches\n"
             << "  makespan " << result.makespan << ", span " << result.span << ", bubble "
             << result.bubble_fraction * 100 << "%\n";
   std::cout << ts::format_rank_figures(result);
+}
+
+int run(const Options& opt) {
+  const ts::CostModel costs = costs_of(opt);
+  const double max_activation_bytes =
+      tensorplay::tools::parse_byte_count(opt.max_activation_bytes, "--max-activation-bytes");
+  std::string lowered_name = opt.schedule;
+  std::transform(lowered_name.begin(), lowered_name.end(), lowered_name.begin(), ::tolower);
+  const bool dynamic = lowered_name == "dynamic";
+  const Setup setup = dynamic ? dynamic_setup(opt) : ordered_setup(opt);
+
+  // The factory the runtime uses (ScheduleOptions::policy), so what runs here runs there.
+  std::vector<std::unique_ptr<ts::SchedulePolicy>> owned = ts::make_policies(
+      dynamic ? ts::dynamic_policies({.split_backward = opt.split_backward,
+                                      .max_stashed_activations = opt.cap,
+                                      .max_activation_bytes = max_activation_bytes,
+                                      .activation_bytes = costs.memory.kept_per_stage(
+                                          static_cast<int>(setup.placement.size()))})
+              : ts::static_order_policies(),
+      setup.order, setup.placement, opt.microbatches);
+  std::vector<ts::SchedulePolicy*> policies;
+  for (auto& policy : owned) policies.push_back(policy.get());
+  ts::SimulationOptions sim_options;
+  // The memory model replays the timeline.
+  sim_options.record_timeline = opt.out.wants_timeline() || !costs.memory.empty();
+  ts::SimulationResult result =
+      ts::simulate(policies, setup.placement, opt.microbatches, costs, sim_options);
+
+  tensorplay::tools::write_timeline(opt.out, result, 1000.0,
+                                    setup.name + ", " + std::to_string(opt.ranks) + " ranks, " +
+                                        std::to_string(opt.microbatches) + " microbatches");
+  print_result(opt, setup, result);
   return 0;
 }
 
