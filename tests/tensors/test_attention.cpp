@@ -165,3 +165,54 @@ TEST_CASE("packed attention equals attention of its three slices, bit for bit, w
       tp::scaled_dot_product_attention_packed(tp::zeros({2, 1, 4, 2}), true),
       Catch::Contains("expected qkv [3, ..., T, D]") && Catch::Contains("[2, 1, 4, 2]"));
 }
+
+// Whether every element of `a` is within `relative` of `b`'s (relative to max(1, |b|)).
+bool within(const tp::Tensor& a, const tp::Tensor& b, float relative) {
+  std::vector<float> x = a.to_vector(), y = b.to_vector();
+  if (x.size() != y.size()) return false;
+  for (size_t i = 0; i < x.size(); ++i)
+    if (std::abs(x[i] - y[i]) > relative * std::max(1.0f, std::abs(y[i]))) return false;
+  return true;
+}
+
+TEST_CASE("interleaved attention equals the packed form of its permuted input, with one gradient",
+          "[attention]") {
+  for (tp::AttentionKernel kernel : {tp::AttentionKernel::Plain, tp::AttentionKernel::Fused}) {
+    for (tp::DType dtype : {tp::DType::Float32, tp::DType::BFloat16}) {
+      for (bool causal : {true, false}) {
+        CAPTURE(static_cast<int>(kernel), static_cast<int>(dtype), causal);
+        tp::Generator g(11);
+        tp::Tensor base = tp::randn({2, 37, 3, 3, 8}, {}, &g).to(dtype);  // [B, T, 3, H, D]
+        tp::Tensor upstream = tp::randn({2, 37, 3, 8}, {}, &g).to(dtype);
+        tp::Tensor interleaved = base.detach().requires_grad_(true);
+        tp::Tensor packed = base.detach().requires_grad_(true);
+        tp::Tensor a = tp::scaled_dot_product_attention_interleaved(interleaved, causal, kernel);
+        tp::Tensor b = tp::permute(tp::scaled_dot_product_attention_packed(
+                                       tp::permute(packed, {2, 0, 3, 1, 4}), causal, kernel),
+                                   {0, 2, 1, 3});
+        CHECK(a.dtype() == dtype);
+        REQUIRE(a.shape() == b.shape());
+        // The products read q, k and v at other strides, which oneDNN may block differently: the
+        // sums agree to rounding, not bit for bit. bfloat16 takes the packed form itself.
+        const float tolerance = dtype == tp::DType::BFloat16 ? 0.0f : 1e-6f;
+        CHECK(within(a, b, tolerance));
+        tp::sum(a * upstream).backward();
+        tp::sum(b * upstream).backward();
+        REQUIRE(interleaved.grad().defined());
+        CHECK(interleaved.grad().shape() == base.shape());
+        CHECK(within(interleaved.grad(), packed.grad(), tolerance));
+      }
+    }
+  }
+  CHECK_THROWS_WITH(
+      tp::scaled_dot_product_attention_interleaved(tp::zeros({2, 4, 2, 1, 2}), true),
+      Catch::Contains("expected qkv [B, T, 3, H, D]") && Catch::Contains("[2, 4, 2, 1, 2]"));
+  CHECK_THROWS_WITH(tp::scaled_dot_product_attention_interleaved(tp::zeros({2, 0, 3, 1, 2}), true),
+                    Catch::Contains("T and D at least 1"));
+}
+
+TEST_CASE("interleaved attention over an empty batch gives an empty output", "[attention]") {
+  tp::Tensor qkv = tp::zeros({0, 5, 3, 2, 4}).requires_grad_(true);
+  tp::Tensor out = tp::scaled_dot_product_attention_interleaved(qkv, true);
+  CHECK(out.shape() == tp::Shape{0, 5, 2, 4});
+}
