@@ -23,12 +23,12 @@ Tensor CausalSelfAttentionImpl::forward(const Tensor& x) {
     throw std::invalid_argument("CausalSelfAttention: expected input [B, T, " +
                                 std::to_string(width) + "], got " + to_string(x.shape()));
   const int64_t time = x.size(1), head_dim = width / heads;
-  // The attention reads q, k and v where the projection wrote them ([B, T, 3, H, D]) and writes
-  // [B, T, H, D], and the same for the gradients: no copies either way. The batch size stays -1
-  // so that a traced stage replays on microbatches of any size.
-  Tensor qkv = c_attn(x).reshape({-1, time, 3, heads, head_dim});
-  Tensor y = scaled_dot_product_attention_interleaved(qkv, /*causal=*/true);
-  y = y.reshape({-1, time, width});
+  // One copy takes [B, T, 3, H, D] to [3, B, H, T, D], which the packed attention reads as q, k
+  // and v and whose gradient it writes whole. The batch size stays -1 so that a traced stage
+  // replays on microbatches of any size.
+  Tensor qkv = permute(c_attn(x).reshape({-1, time, 3, heads, head_dim}), {2, 0, 3, 1, 4});
+  Tensor y = scaled_dot_product_attention_packed(qkv, /*causal=*/true);
+  y = permute(y, {0, 2, 1, 3}).reshape({-1, time, width});
   return resid_dropout(c_proj(y));
 }
 

@@ -25,12 +25,4 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
 Tensor scaled_dot_product_attention_packed(const Tensor& qkv, bool causal,
                                            AttentionKernel kernel = AttentionKernel::Auto);
 
-/// scaled_dot_product_attention of a fused q, k, v projection's output as it lies: qkv
-/// [B, T, 3, H, D] (q = qkv[:, :, 0], k = qkv[:, :, 1], v = qkv[:, :, 2]), output [B, T, H, D]
-/// (which reshapes to [B, T, H * D] without a copy). The host's products read q, k and v in place
-/// and write the output and qkv's gradient in these layouts, where the packed form needs a copy
-/// each way; the fused kernel (long contexts), bfloat16 and other devices take the packed form.
-Tensor scaled_dot_product_attention_interleaved(const Tensor& qkv, bool causal,
-                                                AttentionKernel kernel = AttentionKernel::Auto);
-
 }  // namespace tensorplay

@@ -247,40 +247,6 @@ OpCase packed_attention_case(Shape part, bool causal) {
   return c;
 }
 
-// A fused projection's output [B, T, 3, H, D]: the attention reference on q, k and v gathered to
-// [B, H, T, D], its output [B, T, H, D] and its gradient in the input's layout.
-OpCase interleaved_attention_case(int64_t batch, int64_t time, int64_t heads, int64_t d,
-                                  bool causal) {
-  OpCase plain = attention_case({batch, heads, time, d}, {batch, heads, time, d},
-                                {batch, heads, time, d}, causal);
-  OpCase c;
-  c.name = "interleaved " + plain.name;
-  c.inputs = {{Shape{batch, time, 3, heads, d}}};
-  c.run = [causal](const TV& in) {
-    return TV{tp::scaled_dot_product_attention_interleaved(in[0], causal)};
-  };
-  c.reference = [=, reference = plain.reference](const VV& x) {
-    VV parts(3, Values(batch * heads * time * d));
-    for (int64_t b = 0; b < batch; ++b)
-      for (int64_t t = 0; t < time; ++t)
-        for (int64_t p = 0; p < 3; ++p)
-          for (int64_t h = 0; h < heads; ++h)
-            for (int64_t e = 0; e < d; ++e)
-              parts[p][((b * heads + h) * time + t) * d + e] =
-                  x[0][(((b * time + t) * 3 + p) * heads + h) * d + e];
-    Values o = reference(parts)[0], out(o.size());
-    for (int64_t b = 0; b < batch; ++b)
-      for (int64_t h = 0; h < heads; ++h)
-        for (int64_t t = 0; t < time; ++t)
-          for (int64_t e = 0; e < d; ++e)
-            out[((b * time + t) * heads + h) * d + e] = o[((b * heads + h) * time + t) * d + e];
-    return VV{out};
-  };
-  c.out_shapes = {Shape{batch, time, heads, d}};
-  c.activations = 1;
-  return c;
-}
-
 Values ref_permute(const Values& x, const Shape& s, const std::vector<int64_t>& perm) {
   Shape out(s.size());
   for (size_t d = 0; d < s.size(); ++d) out[d] = s[perm[d]];
@@ -521,9 +487,6 @@ std::vector<OpCase> op_table() {
   t.push_back(packed_attention_case({2, 2, 5, 4}, true));
   t.push_back(packed_attention_case({1, 3, 4, 2}, false));
   t.push_back(packed_attention_case({1, 2, 12, 2}, true));  // probabilities recomputed
-  t.push_back(interleaved_attention_case(2, 5, 2, 4, true));
-  t.push_back(interleaved_attention_case(1, 4, 3, 2, false));
-  t.push_back(interleaved_attention_case(1, 12, 2, 2, true));  // probabilities recomputed
   // -- layout and pieces
   t.push_back(permute_case({2, 3, 4}, {2, 0, 1}));
   t.push_back(permute_case({2, 3, 4, 5}, {0, 2, 1, 3}));
