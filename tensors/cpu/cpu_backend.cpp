@@ -168,6 +168,7 @@ class CpuBackend final : public Backend {
                     float alpha, const float* a, int64_t lda, int64_t stride_a, const float* b,
                     int64_t ldb, int64_t stride_b, float beta, float* c, int64_t ldc,
                     int64_t stride_c) const override {
+    if (batch == 0) return;  // oneDNN makes no primitive for an empty batch
     if (batch == 1 || k == 0 || m == 0 || n == 0) {
       for (int64_t i = 0; i < batch; ++i) {
         gemm(trans_a, trans_b, m, n, k, alpha, a + i * stride_a, lda, b + i * stride_b, ldb, beta,

@@ -165,3 +165,17 @@ TEST_CASE("packed attention equals attention of its three slices, bit for bit, w
       tp::scaled_dot_product_attention_packed(tp::zeros({2, 1, 4, 2}), true),
       Catch::Contains("expected qkv [3, ..., T, D]") && Catch::Contains("[2, 1, 4, 2]"));
 }
+
+TEST_CASE("attention over an empty batch gives an empty output and gradient", "[attention]") {
+  for (tp::AttentionKernel kernel : {tp::AttentionKernel::Plain, tp::AttentionKernel::Fused}) {
+    CAPTURE(static_cast<int>(kernel));
+    tp::Tensor q = tp::zeros({0, 2, 5, 4}).requires_grad_(true);
+    tp::Tensor out = tp::scaled_dot_product_attention(q, q, q, true, kernel);
+    CHECK(out.shape() == tp::Shape{0, 2, 5, 4});
+    tp::sum(out).backward();
+    CHECK(q.grad().shape() == q.shape());
+    tp::Tensor packed = tp::zeros({3, 0, 2, 5, 4}).requires_grad_(true);
+    CHECK(tp::scaled_dot_product_attention_packed(packed, true, kernel).shape() ==
+          tp::Shape{0, 2, 5, 4});
+  }
+}

@@ -74,3 +74,12 @@ TEST_CASE("a linear layer's bias is added to the finished product, bit for bit",
     CHECK(tp::linear(x, w, b).to_vector() == (tp::linear(x, w) + b).to_vector());
   }
 }
+
+TEST_CASE("a batched product over an empty batch is an empty result, not a kernel error",
+          "[linear_algebra]") {
+  tp::Tensor a = tp::zeros({0, 4, 5}).requires_grad_(true), b = tp::zeros({0, 5, 3});
+  tp::Tensor out = tp::matmul(a, b);
+  CHECK(out.shape() == tp::Shape{0, 4, 3});
+  tp::sum(out).backward();
+  CHECK(a.grad().shape() == a.shape());
+}
