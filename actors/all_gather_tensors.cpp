@@ -38,7 +38,7 @@ std::vector<std::vector<Tensor>> ProcessGroup::all_gather_tensors(
   if (ranks_.size() == 1 && ranks_[0] == global_rank()) return {mine};
   detail::GroupRuntime& c = member_runtime("all_gather_tensors");
   const std::string where = "all_gather_tensors on group " + detail::join_ranks(ranks_);
-  if (!c.ucx) throw DistributedError(where + ": this process has no UCX channel to the others");
+  if (!c.ucx()) throw DistributedError(where + ": this process has no UCX channel to the others");
   if (size() >= transport::kStatusRingStep || mine.size() > transport::kMaxTransferTensors)
     throw std::invalid_argument(where + ": at most " +
                                 std::to_string(transport::kStatusRingStep - 1) + " members and " +
@@ -54,11 +54,11 @@ std::vector<std::vector<Tensor>> ProcessGroup::all_gather_tensors(
   std::vector<std::vector<Tensor>> out(ranks_.size());
   try {
     for (int j = 0; j < size(); ++j)
-      if (j != me && !mine.empty()) c.ucx->send(ranks_[j], key(me), mine);
+      if (j != me && !mine.empty()) c.ucx()->send(ranks_[j], key(me), mine);
     for (int j = 0; j < size(); ++j) {
       auto expect = decode(layouts[j], where);
       if (j != me && !expect.empty())
-        out[j] = c.ucx->receive(ranks_[j], key(j), std::move(expect), cpu(), c.timeout);
+        out[j] = c.ucx()->receive(ranks_[j], key(j), std::move(expect), cpu(), c.timeout());
     }
   } catch (const transport::TransferError& e) {
     throw DistributedError(where + " failed: " + e.what());

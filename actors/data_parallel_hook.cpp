@@ -54,8 +54,8 @@ FlatAllReduce flat_all_reduce(GroupRuntime& runtime, const ScheduleSpec& spec,
   if (all_nccl)
     nccl = std::make_shared<transport::NcclAllReduce>(
         me, static_cast<int>(ranks.size()), spec.stages.front()->device(),
-        agree_nccl_ids(runtime, ranks, me, 1, name + " dp NCCL id")[0], runtime.timeout);
-  return GroupAllReduce{runtime.ucx, nccl, ranks, me, stream, spec.options.transfer_timeout};
+        agree_nccl_ids(runtime, ranks, me, 1, name + " dp NCCL id")[0], runtime.timeout());
+  return GroupAllReduce{runtime.ucx(), nccl, ranks, me, stream, spec.options.transfer_timeout};
 }
 
 }  // namespace
@@ -110,14 +110,14 @@ DataParallelHook::DataParallelHook(const ScheduleSpec& spec, std::vector<int> dp
 void DataParallelHook::listen_for_failures() {
   // A replica whose step fails says so (abandon): this one's averaging of that step then fails
   // at once, naming it, instead of waiting out the transfer timeout.
-  runtime_->inbox->on_stream_failure(
-      stream_, [reducer = reducer_.get(), ucx = runtime_->ucx, stream = stream_](
+  runtime_->inbox()->on_stream_failure(
+      stream_, [reducer = reducer_.get(), ucx = runtime_->ucx(), stream = stream_](
                    uint64_t step, int rank, const std::string& why) {
         const std::string what = "rank " + std::to_string(rank) + " (a replica) failed step " +
                                  std::to_string(step) + ": " + why;
         if (reducer->peer_failed(step, what) && ucx) ucx->cancel_stream(stream);
       });
-  unlisten_ = std::shared_ptr<void>(nullptr, [inbox = runtime_->inbox, stream = stream_](void*) {
+  unlisten_ = std::shared_ptr<void>(nullptr, [inbox = runtime_->inbox(), stream = stream_](void*) {
     inbox->on_stream_failure(stream, nullptr);
   });
 }
@@ -139,7 +139,7 @@ void DataParallelHook::abandon(uint64_t step, const std::string& why) {
   GroupRuntime* c = runtime_.get();
   if (c && sync_) c->notify_stream_failure(dp_ranks_, stream_, step, why);
   reducer_->abandon_step([c, stream = stream_] {
-    if (c && c->ucx) c->ucx->cancel_stream(stream);
+    if (c && c->ucx()) c->ucx()->cancel_stream(stream);
   });
 }
 

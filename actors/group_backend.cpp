@@ -9,7 +9,7 @@
 namespace tensorplay::pipelining::detail {
 
 bool wants_nccl_for(const GroupRuntime& runtime, const std::vector<PipelineStage*>& stages) {
-  bool wants = runtime.backend == "nccl" && transport::nccl_available();
+  bool wants = runtime.backend() == "nccl" && transport::nccl_available();
   for (const PipelineStage* s : stages) wants = wants && s->device().is_cuda();
   return wants;
 }

@@ -45,9 +45,10 @@ namespace {
 /// The job id every rank's message log records: the launcher's; for ranks started by hand, one
 /// they all derive from rank 0's process; alone, this process's own.
 std::string job_id_of(const GroupRuntime& c) {
-  if (!c.env.job_id.empty() || c.env.world_size == 1 || !c.peers.at(0).actor) return c.env.job_id;
+  if (!c.env().job_id.empty() || c.env().world_size == 1 || !c.peers().at(0).actor)
+    return c.env().job_id;
   uint64_t h = 1469598103934665603ULL;  // FNV-1a of rank 0's node id (its host and process)
-  for (char ch : to_string(c.peers[0].actor.node()))
+  for (char ch : to_string(c.peers()[0].actor.node()))
     h = (h ^ static_cast<unsigned char>(ch)) * 1099511628211ULL;
   return "rank0-" + std::to_string(h);
 }
@@ -64,19 +65,19 @@ std::shared_ptr<GroupRuntime> GroupRuntime::join(const InitOptions& options, boo
   } else {
     c->system_ = &pipelining::detail::process_actor_system();
   }
-  c->env = options.env ? *options.env : read_launch_env();
-  c->timeout = options.timeout.value_or(kDefaultTimeout);
-  c->backend = options.backend == "auto" ? (cuda_available() ? "nccl" : "ucx") : options.backend;
-  if (c->env.world_size > 1) {
+  c->env_ = options.env ? *options.env : read_launch_env();
+  c->timeout_ = options.timeout.value_or(kDefaultTimeout);
+  c->backend_ = options.backend == "auto" ? (cuda_available() ? "nccl" : "ucx") : options.backend;
+  if (c->env_.world_size > 1) {
     // The rendezvous: .timeout where given, else the launcher's TENSORPLAY_RDZV_TIMEOUT.
-    const auto timeout = options.timeout.value_or(c->env.rdzv_timeout.value_or(kDefaultTimeout));
-    c->ucx = std::make_shared<transport::UcxChannel>(c->env.rank, c->env.world_size);
+    const auto timeout = options.timeout.value_or(c->env_.rdzv_timeout.value_or(kDefaultTimeout));
+    c->ucx_ = std::make_shared<transport::UcxChannel>(c->env_.rank, c->env_.world_size);
     connect_to_job(*c, RdzvDeadline{timeout, start + timeout});  // on failure, c leaves
   } else {
-    c->peers.resize(1);
-    c->peers[0].host = host_name();
+    c->table_.peers.resize(1);
+    c->table_.peers[0].host = host_name();
   }
-  c->env.job_id = job_id_of(*c);
+  c->env_.job_id = job_id_of(*c);
   return c;
 }
 
@@ -86,13 +87,13 @@ GroupRuntime::~GroupRuntime() {
   // connection attempt still runs in it (a dial to a host that does not answer can block in the
   // kernel for minutes): then the system is left running, as the process's own always is.
   if (!own_system_) return;
-  if (dials_in_flight->load() > 0) {
+  if (dials_in_flight_->load() > 0) {
     (void)own_system_.release();
     (void)own_config_.release();
     return;
   }
-  peers.clear();  // handles of its actors and proxies go before the system
-  inbox.reset();
+  table_.peers.clear();  // handles of its actors and proxies go before the system
+  inbox_.reset();
   own_system_.reset();
   own_config_.reset();
 }
@@ -100,15 +101,15 @@ GroupRuntime::~GroupRuntime() {
 void GroupRuntime::close() {
   if (closed_) return;
   closed_ = true;
-  // News of peers no longer reaches the transport: the process actor may still hear of ranks
+  // News of table_.peers no longer reaches the transport: the process actor may still hear of ranks
   // leaving while the channel goes away.
-  inbox->on_peer_down(nullptr);
-  if (self_actor) {
-    if (port) system().middleman().unpublish(self_actor, port);
-    caf::anon_send_exit(self_actor, caf::exit_reason::user_shutdown);
-    self_actor = nullptr;
+  inbox_->on_peer_down(nullptr);
+  if (table_.self_actor) {
+    if (table_.port) system().middleman().unpublish(table_.self_actor, table_.port);
+    caf::anon_send_exit(table_.self_actor, caf::exit_reason::user_shutdown);
+    table_.self_actor = nullptr;
   }
-  ucx.reset();
+  ucx_.reset();
 }
 
 void GroupRuntime::check_open(const std::string& what) const {
@@ -149,17 +150,19 @@ std::shared_ptr<const void> job_of(const std::shared_ptr<GroupRuntime>& runtime)
 // ----------------------------------------------------------------------
 
 std::string GroupRuntime::describe(int rank) const {
-  if (rank >= 0 && rank < static_cast<int>(peers.size()) && !peers[rank].host.empty())
-    return "rank " + std::to_string(rank) + " (" + peers[rank].host + ")";
+  if (rank >= 0 && rank < static_cast<int>(table_.peers.size()) && !table_.peers[rank].host.empty())
+    return "rank " + std::to_string(rank) + " (" + table_.peers[rank].host + ")";
   return "rank " + std::to_string(rank);
 }
 
 void GroupRuntime::notify_stream_failure(const std::vector<int>& ranks, uint32_t stream,
                                          uint64_t step, const std::string& why) {
   for (int r : ranks)
-    if (r != env.rank && r >= 0 && r < static_cast<int>(peers.size()) && peers[r].actor)
-      caf::send_as(self_actor, peers[r].actor, pipelining::detail::dp_failed_atom::value, stream,
-                   step, static_cast<int32_t>(env.rank), why);
+    if (r != env_.rank && r >= 0 && r < static_cast<int>(table_.peers.size()) &&
+        table_.peers[r].actor)
+      caf::send_as(table_.self_actor, table_.peers[r].actor,
+                   pipelining::detail::dp_failed_atom::value, stream, step,
+                   static_cast<int32_t>(env_.rank), why);
 }
 
 static_assert(GroupRuntime::kMaxGroupIds < (1u << pipelining::kPipelineGroupBits) &&
@@ -209,15 +212,15 @@ std::vector<Contribution> GroupRuntime::exchange(const std::vector<int>& ranks, 
                                                  std::vector<caf::actor> actors,
                                                  const std::string& what) {
   return exchange(ranks, std::move(bytes), std::move(actors), what,
-                  std::chrono::steady_clock::now() + timeout);
+                  std::chrono::steady_clock::now() + timeout_);
 }
 
 std::vector<Contribution> GroupRuntime::exchange(const std::vector<int>& ranks, std::string bytes,
                                                  std::vector<caf::actor> actors,
                                                  const std::string& what,
                                                  std::chrono::steady_clock::time_point deadline) {
-  if (std::find(ranks.begin(), ranks.end(), env.rank) == ranks.end())
-    throw DistributedError(what + ": rank " + std::to_string(env.rank) +
+  if (std::find(ranks.begin(), ranks.end(), env_.rank) == ranks.end())
+    throw DistributedError(what + ": rank " + std::to_string(env_.rank) +
                            " is not a member of the group " + join_ranks(ranks));
   uint64_t hash = group_hash(ranks);
   uint32_t seq;
@@ -226,11 +229,12 @@ std::vector<Contribution> GroupRuntime::exchange(const std::vector<int>& ranks, 
     seq = ++seq_[hash];
   }
   uint64_t key = (hash << 32) ^ seq;
-  Contribution mine{key, env.rank, std::move(bytes), std::move(actors)};
+  Contribution mine{key, env_.rank, std::move(bytes), std::move(actors)};
   for (int r : ranks)
-    if (r != env.rank) caf::send_as(self_actor, peers.at(r).actor, collective_atom::value, mine);
-  inbox->put(std::move(mine));
-  auto got = inbox->take(key, ranks, deadline, what + " on group " + join_ranks(ranks));
+    if (r != env_.rank)
+      caf::send_as(table_.self_actor, table_.peers.at(r).actor, collective_atom::value, mine);
+  inbox_->put(std::move(mine));
+  auto got = inbox_->take(key, ranks, deadline, what + " on group " + join_ranks(ranks));
   std::vector<Contribution> out;
   for (int r : ranks) out.push_back(std::move(got.at(r)));
   return out;

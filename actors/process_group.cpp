@@ -62,7 +62,7 @@ ProcessGroup::ProcessGroup()
 ProcessGroup::ProcessGroup(std::shared_ptr<GroupRuntime> runtime, std::vector<int> ranks)
     : runtime_(std::move(runtime)), ranks_(std::move(ranks)) {}
 
-int ProcessGroup::global_rank() const { return runtime_ ? runtime_->env.rank : 0; }
+int ProcessGroup::global_rank() const { return runtime_ ? runtime_->env().rank : 0; }
 
 int ProcessGroup::rank() const {
   auto it = std::find(ranks_.begin(), ranks_.end(), global_rank());
@@ -75,7 +75,7 @@ bool ProcessGroup::contains(int global_rank) const {
 
 ProcessGroup ProcessGroup::new_group(std::vector<int> ranks) const {
   return ProcessGroup(runtime_,
-                      checked_group(std::move(ranks), runtime_ ? runtime_->env.world_size : 1));
+                      checked_group(std::move(ranks), runtime_ ? runtime_->env().world_size : 1));
 }
 
 GroupRuntime& ProcessGroup::member_runtime(const std::string& what) const {
@@ -86,7 +86,7 @@ GroupRuntime& ProcessGroup::member_runtime(const std::string& what) const {
   runtime_->check_open(what);
   if (rank() < 0)
     throw DistributedError(what + " on group " + detail::join_ranks(ranks_) + ": rank " +
-                           std::to_string(runtime_->env.rank) + " is not a member of the group");
+                           std::to_string(runtime_->env().rank) + " is not a member of the group");
   return *runtime_;
 }
 
@@ -112,10 +112,10 @@ void ProcessGroup::all_reduce(Tensor& tensor) const {
   if (ranks_.size() == 1 && ranks_[0] == global_rank()) return;
   GroupRuntime& c = member_runtime("all_reduce");
   const std::string where = "all_reduce on group " + detail::join_ranks(ranks_);
-  if (!c.ucx) throw DistributedError(where + ": this process has no UCX channel to the others");
+  if (!c.ucx()) throw DistributedError(where + ": this process has no UCX channel to the others");
   NoGradGuard no_grad;
   pipelining::detail::GroupAllReduce reduce{
-      c.ucx, nullptr, ranks_, rank(), c.collective_stream(ranks_), c.timeout};
+      c.ucx(), nullptr, ranks_, rank(), c.collective_stream(ranks_), c.timeout()};
   Tensor summed = tensor.detach();
   try {
     reduce(summed, c.next_collective_call(ranks_));
@@ -137,27 +137,31 @@ void init_process_group(const InitOptions& options) {
   InitOptions resolved = options;
   resolved.env = env;
   auto c = GroupRuntime::join(resolved, /*own_system=*/false);
-  pipelining::set_log_job(c->env.job_id, c->env.rank, c->env.world_size, c->env.restart_count);
+  pipelining::set_log_job(c->env().job_id, c->env().rank, c->env().world_size,
+                          c->env().restart_count);
   if (const std::string dir = knob_string(Knob::LogDir); !dir.empty())
-    pipelining::log_to_file(dir + "/messages_rank_" + std::to_string(c->env.rank) + ".log");
-  pipelining::log_event(c->env.rank, 0, "clock", "offset_us:" + std::to_string(c->clock_offset_us));
+    pipelining::log_to_file(dir + "/messages_rank_" + std::to_string(c->env().rank) + ".log");
+  pipelining::log_event(c->env().rank, 0, "clock",
+                        "offset_us:" + std::to_string(c->clock_offset_us()));
   detail::set_default_runtime(std::move(c));
 }
 
 ProcessGroup join_job(const InitOptions& options) {
   check_options(options, "join_job");
   auto c = GroupRuntime::join(options, /*own_system=*/true);
-  const int world = c->env.world_size;
+  const int world = c->env().world_size;
   return ProcessGroup(std::move(c), all_ranks(world));
 }
 
 bool is_initialized() { return detail::default_runtime() != nullptr; }
-int get_rank() { return is_initialized() ? detail::default_runtime()->env.rank : 0; }
-int get_world_size() { return is_initialized() ? detail::default_runtime()->env.world_size : 1; }
-int get_local_rank() { return is_initialized() ? detail::default_runtime()->env.local_rank : 0; }
-std::string get_backend() { return is_initialized() ? detail::default_runtime()->backend : "none"; }
+int get_rank() { return is_initialized() ? detail::default_runtime()->env().rank : 0; }
+int get_world_size() { return is_initialized() ? detail::default_runtime()->env().world_size : 1; }
+int get_local_rank() { return is_initialized() ? detail::default_runtime()->env().local_rank : 0; }
+std::string get_backend() {
+  return is_initialized() ? detail::default_runtime()->backend() : "none";
+}
 int64_t clock_offset_us() {
-  return is_initialized() ? detail::default_runtime()->clock_offset_us : 0;
+  return is_initialized() ? detail::default_runtime()->clock_offset_us() : 0;
 }
 ProcessGroup world_group() { return ProcessGroup(); }
 ProcessGroup new_group(std::vector<int> ranks) { return world_group().new_group(std::move(ranks)); }

@@ -23,9 +23,9 @@ ProcessRanks::ProcessRanks(std::shared_ptr<distributed::detail::GroupRuntime> ru
       runtime_(std::move(runtime)),
       group_ranks_(std::move(group_ranks)) {
   const std::string name = spec.name();
-  auto me = std::find(group_ranks_.begin(), group_ranks_.end(), runtime_->env.rank);
+  auto me = std::find(group_ranks_.begin(), group_ranks_.end(), runtime_->env().rank);
   if (me == group_ranks_.end())
-    throw std::invalid_argument(name + ": rank " + std::to_string(runtime_->env.rank) +
+    throw std::invalid_argument(name + ": rank " + std::to_string(runtime_->env().rank) +
                                 " built stages for a process group it is not a member of");
   my_rank_ = static_cast<int>(me - group_ranks_.begin());
   // NCCL carries the tensors when every rank's stages are on a GPU and NCCL is usable there, for
@@ -54,15 +54,15 @@ int ProcessRanks::choose_channel(bool all_nccl, std::vector<int>& stage_to_peer)
   const StagePlacement& p = spec_.placement;
   if (!all_nccl) {
     // UCX between host buffers; device tensors are staged through host memory.
-    channel_ = runtime_->ucx;
+    channel_ = runtime_->ucx();
     for (int s = 0; s < p.num_stages; ++s) stage_to_peer[s] = group_ranks_[p.stage_to_rank[s]];
-    return runtime_->env.rank;
+    return runtime_->env().rank;
   }
   // NCCL's peers are ranks of a communicator over this group; group rank 0 makes its ids.
   std::vector<std::vector<uint8_t>> ids = agree_nccl_ids(
       *runtime_, group_ranks_, my_rank_, transport::kLanes, spec_.name() + " NCCL ids");
   channel_ = std::make_shared<transport::NcclChannel>(my_rank_, p.ranks, spec_.stages[0]->device(),
-                                                      ids, runtime_->timeout);
+                                                      ids, runtime_->timeout());
   for (int s = 0; s < p.num_stages; ++s) stage_to_peer[s] = p.stage_to_rank[s];
   return my_rank_;
 }
@@ -71,7 +71,7 @@ void ProcessRanks::spawn_actors(std::vector<int> stage_to_peer, int self_peer) {
   auto worker = spec_.make_worker(my_rank_, channel_, std::move(stage_to_peer), self_peer);
   caf::actor_system& system = system_;
   caf::actor mine = spawn_stage_actor(system, worker, spec_.placement.stage_to_rank,
-                                      runtime_->inbox, spec_.stages_handle());
+                                      runtime_->inbox(), spec_.stages_handle());
   local_actors_ = {mine};
   local_workers_ = {worker};
   // Notifications ride the data channel where it carries messages (UCX): one hop from the

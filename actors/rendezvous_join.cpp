@@ -84,7 +84,7 @@ constexpr auto kAnswerGrace = std::chrono::seconds(2);
 constexpr auto kFarewell = std::chrono::milliseconds(200);
 
 std::string prefix(const GroupRuntime& c) {
-  return "init_process_group: rank " + std::to_string(c.env.rank);
+  return "init_process_group: rank " + std::to_string(c.env().rank);
 }
 
 /// remote_actor, waited for until the deadline at most: a connect to a host that does not answer
@@ -95,8 +95,9 @@ caf::expected<caf::actor> dial(GroupRuntime& c, const std::string& host, uint16_
   using Result = caf::expected<caf::actor>;
   auto result = std::make_shared<std::promise<Result>>();
   std::future<Result> answer = result->get_future();
-  ++*c.dials_in_flight;
-  std::thread([system = &c.system(), in_flight = c.dials_in_flight, host, port, result]() mutable {
+  ++*c.dials_in_flight();
+  std::thread([system = &c.system(), in_flight = c.dials_in_flight(), host, port,
+               result]() mutable {
     result->set_value(system->middleman().remote_actor(host, port));
     result.reset();  // an actor handle left in it goes while its system is still there
     --*in_flight;
@@ -107,25 +108,25 @@ caf::expected<caf::actor> dial(GroupRuntime& c, const std::string& host, uint16_
 }
 
 /// Publishes this process's actor: rank 0 on MASTER_PORT (the rendezvous), others anywhere.
-void publish(GroupRuntime& c, const std::string& my_host) {
+void publish(GroupRuntime& c, JobTable& table, const std::string& my_host) {
   caf::actor_system& system = c.system();
-  const LaunchEnv& env = c.env;
+  const LaunchEnv& env = c.env();
   uint16_t want = env.rank == 0 ? static_cast<uint16_t>(env.master_port) : 0;
   std::string bind = env.rank == 0 ? env.master_addr : my_host;
   const char* bind_at = bind == "0.0.0.0" ? nullptr : bind.c_str();
-  auto published = system.middleman().publish(c.self_actor, want, bind_at, env.rank == 0);
+  auto published = system.middleman().publish(c.self_actor(), want, bind_at, env.rank == 0);
   if (!published)
     throw DistributedError(prefix(c) + " could not listen on " + bind + ":" + std::to_string(want) +
                            " (" + system.render(published.error()) + ")" +
                            (env.rank == 0 ? "; is MASTER_PORT in use?" : ""));
-  c.port = *published;
+  table.port = *published;
 }
 
 /// Rank 0's process actor, dialled until the deadline (rank 0 may start later than the others).
 caf::actor reach_rank0(GroupRuntime& c, const RdzvDeadline& deadline) {
-  if (c.env.rank == 0) return c.self_actor;
+  if (c.env().rank == 0) return c.self_actor();
   caf::actor_system& system = c.system();
-  const LaunchEnv& env = c.env;
+  const LaunchEnv& env = c.env();
   for (;;) {
     auto r = dial(c, env.master_addr, static_cast<uint16_t>(env.master_port), deadline);
     if (r) return *r;
@@ -141,16 +142,16 @@ caf::actor reach_rank0(GroupRuntime& c, const RdzvDeadline& deadline) {
 PeerEntry my_entry(const GroupRuntime& c, const std::string& my_host,
                    const RdzvDeadline& deadline) {
   PeerEntry me;
-  me.rank = c.env.rank;
-  me.world_size = c.env.world_size;
-  me.host = c.env.rank == 0 ? c.env.master_addr : my_host;
+  me.rank = c.env().rank;
+  me.world_size = c.env().world_size;
+  me.host = c.env().rank == 0 ? c.env().master_addr : my_host;
   me.machine = machine_id();
-  me.port = c.port;
-  me.token = c.env.cluster_token;
-  me.actor = c.self_actor;
+  me.port = c.port();
+  me.token = c.env().cluster_token;
+  me.actor = c.self_actor();
   me.timeout_ms = deadline.timeout.count();
-  if (c.ucx) {
-    auto address = c.ucx->address();
+  if (c.ucx()) {
+    auto address = c.ucx()->address();
     me.ucx.assign(address.begin(), address.end());
   }
   return me;
@@ -172,121 +173,122 @@ std::vector<PeerEntry> say_hello(GroupRuntime& c, caf::actor root, PeerEntry me,
             failed = std::move(why);
           },
           [&](caf::error& e) {
-            failed = "rank " + std::to_string(c.env.rank) + " got no answer from rank 0 at " +
-                     c.env.master_addr + ":" + std::to_string(c.env.master_port) + " within " +
-                     deadline.of_rank(c.env.rank) + " (" + system.render(e) +
+            failed = "rank " + std::to_string(c.env().rank) + " got no answer from rank 0 at " +
+                     c.env().master_addr + ":" + std::to_string(c.env().master_port) + " within " +
+                     deadline.of_rank(c.env().rank) + " (" + system.render(e) +
                      "): rank 0 is gone or stopped";
           });
   if (!failed.empty()) {
-    if (c.env.rank == 0) std::this_thread::sleep_for(kFarewell);
+    if (c.env().rank == 0) std::this_thread::sleep_for(kFarewell);
     throw DistributedError("init_process_group: " + failed);
   }
-  if (static_cast<int>(table.size()) != c.env.world_size)
+  if (static_cast<int>(table.size()) != c.env().world_size)
     throw DistributedError("init_process_group: rank 0 answered with " +
                            std::to_string(table.size()) + " ranks, expected " +
-                           std::to_string(c.env.world_size));
+                           std::to_string(c.env().world_size));
   return table;
 }
 
 /// Takes rank 0's table: admits its processes, ends a gone peer's transfers at once, reports
 /// contributions held from processes that are not in it.
-void adopt_table(GroupRuntime& c, std::vector<PeerEntry> table) {
-  c.peers = std::move(table);
+void adopt_table(GroupRuntime& c, JobTable& job, std::vector<PeerEntry> table) {
+  job.peers = std::move(table);
   // Rank 0 vouches for every process in its table: they all presented the token.
-  for (const PeerEntry& p : c.peers)
-    if (p.actor) c.inbox->admit(p.actor.node());
+  for (const PeerEntry& p : c.peers())
+    if (p.actor) c.inbox()->admit(p.actor.node());
   // A peer's process gone: its transfers end now, not at their timeouts (receives fail naming
   // it, sends are dropped). Holds the channel weakly: the hook may run while the group closes.
   std::vector<std::string> names;
-  for (int r = 0; r < c.env.world_size; ++r) names.push_back(c.describe(r));
-  c.inbox->on_peer_down([channel = std::weak_ptr<transport::Channel>(c.ucx), names](
-                            int rank, const std::string& why) {
+  for (int r = 0; r < c.env().world_size; ++r) names.push_back(c.describe(r));
+  c.inbox()->on_peer_down([channel = std::weak_ptr<transport::Channel>(c.ucx()), names](
+                              int rank, const std::string& why) {
     if (auto ucx = channel.lock(); ucx && rank >= 0 && rank < static_cast<int>(names.size()))
       ucx->drop_peer(rank, names[rank] + " is gone: " + why);
   });
-  for (const caf::node_id& stranger : c.inbox->release_held())
-    report_intruder(c.system(), c.env.rank, stranger, "a collective contribution");
+  for (const caf::node_id& stranger : c.inbox()->release_held())
+    report_intruder(c.system(), c.env().rank, stranger, "a collective contribution");
 }
 
 /// Direct connections: each rank dials the ranks below it (rank 0 is already connected), so
 /// every pair has exactly one connection and control messages never hop through rank 0.
 void dial_lower_ranks(GroupRuntime& c, const RdzvDeadline& deadline) {
   caf::actor_system& system = c.system();
-  for (int j = 1; j < c.env.rank; ++j) {
-    const PeerEntry& p = c.peers[j];
+  for (int j = 1; j < c.env().rank; ++j) {
+    const PeerEntry& p = c.peers()[j];
     if (deadline.passed())
-      throw DistributedError(prefix(c) + " ran out of " + deadline.of_rank(c.env.rank) +
+      throw DistributedError(prefix(c) + " ran out of " + deadline.of_rank(c.env().rank) +
                              " before connecting to " + c.describe(j));
     auto r = dial(c, p.host, p.port, deadline);
     if (!r)
       throw DistributedError(prefix(c) + " could not connect to " + c.describe(j) + " at " +
                              p.host + ":" + std::to_string(p.port) + " within " +
-                             deadline.of_rank(c.env.rank) + ": " + system.render(r.error()));
+                             deadline.of_rank(c.env().rank) + ": " + system.render(r.error()));
   }
   caf::scoped_actor self{system};
-  for (int j = 0; j < c.env.world_size; ++j)
-    if (j != c.env.rank) self->send(c.self_actor, watch_atom::value, c.peers[j].actor, j);
+  for (int j = 0; j < c.env().world_size; ++j)
+    if (j != c.env().rank) self->send(c.self_actor(), watch_atom::value, c.peers()[j].actor, j);
 }
 
 /// Clock offset to rank 0: the sample with the shortest round trip of a few.
-void measure_clock(GroupRuntime& c, const RdzvDeadline& deadline) {
-  if (c.env.rank == 0) return;
+void measure_clock(GroupRuntime& c, JobTable& table, const RdzvDeadline& deadline) {
+  if (c.env().rank == 0) return;
   caf::actor_system& system = c.system();
   caf::scoped_actor self{system};
   int64_t best_rtt = INT64_MAX;
   for (int i = 0; i < 8; ++i) {
     int64_t t0 = steady_now_us();
-    self->request(c.peers[0].actor, deadline.left(), ping_atom::value)
+    self->request(c.peers()[0].actor, deadline.left(), ping_atom::value)
         .receive(
             [&](int64_t remote) {
               int64_t t1 = steady_now_us();
               if (t1 - t0 < best_rtt) {
                 best_rtt = t1 - t0;
-                c.clock_offset_us = remote - (t0 + t1) / 2;
+                table.clock_offset_us = remote - (t0 + t1) / 2;
               }
             },
             [&](caf::error& e) {
               throw DistributedError(
                   "init_process_group: rank 0 did not answer a clock sample "
                   "of rank " +
-                  std::to_string(c.env.rank) + " within " + deadline.of_rank(c.env.rank) + " (" +
-                  system.render(e) + ")");
+                  std::to_string(c.env().rank) + " within " + deadline.of_rank(c.env().rank) +
+                  " (" + system.render(e) + ")");
             });
   }
 }
 
 void connect_transport(GroupRuntime& c, const std::string& my_machine) {
-  if (!c.ucx) return;
+  if (!c.ucx()) return;
   std::vector<std::vector<uint8_t>> addresses;
   std::vector<bool> same_host;
-  for (const PeerEntry& p : c.peers) {
+  for (const PeerEntry& p : c.peers()) {
     addresses.emplace_back(p.ucx.begin(), p.ucx.end());
     same_host.push_back(p.machine == my_machine);
   }
-  c.ucx->connect(addresses, same_host);
+  c.ucx()->connect(addresses, same_host);
 }
 
 /// One rank's way through the rendezvous's states.
 class RankRendezvous {
  public:
-  RankRendezvous(GroupRuntime& c, const RdzvDeadline& deadline)
+  RankRendezvous(GroupRuntime& c, JobTable& table, const RdzvDeadline& deadline)
       : c_(c),
+        table_(table),
         deadline_(deadline),
-        my_host_(local_address_towards(c.env.master_addr, c.env.master_port)) {}
+        my_host_(local_address_towards(c.env().master_addr, c.env().master_port)) {}
 
   void run(RdzvState state) {
     switch (state) {
       case RdzvState::kPublish:
-        publish(c_, my_host_);
+        publish(c_, table_, my_host_);
         me_ = my_entry(c_, my_host_, deadline_);
         return;
       case RdzvState::kHello:
-        adopt_table(c_, say_hello(c_, reach_rank0(c_, deadline_), me_, deadline_));
+        adopt_table(c_, table_, say_hello(c_, reach_rank0(c_, deadline_), me_, deadline_));
         return;
       case RdzvState::kConnect:
         return dial_lower_ranks(c_, deadline_);
       case RdzvState::kClock:
-        return measure_clock(c_, deadline_);
+        return measure_clock(c_, table_, deadline_);
       case RdzvState::kTransport:
         return connect_transport(c_, me_.machine);
       case RdzvState::kBarrier:
@@ -297,15 +299,16 @@ class RankRendezvous {
  private:
   /// Everyone connected before anyone uses the group.
   void barrier() {
-    std::vector<int> everyone(c_.env.world_size);
-    for (int r = 0; r < c_.env.world_size; ++r) everyone[r] = r;
+    std::vector<int> everyone(c_.env().world_size);
+    for (int r = 0; r < c_.env().world_size; ++r) everyone[r] = r;
     c_.exchange(
         everyone, {}, {},
-        "init_process_group (the closing barrier, within " + deadline_.of_rank(c_.env.rank) + ")",
+        "init_process_group (the closing barrier, within " + deadline_.of_rank(c_.env().rank) + ")",
         deadline_.at);
   }
 
   GroupRuntime& c_;
+  JobTable& table_;  // c_'s, which the rendezvous fills
   const RdzvDeadline& deadline_;
   const std::string my_host_;
   PeerEntry me_;
@@ -349,14 +352,14 @@ void set_rdzv_state_hook(RdzvStateHook hook) {
 }
 
 void connect_to_job(GroupRuntime& c, const RdzvDeadline& deadline) {
-  c.self_actor =
-      spawn_process_actor(c.system(), c.inbox, c.env.world_size, c.env.cluster_token, c.env.rank);
-  RankRendezvous rendezvous(c, deadline);
+  c.table_.self_actor = spawn_process_actor(c.system(), c.inbox(), c.env().world_size,
+                                            c.env().cluster_token, c.env().rank);
+  RankRendezvous rendezvous(c, c.table_, deadline);
   for (RdzvState state : kRdzvStates) {
     try {
-      enter(c.env.rank, state);
+      enter(c.env().rank, state);
       if (deadline.passed())
-        throw DistributedError(prefix(c) + " ran out of " + deadline.of_rank(c.env.rank) +
+        throw DistributedError(prefix(c) + " ran out of " + deadline.of_rank(c.env().rank) +
                                " before its " + to_string(state) + " state");
       rendezvous.run(state);
     } catch (const DistributedError& e) {

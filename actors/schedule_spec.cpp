@@ -33,7 +33,7 @@ distributed::detail::GroupRuntime* ScheduleSpec::runtime() const {
 
 int ScheduleSpec::job_world_size() const {
   const distributed::detail::GroupRuntime* job = runtime();
-  return job ? job->env.world_size : 1;
+  return job ? job->env().world_size : 1;
 }
 
 }  // namespace tensorplay::pipelining::detail

@@ -80,6 +80,18 @@ bool from_member(const caf::strong_actor_ptr& sender, const caf::node_id& here,
 void report_intruder(caf::actor_system& system, int rank, const caf::node_id& node,
                      const std::string& what);
 
+struct RdzvDeadline;
+class GroupRuntime;
+void connect_to_job(GroupRuntime& c, const RdzvDeadline& deadline);
+
+/// What the rendezvous learns of the job (rendezvous_join.cpp fills it; read-only afterwards).
+struct JobTable {
+  std::vector<PeerEntry> peers;  ///< by global rank (process actors, hosts, UCX addresses)
+  caf::actor self_actor;         ///< this process's actor (published)
+  uint16_t port = 0;             ///< where self_actor is published
+  int64_t clock_offset_us = 0;   ///< add to this process's steady clock to read rank 0's
+};
+
 /// One rank's runtime in a job: its place (launcher environment), every rank's process actor and
 /// transport address, the collectives' inbox, the UCX channel, and the CAF actor system they run
 /// on. The process's default group (init_process_group) holds one on the process's actor system;
@@ -105,19 +117,26 @@ class GroupRuntime {
   /// Throws DistributedError when closed: `what` was called on a group whose job was left.
   void check_open(const std::string& what) const;
 
-  LaunchEnv env;
-  std::string backend = "ucx";
-  std::chrono::milliseconds timeout{0};
-  int64_t clock_offset_us = 0;
-  std::vector<PeerEntry> peers;  ///< by global rank (process actors, hosts, UCX addresses)
-  caf::actor self_actor;         ///< this process's actor (published)
-  uint16_t port = 0;             ///< where self_actor is published
-  std::shared_ptr<CollectiveInbox> inbox = std::make_shared<CollectiveInbox>();
+  /// This rank's place in the job (the launcher's environment, or what init was given).
+  const LaunchEnv& env() const { return env_; }
+  /// "ucx" or "nccl": what carries device tensors between the ranks.
+  const std::string& backend() const { return backend_; }
+  /// How long a collective waits for the other members.
+  std::chrono::milliseconds timeout() const { return timeout_; }
+  /// Add to this process's steady clock to read rank 0's.
+  int64_t clock_offset_us() const { return table_.clock_offset_us; }
+  /// Every rank's process actor, host and UCX address, by global rank.
+  const std::vector<PeerEntry>& peers() const { return table_.peers; }
+  /// This process's actor (published), and where.
+  const caf::actor& self_actor() const { return table_.self_actor; }
+  uint16_t port() const { return table_.port; }
+  /// The contributions to collectives that the process actor receives.
+  const std::shared_ptr<CollectiveInbox>& inbox() const { return inbox_; }
   /// Host-memory transport between the ranks (null in a group of one).
-  std::shared_ptr<transport::UcxChannel> ucx;
+  const std::shared_ptr<transport::UcxChannel>& ucx() const { return ucx_; }
   /// Connection attempts still running on threads of their own (the rendezvous leaves one behind
   /// when its deadline passes first): an own actor system is not stopped under them.
-  std::shared_ptr<std::atomic<int>> dials_in_flight = std::make_shared<std::atomic<int>>(0);
+  const std::shared_ptr<std::atomic<int>>& dials_in_flight() const { return dials_in_flight_; }
 
   /// Every member's contribution to one collective on the group of global `ranks` (this process
   /// among them), by group rank. `what` names the collective in errors.
@@ -161,6 +180,15 @@ class GroupRuntime {
   std::unique_ptr<caf::actor_system> own_system_;         // destroyed last)
   caf::actor_system* system_ = nullptr;
   bool closed_ = false;
+  // Set by join() (and the rendezvous it runs), then read-only.
+  friend void connect_to_job(GroupRuntime& c, const RdzvDeadline& deadline);
+  LaunchEnv env_;
+  std::string backend_ = "ucx";
+  std::chrono::milliseconds timeout_{0};
+  JobTable table_;
+  std::shared_ptr<CollectiveInbox> inbox_ = std::make_shared<CollectiveInbox>();
+  std::shared_ptr<transport::UcxChannel> ucx_;
+  std::shared_ptr<std::atomic<int>> dials_in_flight_ = std::make_shared<std::atomic<int>>(0);
   std::mutex seq_mutex_;
   std::map<uint64_t, uint32_t> seq_;      // calls made per group
   std::map<uint64_t, uint32_t> streams_;  // schedules built per group

@@ -170,7 +170,7 @@ void flood(pp::PipelineSchedule& schedule, const Args& args, uint64_t finished) 
     auto* cluster = dist::detail::default_runtime();
     std::mt19937_64 random(2024);
     for (int i = 0; i < args.messages; ++i)
-      cluster->ucx->send_message(1, schedule.transport_stream(), malformed(random, finished));
+      cluster->ucx()->send_message(1, schedule.transport_stream(), malformed(random, finished));
   }
   if (rank == 1) {
     while (pp::rejected_message_count() - before < static_cast<unsigned long long>(args.messages)) {
