@@ -8,89 +8,121 @@
 
 namespace tensorplay::schedules {
 
-PipelineOrder lower_to_communication(const PipelineOrder& compute_order,
-                                     const std::vector<int>& stage_to_rank) {
-  const int num_stages = static_cast<int>(stage_to_rank.size());
-  const int ranks = static_cast<int>(compute_order.size());
-  auto rank_of = [&](int stage) {
-    if (stage < 0 || stage >= num_stages) {
-      throw std::invalid_argument("stage " + std::to_string(stage) +
-                                  " has no rank in the placement of " + std::to_string(num_stages) +
-                                  " stages");
+namespace {
+
+// Lowering one compute order: each rank's next action is placed once its input is there, with
+// the sends it makes and the peer's matching receives.
+class Lowering {
+ public:
+  Lowering(const PipelineOrder& compute_order, const std::vector<int>& stage_to_rank)
+      : compute_order_(compute_order),
+        stage_to_rank_(stage_to_rank),
+        num_stages_(static_cast<int>(stage_to_rank.size())),
+        lowered_(compute_order.size()),
+        seen_(compute_order.size()),
+        next_(compute_order.size(), 0) {}
+
+  PipelineOrder run() {
+    std::size_t remaining = 0;
+    for (const auto& r : compute_order_) remaining += r.size();
+    while (remaining > 0) {
+      bool progress = false;
+      for (int rank = 0; rank < static_cast<int>(compute_order_.size()); ++rank) {
+        if (!place_next(rank)) continue;
+        --remaining;
+        progress = true;
+      }
+      if (!progress) {
+        std::string stuck = describe_blocked_ranks(compute_order_, next_);
+        throw ScheduleError(
+            "Malformed compute schedule, can't schedule sends/recvs: no rank's next action has "
+            "its input" +
+            stuck + "\n\nLowered so far:\n" + format_pipeline_order(lowered_));
+      }
     }
-    return stage_to_rank[stage];
-  };
+    return std::move(lowered_);
+  }
+
+ private:
+  int rank_of(int stage) const {
+    if (stage < 0 || stage >= num_stages_) {
+      throw std::invalid_argument("stage " + std::to_string(stage) +
+                                  " has no rank in the placement of " +
+                                  std::to_string(num_stages_) + " stages");
+    }
+    return stage_to_rank_[stage];
+  }
+
   // F sends forward when the next stage is elsewhere; I/B send backward when the previous is.
-  auto has_comms = [&](const Action& a) {
+  bool has_comms(const Action& a) const {
     if (a.kind == ActionKind::Forward) {
-      return a.stage != num_stages - 1 && rank_of(a.stage + 1) != rank_of(a.stage);
+      return a.stage != num_stages_ - 1 && rank_of(a.stage + 1) != rank_of(a.stage);
     }
     if (is_input_backward(a.kind)) return a.stage != 0 && rank_of(a.stage - 1) != rank_of(a.stage);
     return false;
-  };
+  }
 
-  PipelineOrder lowered(ranks);
-  std::vector<std::unordered_set<Action, ActionHash>> prev(ranks);
   // A rank never places its own RECV: the sender does. So a compute action is ready once its
   // input was received, or produced by a stage on the same rank.
-  auto ready = [&](const Action& a, int rank) {
-    const auto& seen = prev[rank];
+  bool ready(const Action& a, int rank) const {
+    const auto& seen = seen_[rank];
     if (a.kind == ActionKind::Forward && a.stage != 0) {
       return seen.count(make_action(a.stage, ActionKind::RecvF, a.microbatch)) > 0 ||
              seen.count(make_action(a.stage - 1, ActionKind::Forward, a.microbatch)) > 0;
     }
-    if (is_input_backward(a.kind) && a.stage != num_stages - 1) {
+    if (is_input_backward(a.kind) && a.stage != num_stages_ - 1) {
       return seen.count(make_action(a.stage, ActionKind::RecvB, a.microbatch)) > 0 ||
              seen.count(make_action(a.stage + 1, ActionKind::BackwardInput, a.microbatch)) > 0 ||
              seen.count(make_action(a.stage + 1, ActionKind::FullBackward, a.microbatch)) > 0;
     }
     return true;
-  };
-
-  std::vector<int> next(ranks, 0);
-  std::size_t remaining = 0;
-  for (const auto& r : compute_order) remaining += r.size();
-  while (remaining > 0) {
-    bool progress = false;
-    for (int rank = 0; rank < ranks; ++rank) {
-      if (next[rank] >= static_cast<int>(compute_order[rank].size())) continue;
-      const Action& action = compute_order[rank][next[rank]];
-      const bool composite = !action.sub_actions.empty();
-      std::vector<Action> parts =
-          composite ? std::vector<Action>(action.sub_actions.begin(), action.sub_actions.end())
-                    : std::vector<Action>{action};
-      bool all_ready = true;
-      for (const Action& part : parts) all_ready = all_ready && ready(part, rank);
-      if (!all_ready) continue;
-
-      lowered[rank].push_back(action);
-      for (const Action& part : parts) {
-        prev[rank].insert(part);
-        if (!has_comms(part)) continue;
-        bool forward = part.kind == ActionKind::Forward;
-        Action send = make_action(part.stage, forward ? ActionKind::SendF : ActionKind::SendB,
-                                  part.microbatch);
-        Action recv = make_action(forward ? part.stage + 1 : part.stage - 1,
-                                  forward ? ActionKind::RecvF : ActionKind::RecvB, part.microbatch);
-        lowered[rank].push_back(send);
-        prev[rank].insert(send);
-        int peer = rank_of(recv.stage);
-        lowered[peer].push_back(recv);
-        prev[peer].insert(recv);
-      }
-      ++next[rank];
-      --remaining;
-      progress = true;
-    }
-    if (!progress) {
-      std::string stuck = describe_blocked_ranks(compute_order, next);
-      throw ScheduleError(
-          "Malformed compute schedule, can't schedule sends/recvs: no rank's next action has its "
-          "input" +
-          stuck + "\n\nLowered so far:\n" + format_pipeline_order(lowered));
-    }
   }
-  return lowered;
+
+  void emit(int rank, const Action& action) {
+    lowered_[rank].push_back(action);
+    seen_[rank].insert(action);
+  }
+
+  // Places `rank`'s next action (its parts' sends, and the peers' receives) when every part's
+  // input is there; false when the rank is done or waits.
+  bool place_next(int rank) {
+    if (next_[rank] >= static_cast<int>(compute_order_[rank].size())) return false;
+    const Action& action = compute_order_[rank][next_[rank]];
+    const std::vector<Action> parts =
+        action.sub_actions.empty()
+            ? std::vector<Action>{action}
+            : std::vector<Action>(action.sub_actions.begin(), action.sub_actions.end());
+    for (const Action& part : parts)
+      if (!ready(part, rank)) return false;
+    lowered_[rank].push_back(action);
+    for (const Action& part : parts) {
+      seen_[rank].insert(part);
+      if (!has_comms(part)) continue;
+      const bool forward = part.kind == ActionKind::Forward;
+      emit(rank, make_action(part.stage, forward ? ActionKind::SendF : ActionKind::SendB,
+                             part.microbatch));
+      const Action recv =
+          make_action(forward ? part.stage + 1 : part.stage - 1,
+                      forward ? ActionKind::RecvF : ActionKind::RecvB, part.microbatch);
+      emit(rank_of(recv.stage), recv);
+    }
+    ++next_[rank];
+    return true;
+  }
+
+  const PipelineOrder& compute_order_;
+  const std::vector<int>& stage_to_rank_;
+  const int num_stages_;
+  PipelineOrder lowered_;
+  std::vector<std::unordered_set<Action, ActionHash>> seen_;  // per rank: actions placed
+  std::vector<int> next_;                                     // per rank: next compute action
+};
+
+}  // namespace
+
+PipelineOrder lower_to_communication(const PipelineOrder& compute_order,
+                                     const std::vector<int>& stage_to_rank) {
+  return Lowering(compute_order, stage_to_rank).run();
 }
 
 PipelineOrder strip_communication(const PipelineOrder& order) {
