@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <map>
 #include <set>
 #include <stdexcept>
 #include <unordered_map>
@@ -41,44 +42,50 @@ std::string owner_of(const std::string& name) {
 }  // namespace
 
 namespace {
+
 uint64_t next_pipe_id() {
   static std::atomic<uint64_t> next{1};
   return next.fetch_add(1);
 }
-}  // namespace
 
-Pipe::Pipe(std::shared_ptr<const Graph> graph, std::vector<int> cuts, nn::Module& root)
-    : graph_(std::move(graph)), cuts_(std::move(cuts)), id_(next_pipe_id()) {
-  const Graph& g = *graph_;
-  const int num_nodes = static_cast<int>(g.nodes.size());
-  for (size_t i = 0; i < cuts_.size(); ++i)
-    if (cuts_[i] <= 0 || cuts_[i] >= num_nodes || (i > 0 && cuts_[i] <= cuts_[i - 1]))
+void check_cuts(const std::vector<int>& cuts, int num_nodes) {
+  for (size_t i = 0; i < cuts.size(); ++i)
+    if (cuts[i] <= 0 || cuts[i] >= num_nodes || (i > 0 && cuts[i] <= cuts[i - 1]))
       throw std::invalid_argument("Pipe: cut positions must ascend within (0, " +
                                   std::to_string(num_nodes) + ")");
-  const int num_stages = static_cast<int>(cuts_.size()) + 1;
-  auto stage_of = [&](int node) {
-    return static_cast<int>(std::upper_bound(cuts_.begin(), cuts_.end(), node) - cuts_.begin());
-  };
+}
 
+// The stage that runs graph node `node`.
+int stage_of(const std::vector<int>& cuts, int node) {
+  return static_cast<int>(std::upper_bound(cuts.begin(), cuts.end(), node) - cuts.begin());
+}
+
+// Which stages read each value (the last stage reads the graph's outputs).
+std::vector<std::set<int>> readers_of(const Graph& g, const std::vector<int>& cuts) {
+  std::vector<std::set<int>> readers(g.values.size());
+  for (int n = 0; n < static_cast<int>(g.nodes.size()); ++n)
+    for (int v : g.nodes[n].inputs)
+      if (v >= 0) readers[v].insert(stage_of(cuts, n));
+  for (int v : g.outputs) readers[v].insert(static_cast<int>(cuts.size()));
+  return readers;
+}
+
+// Each stage's nodes, and what crosses its boundaries: a sent value travels from its maker to its
+// last reader.
+std::vector<StagePlan> plan_boundaries(const Graph& g, const std::vector<int>& cuts,
+                                       const std::vector<std::set<int>>& readers) {
+  const int num_nodes = static_cast<int>(g.nodes.size());
+  const int num_stages = static_cast<int>(cuts.size()) + 1;
   std::vector<StagePlan> plans(num_stages);
   for (int s = 0; s < num_stages; ++s) {
     plans[s].stage_index = s;
-    plans[s].node_begin = s == 0 ? 0 : cuts_[s - 1];
-    plans[s].node_end = s == num_stages - 1 ? num_nodes : cuts_[s];
+    plans[s].node_begin = s == 0 ? 0 : cuts[s - 1];
+    plans[s].node_end = s == num_stages - 1 ? num_nodes : cuts[s];
   }
-
-  // Which stages read each value; where each sent value is made.
-  std::vector<std::set<int>> readers(g.values.size());
-  for (int n = 0; n < num_nodes; ++n)
-    for (int v : g.nodes[n].inputs)
-      if (v >= 0) readers[v].insert(stage_of(n));
-  for (int v : g.outputs) readers[v].insert(num_stages - 1);
-
-  // Boundaries: a sent value travels from its maker to its last reader.
   std::vector<std::set<int>> sent(num_stages);
   for (size_t v = 0; v < g.values.size(); ++v) {
     if (!is_sent(g.values[v].kind) || readers[v].empty()) continue;
-    int made = g.values[v].kind == ValueKind::Input ? 0 : stage_of(g.values[v].index);
+    int made = g.values[v].kind == ValueKind::Input ? 0 : stage_of(cuts, g.values[v].index);
     int last = *readers[v].rbegin();
     for (int s = made; s < last; ++s) sent[s].insert(static_cast<int>(v));
   }
@@ -88,14 +95,21 @@ Pipe::Pipe(std::shared_ptr<const Graph> graph, std::vector<int> cuts, nn::Module
     plans[s + 1].inputs = plans[s].outputs;
   }
   plans[num_stages - 1].outputs = g.outputs;
+  return plans;
+}
 
-  // State: the model's tensor in the first stage reading it, a copy in each later one.
+// Places the model's state: its tensor in the first stage reading it, a copy in each later one
+// (a parameter read by several stages is tied: `tied`). Adds the modules owning what a stage
+// holds or runs to `module_paths`.
+void place_state(const Graph& g, const std::vector<int>& cuts,
+                 const std::vector<std::set<int>>& readers, nn::Module& root,
+                 std::vector<StagePlan>& plans, std::vector<std::set<std::string>>& module_paths,
+                 std::map<std::string, std::vector<int>>& tied) {
   std::unordered_map<std::string, Tensor> model_state;
   for (const auto& [name, t] : root.named_parameters()) model_state.emplace(name, t);
   for (const auto& [name, t] : root.named_buffers()) model_state.emplace(name, t);
   std::set<std::string> persistent;  // buffers in the state_dict
   for (const std::string& key : root.state_dict().keys()) persistent.insert(key);
-  std::vector<std::set<std::string>> module_paths(num_stages);
   for (size_t v = 0; v < g.values.size(); ++v) {
     const Value& value = g.values[v];
     if (!is_state(value.kind) || readers[v].empty()) continue;
@@ -111,14 +125,25 @@ Pipe::Pipe(std::shared_ptr<const Graph> graph, std::vector<int> cuts, nn::Module
       add_with_ancestors(owner_of(value.name), module_paths[s]);
     }
     if (value.kind == ValueKind::Parameter && readers[v].size() > 1)
-      tied_[value.name].assign(readers[v].begin(), readers[v].end());
+      tied[value.name].assign(readers[v].begin(), readers[v].end());
   }
-  for (int n = 0; n < num_nodes; ++n)
-    add_with_ancestors(g.nodes[n].module_path, module_paths[stage_of(n)]);
+  for (int n = 0; n < static_cast<int>(g.nodes.size()); ++n)
+    add_with_ancestors(g.nodes[n].module_path, module_paths[stage_of(cuts, n)]);
+}
 
+}  // namespace
+
+Pipe::Pipe(std::shared_ptr<const Graph> graph, std::vector<int> cuts, nn::Module& root)
+    : graph_(std::move(graph)), cuts_(std::move(cuts)), id_(next_pipe_id()) {
+  const Graph& g = *graph_;
+  check_cuts(cuts_, static_cast<int>(g.nodes.size()));
+  const std::vector<std::set<int>> readers = readers_of(g, cuts_);
+  std::vector<StagePlan> plans = plan_boundaries(g, cuts_, readers);
+  std::vector<std::set<std::string>> module_paths(plans.size());
+  place_state(g, cuts_, readers, root, plans, module_paths, tied_);
   // Mirror the model's modules each stage touches, in the model's order.
   auto tree = module_tree(root);
-  for (int s = 0; s < num_stages; ++s) {
+  for (size_t s = 0; s < plans.size(); ++s) {
     for (const auto& [path, m] : tree)
       if (module_paths[s].count(path))
         plans[s].modules.push_back({path, m->type_name(), m->extra_repr()});
