@@ -176,63 +176,80 @@ class Reader {
   uint32_t record_crc_ = crc32_update(0, nullptr, 0);
 };
 
-// Reads one record (the tensor's fields, checks, data) into `out`.
-void read_record(Reader& r, uint32_t version, uint64_t index, StateDict& out) {
-  const int64_t record_at = r.offset();
+// One record's header as read, with where its fields lie (for errors).
+struct RecordHeader {
+  std::string name, what;  // `what` names the tensor in errors
+  int64_t record_at = 0, dtype_at = 0, rank_at = 0;
+  uint8_t dtype_code = 0;
+  Shape shape;
+  uint64_t stored_bytes = 0;  // version 2 on
+};
+
+// Reads a record's name, dtype code, shape and (version 2 on) data length, checking the header's
+// checksum before anything is interpreted.
+RecordHeader read_header(Reader& r, uint32_t version, uint64_t index) {
+  RecordHeader h;
+  h.record_at = r.offset();
   r.start_record();
-  std::string what =
-      "tensor " + std::to_string(index) + " (record at byte " + std::to_string(record_at) + ")";
-  uint32_t length = r.get<uint32_t>(what + "'s name length");
+  h.what =
+      "tensor " + std::to_string(index) + " (record at byte " + std::to_string(h.record_at) + ")";
+  uint32_t length = r.get<uint32_t>(h.what + "'s name length");
   if (length > kMaxNameLength || (r.left() >= 0 && length > r.left()))
-    r.fail(record_at, what + " has a name of " + std::to_string(length) + " bytes, more than " +
-                          (length > kMaxNameLength ? "the limit of 2^20" : "the file holds"));
-  std::string name(length, '\0');
-  r.bytes(name.data(), length, what + "'s name");
-  what = "tensor '" + printable(name) + "' (" + std::to_string(index) + ", record at byte " +
-         std::to_string(record_at) + ")";
-  const int64_t dtype_at = r.offset();
-  uint8_t code = r.get<uint8_t>(what + "'s dtype");
-  const int64_t rank_at = r.offset();
-  uint32_t rank = r.get<uint32_t>(what + "'s rank");
+    r.fail(h.record_at, h.what + " has a name of " + std::to_string(length) + " bytes, more than " +
+                            (length > kMaxNameLength ? "the limit of 2^20" : "the file holds"));
+  h.name.assign(length, '\0');
+  r.bytes(h.name.data(), length, h.what + "'s name");
+  h.what = "tensor '" + printable(h.name) + "' (" + std::to_string(index) + ", record at byte " +
+           std::to_string(h.record_at) + ")";
+  h.dtype_at = r.offset();
+  h.dtype_code = r.get<uint8_t>(h.what + "'s dtype");
+  h.rank_at = r.offset();
+  uint32_t rank = r.get<uint32_t>(h.what + "'s rank");
   if (rank > kMaxRank)
-    r.fail(rank_at, what + " has rank " + std::to_string(rank) + ", more than the limit of " +
-                        std::to_string(kMaxRank));
-  Shape shape(rank);
-  for (uint32_t d = 0; d < rank; ++d) shape[d] = r.get<int64_t>(what + "'s dims");
-  uint64_t stored_bytes = 0;
+    r.fail(h.rank_at, h.what + " has rank " + std::to_string(rank) + ", more than the limit of " +
+                          std::to_string(kMaxRank));
+  h.shape.resize(rank);
+  for (uint32_t d = 0; d < rank; ++d) h.shape[d] = r.get<int64_t>(h.what + "'s dims");
   if (version >= 2) {
-    stored_bytes = r.get<uint64_t>(what + "'s data length");
+    h.stored_bytes = r.get<uint64_t>(h.what + "'s data length");
     uint32_t computed = r.record_crc();
     const int64_t crc_at = r.offset();
-    uint32_t stored = r.get<uint32_t>(what + "'s header checksum");
+    uint32_t stored = r.get<uint32_t>(h.what + "'s header checksum");
     if (stored != computed)
-      r.fail(crc_at, what + ": header checksum mismatch (stored " + hex(stored) + ", computed " +
+      r.fail(crc_at, h.what + ": header checksum mismatch (stored " + hex(stored) + ", computed " +
                          hex(computed) + "): its name, dtype or shape is damaged");
   }
-  // Only now, with the header's checksum checked, are its fields interpreted.
-  if (code > 1)
-    r.fail(dtype_at, what + " has unknown dtype code " + std::to_string(code) +
-                         " (0 = float32, 1 = bfloat16)");
-  DType dtype = code == 0 ? DType::Float32 : DType::BFloat16;
+  return h;
+}
+
+// The header's dtype, and the bytes its data takes, checked against the file.
+std::pair<DType, uint64_t> interpret_header(Reader& r, uint32_t version, const RecordHeader& h) {
+  if (h.dtype_code > 1)
+    r.fail(h.dtype_at, h.what + " has unknown dtype code " + std::to_string(h.dtype_code) +
+                           " (0 = float32, 1 = bfloat16)");
+  const DType dtype = h.dtype_code == 0 ? DType::Float32 : DType::BFloat16;
   int64_t elements = 0;
   try {
-    elements = check_shape(shape, element_size(dtype), "shape");
+    elements = check_shape(h.shape, element_size(dtype), "shape");
   } catch (const std::invalid_argument& e) {
-    r.fail(rank_at, what + " has an impossible shape " + to_string(shape) + ": " + e.what());
+    r.fail(h.rank_at, h.what + " has an impossible shape " + to_string(h.shape) + ": " + e.what());
   }
   const int64_t data_at = r.offset();
   const auto bytes = static_cast<uint64_t>(elements) * element_size(dtype);
-  if (version >= 2 && stored_bytes != bytes)
-    r.fail(data_at, what + " says its data has " + std::to_string(stored_bytes) +
-                        " bytes, but shape " + to_string(shape) + " needs " +
+  if (version >= 2 && h.stored_bytes != bytes)
+    r.fail(data_at, h.what + " says its data has " + std::to_string(h.stored_bytes) +
+                        " bytes, but shape " + to_string(h.shape) + " needs " +
                         std::to_string(bytes));
   if (r.left() >= 0 && bytes > static_cast<uint64_t>(r.left()))
-    r.fail(data_at, what + " of shape " + to_string(shape) + " needs " + std::to_string(bytes) +
+    r.fail(data_at, h.what + " of shape " + to_string(h.shape) + " needs " + std::to_string(bytes) +
                         " bytes of data, but only " + std::to_string(r.left()) +
                         " bytes are left in the file (truncated, or a damaged size)");
-  if (out.contains(name)) r.fail(record_at, "the file holds " + what + " twice");
+  return {dtype, bytes};
+}
 
-  r.start_record();
+// Reads `bytes` of data into a new tensor.
+Tensor read_data(Reader& r, const Shape& shape, DType dtype, uint64_t bytes,
+                 const std::string& what) {
   Tensor t;
   if (r.left() >= 0) {  // the bytes are there: read them straight into the tensor
     t = empty(shape, {.dtype = dtype, .device = cpu()});
@@ -247,16 +264,27 @@ void read_record(Reader& r, uint32_t version, uint64_t index, StateDict& out) {
     t = empty(shape, {.dtype = dtype, .device = cpu()});
     if (bytes > 0) std::memcpy(t.raw_data(), data.data(), bytes);
   }
+  return t;
+}
+
+// Reads one record (the tensor's fields, checks, data) into `out`.
+void read_record(Reader& r, uint32_t version, uint64_t index, StateDict& out) {
+  const RecordHeader h = read_header(r, version, index);
+  // Only now, with the header's checksum checked, are its fields interpreted.
+  const auto [dtype, bytes] = interpret_header(r, version, h);
+  if (out.contains(h.name)) r.fail(h.record_at, "the file holds " + h.what + " twice");
+  r.start_record();
+  Tensor t = read_data(r, h.shape, dtype, bytes, h.what);
   if (version >= 2) {
     uint32_t computed = r.record_crc();
     const int64_t crc_at = r.offset();
-    uint32_t stored = r.get<uint32_t>(what + "'s data checksum");
+    uint32_t stored = r.get<uint32_t>(h.what + "'s data checksum");
     if (stored != computed)
-      r.fail(crc_at, what + ": data checksum mismatch (stored " + hex(stored) + ", computed " +
+      r.fail(crc_at, h.what + ": data checksum mismatch (stored " + hex(stored) + ", computed " +
                          hex(computed) + "): its values are damaged");
   }
   swap_elements_if_big_endian(static_cast<char*>(t.raw_data()), bytes, element_size(dtype));
-  out.insert(name, t);
+  out.insert(h.name, t);
 }
 
 }  // namespace
