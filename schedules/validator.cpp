@@ -155,78 +155,107 @@ std::vector<int> validate_order(const PipelineOrder& order, int num_stages, int 
   return mapping;
 }
 
-SteppedOrder step_order(const PipelineOrder& order, int num_stages, int num_microbatches) {
-  const std::size_t cells = static_cast<std::size_t>(num_stages) * num_microbatches;
-  // Step at which F and I/B of (stage, mb) ran; -1 = not yet.
-  std::vector<int> forward_step(cells, -1);
-  std::vector<int> backward_step(cells, -1);
-  auto index = [&](const Action& a) {
-    return static_cast<std::size_t>(a.stage) * num_microbatches + a.microbatch;
-  };
-  auto in_range = [&](const Action& a) {
-    return a.stage >= 0 && a.stage < num_stages && a.microbatch >= 0 &&
-           a.microbatch < num_microbatches;
-  };
+namespace {
+
+// Runs an order in lock steps: in each step every rank runs its next action if the actions it
+// depends on ran in an earlier step.
+class Stepper {
+ public:
+  Stepper(const PipelineOrder& order, int num_stages, int num_microbatches)
+      : order_(order),
+        num_stages_(num_stages),
+        num_microbatches_(num_microbatches),
+        forward_step_(static_cast<std::size_t>(num_stages) * num_microbatches, -1),
+        backward_step_(forward_step_.size(), -1),
+        stepped_(order.size()),
+        next_(order.size(), 0) {}
+
+  SteppedOrder run() {
+    std::size_t remaining = 0;
+    for (const auto& r : order_) remaining += r.size();
+    for (int step = 0; remaining > 0; ++step) {
+      bool progress = false;
+      for (int rank = 0; rank < static_cast<int>(order_.size()); ++rank) {
+        if (next_[rank] >= static_cast<int>(order_[rank].size())) continue;
+        if (!run_next(rank, step)) continue;
+        --remaining;
+        progress = true;
+      }
+      if (!progress) {
+        std::string stuck = describe_blocked_ranks(order_, next_);
+        throw ScheduleError(
+            "Deadlock at step " + std::to_string(step) +
+            ": no rank can run its next action, each needs the output of an action queued behind "
+            "another rank's blocked action:" +
+            stuck + "\n\nFull pipeline schedule:\n" + format_pipeline_order(stepped_, step));
+      }
+    }
+    return std::move(stepped_);
+  }
+
+ private:
+  std::size_t index(const Action& a) const {
+    return static_cast<std::size_t>(a.stage) * num_microbatches_ + a.microbatch;
+  }
+  bool in_range(const Action& a) const {
+    return a.stage >= 0 && a.stage < num_stages_ && a.microbatch >= 0 &&
+           a.microbatch < num_microbatches_;
+  }
   // A dependency counts once it ran in an earlier step.
-  auto ran_before = [&](const std::vector<int>& steps, int stage, int mb, int step) {
-    int ran = steps[static_cast<std::size_t>(stage) * num_microbatches + mb];
+  bool ran_before(const std::vector<int>& steps, int stage, int mb, int step) const {
+    int ran = steps[static_cast<std::size_t>(stage) * num_microbatches_ + mb];
     return ran >= 0 && ran < step;
-  };
-  auto sub_ready = [&](const Action& a, int step) {
+  }
+  bool ready(const Action& a, int step) const {
     if (!in_range(a)) return true;  // reported by validate_order
     if (a.kind == ActionKind::Forward) {
-      return a.stage == 0 || ran_before(forward_step, a.stage - 1, a.microbatch, step);
+      return a.stage == 0 || ran_before(forward_step_, a.stage - 1, a.microbatch, step);
     }
     if (is_input_backward(a.kind)) {
-      return a.stage == num_stages - 1 ||
-             ran_before(backward_step, a.stage + 1, a.microbatch, step);
+      return a.stage == num_stages_ - 1 ||
+             ran_before(backward_step_, a.stage + 1, a.microbatch, step);
     }
     return true;
-  };
-
-  const int ranks = static_cast<int>(order.size());
-  SteppedOrder stepped(ranks);
-  std::vector<int> next(ranks, 0);
-  std::size_t remaining = 0;
-  for (const auto& r : order) remaining += r.size();
-  for (int step = 0; remaining > 0; ++step) {
-    bool progress = false;
-    for (int rank = 0; rank < ranks; ++rank) {
-      if (next[rank] >= static_cast<int>(order[rank].size())) continue;
-      const Action& a = order[rank][next[rank]];
-      bool ready = a.kind == ActionKind::OverlapFB
-                       ? std::all_of(a.sub_actions.begin(), a.sub_actions.end(),
-                                     [&](const Action& s) { return sub_ready(s, step); })
-                       : sub_ready(a, step);
-      if (!ready) {
-        stepped[rank].push_back(std::nullopt);
-        continue;
-      }
-      stepped[rank].push_back(a);
-      auto mark = [&](const Action& s) {
-        if (!in_range(s)) return;
-        if (s.kind == ActionKind::Forward) forward_step[index(s)] = step;
-        if (is_input_backward(s.kind)) backward_step[index(s)] = step;
-      };
-      if (a.kind == ActionKind::OverlapFB) {
-        for (const Action& s : a.sub_actions) mark(s);
-      } else {
-        mark(a);
-      }
-      ++next[rank];
-      --remaining;
-      progress = true;
-    }
-    if (!progress) {
-      std::string stuck = describe_blocked_ranks(order, next);
-      throw ScheduleError("Deadlock at step " + std::to_string(step) +
-                          ": no rank can run its next action, each needs the output of an action "
-                          "queued behind another rank's blocked action:" +
-                          stuck + "\n\nFull pipeline schedule:\n" +
-                          format_pipeline_order(stepped, step));
-    }
   }
-  return stepped;
+  void mark(const Action& a, int step) {
+    if (!in_range(a)) return;
+    if (a.kind == ActionKind::Forward) forward_step_[index(a)] = step;
+    if (is_input_backward(a.kind)) backward_step_[index(a)] = step;
+  }
+
+  // Runs `rank`'s next action in `step` when it is ready (else the rank idles that step).
+  bool run_next(int rank, int step) {
+    const Action& a = order_[rank][next_[rank]];
+    const bool overlap = a.kind == ActionKind::OverlapFB;
+    const bool runs = overlap ? std::all_of(a.sub_actions.begin(), a.sub_actions.end(),
+                                            [&](const Action& s) { return ready(s, step); })
+                              : ready(a, step);
+    if (!runs) {
+      stepped_[rank].push_back(std::nullopt);
+      return false;
+    }
+    stepped_[rank].push_back(a);
+    if (overlap) {
+      for (const Action& s : a.sub_actions) mark(s, step);
+    } else {
+      mark(a, step);
+    }
+    ++next_[rank];
+    return true;
+  }
+
+  const PipelineOrder& order_;
+  const int num_stages_, num_microbatches_;
+  // Step at which F and I/B of (stage, mb) ran; -1 = not yet.
+  std::vector<int> forward_step_, backward_step_;
+  SteppedOrder stepped_;
+  std::vector<int> next_;
+};
+
+}  // namespace
+
+SteppedOrder step_order(const PipelineOrder& order, int num_stages, int num_microbatches) {
+  return Stepper(order, num_stages, num_microbatches).run();
 }
 
 namespace {
