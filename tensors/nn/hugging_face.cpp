@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "tensors/autograd/grad_mode.h"
+#include "tensors/nn/detail/config_reader.h"
 #include "tensors/nn/detail/hugging_face_text.h"
 #include "tensors/ops/shape_ops.h"
 #include "tensors/safetensors.h"
@@ -90,71 +91,60 @@ Tensor transposed(const Tensor& t) {
 
 }  // namespace
 
-GPTConfig gpt2_config_from_json(const std::string& json_text, const std::string& source) {
-  auto fail = [&](const std::string& what) {
-    throw std::invalid_argument("GPT-2 config " + source + ": " + what);
-  };
-  Json j;
-  try {
-    j = Json::parse(json_text);
-  } catch (const Json::exception& e) {
-    fail(std::string("not valid JSON (") + e.what() + ")");
-  }
-  if (!j.is_object()) fail("not a JSON object");
-  auto has = [&](const char* key) { return j.contains(key) && !j[key].is_null(); };
+namespace {
 
-  if (has("model_type") && j["model_type"] != "gpt2")
-    fail("model_type is " + j["model_type"].dump() + ", not \"gpt2\"; this reads GPT-2 folders");
-  auto size = [&](const char* key, int64_t fallback) {
-    if (!has(key)) return fallback;
-    if (!j[key].is_number_integer() || j[key].get<int64_t>() <= 0)
-      fail(std::string(key) + " is " + j[key].dump() + ", not a positive integer");
-    return j[key].get<int64_t>();
-  };
-  auto flag = [&](const char* key, bool fallback) {
-    if (!has(key)) return fallback;
-    if (!j[key].is_boolean()) fail(std::string(key) + " is " + j[key].dump() + ", not a boolean");
-    return j[key].get<bool>();
-  };
-
-  GPTConfig config;
-  config.vocab_size = size("vocab_size", 50257);
-  config.context_length = size("n_positions", 1024);
-  config.width = size("n_embd", 768);
-  config.n_layer = size("n_layer", 12);
-  config.n_head = size("n_head", 12);
-  config.tie_weights = flag("tie_word_embeddings", true);
+// The fields tensorplay's GPT has no counterpart for, each refused with what it has instead.
+void check_unsupported(const detail::ConfigReader& r, const GPTConfig& config) {
   if (config.width % config.n_head != 0)
-    fail("n_head (" + std::to_string(config.n_head) + ") does not divide n_embd (" +
-         std::to_string(config.width) + ")");
-  if (has("n_inner") && size("n_inner", 0) != 4 * config.width)
-    fail("n_inner is " + j["n_inner"].dump() + "; tensorplay's GPT has an MLP of 4 n_embd (" +
-         std::to_string(4 * config.width) + ")");
+    r.fail("n_head (" + std::to_string(config.n_head) + ") does not divide n_embd (" +
+           std::to_string(config.width) + ")");
+  if (r.has("n_inner") && r.size("n_inner", 0) != 4 * config.width)
+    r.fail("n_inner is " + r.at("n_inner").dump() + "; tensorplay's GPT has an MLP of 4 n_embd (" +
+           std::to_string(4 * config.width) + ")");
   const std::string activation =
-      has("activation_function") && j["activation_function"].is_string()
-          ? j["activation_function"].get<std::string>()
-          : (has("activation_function") ? j["activation_function"].dump() : "gelu_new");
+      r.has("activation_function") && r.at("activation_function").is_string()
+          ? r.at("activation_function").get<std::string>()
+          : (r.has("activation_function") ? r.at("activation_function").dump() : "gelu_new");
   if (activation != "gelu_new" && activation != "gelu_pytorch_tanh")
-    fail("activation_function is \"" + activation +
-         "\"; tensorplay's GPT uses GELU's tanh form (\"gelu_new\" or \"gelu_pytorch_tanh\")");
-  if (has("layer_norm_epsilon")) {
-    if (!j["layer_norm_epsilon"].is_number()) fail("layer_norm_epsilon is not a number");
-    const double eps = j["layer_norm_epsilon"].get<double>();
+    r.fail("activation_function is \"" + activation +
+           "\"; tensorplay's GPT uses GELU's tanh form (\"gelu_new\" or \"gelu_pytorch_tanh\")");
+  if (r.has("layer_norm_epsilon")) {
+    if (!r.at("layer_norm_epsilon").is_number()) r.fail("layer_norm_epsilon is not a number");
+    const double eps = r.at("layer_norm_epsilon").get<double>();
     if (std::abs(eps - 1e-5) > 1e-12)
-      fail("layer_norm_epsilon is " + j["layer_norm_epsilon"].dump() +
-           "; tensorplay's GPT normalises with 1e-5");
+      r.fail("layer_norm_epsilon is " + r.at("layer_norm_epsilon").dump() +
+             "; tensorplay's GPT normalises with 1e-5");
   }
-  if (!flag("scale_attn_weights", true))
-    fail("scale_attn_weights is false; tensorplay's attention always scales by 1/sqrt(head size)");
-  if (flag("scale_attn_by_inverse_layer_idx", false))
-    fail("scale_attn_by_inverse_layer_idx is true; tensorplay's attention does not scale by layer");
-  if (flag("add_cross_attention", false))
-    fail("add_cross_attention is true; tensorplay's GPT is decoder-only");
-  if (has("resid_pdrop")) {
-    if (!j["resid_pdrop"].is_number()) fail("resid_pdrop is not a number");
-    const double p = j["resid_pdrop"].get<double>();
+  if (!r.flag("scale_attn_weights", true))
+    r.fail(
+        "scale_attn_weights is false; tensorplay's attention always scales by 1/sqrt(head size)");
+  if (r.flag("scale_attn_by_inverse_layer_idx", false))
+    r.fail(
+        "scale_attn_by_inverse_layer_idx is true; tensorplay's attention does not scale by layer");
+  if (r.flag("add_cross_attention", false))
+    r.fail("add_cross_attention is true; tensorplay's GPT is decoder-only");
+}
+
+}  // namespace
+
+GPTConfig gpt2_config_from_json(const std::string& json_text, const std::string& source) {
+  const detail::ConfigReader r(json_text, "GPT-2", source);
+  if (r.has("model_type") && r.at("model_type") != "gpt2")
+    r.fail("model_type is " + r.at("model_type").dump() +
+           ", not \"gpt2\"; this reads GPT-2 folders");
+  GPTConfig config;
+  config.vocab_size = r.size("vocab_size", 50257);
+  config.context_length = r.size("n_positions", 1024);
+  config.width = r.size("n_embd", 768);
+  config.n_layer = r.size("n_layer", 12);
+  config.n_head = r.size("n_head", 12);
+  config.tie_weights = r.flag("tie_word_embeddings", true);
+  check_unsupported(r, config);
+  if (r.has("resid_pdrop")) {
+    if (!r.at("resid_pdrop").is_number()) r.fail("resid_pdrop is not a number");
+    const double p = r.at("resid_pdrop").get<double>();
     if (!(p >= 0.0 && p <= 1.0))
-      fail("resid_pdrop " + j["resid_pdrop"].dump() + " is not in [0, 1]");
+      r.fail("resid_pdrop " + r.at("resid_pdrop").dump() + " is not in [0, 1]");
     config.dropout = static_cast<float>(p);
   } else {
     config.dropout = 0.1f;

@@ -12,6 +12,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "tensors/nn/detail/config_reader.h"
 #include "tensors/nn/detail/hugging_face_text.h"
 #include "tensors/safetensors.h"
 
@@ -21,6 +22,7 @@ namespace {
 namespace fs = std::filesystem;
 using Json = nlohmann::json;
 using detail::config_json_path;
+using detail::ConfigReader;
 using detail::list_names;
 using detail::read_text;
 using detail::shortest_double;
@@ -61,43 +63,6 @@ std::vector<Mapped> mapping(const LlamaConfig& c) {
 
 // The rotary tables' inverse frequencies older transformers saved with each attention.
 bool is_legacy_rotary(const std::string& name) { return name.ends_with("rotary_emb.inv_freq"); }
-
-// Reads config.json fields, each checked, failing with the source and the field.
-class ConfigReader {
- public:
-  ConfigReader(const std::string& text, const std::string& source) : source_(source) {
-    try {
-      j_ = Json::parse(text);
-    } catch (const Json::exception& e) {
-      fail(std::string("not valid JSON (") + e.what() + ")");
-    }
-    if (!j_.is_object()) fail("not a JSON object");
-  }
-  [[noreturn]] void fail(const std::string& what) const {
-    throw std::invalid_argument("Llama config " + source_ + ": " + what);
-  }
-  bool has(const char* key) const { return j_.contains(key) && !j_[key].is_null(); }
-  const Json& at(const char* key) const { return j_[key]; }
-  int64_t size(const char* key, int64_t fallback) const {
-    if (!has(key)) return fallback;
-    if (!j_[key].is_number_integer() || j_[key].get<int64_t>() <= 0)
-      fail(std::string(key) + " is " + j_[key].dump() + ", not a positive integer");
-    return j_[key].get<int64_t>();
-  }
-  bool flag(const char* key, bool fallback) const {
-    if (!has(key)) return fallback;
-    if (!j_[key].is_boolean()) fail(std::string(key) + " is " + j_[key].dump() + ", not a boolean");
-    return j_[key].get<bool>();
-  }
-  float number(const Json& value, const std::string& key) const {
-    if (!value.is_number()) fail(key + " is " + value.dump() + ", not a number");
-    return static_cast<float>(value.get<double>());
-  }
-
- private:
-  Json j_;
-  std::string source_;
-};
 
 // rope_theta from transformers 4's top-level field or transformers 5's rope_parameters; any
 // scaling (rope_scaling, or a rope_type other than "default") is refused.
@@ -143,7 +108,7 @@ void check_unsupported(const ConfigReader& r, const LlamaConfig& c) {
 }  // namespace
 
 LlamaConfig llama_config_from_json(const std::string& json_text, const std::string& source) {
-  const ConfigReader r(json_text, source);
+  const ConfigReader r(json_text, "Llama", source);
   if (r.has("model_type") && r.at("model_type") != "llama")
     r.fail("model_type is " + r.at("model_type").dump() +
            ", not \"llama\"; this reads Llama folders");
