@@ -574,6 +574,33 @@ void train_steps(TrainLoop& loop, RunResult& result) {
     result.memory.share(job.distributed() ? &job.pipeline_group : nullptr, job.ranks);
 }
 
+// What a run did and learned: the summary (and the plan's prediction against the measured step),
+// the exported model, samples of text, the JSON line.
+void finish(const Options& o, Job& job, const Corpus& corpus, const pp::Plan* plan,
+            const RunResult& result, train_gpt::StepWatch* watching, bool prints) {
+  const double entropy = corpus.unigram_entropy();
+  if (prints) print_summary(o, job, result, entropy, corpus.unit());
+  if (prints && plan && result.timed_steps > 0)
+    std::printf(
+        "plan: predicted %.4f s per step, measured %.4f s (%+.1f%%; the measured step also "
+        "holds gradient clipping)\n",
+        plan->predicted_step_seconds, result.seconds_per_step(),
+        100 * (result.seconds_per_step() / plan->predicted_step_seconds - 1));
+  std::fflush(stdout);
+  if (!o.export_dir.empty()) {
+    train_gpt::export_model(o, job.choice, job.stages, job.distributed(), job.dp_rank);
+    if (prints) std::printf("exported the model to %s\n", o.export_dir.c_str());
+  }
+  if (o.sample_chars > 0 && corpus.can_decode()) {
+    auto [greedy, sampled] = generate(job, corpus, watching);
+    if (prints)
+      std::printf("\n--- greedy ---\n%s\n--- sampled at temperature %.2f ---\n%s\n---\n",
+                  greedy.c_str(), o.temperature, sampled.c_str());
+  }
+  if (prints && o.json) print_json(o, job, result, entropy);
+  std::fflush(stdout);
+}
+
 int run(Options o) {
   dist::init_process_group();
   const std::unique_ptr<Corpus> corpus_ptr =
@@ -628,28 +655,7 @@ int run(Options o) {
   TrainLoop loop{o, job, corpus, data, checkpoint_options, watching, saves, prints, out_dir};
   train_steps(loop, result);
 
-  // -- what it did, and what it learned -----------------------------------------------------------
-  const double entropy = corpus.unigram_entropy();
-  if (prints) print_summary(o, job, result, entropy, corpus.unit());
-  if (prints && plan && result.timed_steps > 0)
-    std::printf(
-        "plan: predicted %.4f s per step, measured %.4f s (%+.1f%%; the measured step also "
-        "holds gradient clipping)\n",
-        plan->predicted_step_seconds, result.seconds_per_step(),
-        100 * (result.seconds_per_step() / plan->predicted_step_seconds - 1));
-  std::fflush(stdout);
-  if (!o.export_dir.empty()) {
-    train_gpt::export_model(o, job.choice, job.stages, job.distributed(), job.dp_rank);
-    if (prints) std::printf("exported the model to %s\n", o.export_dir.c_str());
-  }
-  if (o.sample_chars > 0 && corpus.can_decode()) {
-    auto [greedy, sampled] = generate(job, corpus, watching);
-    if (prints)
-      std::printf("\n--- greedy ---\n%s\n--- sampled at temperature %.2f ---\n%s\n---\n",
-                  greedy.c_str(), o.temperature, sampled.c_str());
-  }
-  if (prints && o.json) print_json(o, job, result, entropy);
-  std::fflush(stdout);
+  finish(o, job, corpus, plan ? &*plan : nullptr, result, watching, prints);
   return 0;
 }
 
