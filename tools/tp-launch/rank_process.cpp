@@ -77,6 +77,26 @@ bool move_to(int fd, int target) {
   ::_exit(127);
 }
 
+// The errno a forked child reports on `error_pipe` when its exec failed; 0 once the pipe closes
+// (exec succeeded) or when the child neither execs nor fails within kExecLimit (a stalled file
+// system: taken as started, and the supervisor reports how it ends).
+int exec_error(int error_pipe) {
+  int child_error = 0;
+  ssize_t count = -1;
+  pollfd readable{error_pipe, POLLIN, 0};
+  const auto deadline = std::chrono::steady_clock::now() + kExecLimit;
+  while (std::chrono::steady_clock::now() < deadline) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    const int ready = ::poll(&readable, 1, static_cast<int>(left.count()) + 1);
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready <= 0) break;
+    count = ::read(error_pipe, &child_error, sizeof(child_error));
+    if (count >= 0 || errno != EINTR) break;
+  }
+  return count > 0 ? child_error : 0;
+}
+
 }  // namespace
 
 RankProcess start_rank(int rank, const std::vector<std::string>& program,
@@ -125,20 +145,7 @@ RankProcess start_rank(int rank, const std::vector<std::string>& program,
   // child that neither execs nor fails within the limit (a stalled file system) is taken as
   // started; the supervisor reports how it ends.
   error_write.reset();
-  int child_error = 0;
-  ssize_t count = -1;
-  pollfd readable{error_read.get(), POLLIN, 0};
-  const auto deadline = std::chrono::steady_clock::now() + kExecLimit;
-  while (std::chrono::steady_clock::now() < deadline) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
-    const int ready = ::poll(&readable, 1, static_cast<int>(left.count()) + 1);
-    if (ready < 0 && errno == EINTR) continue;
-    if (ready <= 0) break;
-    count = ::read(error_read.get(), &child_error, sizeof(child_error));
-    if (count >= 0 || errno != EINTR) break;
-  }
-  if (count > 0) {
+  if (const int child_error = exec_error(error_read.get())) {
     while (::waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
     }
     throw system_error(what, child_error);
