@@ -557,15 +557,18 @@ void train_steps(TrainLoop& loop, RunResult& result) {
     const bool validate =
         step == result.last_step || (o.val_interval > 0 && step % o.val_interval == 0);
     if (validate) result.val_loss = validation_loss(job, loop.corpus, loop.watch);
+    // The loss is recorded before the checkpoint: a run stopped between the two (an elastic
+    // round ending) resumes after the checkpoint's step, which must not lose that step's loss.
+    // Stopped before the checkpoint, it recomputes the step and records the same loss again.
+    if (loop.prints && !o.losses_file.empty()) {
+      std::ofstream losses(o.losses_file, std::ios::app);
+      losses << step << ' ' << std::setprecision(9) << result.loss << '\n';
+    }
     if (loop.saves && (step == result.last_step ||
                        (o.checkpoint_interval > 0 && step % o.checkpoint_interval == 0))) {
       loop.checkpoint_options.samples_consumed = static_cast<int64_t>(step) * o.batch;
       pp::save_named_checkpoint(o.checkpoint_dir, job.stages, *job.opt, step,
                                 loop.checkpoint_options);
-    }
-    if (loop.prints && !o.losses_file.empty()) {
-      std::ofstream losses(o.losses_file, std::ios::app);
-      losses << step << ' ' << std::setprecision(9) << result.loss << '\n';
     }
     if (loop.prints && !o.quiet) print_step_line(loop, result, step, dt, validate, timeline);
   }
