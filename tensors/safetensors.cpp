@@ -239,8 +239,10 @@ void save_safetensors_folder(const StateDict& tensors, const std::string& folder
   fs::remove(dir / kSafetensorsSingleName, ec);
 }
 
-StateDict load_safetensors_index(const std::string& index_path,
-                                 const SafetensorsLoadOptions& options) {
+namespace {
+
+// The index file's JSON, with a "weight_map" object.
+nlohmann::json read_index(const std::string& index_path) {
   std::ifstream in(index_path, std::ios::binary);
   if (!in) throw std::runtime_error(system_error("open", index_path));
   nlohmann::json index;
@@ -251,61 +253,84 @@ StateDict load_safetensors_index(const std::string& index_path,
   }
   if (!index.is_object() || !index.contains("weight_map") || !index["weight_map"].is_object())
     fail(index_path, "the index has no \"weight_map\" object (name -> shard file)");
+  return index;
+}
 
-  // Shard -> the tensors the map puts there, shards in name order.
+// Shard -> the tensors the weight map puts there, shards in name order.
+std::map<std::string, std::vector<std::string>> tensors_by_shard(const nlohmann::json& weight_map,
+                                                                 const std::string& index_path) {
   std::map<std::string, std::vector<std::string>> by_shard;
-  for (const auto& [name, shard] : index["weight_map"].items()) {
+  for (const auto& [name, shard] : weight_map.items()) {
     if (!shard.is_string())
       fail(index_path, "the weight map's entry for \"" + name + "\" is not a file name");
     const std::string& file = shard.get_ref<const std::string&>();
     check_shard_name(file, index_path);
     by_shard[file].push_back(name);
   }
+  return by_shard;
+}
+
+// The tensors of one shard that `options` selects, each checked against the index: the shard
+// holds only what the index puts there, and all of it.
+StateDict load_shard(const std::string& index_path, const nlohmann::json& weight_map,
+                     const std::string& shard, const std::vector<std::string>& names,
+                     const SafetensorsLoadOptions& options) {
+  const fs::path shard_path = fs::path(index_path).parent_path() / shard;
+  if (!fs::exists(shard_path)) {
+    std::string listed;
+    for (size_t i = 0; i < names.size() && i < 3; ++i) listed += (i ? ", " : "") + names[i];
+    if (names.size() > 3) listed += ", ...";
+    fail(index_path, "shard " + shard + " is missing (expected at " + shard_path.string() +
+                         "; the index puts " + std::to_string(names.size()) +
+                         " tensors there: " + listed + ")");
+  }
+  std::set<std::string> seen;
+  SafetensorsLoadOptions shard_options;
+  shard_options.select = [&](const std::string& name) {
+    seen.insert(name);
+    auto it = weight_map.find(name);
+    if (it == weight_map.end())
+      fail(shard_path.string(),
+           "holds tensor \"" + name + "\", which the index " + index_path + " does not list");
+    if (it->get_ref<const std::string&>() != shard)
+      fail(shard_path.string(), "holds tensor \"" + name + "\", which the index puts in " +
+                                    it->get_ref<const std::string&>());
+    return !options.select || options.select(name);
+  };
+  StateDict part = load_safetensors(shard_path.string(), shard_options);
+  for (const std::string& name : names)
+    if (!seen.count(name))
+      fail(index_path,
+           "the index puts tensor \"" + name + "\" in shard " + shard + ", which does not hold it");
+  return part;
+}
+
+// The index's "metadata" strings (numbers as their JSON text) into `out`.
+void read_index_metadata(const nlohmann::json& index, SafetensorsMetadata& out) {
+  out.clear();
+  if (auto it = index.find("metadata"); it != index.end() && it->is_object())
+    for (const auto& [key, value] : it->items()) {
+      if (value.is_string())
+        out[key] = value.get<std::string>();
+      else if (value.is_number())
+        out[key] = value.dump();
+    }
+}
+
+}  // namespace
+
+StateDict load_safetensors_index(const std::string& index_path,
+                                 const SafetensorsLoadOptions& options) {
+  const nlohmann::json index = read_index(index_path);
   const nlohmann::json& weight_map = index["weight_map"];
-  const fs::path dir = fs::path(index_path).parent_path();
   StateDict out;
-  for (const auto& [shard, names] : by_shard) {
+  for (const auto& [shard, names] : tensors_by_shard(weight_map, index_path)) {
     const bool wanted = !options.select || std::any_of(names.begin(), names.end(), options.select);
     if (!wanted) continue;
-    const fs::path shard_path = dir / shard;
-    if (!fs::exists(shard_path)) {
-      std::string listed;
-      for (size_t i = 0; i < names.size() && i < 3; ++i) listed += (i ? ", " : "") + names[i];
-      if (names.size() > 3) listed += ", ...";
-      fail(index_path, "shard " + shard + " is missing (expected at " + shard_path.string() +
-                           "; the index puts " + std::to_string(names.size()) +
-                           " tensors there: " + listed + ")");
-    }
-    std::set<std::string> seen;
-    SafetensorsLoadOptions shard_options;
-    shard_options.select = [&](const std::string& name) {
-      seen.insert(name);
-      auto it = weight_map.find(name);
-      if (it == weight_map.end())
-        fail(shard_path.string(),
-             "holds tensor \"" + name + "\", which the index " + index_path + " does not list");
-      if (it->get_ref<const std::string&>() != shard)
-        fail(shard_path.string(), "holds tensor \"" + name + "\", which the index puts in " +
-                                      it->get_ref<const std::string&>());
-      return !options.select || options.select(name);
-    };
-    StateDict part = load_safetensors(shard_path.string(), shard_options);
-    for (const std::string& name : names)
-      if (!seen.count(name))
-        fail(index_path, "the index puts tensor \"" + name + "\" in shard " + shard +
-                             ", which does not hold it");
-    for (const auto& [name, tensor] : part) out.insert(name, tensor);
+    for (const auto& [name, tensor] : load_shard(index_path, weight_map, shard, names, options))
+      out.insert(name, tensor);
   }
-  if (options.metadata != nullptr) {
-    options.metadata->clear();
-    if (auto it = index.find("metadata"); it != index.end() && it->is_object())
-      for (const auto& [key, value] : it->items()) {
-        if (value.is_string())
-          (*options.metadata)[key] = value.get<std::string>();
-        else if (value.is_number())
-          (*options.metadata)[key] = value.dump();
-      }
-  }
+  if (options.metadata != nullptr) read_index_metadata(index, *options.metadata);
   return out;
 }
 
