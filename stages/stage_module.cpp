@@ -246,7 +246,8 @@ bool StageModule::runs_ops_of(const std::string& path) const {
          std::max(it->second.first, plan_.node_begin) < std::min(it->second.second, plan_.node_end);
 }
 
-void StageModule::set_recomputed_modules(const std::vector<std::string>& paths) {
+std::vector<std::pair<int, int>> StageModule::recomputed_ranges(
+    const std::vector<std::string>& paths) const {
   const Graph& g = *graph_;
   std::vector<std::pair<int, int>> ranges;
   for (const std::string& path : paths) {
@@ -273,37 +274,44 @@ void StageModule::set_recomputed_modules(const std::vector<std::string>& paths) 
     else
       merged.push_back(r);
   }
-  std::vector<bool> read_later(g.values.size());
-  std::vector<std::shared_ptr<const Segment>> segments;
-  for (auto it = merged.rbegin(); it != merged.rend(); ++it) {  // last first: reads after a range
-    auto s = std::make_shared<Segment>();
-    s->begin = it->first;
-    s->end = it->second;
-    std::fill(read_later.begin(), read_later.end(), false);
-    for (int n = s->end; n < plan_.node_end; ++n)
-      for (int v : g.nodes[n].inputs)
-        if (v >= 0) read_later[v] = true;
-    for (int v : plan_.outputs) read_later[v] = true;
-    for (int n = s->begin; n < s->end; ++n) {
-      for (int v : g.nodes[n].inputs) {
-        if (v < 0) continue;
-        const Value& value = g.values[v];
-        std::vector<int>* list = nullptr;
-        if (value.kind == ValueKind::Input ||
-            (value.kind == ValueKind::Result && value.index < s->begin))
-          list = &s->inputs;  // made before the range (here or in an earlier stage)
-        else if (value.kind != ValueKind::Result)
-          list = &s->fixed;
-        if (list && std::find(list->begin(), list->end(), v) == list->end()) list->push_back(v);
-      }
-      const int made = g.nodes[n].output;
-      if (read_later[made] &&
-          std::find(s->outputs.begin(), s->outputs.end(), made) == s->outputs.end())
-        s->outputs.push_back(made);
-      s->releases.push_back(release_after_[n - plan_.node_begin]);
+  return merged;
+}
+
+std::shared_ptr<const StageModule::Segment> StageModule::make_segment(int begin, int end) const {
+  const Graph& g = *graph_;
+  auto s = std::make_shared<Segment>();
+  s->begin = begin;
+  s->end = end;
+  std::vector<bool> read_later(g.values.size(), false);
+  for (int n = s->end; n < plan_.node_end; ++n)
+    for (int v : g.nodes[n].inputs)
+      if (v >= 0) read_later[v] = true;
+  for (int v : plan_.outputs) read_later[v] = true;
+  for (int n = s->begin; n < s->end; ++n) {
+    for (int v : g.nodes[n].inputs) {
+      if (v < 0) continue;
+      const Value& value = g.values[v];
+      std::vector<int>* list = nullptr;
+      if (value.kind == ValueKind::Input ||
+          (value.kind == ValueKind::Result && value.index < s->begin))
+        list = &s->inputs;  // made before the range (here or in an earlier stage)
+      else if (value.kind != ValueKind::Result)
+        list = &s->fixed;
+      if (list && std::find(list->begin(), list->end(), v) == list->end()) list->push_back(v);
     }
-    segments.insert(segments.begin(), std::move(s));
+    const int made = g.nodes[n].output;
+    if (read_later[made] &&
+        std::find(s->outputs.begin(), s->outputs.end(), made) == s->outputs.end())
+      s->outputs.push_back(made);
+    s->releases.push_back(release_after_[n - plan_.node_begin]);
   }
+  return s;
+}
+
+void StageModule::set_recomputed_modules(const std::vector<std::string>& paths) {
+  std::vector<std::shared_ptr<const Segment>> segments;
+  for (const auto& [begin, end] : recomputed_ranges(paths))
+    segments.push_back(make_segment(begin, end));
   segments_ = std::move(segments);
   recomputed_ = paths;
 }

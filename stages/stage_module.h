@@ -110,6 +110,12 @@ class StageModule : public nn::Module {
   std::vector<std::string> recomputed_;
   /// Runs a segment's nodes under a checkpoint, reading and writing `env`.
   void run_segment(const std::shared_ptr<const Segment>& segment, std::vector<Tensor>& env) const;
+  /// The node ranges of modules `paths` within this stage, ascending, overlaps merged; throws
+  /// std::invalid_argument naming a module this stage runs no op of.
+  std::vector<std::pair<int, int>> recomputed_ranges(const std::vector<std::string>& paths) const;
+  /// The segment of nodes [begin, end): what it reads from before it, its fixed values, what it
+  /// makes that is read after it, and what each node releases.
+  std::shared_ptr<const Segment> make_segment(int begin, int end) const;
 };
 
 }  // namespace tensorplay::pipelining
