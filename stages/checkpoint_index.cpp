@@ -150,8 +150,11 @@ std::string format_index(const CheckpointIndex& index) {
          hex(checkpoint_io::fnv1a64(text)) + '\n';
 }
 
-CheckpointIndex parse_index(const std::string& text, const std::string& path) {
-  const std::string damaged = "checkpoint index '" + path + "'";
+namespace {
+
+// The index's lines before its end line, once the header and the end line's checksum check out;
+// `count` gets the end line's entry count. `damaged` names the index in errors.
+std::string checked_body(const std::string& text, const std::string& damaged, uint64_t& count) {
   if (text.rfind(kMagic, 0) != 0)
     throw CheckpointError(damaged + " is not a layout-free checkpoint index (no '" + kMagic +
                           "' header)");
@@ -160,10 +163,19 @@ CheckpointIndex parse_index(const std::string& text, const std::string& path) {
     throw CheckpointError(damaged + " is truncated (no end line): pass an earlier step");
   LineReader last(text.substr(end + 1), damaged + ", end line");
   last.expect("end");
-  const uint64_t count = last.number("entry count");
-  if (last.hex_number("checksum") != checkpoint_io::fnv1a64(text.substr(0, end + 1)))
+  count = last.number("entry count");
+  std::string body = text.substr(0, end + 1);
+  if (last.hex_number("checksum") != checkpoint_io::fnv1a64(body))
     throw CheckpointError(damaged + " is damaged: its checksum differs (pass an earlier step)");
-  std::istringstream lines(text.substr(0, end + 1));
+  return body;
+}
+
+}  // namespace
+
+CheckpointIndex parse_index(const std::string& text, const std::string& path) {
+  const std::string damaged = "checkpoint index '" + path + "'";
+  uint64_t count = 0;
+  std::istringstream lines(checked_body(text, damaged, count));
   std::string line;
   std::getline(lines, line);  // the magic
   CheckpointIndex index;
