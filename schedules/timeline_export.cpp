@@ -96,6 +96,40 @@ std::string memory_lines(const SimulationResult& result, double left, double top
          " MiB)</text>\n";
 }
 
+// A time axis with about ten ticks, at `axis_y`.
+std::string time_axis(double makespan, double left, double scale, double axis_y) {
+  std::string svg;
+  double tick = std::pow(10.0, std::floor(std::log10(makespan / 10)));
+  if (makespan / tick > 20) tick *= 2;
+  if (makespan / tick > 20) tick *= 2.5;
+  for (double t = 0; t <= makespan + 1e-9; t += tick) {
+    double x = left + t * scale;
+    svg += "<line x1=\"" + number(x) + "\" y1=\"" + number(axis_y) + "\" x2=\"" + number(x) +
+           "\" y2=\"" + number(axis_y + 5) + "\" stroke=\"black\"/><text x=\"" + number(x) +
+           "\" y=\"" + number(axis_y + 17) + "\" text-anchor=\"middle\">" + number(t) + "</text>\n";
+  }
+  return svg;
+}
+
+// The action kinds' colours, then the makespan and bubble, at `legend_y`.
+std::string legend(const SimulationResult& result, double left, double legend_y) {
+  std::string svg;
+  double x = left;
+  for (ActionKind kind :
+       {ActionKind::Forward, ActionKind::BackwardInput, ActionKind::BackwardWeight,
+        ActionKind::FullBackward, ActionKind::OverlapFB}) {
+    svg += "<rect x=\"" + number(x) + "\" y=\"" + number(legend_y) +
+           "\" width=\"12\" height=\"12\" fill=\"" + kind_color(kind) + "\"/><text x=\"" +
+           number(x + 16) + "\" y=\"" + number(legend_y + 10) + "\">" +
+           std::string(kind_name(kind)) + "</text>\n";
+    x += 40 + 7 * static_cast<double>(kind_name(kind).size());
+  }
+  svg += "<text x=\"" + number(x + 20) + "\" y=\"" + number(legend_y + 10) + "\">makespan " +
+         number(result.makespan) + ", bubble " + number(result.bubble_fraction * 100) +
+         "%</text>\n";
+  return svg;
+}
+
 }  // namespace
 
 std::string kind_color(ActionKind kind) {
@@ -179,32 +213,9 @@ std::string timeline_svg(const SimulationResult& result, const std::string& titl
     }
   }
   svg += memory_lines(result, left, top, row, scale);
-  // Time axis with about ten ticks.
-  double axis_y = top + ranks * row + 4;
-  double tick = std::pow(10.0, std::floor(std::log10(makespan / 10)));
-  if (makespan / tick > 20) tick *= 2;
-  if (makespan / tick > 20) tick *= 2.5;
-  for (double t = 0; t <= makespan + 1e-9; t += tick) {
-    double x = left + t * scale;
-    svg += "<line x1=\"" + number(x) + "\" y1=\"" + number(axis_y) + "\" x2=\"" + number(x) +
-           "\" y2=\"" + number(axis_y + 5) + "\" stroke=\"black\"/><text x=\"" + number(x) +
-           "\" y=\"" + number(axis_y + 17) + "\" text-anchor=\"middle\">" + number(t) + "</text>\n";
-  }
-  // Legend.
-  double x = left;
-  double legend_y = axis_y + 28;
-  for (ActionKind kind :
-       {ActionKind::Forward, ActionKind::BackwardInput, ActionKind::BackwardWeight,
-        ActionKind::FullBackward, ActionKind::OverlapFB}) {
-    svg += "<rect x=\"" + number(x) + "\" y=\"" + number(legend_y) +
-           "\" width=\"12\" height=\"12\" fill=\"" + kind_color(kind) + "\"/><text x=\"" +
-           number(x + 16) + "\" y=\"" + number(legend_y + 10) + "\">" +
-           std::string(kind_name(kind)) + "</text>\n";
-    x += 40 + 7 * static_cast<double>(kind_name(kind).size());
-  }
-  svg += "<text x=\"" + number(x + 20) + "\" y=\"" + number(legend_y + 10) + "\">makespan " +
-         number(result.makespan) + ", bubble " + number(result.bubble_fraction * 100) +
-         "%</text>\n";
+  const double axis_y = top + ranks * row + 4;
+  svg += time_axis(makespan, left, scale, axis_y);
+  svg += legend(result, left, axis_y + 28);
   svg += "</svg>\n";
   return svg;
 }
