@@ -156,25 +156,11 @@ void add_node_options(CLI::App& app, LaunchOptions& options, std::string& nnodes
       ->capture_default_str();
 }
 
-}  // namespace
-
-ParsedCommandLine parse_command_line(int argc, char** argv) {
-  // Everything after the first `--` belongs to the program, so CLI11 sees only what comes before.
-  char** separator = std::find_if(argv + 1, argv + argc,
-                                  [](const char* arg) { return std::strcmp(arg, "--") == 0; });
-  const int launcher_argc = static_cast<int>(separator - argv);
-
-  LaunchOptions options;
-  CLI::App app{
-      "tp-launch: starts one process per rank on this node with torchrun's environment, "
-      "relays their output, and stops them all when one fails.",
-      "tp-launch"};
-  app.formatter(std::make_shared<UsageFormatter>());
-  app.footer(kFooter);
+// Every flag of the launcher, in --help's order.
+void add_options(CLI::App& app, LaunchOptions& options, std::string& nnodes) {
   app.add_option("--nproc-per-node,--nproc_per_node", options.nproc_per_node,
                  "Ranks (processes) to start on this node")
       ->required();
-  std::string nnodes = "1";
   add_node_options(app, options, nnodes);
   app.add_option("--node-rank,--node_rank", options.node_rank,
                  "This node's index, 0..nnodes-1 (required with --nnodes > 1)");
@@ -201,6 +187,25 @@ ParsedCommandLine parse_command_line(int argc, char** argv) {
       ->description(
           "Print every tensorplay knob (environment variable) with its value here and where it "
           "comes from (default, environment, alias), then exit; as ucx_info -c does");
+}
+
+}  // namespace
+
+ParsedCommandLine parse_command_line(int argc, char** argv) {
+  // Everything after the first `--` belongs to the program, so CLI11 sees only what comes before.
+  char** separator = std::find_if(argv + 1, argv + argc,
+                                  [](const char* arg) { return std::strcmp(arg, "--") == 0; });
+  const int launcher_argc = static_cast<int>(separator - argv);
+
+  LaunchOptions options;
+  CLI::App app{
+      "tp-launch: starts one process per rank on this node with torchrun's environment, "
+      "relays their output, and stops them all when one fails.",
+      "tp-launch"};
+  app.formatter(std::make_shared<UsageFormatter>());
+  app.footer(kFooter);
+  std::string nnodes = "1";
+  add_options(app, options, nnodes);
   std::vector<std::string> stray;
   app.add_option("stray", stray)->group("");  // a program given without `--`, to say so
 
