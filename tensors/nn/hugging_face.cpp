@@ -129,9 +129,7 @@ void check_unsupported(const detail::ConfigReader& r, const GPTConfig& config) {
 
 GPTConfig gpt2_config_from_json(const std::string& json_text, const std::string& source) {
   const detail::ConfigReader r(json_text, "GPT-2", source);
-  if (r.has("model_type") && r.at("model_type") != "gpt2")
-    r.fail("model_type is " + r.at("model_type").dump() +
-           ", not \"gpt2\"; this reads GPT-2 folders");
+  r.expect_model_type("gpt2");
   GPTConfig config;
   config.vocab_size = r.size("vocab_size", 50257);
   config.context_length = r.size("n_positions", 1024);

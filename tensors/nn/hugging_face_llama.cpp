@@ -109,9 +109,7 @@ void check_unsupported(const ConfigReader& r, const LlamaConfig& c) {
 
 LlamaConfig llama_config_from_json(const std::string& json_text, const std::string& source) {
   const ConfigReader r(json_text, "Llama", source);
-  if (r.has("model_type") && r.at("model_type") != "llama")
-    r.fail("model_type is " + r.at("model_type").dump() +
-           ", not \"llama\"; this reads Llama folders");
+  r.expect_model_type("llama");
   LlamaConfig c;
   c.vocab_size = r.size("vocab_size", 32000);
   c.width = r.size("hidden_size", 4096);

@@ -28,6 +28,12 @@ class ConfigReader {
   [[noreturn]] void fail(const std::string& what) const {
     throw std::invalid_argument(model_ + " config " + source_ + ": " + what);
   }
+  /// Fails unless model_type is absent or `type` ("gpt2", "llama").
+  void expect_model_type(const char* type) const {
+    if (has("model_type") && at("model_type") != type)
+      fail("model_type is " + at("model_type").dump() + ", not \"" + type + "\"; this reads " +
+           model_ + " folders");
+  }
   /// Whether `key` is there and not null.
   bool has(const char* key) const { return j_.contains(key) && !j_[key].is_null(); }
   const Json& at(const char* key) const { return j_[key]; }
