@@ -103,32 +103,25 @@ void put_u64_le(std::string& out, uint64_t v) {
   for (int i = 0; i < 8; ++i) out += static_cast<char>((v >> (8 * i)) & 0xffu);
 }
 
-StEntry parse_entry(const std::string& name, const Json& value, const std::string& source) {
-  const std::string what = "tensor " + quoted(name);
-  if (!value.is_object())
-    fail(source, what + " is described by a JSON " + std::string(value.type_name()) +
-                     ", not an object with dtype, shape and data_offsets");
-  StEntry entry;
-  entry.name = name;
-
+// The entry's "dtype": F32, BF16 or F16 (`what` names the tensor in errors).
+StDType parse_dtype(const Json& value, const std::string& what, const std::string& source) {
   auto dtype_it = value.find("dtype");
   if (dtype_it == value.end()) fail(source, what + " has no \"dtype\"");
   if (!dtype_it->is_string()) fail(source, what + ": \"dtype\" is not a string");
   const std::string& dtype = dtype_it->get_ref<const std::string&>();
-  if (dtype == "F32") {
-    entry.dtype = StDType::F32;
-  } else if (dtype == "BF16") {
-    entry.dtype = StDType::BF16;
-  } else if (dtype == "F16") {
-    entry.dtype = StDType::F16;
-  } else if (is_known_unsupported(dtype)) {
+  if (dtype == "F32") return StDType::F32;
+  if (dtype == "BF16") return StDType::BF16;
+  if (dtype == "F16") return StDType::F16;
+  if (is_known_unsupported(dtype))
     fail(source, what + " has dtype " + dtype +
                      ", which tensorplay does not load (it reads F32, BF16 and F16); convert "
                      "the tensor to one of those before saving");
-  } else {
-    fail(source, what + " has unknown dtype " + quoted(dtype) + " (expected F32, BF16 or F16)");
-  }
+  fail(source, what + " has unknown dtype " + quoted(dtype) + " (expected F32, BF16 or F16)");
+}
 
+// The entry's "shape" into `shape`; returns its element count (which fits int64).
+uint64_t parse_shape(const Json& value, const std::string& what, const std::string& source,
+                     std::vector<int64_t>& shape) {
   auto shape_it = value.find("shape");
   if (shape_it == value.end()) fail(source, what + " has no \"shape\"");
   if (!shape_it->is_array()) fail(source, what + ": \"shape\" is not an array");
@@ -148,9 +141,15 @@ StEntry parse_entry(const std::string& name, const Json& value, const std::strin
     if (nonzero > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
       fail(source, what + ": shape " + shape_it->dump() + " has too many elements");
     numel = dim == 0 ? 0 : numel * dim;  // cannot overflow: numel is 0 or equals nonzero
-    entry.shape.push_back(static_cast<int64_t>(dim));
+    shape.push_back(static_cast<int64_t>(dim));
   }
+  return numel;
+}
 
+// The entry's "data_offsets" into entry.begin and entry.end, checked against the bytes `numel`
+// elements of its dtype take.
+void parse_offsets(const Json& value, const std::string& what, const std::string& source,
+                   uint64_t numel, StEntry& entry) {
   auto offsets_it = value.find("data_offsets");
   if (offsets_it == value.end()) fail(source, what + " has no \"data_offsets\"");
   if (!offsets_it->is_array() || offsets_it->size() != 2 ||
@@ -165,10 +164,23 @@ StEntry parse_entry(const std::string& name, const Json& value, const std::strin
   uint64_t bytes = 0;
   const bool overflow = __builtin_mul_overflow(numel, st_element_size(entry.dtype), &bytes);
   if (overflow || bytes != entry.end - entry.begin)
-    fail(source, what + ": shape " + shape_string(entry.shape) + " of " + dtype + " needs " +
+    fail(source, what + ": shape " + shape_string(entry.shape) + " of " +
+                     value.find("dtype")->get_ref<const std::string&>() + " needs " +
                      (overflow ? std::string("more than 2^64") : std::to_string(bytes)) +
                      " bytes, but data_offsets " + range_string(entry.begin, entry.end) + " hold " +
                      std::to_string(entry.end - entry.begin));
+}
+
+StEntry parse_entry(const std::string& name, const Json& value, const std::string& source) {
+  const std::string what = "tensor " + quoted(name);
+  if (!value.is_object())
+    fail(source, what + " is described by a JSON " + std::string(value.type_name()) +
+                     ", not an object with dtype, shape and data_offsets");
+  StEntry entry;
+  entry.name = name;
+  entry.dtype = parse_dtype(value, what, source);
+  const uint64_t numel = parse_shape(value, what, source, entry.shape);
+  parse_offsets(value, what, source, numel, entry);
   return entry;
 }
 
