@@ -16,6 +16,7 @@
 #include "stages/checkpoint_io.h"
 #include "stages/named_checkpoint.h"
 #include "stages/pipeline.h"
+#include "tensors/temp_path.h"
 #include "tensors/tensors.h"
 
 namespace tp = tensorplay;
@@ -24,6 +25,8 @@ namespace pp = tensorplay::pipelining;
 namespace fs = std::filesystem;
 
 namespace {
+
+using test_files::TempDir;
 
 using Stages = std::vector<std::shared_ptr<pp::PipelineStage>>;
 using Bits = std::map<std::string, std::vector<uint32_t>>;
@@ -62,18 +65,6 @@ Bits state_bits(const Stages& stages, const tp::optim::AdamW& opt) {
         all[names.at(opt.parameters()[i].impl_ptr().get()) + "#" + key] = bits(*t);
   return all;
 }
-
-struct TempDir {
-  TempDir()
-      : path((fs::temp_directory_path() /
-              ("tp_replicas_" + std::to_string(::getpid()) + "_" + std::to_string(counter++)))
-                 .string()) {
-    fs::remove_all(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::string path;
-  static inline int counter = 0;
-};
 
 // Step 3 of a GPT split in 4 stages, one writer each (as pp 4 writes), with AdamW moments and a
 // "data" generator; returns the generator's next draw after the save.
@@ -203,9 +194,7 @@ TEST_CASE("reshard: a damaged tensor one dp replica reads fails both replicas al
   std::set<std::string> finders;
   for (const auto& [data, victim] : victims) {
     const std::string text = pp::checkpoint_io::read_whole(data);
-    std::string damaged = text;
-    damaged[victim.offset + 2] ^= 0x5a;
-    std::ofstream(data, std::ios::binary | std::ios::trunc) << damaged;
+    test_files::flip_byte(data, static_cast<std::streamoff>(victim.offset + 2));
     std::vector<Rank> ranks;
     for (int r = 0; r < 4; ++r) ranks.emplace_back(r);
     const Bits before = state_bits(ranks[0].stages, *ranks[0].opt);

@@ -21,6 +21,7 @@
 #include "stages/build_stage.h"
 #include "stages/checkpoint.h"
 #include "stages/pipeline.h"
+#include "tensors/temp_path.h"
 #include "tensors/tensors.h"
 
 namespace tp = tensorplay;
@@ -30,19 +31,7 @@ using misuse::expect_error;
 
 namespace {
 
-// A fresh folder under the system's temporary directory, removed at the end of the test.
-struct TempDir {
-  TempDir() {
-    path = (fs::temp_directory_path() / ("tp_misuse_checkpoint_" + std::to_string(::getpid()) +
-                                         "_" + std::to_string(counter++)))
-               .string();
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::string path;
-  static inline int counter = 0;
-};
+using test_files::TempDir;
 
 struct Stack : tp::nn::Module {
   Stack(int64_t width, int depth, const std::string& name = "layers") {

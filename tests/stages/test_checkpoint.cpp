@@ -1,32 +1,20 @@
 // Tests for checkpoint.h: a round trip of parameters, optimizer state, step and generators; steps
 // that some stage has not finished are ignored; truncated, corrupted and mismatched files are
 // clear errors. Resuming a schedule's training run is checked in tests/actors.
-#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 
 #include "models.h"
 #include "stages/checkpoint.h"
+#include "tensors/temp_path.h"
 
 using namespace stages_test;
 namespace fs = std::filesystem;
 
 namespace {
 
-// A fresh folder under the system's temporary directory, removed at the end of the test.
-struct TempDir {
-  TempDir() {
-    path = (fs::temp_directory_path() /
-            ("tp_checkpoint_" + std::to_string(::getpid()) + "_" + std::to_string(counter++)))
-               .string();
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::string path;
-  static inline int counter = 0;
-};
+using test_files::TempDir;
 
 // Two stages of an MLP stack, an AdamW over them that has taken two steps on random gradients.
 struct Job {
@@ -56,15 +44,6 @@ struct Job {
   std::vector<std::shared_ptr<pp::PipelineStage>> stages;
   std::unique_ptr<tp::optim::AdamW> opt;
 };
-
-void overwrite_byte(const std::string& path, std::streamoff at) {
-  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
-  f.seekg(at);
-  char c = 0;
-  f.get(c);
-  f.seekp(at);
-  f.put(static_cast<char>(c ^ 0x5a));
-}
 
 }  // namespace
 
@@ -140,7 +119,7 @@ TEST_CASE("a truncated or corrupted checkpoint file is a clear error", "[checkpo
                           Catch::Contains("earlier step"));
   }
   SECTION("a flipped byte") {
-    overwrite_byte(file, static_cast<std::streamoff>(fs::file_size(file) - 3));
+    test_files::flip_byte(file, static_cast<std::streamoff>(fs::file_size(file) - 3));
     CHECK_THROWS_WITH(pp::load_checkpoint(dir.path, job.stages, *job.opt),
                       Catch::Contains("stage_1.tpsd") && Catch::Contains("corrupted"));
   }

@@ -2,7 +2,6 @@
 // stages per process), a tied weight saved once, steps some writer has not finished, version-2
 // files, and misuse (another model, another size, a truncated index, damaged bytes), each a clear
 // error naming the tensor or file with nothing changed.
-#include <unistd.h>
 
 #include <cstring>
 #include <filesystem>
@@ -14,24 +13,14 @@
 #include "stages/checkpoint_index.h"
 #include "stages/checkpoint_io.h"
 #include "stages/named_checkpoint.h"
+#include "tensors/temp_path.h"
 
 using namespace stages_test;
 namespace fs = std::filesystem;
 
 namespace {
 
-struct TempDir {
-  TempDir() {
-    path = (fs::temp_directory_path() /
-            ("tp_named_ckpt_" + std::to_string(::getpid()) + "_" + std::to_string(counter++)))
-               .string();
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::string path;
-  static inline int counter = 0;
-};
+using test_files::TempDir;
 
 // An MLP stack of `depth` blocks of width `dim`, split before each block in `cuts`, with an
 // AdamW over all stages.
@@ -376,11 +365,7 @@ TEST_CASE("reshard: a damaged tensor one replica reads fails every replica alike
   for (const auto& victim : index.entries) {
     if (victim.kind != pp::EntryKind::Model && victim.kind != pp::EntryKind::Optimizer) continue;
     const std::string text = pp::checkpoint_io::read_whole(data);
-    {
-      std::fstream f(data, std::ios::in | std::ios::out | std::ios::binary);
-      f.seekp(static_cast<std::streamoff>(victim.offset));
-      f.put(static_cast<char>(text[victim.offset] ^ 0x5a));
-    }
+    test_files::flip_byte(data, static_cast<std::streamoff>(victim.offset));
     std::vector<std::unique_ptr<Job>> jobs;
     jobs.push_back(std::make_unique<Job>(9, std::vector<int>{2}));
     jobs.push_back(std::make_unique<Job>(9, std::vector<int>{2}));

@@ -2,7 +2,6 @@
 // the stages' and the optimizer's storage, while every tensor keeps its identity, no two tensors
 // that were apart end up sharing memory (tied copies in two stages, moments, parameters), and
 // training goes on bit for bit.
-#include <unistd.h>
 
 #include <cstring>
 #include <filesystem>
@@ -11,6 +10,7 @@
 
 #include "models.h"
 #include "stages/named_checkpoint.h"
+#include "tensors/temp_path.h"
 
 using namespace stages_test;
 namespace fs = std::filesystem;
@@ -77,9 +77,8 @@ int shared_storages(const Stages& stages, const tp::optim::AdamW& opt) {
 
 TEST_CASE("a load takes the tensors it read as storage, nothing aliased, bits kept",
           "[checkpoint][named][take]") {
-  const std::string dir =
-      (fs::temp_directory_path() / ("tp_named_take_" + std::to_string(::getpid()))).string();
-  fs::remove_all(dir);
+  const test_files::TempDir temp;
+  const std::string& dir = temp.path;
   const Stages saved = tied_gpt(1);
   REQUIRE(!saved.back()->tied_parameters().empty());
   tp::optim::AdamW saved_opt(pp::parameters(saved));
@@ -92,7 +91,6 @@ TEST_CASE("a load takes the tensors it read as storage, nothing aliased, bits ke
   std::map<const tp::TensorImpl*, const void*> data_before;
   for (const tp::Tensor& p : fresh_opt.parameters()) data_before[p.impl_ptr().get()] = p.raw_data();
   pp::load_named_checkpoint(dir, fresh, fresh_opt);
-  fs::remove_all(dir);
 
   CHECK(bits(fresh, fresh_opt) == bits(saved, saved_opt));
   CHECK(shared_storages(fresh, fresh_opt) == 0);
