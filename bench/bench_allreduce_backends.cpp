@@ -232,6 +232,92 @@ void reap(std::vector<pid_t>& pids, bool kill_first) {
   pids.clear();
 }
 
+// In a forked child: rank `rank`'s launcher environment, then this program as a worker.
+[[noreturn]] void exec_worker(const Options& o, int rank, int procs, int port,
+                              const std::string& dir, const int out[2]) {
+  if (rank == 0) dup2(out[1], STDOUT_FILENO);
+  close(out[0]);
+  close(out[1]);
+  setenv("RANK", std::to_string(rank).c_str(), 1);
+  setenv("LOCAL_RANK", std::to_string(rank).c_str(), 1);
+  setenv("WORLD_SIZE", std::to_string(procs).c_str(), 1);
+  setenv("LOCAL_WORLD_SIZE", std::to_string(procs).c_str(), 1);
+  setenv("MASTER_ADDR", "127.0.0.1", 1);
+  setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
+  // As tp-launch sets them (see tools/tp-launch/rank_environment.cpp): UCX's virtual file
+  // system races with the progress thread under load, and its memory hooks outlive UCX.
+  setenv("UCX_VFS_ENABLE", "n", 0);
+  setenv("UCX_MEM_EVENTS", "no", 0);
+  const std::string iterations = std::to_string(o.iterations);
+  const std::string warmup = std::to_string(o.warmup);
+  execl("/proc/self/exe", "bench_allreduce_backends", "--worker", "--store", dir.c_str(),
+        "--iterations", iterations.c_str(), "--warmup", warmup.c_str(),
+        static_cast<char*>(nullptr));
+  std::perror("exec of the worker failed");
+  std::_Exit(127);
+}
+
+// Reads what rank 0 wrote to `fd` so far, echoing and keeping each whole line (waits up to 20 ms
+// for some); false once the pipe is closed.
+bool read_lines(int fd, std::string& pending, std::vector<std::string>& lines) {
+  pollfd pfd{fd, POLLIN, 0};
+  if (poll(&pfd, 1, 20) <= 0) return true;
+  char buffer[4096];
+  ssize_t got = read(fd, buffer, sizeof buffer);
+  if (got <= 0) return false;
+  pending.append(buffer, static_cast<size_t>(got));
+  for (size_t nl; (nl = pending.find('\n')) != std::string::npos;) {
+    lines.push_back(pending.substr(0, nl));
+    std::printf("%s\n", lines.back().c_str());
+    std::fflush(stdout);
+    pending.erase(0, nl + 1);
+  }
+  return true;
+}
+
+// Reaps the workers that have ended (their pids become 0); returns how the first that failed
+// did, or "".
+std::string reap_ended(std::vector<pid_t>& pids) {
+  std::string failure;
+  for (size_t r = 0; r < pids.size(); ++r) {
+    int status = 0;
+    if (pids[r] == 0 || waitpid(pids[r], &status, WNOHANG) != pids[r]) continue;
+    pids[r] = 0;
+    if ((!WIFEXITED(status) || WEXITSTATUS(status) != 0) && failure.empty())
+      failure = "worker rank " + std::to_string(r) + " failed (" +
+                (WIFEXITED(status) ? "exit status " + std::to_string(WEXITSTATUS(status))
+                                   : "signal " + std::to_string(WTERMSIG(status))) +
+                ")";
+  }
+  return failure;
+}
+
+// Follows the workers `pids` until all have ended and rank 0's output (`fd`) is closed, or one
+// fails, or kWorkerLimit passes; returns rank 0's lines and sets `failure`.
+std::vector<std::string> watch_workers(int fd, std::vector<pid_t>& pids, std::string& failure) {
+  std::vector<std::string> lines;
+  std::string pending;
+  const auto deadline = Clock::now() + kWorkerLimit;
+  bool open = true;
+  auto running = [&] { return std::any_of(pids.begin(), pids.end(), [](pid_t p) { return p; }); };
+  while ((open || running()) && failure.empty()) {
+    if (Clock::now() > deadline) {
+      std::string late;
+      for (size_t r = 0; r < pids.size(); ++r)
+        if (pids[r] != 0) late += (late.empty() ? "" : ", ") + std::to_string(r);
+      failure = "worker rank(s) " + late + " of " + std::to_string(pids.size()) +
+                " did not finish within " + std::to_string(kWorkerLimit.count()) + " s";
+      break;
+    }
+    if (open)
+      open = read_lines(fd, pending, lines);
+    else
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    failure = reap_ended(pids);
+  }
+  return lines;
+}
+
 // Runs `procs` workers; returns rank 0's lines. Throws when a worker fails or outlives its time.
 std::vector<std::string> run_workers(const Options& o, int procs) {
   char dir_template[] = "/tmp/bench_allreduce_XXXXXX";
@@ -248,81 +334,12 @@ std::vector<std::string> run_workers(const Options& o, int procs) {
       reap(pids, true);
       throw std::runtime_error("fork failed");
     }
-    if (pid == 0) {
-      if (rank == 0) dup2(out[1], STDOUT_FILENO);
-      close(out[0]);
-      close(out[1]);
-      setenv("RANK", std::to_string(rank).c_str(), 1);
-      setenv("LOCAL_RANK", std::to_string(rank).c_str(), 1);
-      setenv("WORLD_SIZE", std::to_string(procs).c_str(), 1);
-      setenv("LOCAL_WORLD_SIZE", std::to_string(procs).c_str(), 1);
-      setenv("MASTER_ADDR", "127.0.0.1", 1);
-      setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
-      // As tp-launch sets them (see tools/tp-launch/rank_environment.cpp): UCX's virtual file
-      // system races with the progress thread under load, and its memory hooks outlive UCX.
-      setenv("UCX_VFS_ENABLE", "n", 0);
-      setenv("UCX_MEM_EVENTS", "no", 0);
-      const std::string iterations = std::to_string(o.iterations);
-      const std::string warmup = std::to_string(o.warmup);
-      execl("/proc/self/exe", "bench_allreduce_backends", "--worker", "--store", dir.c_str(),
-            "--iterations", iterations.c_str(), "--warmup", warmup.c_str(),
-            static_cast<char*>(nullptr));
-      std::perror("exec of the worker failed");
-      std::_Exit(127);
-    }
+    if (pid == 0) exec_worker(o, rank, procs, port, dir, out);
     pids.push_back(pid);
   }
   close(out[1]);
-
-  std::vector<std::string> lines;
-  std::string pending, failure;
-  const auto deadline = Clock::now() + kWorkerLimit;
-  std::vector<bool> exited(procs, false);
-  int running = procs;
-  bool open = true;
-  while ((open || running > 0) && failure.empty()) {
-    if (Clock::now() > deadline) {
-      std::string late;
-      for (int r = 0; r < procs; ++r)
-        if (!exited[r]) late += (late.empty() ? "" : ", ") + std::to_string(r);
-      failure = "worker rank(s) " + late + " of " + std::to_string(procs) +
-                " did not finish within " + std::to_string(kWorkerLimit.count()) + " s";
-      break;
-    }
-    if (open) {
-      pollfd pfd{out[0], POLLIN, 0};
-      if (poll(&pfd, 1, 20) > 0) {
-        char buffer[4096];
-        ssize_t got = read(out[0], buffer, sizeof buffer);
-        if (got <= 0) {
-          open = false;
-        } else {
-          pending.append(buffer, static_cast<size_t>(got));
-          for (size_t nl; (nl = pending.find('\n')) != std::string::npos;) {
-            lines.push_back(pending.substr(0, nl));
-            std::printf("%s\n", lines.back().c_str());
-            std::fflush(stdout);
-            pending.erase(0, nl + 1);
-          }
-        }
-      }
-    } else {
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-    for (int r = 0; r < procs; ++r) {
-      if (exited[r]) continue;
-      int status = 0;
-      if (waitpid(pids[r], &status, WNOHANG) != pids[r]) continue;
-      exited[r] = true;
-      pids[r] = 0;
-      --running;
-      if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-        failure = "worker rank " + std::to_string(r) + " failed (" +
-                  (WIFEXITED(status) ? "exit status " + std::to_string(WEXITSTATUS(status))
-                                     : "signal " + std::to_string(WTERMSIG(status))) +
-                  ")";
-    }
-  }
+  std::string failure;
+  std::vector<std::string> lines = watch_workers(out[0], pids, failure);
   close(out[0]);
   reap(pids, !failure.empty());
   std::error_code ignored;
