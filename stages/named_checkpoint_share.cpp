@@ -6,6 +6,7 @@
 #include <tuple>
 
 #include "stages/checkpoint.h"
+#include "stages/checkpoint_io.h"
 
 namespace tensorplay::pipelining {
 
@@ -31,19 +32,17 @@ std::vector<int> deal_by_bytes(const std::vector<const Located*>& entries, int r
 }
 
 std::string entries_digest(const std::vector<const Located*>& entries) {
-  uint64_t h = 1469598103934665603ULL;  // FNV-1a over the fields
-  auto mix = [&h](const std::string& text) {
-    for (unsigned char c : text) h = (h ^ c) * 1099511628211ULL;
-    h = (h ^ 0xff) * 1099511628211ULL;
-  };
+  std::string fields;  // each field followed by a byte no field holds
   for (const Located* at : entries) {
     const IndexEntry& e = *at->entry;
-    mix(std::to_string(static_cast<int>(e.kind)));
-    mix(e.name);
-    mix(e.key);
-    mix(std::to_string(e.bytes));
+    for (const std::string& field :
+         {std::to_string(static_cast<int>(e.kind)), e.name, e.key, std::to_string(e.bytes)}) {
+      fields += field;
+      fields += '\xff';
+    }
   }
-  return std::to_string(entries.size()) + " tensors, digest " + std::to_string(h);
+  return std::to_string(entries.size()) + " tensors, digest " +
+         std::to_string(checkpoint_io::fnv1a64(fields));
 }
 
 void agree_among_replicas(ReplicaExchange& replicas, const std::string& error,
