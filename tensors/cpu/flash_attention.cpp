@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "tensors/cpu/onednn_products.h"
+#include "tensors/cpu/vector_kernels.h"
 
 namespace tensorplay::cpu_kernels {
 namespace {
@@ -45,6 +46,60 @@ void scores(const float* q, const float* k, float* s, int64_t i0, int64_t rows, 
   }
 }
 
+// The row work on a tile: the vector kernels (vector_kernels.h states each), or plain loops when
+// the scalar target is chosen.
+void online_softmax(const Backend& be, float* s, int64_t rows, int64_t cols, float* m, float* l,
+                    float* rescale) {
+  if (vec::active()) return vec::online_softmax_rows(s, rows, cols, m, l, rescale);
+  for (int64_t r = 0; r < rows; ++r) {
+    float* sr = s + r * cols;
+    float mx = m[r];
+    for (int64_t c = 0; c < cols; ++c) mx = std::max(mx, sr[c]);
+    rescale[r] = 1.0f;
+    if (mx == kMinusInf) {  // every key so far is masked for this row: it adds nothing
+      std::fill(sr, sr + cols, 0.0f);
+      continue;
+    }
+    be.affine(sr, sr, cols, 1.0f, -mx);
+    be.unary(UnaryOp::Exp, sr, sr, cols);
+    rescale[r] = std::exp(m[r] - mx);
+    float sum = 0.0f;
+    for (int64_t c = 0; c < cols; ++c) sum += sr[c];
+    l[r] = l[r] * rescale[r] + sum;
+    m[r] = mx;
+  }
+}
+
+void scale_rows(const Backend& be, float* x, int64_t rows, int64_t n, const float* factors) {
+  if (vec::active()) return vec::scale_rows(x, rows, n, factors);
+  for (int64_t r = 0; r < rows; ++r)
+    if (factors[r] != 1.0f) be.affine(x + r * n, x + r * n, n, factors[r], 0.0f);
+}
+
+void exp_shifted(const Backend& be, float* p, int64_t rows, int64_t cols, const float* shift) {
+  if (vec::active()) return vec::exp_shifted_rows(p, rows, cols, shift);
+  for (int64_t r = 0; r < rows; ++r) {
+    be.affine(p + r * cols, p + r * cols, cols, 1.0f, -shift[r]);
+    be.unary(UnaryOp::Exp, p + r * cols, p + r * cols, cols);
+  }
+}
+
+void softmax_grad(const float* p, float* ds, int64_t rows, int64_t cols, const float* dot) {
+  if (vec::active()) return vec::softmax_grad_rows(p, ds, rows, cols, dot);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c)
+      ds[r * cols + c] = p[r * cols + c] * (ds[r * cols + c] - dot[r]);
+}
+
+void row_dots(const float* a, const float* b, float* out, int64_t rows, int64_t n) {
+  if (vec::active()) return vec::row_dots(a, b, out, rows, n);
+  for (int64_t r = 0; r < rows; ++r) {
+    float acc = 0.0f;
+    for (int64_t c = 0; c < n; ++c) acc += a[r * n + c] * b[r * n + c];
+    out[r] = acc;
+  }
+}
+
 // Keys visible to some row of a tile ending (exclusive) at row i1.
 int64_t visible_keys(int64_t i1, int64_t t_k, bool causal) {
   return causal ? std::min(i1, t_k) : t_k;
@@ -55,7 +110,7 @@ int64_t visible_keys(int64_t i1, int64_t t_k, bool causal) {
 void flash_attention(const Backend& be, const float* q, const float* k, const float* v, float* out,
                      float* lse, int64_t batch, int64_t t_q, int64_t t_k, int64_t d, int64_t d_v,
                      float scale, bool causal) {
-  std::vector<float> s(kRows * kCols), m(kRows), l(kRows);
+  std::vector<float> s(kRows * kCols), m(kRows), l(kRows), rescale(kRows);
   for (int64_t b = 0; b < batch; ++b) {
     const float* qb = q + b * t_q * d;
     const float* kb = k + b * t_k * d;
@@ -71,31 +126,17 @@ void flash_attention(const Backend& be, const float* q, const float* k, const fl
       for (int64_t j0 = 0; j0 < keys; j0 += kCols) {
         const int64_t cols = std::min(kCols, keys - j0);
         scores(qb, kb, s.data(), i0, rows, j0, cols, d, scale, causal);
-        for (int64_t r = 0; r < rows; ++r) {
-          float* sr = s.data() + r * cols;
-          float mx = m[r];
-          for (int64_t c = 0; c < cols; ++c) mx = std::max(mx, sr[c]);
-          if (mx == kMinusInf) {  // every key so far is masked for this row: it adds nothing
-            std::fill(sr, sr + cols, 0.0f);
-            continue;
-          }
-          // exp(S - mx) in place, and the old output rescaled to the new max.
-          be.affine(sr, sr, cols, 1.0f, -mx);
-          be.unary(UnaryOp::Exp, sr, sr, cols);
-          const float rescale = std::exp(m[r] - mx);
-          float sum = 0.0f;
-          for (int64_t c = 0; c < cols; ++c) sum += sr[c];
-          l[r] = l[r] * rescale + sum;
-          m[r] = mx;
-          if (rescale != 1.0f) be.affine(ob + (i0 + r) * d_v, ob + (i0 + r) * d_v, d_v, rescale, 0);
-        }
+        // exp(S - m_new) in place, and the output so far rescaled to the new max.
+        online_softmax(be, s.data(), rows, cols, m.data(), l.data(), rescale.data());
+        scale_rows(be, ob + i0 * d_v, rows, d_v, rescale.data());
         tile_gemm(false, false, rows, d_v, cols, 1.0f, s.data(), cols, vb + j0 * d_v, d_v, 1.0f,
                   ob + i0 * d_v, d_v);
       }
       for (int64_t r = 0; r < rows; ++r) {
-        be.affine(ob + (i0 + r) * d_v, ob + (i0 + r) * d_v, d_v, 1.0f / l[r], 0.0f);
+        rescale[r] = 1.0f / l[r];
         lb[i0 + r] = m[r] + std::log(l[r]);
       }
+      scale_rows(be, ob + i0 * d_v, rows, d_v, rescale.data());
     }
   }
 }
@@ -123,31 +164,21 @@ void flash_attention_backward(const Backend& be, const float* q, const float* k,
     std::fill(gqb, gqb + t_q * d, 0.0f);
     std::fill(gkb, gkb + t_k * d, 0.0f);
     std::fill(gvb, gvb + t_k * d_v, 0.0f);
-    for (int64_t i = 0; i < t_q; ++i) {
-      float acc = 0.0f;
-      for (int64_t c = 0; c < d_v; ++c) acc += gob[i * d_v + c] * ob[i * d_v + c];
-      dot[i] = acc;
-    }
+    row_dots(gob, ob, dot.data(), t_q, d_v);
     for (int64_t i0 = 0; i0 < t_q; i0 += kRows) {
       const int64_t rows = std::min(kRows, t_q - i0);
       const int64_t keys = visible_keys(i0 + rows, t_k, causal);
       for (int64_t j0 = 0; j0 < keys; j0 += kCols) {
         const int64_t cols = std::min(kCols, keys - j0);
         scores(qb, kb, p.data(), i0, rows, j0, cols, d, scale, causal);
-        for (int64_t r = 0; r < rows; ++r) {  // P = exp(S - lse); masked scores give 0
-          float* pr = p.data() + r * cols;
-          be.affine(pr, pr, cols, 1.0f, -lb[i0 + r]);
-          be.unary(UnaryOp::Exp, pr, pr, cols);
-        }
+        exp_shifted(be, p.data(), rows, cols, lb + i0);  // P = exp(S - lse); masked scores give 0
         // dV_j += P^T dO_i
         tile_gemm(true, false, cols, d_v, rows, 1.0f, p.data(), cols, gob + i0 * d_v, d_v, 1.0f,
                   gvb + j0 * d_v, d_v);
         // dP = dO_i V_j^T, then dS = P (dP - D_i) in dp
         tile_gemm(false, true, rows, cols, d_v, 1.0f, gob + i0 * d_v, d_v, vb + j0 * d_v, d_v, 0.0f,
                   dp.data(), cols);
-        for (int64_t r = 0; r < rows; ++r)
-          for (int64_t c = 0; c < cols; ++c)
-            dp[r * cols + c] = p[r * cols + c] * (dp[r * cols + c] - dot[i0 + r]);
+        softmax_grad(p.data(), dp.data(), rows, cols, dot.data() + i0);
         // dQ_i += scale dS K_j; dK_j += scale dS^T Q_i
         tile_gemm(false, false, rows, d, cols, scale, dp.data(), cols, kb + j0 * d, d, 1.0f,
                   gqb + i0 * d, d);

@@ -460,6 +460,67 @@ void CrossEntropyBackward(const float* logp, const float* targets, const float* 
   }
 }
 
+// -- fused attention's row work ----------------------------------------------------------------
+
+void OnlineSoftmaxRows(float* s, int64_t rows, int64_t cols, float* m, float* l, float* rescale) {
+  const D d;
+  const float minus_inf = -std::numeric_limits<float>::infinity();
+  for (int64_t r = 0; r < rows; ++r) {
+    float* sr = s + r * cols;
+    const float block_max = fold_max(reduce2(
+        sr, nullptr, cols, minus_inf, [](V a, V) HWY_ATTR { return a; },
+        [](V a, V b) HWY_ATTR { return max_nan(a, b); }));
+    const float mx = std::isnan(block_max) || block_max > m[r] ? block_max : m[r];
+    if (mx == minus_inf) {  // every key so far is masked for this row: it adds nothing
+      std::fill(sr, sr + cols, 0.0f);
+      rescale[r] = 1.0f;
+      continue;
+    }
+    const V shift = hn::Set(d, mx);
+    map3(sr, nullptr, nullptr, sr, cols,
+         [&](V a, V, V) HWY_ATTR { return exp_full(hn::Sub(a, shift)); });
+    rescale[r] = std::exp(m[r] - mx);
+    l[r] = l[r] * rescale[r] + Sum(sr, cols);
+    m[r] = mx;
+  }
+}
+
+void ScaleRows(float* x, int64_t rows, int64_t n, const float* factors) {
+  const D d;
+  for (int64_t r = 0; r < rows; ++r) {
+    if (factors[r] == 1.0f) continue;
+    const V f = hn::Set(d, factors[r]);
+    map3(x + r * n, nullptr, nullptr, x + r * n, n,
+         [&](V a, V, V) HWY_ATTR { return hn::Mul(a, f); });
+  }
+}
+
+void ExpShiftedRows(float* p, int64_t rows, int64_t cols, const float* shift) {
+  const D d;
+  for (int64_t r = 0; r < rows; ++r) {
+    const V s = hn::Set(d, shift[r]);
+    map3(p + r * cols, nullptr, nullptr, p + r * cols, cols,
+         [&](V a, V, V) HWY_ATTR { return exp_full(hn::Sub(a, s)); });
+  }
+}
+
+void SoftmaxGradRows(const float* p, float* ds, int64_t rows, int64_t cols, const float* dot) {
+  const D d;
+  for (int64_t r = 0; r < rows; ++r) {
+    const V dr = hn::Set(d, dot[r]);
+    map3(p + r * cols, ds + r * cols, nullptr, ds + r * cols, cols,
+         [&](V pv, V g, V) HWY_ATTR { return hn::Mul(pv, hn::Sub(g, dr)); });
+  }
+}
+
+void RowDots(const float* a, const float* b, float* out, int64_t rows, int64_t n) {
+  for (int64_t r = 0; r < rows; ++r) {
+    out[r] = fold_sum(reduce2(
+        a + r * n, b + r * n, n, 0.0f, [](V x, V y) HWY_ATTR { return hn::Mul(x, y); },
+        [](V x, V y) HWY_ATTR { return add_v(x, y); }));
+  }
+}
+
 }  // namespace HWY_NAMESPACE
 }  // namespace tensorplay::cpu_kernels::vec
 HWY_AFTER_NAMESPACE();
@@ -480,6 +541,11 @@ HWY_EXPORT(LayerNormBackwardInput);
 HWY_EXPORT(LayerNormBackwardParams);
 HWY_EXPORT(EmbeddingBackward);
 HWY_EXPORT(CrossEntropyBackward);
+HWY_EXPORT(OnlineSoftmaxRows);
+HWY_EXPORT(ScaleRows);
+HWY_EXPORT(ExpShiftedRows);
+HWY_EXPORT(SoftmaxGradRows);
+HWY_EXPORT(RowDots);
 
 void binary_row(BinaryOp op, const float* a, int a_step, const float* b, int b_step, float* out,
                 int64_t n) {
@@ -530,6 +596,22 @@ void cross_entropy_backward(const float* logp, const float* targets, const float
                             float* gx, int64_t rows, int64_t classes, int64_t ignore_index) {
   HWY_DYNAMIC_DISPATCH(CrossEntropyBackward)
   (logp, targets, grad_rows, gx, rows, classes, ignore_index);
+}
+
+void online_softmax_rows(float* s, int64_t rows, int64_t cols, float* m, float* l, float* rescale) {
+  HWY_DYNAMIC_DISPATCH(OnlineSoftmaxRows)(s, rows, cols, m, l, rescale);
+}
+void scale_rows(float* x, int64_t rows, int64_t n, const float* factors) {
+  HWY_DYNAMIC_DISPATCH(ScaleRows)(x, rows, n, factors);
+}
+void exp_shifted_rows(float* p, int64_t rows, int64_t cols, const float* shift) {
+  HWY_DYNAMIC_DISPATCH(ExpShiftedRows)(p, rows, cols, shift);
+}
+void softmax_grad_rows(const float* p, float* ds, int64_t rows, int64_t cols, const float* dot) {
+  HWY_DYNAMIC_DISPATCH(SoftmaxGradRows)(p, ds, rows, cols, dot);
+}
+void row_dots(const float* a, const float* b, float* out, int64_t rows, int64_t n) {
+  HWY_DYNAMIC_DISPATCH(RowDots)(a, b, out, rows, n);
 }
 
 }  // namespace tensorplay::cpu_kernels::vec

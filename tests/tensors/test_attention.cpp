@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "tensors/autograd/node.h"
+#include "tensors/cpu_isa.h"
 #include "tensors/tensors.h"
 
 namespace tp = tensorplay;
@@ -177,5 +178,33 @@ TEST_CASE("attention over an empty batch gives an empty output and gradient", "[
     tp::Tensor packed = tp::zeros({3, 0, 2, 5, 4}).requires_grad_(true);
     CHECK(tp::scaled_dot_product_attention_packed(packed, true, kernel).shape() ==
           tp::Shape{0, 2, 5, 4});
+  }
+}
+
+TEST_CASE("fused attention agrees on every dispatch target with the scalar loops", "[attention]") {
+  // The tiles' row work (online softmax, rescaling, the backward's exp and dS) runs vector kernels
+  // on the vector targets and plain loops on the scalar one; a fully masked first block (t_q >
+  // t_k under the causal mask) takes the masked-row path.
+  struct RestoreIsa {
+    std::string saved = tp::cpu_isa();
+    ~RestoreIsa() { tp::set_cpu_isa(saved); }
+  } restore;
+  tp::set_cpu_isa("scalar");
+  const AttentionRun reference = run_attention(150, 70, 8, 16, true, tp::AttentionKernel::Fused);
+  const AttentionRun wide = run_attention(130, 130, 32, 32, false, tp::AttentionKernel::Fused);
+  for (const std::string& isa : tp::available_cpu_isas()) {
+    CAPTURE(isa);
+    tp::set_cpu_isa(isa);
+    const AttentionRun got = run_attention(150, 70, 8, 16, true, tp::AttentionKernel::Fused);
+    check_close(got.out, reference.out);
+    check_close(got.gq, reference.gq);
+    check_close(got.gk, reference.gk);
+    check_close(got.gv, reference.gv);
+    const AttentionRun got_wide =
+        run_attention(130, 130, 32, 32, false, tp::AttentionKernel::Fused);
+    check_close(got_wide.out, wide.out);
+    check_close(got_wide.gq, wide.gq);
+    check_close(got_wide.gk, wide.gk);
+    check_close(got_wide.gv, wide.gv);
   }
 }
