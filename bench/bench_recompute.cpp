@@ -1,10 +1,11 @@
 // Activation recomputation's price and gain: train_gpt's GPT at context 256, 4 stages under ZBV
 // (2 ranks, embedded runtime), trained with full recomputation and without, side by side in one
-// run. Each side's figures: every rank's measured peak activation bytes (schedule.memory_stats(),
-// the highest over the steps) and the median step time. Like a training loop, the steps ask for
-// no outputs, so the last stage keeps none of its logits past each microbatch's loss.
+// run: both jobs live at once and take turns step by step. Each side's figures: every rank's
+// measured peak activation bytes (schedule.memory_stats(), the highest over the steps) and the
+// median step time. Like a training loop, the steps ask for no outputs, so the last stage keeps
+// none of its logits past each microbatch's loss.
 //
-//   ./build/bench/bench_recompute [--steps 5] [--context 256] [--batch 32] [--microbatches 8]
+//   ./build/bench/bench_recompute [--steps 9] [--context 256] [--batch 32] [--microbatches 8]
 //                                 [--layers 4] [--width 128]
 //
 // Last line: "peak_ratio" (the worst rank's full over none) and "time_ratio" (median step time,
@@ -29,30 +30,46 @@ struct Side {
   double step_seconds = 0;                    // median
 };
 
-Side train(const bench::GptMemoryJob& job, const std::string& recompute, int steps) {
-  auto stages = job.build(4, recompute);
-  pp::ScheduleZBVZeroBubble schedule(stages, job.microbatches, job.loss());
-  tp::optim::AdamW opt(pp::parameters(stages), {.lr = 1e-3f});
-  tp::Generator data(21);
-  Side side;
-  std::vector<double> times;
-  for (int step = 0; step <= steps; ++step) {  // step 0 warms up, untimed
-    const tp::Tensor x = job.tokens(data);
-    const tp::Tensor y = job.tokens(data);
+// One side's training job: its own copy of the model, schedule, optimizer and data.
+class Trainer {
+ public:
+  Trainer(const bench::GptMemoryJob& job, const std::string& recompute)
+      : job_(job),
+        stages_(job.build(4, recompute)),
+        schedule_(stages_, job.microbatches, job.loss()),
+        opt_(pp::parameters(stages_), {.lr = 1e-3f}) {}
+
+  // One training step; `timed` keeps its time. Every step's peak bytes count.
+  void step(bool timed) {
+    const tp::Tensor x = job_.tokens(data_);
+    const tp::Tensor y = job_.tokens(data_);
     const auto start = std::chrono::steady_clock::now();
-    schedule.step({x}, {.target = y, .return_outputs = false});  // training reads the losses only
-    if (step > 0) times.push_back(bench::seconds_since(start));
-    const pp::MemoryStats stats = schedule.memory_stats(&opt);
-    side.peak_activation_bytes.resize(stats.ranks.size());
+    schedule_.step({x}, {.target = y, .return_outputs = false});  // training reads the losses only
+    if (timed) times_.push_back(bench::seconds_since(start));
+    const pp::MemoryStats stats = schedule_.memory_stats(&opt_);
+    side_.peak_activation_bytes.resize(stats.ranks.size());
     for (const auto& r : stats.ranks)
-      side.peak_activation_bytes[r.rank] = std::max(side.peak_activation_bytes[r.rank],
-                                                    static_cast<double>(r.peak_activation_bytes));
-    opt.step();
-    opt.zero_grad();
+      side_.peak_activation_bytes[r.rank] = std::max(side_.peak_activation_bytes[r.rank],
+                                                     static_cast<double>(r.peak_activation_bytes));
+    opt_.step();
+    opt_.zero_grad();
   }
-  side.step_seconds = bench::median(times);
-  return side;
-}
+
+  Side result() const {
+    Side out = side_;
+    out.step_seconds = bench::median(times_);
+    return out;
+  }
+
+ private:
+  const bench::GptMemoryJob& job_;
+  std::vector<std::shared_ptr<pp::PipelineStage>> stages_;
+  pp::ScheduleZBVZeroBubble schedule_;
+  tp::optim::AdamW opt_;
+  tp::Generator data_{21};
+  std::vector<double> times_;
+  Side side_;
+};
 
 void print_side(const std::string& name, const Side& side) {
   std::cout << "{\"side\":\"" << name
@@ -63,7 +80,7 @@ void print_side(const std::string& name, const Side& side) {
 int run(int argc, char** argv) {
   bench::GptMemoryJob job;
   job.context = 256;
-  int steps = 5;
+  int steps = 9;
   bench::read_positive_flags(
       argc, argv,
       {
@@ -74,9 +91,17 @@ int run(int argc, char** argv) {
           {"--layers", [&](long v) { job.layers = v; }},
           {"--width", [&](long v) { job.width = v; }},
       });
-  const Side none = train(job, "none", steps);
+  // Both sides live at once and take turns step by step, so that a slow spell of the machine falls
+  // on both alike.
+  Trainer none_trainer(job, "none");
+  Trainer full_trainer(job, "full");
+  for (int step = 0; step <= steps; ++step) {  // step 0 warms up, untimed
+    none_trainer.step(step > 0);
+    full_trainer.step(step > 0);
+  }
+  const Side none = none_trainer.result();
   print_side("none", none);
-  const Side full = train(job, "full", steps);
+  const Side full = full_trainer.result();
   print_side("full", full);
   double peak_ratio = 0;
   for (size_t r = 0; r < none.peak_activation_bytes.size(); ++r)
