@@ -81,24 +81,17 @@ HWY_INLINE V reduce2(const float* x0, const float* x1, int64_t n, float pad, con
   return acc;
 }
 
-// The lanes of v summed first to last (a fixed order).
+// The lanes of v summed (a tree over the lanes: a fixed order for each target).
 HWY_INLINE float fold_sum(V v) {
   const D d;
-  HWY_ALIGN float lanes[kMaxLanes];
-  hn::Store(v, d, lanes);
-  float r = lanes[0];
-  for (size_t l = 1; l < hn::Lanes(d); ++l) r += lanes[l];
-  return r;
+  return hn::GetLane(hn::SumOfLanes(d, v));
 }
 
 // The largest lane, NaN if any lane is NaN.
 HWY_INLINE float fold_max(V v) {
   const D d;
-  HWY_ALIGN float lanes[kMaxLanes];
-  hn::Store(v, d, lanes);
-  float r = lanes[0];
-  for (size_t l = 1; l < hn::Lanes(d); ++l) r = (std::isnan(r) || r >= lanes[l]) ? r : lanes[l];
-  return r;
+  if (!hn::AllFalse(d, hn::IsNaN(v))) return std::numeric_limits<float>::quiet_NaN();
+  return hn::GetLane(hn::MaxOfLanes(d, v));
 }
 
 HWY_INLINE V add_v(V a, V b) { return hn::Add(a, b); }
@@ -462,8 +455,31 @@ void CrossEntropyBackward(const float* logp, const float* targets, const float* 
 
 // -- fused attention's row work ----------------------------------------------------------------
 
-void OnlineSoftmaxRows(float* s, int64_t rows, int64_t cols, float* m, float* l, float* rescale) {
+// x[i] = exp(x[i] - shift) in place; returns their sum.
+HWY_INLINE float ExpShiftedSum(float* x, int64_t n, float shift) {
   const D d;
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
+  const V sv = hn::Set(d, shift);
+  V sum = hn::Zero(d);
+  int64_t i = 0;
+  for (; i + lanes <= n; i += lanes) {
+    const V e = exp_full(hn::Sub(hn::LoadU(d, x + i), sv));
+    hn::StoreU(e, d, x + i);
+    sum = hn::Add(sum, e);
+  }
+  if (i < n) {
+    const int64_t rest = n - i;
+    HWY_ALIGN float tail[kMaxLanes];
+    std::memcpy(tail, x + i, rest * sizeof(float));
+    const V e = exp_full(hn::Sub(hn::Load(d, tail), sv));
+    hn::Store(e, d, tail);
+    std::memcpy(x + i, tail, rest * sizeof(float));
+    sum = hn::Add(sum, hn::IfThenElseZero(hn::FirstN(d, static_cast<size_t>(rest)), e));
+  }
+  return fold_sum(sum);
+}
+
+void OnlineSoftmaxRows(float* s, int64_t rows, int64_t cols, float* m, float* l, float* rescale) {
   const float minus_inf = -std::numeric_limits<float>::infinity();
   for (int64_t r = 0; r < rows; ++r) {
     float* sr = s + r * cols;
@@ -476,11 +492,8 @@ void OnlineSoftmaxRows(float* s, int64_t rows, int64_t cols, float* m, float* l,
       rescale[r] = 1.0f;
       continue;
     }
-    const V shift = hn::Set(d, mx);
-    map3(sr, nullptr, nullptr, sr, cols,
-         [&](V a, V, V) HWY_ATTR { return exp_full(hn::Sub(a, shift)); });
     rescale[r] = std::exp(m[r] - mx);
-    l[r] = l[r] * rescale[r] + Sum(sr, cols);
+    l[r] = l[r] * rescale[r] + ExpShiftedSum(sr, cols, mx);
     m[r] = mx;
   }
 }
