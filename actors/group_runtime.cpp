@@ -12,6 +12,7 @@
 #include "actors/message_log.h"
 #include "actors/pipeline_tag.h"
 #include "tensors/cpu_threads.h"
+#include "tensors/detail/fnv1a.h"
 #include "tensors/device_info.h"
 #include "tensors/knobs.h"
 #include "transport/collective_key.h"
@@ -22,11 +23,8 @@ namespace tensorplay::distributed::detail {
 using pipelining::detail::collective_atom;
 
 uint64_t group_hash(const std::vector<int>& ranks) {
-  uint64_t h = 1469598103934665603ULL;  // FNV-1a
-  for (int r : ranks) {
-    h ^= static_cast<uint64_t>(r) + 1;
-    h *= 1099511628211ULL;
-  }
+  uint64_t h = tensorplay::detail::kFnvOffsetBasis;
+  for (int r : ranks) h = tensorplay::detail::fnv1a64_mix(h, static_cast<uint64_t>(r) + 1);
   // FNV-1a of a few small ranks leaves the high bits alike ([0, 1] and [1, 3] agreed in the ten
   // bits collective keys keep): mix every bit into every other (splitmix64's finalizer).
   h ^= h >> 30;
@@ -47,10 +45,9 @@ namespace {
 std::string job_id_of(const GroupRuntime& c) {
   if (!c.env().job_id.empty() || c.env().world_size == 1 || !c.peers().at(0).actor)
     return c.env().job_id;
-  uint64_t h = 1469598103934665603ULL;  // FNV-1a of rank 0's node id (its host and process)
-  for (char ch : to_string(c.peers()[0].actor.node()))
-    h = (h ^ static_cast<unsigned char>(ch)) * 1099511628211ULL;
-  return "rank0-" + std::to_string(h);
+  // A hash of rank 0's node id (its host and process).
+  return "rank0-" +
+         std::to_string(tensorplay::detail::fnv1a64(to_string(c.peers()[0].actor.node())));
 }
 
 }  // namespace

@@ -4,21 +4,13 @@
 #include <cstring>
 
 #include "stages/checkpoint_io.h"
+#include "tensors/detail/fnv1a.h"
 
 namespace tensorplay::pipelining::checkpoint_io {
 
-uint64_t fnv1a64(const std::string& bytes) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (unsigned char c : bytes) {
-    h ^= c;
-    h *= 0x100000001b3ull;
-  }
-  return h;
-}
+uint64_t fnv1a64(const std::string& bytes) { return detail::fnv1a64(bytes); }
 
 namespace {
-
-constexpr uint64_t kPrime = 0x100000001b3ull;
 
 uint64_t load_little_endian(const unsigned char* p) {
   uint64_t word;
@@ -28,7 +20,7 @@ uint64_t load_little_endian(const unsigned char* p) {
 }
 
 uint64_t mix(uint64_t h, uint64_t word) {
-  h = (h ^ word) * kPrime;
+  h = detail::fnv1a64_mix(h, word);
   return h ^ (h >> 29);
 }
 
@@ -37,8 +29,8 @@ uint64_t mix(uint64_t h, uint64_t word) {
 uint64_t word_checksum(const void* data, size_t bytes) {
   // Four independent lanes over 32-byte blocks, so the multiplications overlap; then the rest.
   const auto* p = static_cast<const unsigned char*>(data);
-  uint64_t lanes[4] = {0xcbf29ce484222325ull ^ bytes, 0x84222325cbf29ce4ull, 0x9e3779b97f4a7c15ull,
-                       0xc2b2ae3d27d4eb4full};
+  uint64_t lanes[4] = {detail::kFnvOffsetBasis ^ bytes, 0x84222325cbf29ce4ull,
+                       0x9e3779b97f4a7c15ull, 0xc2b2ae3d27d4eb4full};
   size_t i = 0;
   for (; i + 32 <= bytes; i += 32)
     for (int k = 0; k < 4; ++k) lanes[k] = mix(lanes[k], load_little_endian(p + i + 8 * k));

@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "stages/pipe.h"
+#include "tensors/detail/fnv1a.h"
 
 namespace tensorplay::pipelining {
 
@@ -72,14 +73,7 @@ std::string compact_string(const TensorMeta& meta) {
   return out + "]";
 }
 
-uint64_t digest_hash(std::string_view bytes) {
-  uint64_t h = 0xcbf29ce484222325ULL;
-  for (unsigned char c : bytes) {
-    h ^= c;
-    h *= 0x100000001b3ULL;
-  }
-  return h;
-}
+uint64_t digest_hash(std::string_view bytes) { return tensorplay::detail::fnv1a64(bytes); }
 
 PipeDigest digest_of(const Pipe& pipe) {
   const Graph& g = pipe.graph();

@@ -34,6 +34,7 @@
 #include <string>
 
 #include "tensors/backend.h"
+#include "tensors/detail/fnv1a.h"
 #include "transport/collective_key.h"
 
 namespace tensorplay::transport {
@@ -74,11 +75,8 @@ TensorDescriptor descriptor(int64_t count, DType dtype) {
 }
 
 uint64_t shape_hash(const Shape& shape) {
-  uint64_t h = 1469598103934665603ULL;  // FNV-1a over the sizes
-  for (int64_t d : shape) {
-    h ^= static_cast<uint64_t>(d) + 0x9e37;
-    h *= 1099511628211ULL;
-  }
+  uint64_t h = tensorplay::detail::kFnvOffsetBasis;
+  for (int64_t d : shape) h = tensorplay::detail::fnv1a64_mix(h, static_cast<uint64_t>(d) + 0x9e37);
   return h;
 }
 
