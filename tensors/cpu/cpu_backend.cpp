@@ -396,19 +396,25 @@ class CpuBackend final : public Backend {
   }
   void rms_norm(const float* x, const float* weight, float* y, float* rstd, int64_t rows,
                 int64_t cols, float eps) const override {
+    if (cpu_kernels::vec::active())
+      return cpu_kernels::vec::rms_norm(x, weight, y, rstd, rows, cols, eps);
     cpu_kernels::rms_norm(x, weight, y, rstd, rows, cols, eps);
   }
   void rms_norm_backward_input(const float* x, const float* weight, const float* rstd,
                                const float* gy, float* gx, int64_t rows,
                                int64_t cols) const override {
+    if (cpu_kernels::vec::active())
+      return cpu_kernels::vec::rms_norm_backward_input(x, weight, rstd, gy, gx, rows, cols);
     cpu_kernels::rms_norm_backward_input(x, weight, rstd, gy, gx, rows, cols);
   }
   void rms_norm_backward_params(const float* x, const float* rstd, const float* gy, float* gweight,
                                 int64_t rows, int64_t cols) const override {
     cpu_kernels::rms_norm_backward_params(x, rstd, gy, gweight, rows, cols);
   }
-  // Sigmoid by the (vectorised) unary kernel into a block on the stack, then one fused sweep.
+  // The vector kernels compute the sigmoid inline; the scalar target computes it into a block on
+  // the stack, then one fused sweep.
   void silu_mul(const float* gate, const float* up, float* y, int64_t n) const override {
+    if (cpu_kernels::vec::active()) return cpu_kernels::vec::silu_mul(gate, up, y, n);
     float sig[kSiluBlock];
     for (int64_t i = 0; i < n; i += kSiluBlock) {
       const int64_t len = std::min(kSiluBlock, n - i);
@@ -418,6 +424,8 @@ class CpuBackend final : public Backend {
   }
   void silu_mul_backward(const float* gate, const float* up, const float* gy, float* ggate,
                          float* gup, int64_t n) const override {
+    if (cpu_kernels::vec::active())
+      return cpu_kernels::vec::silu_mul_backward(gate, up, gy, ggate, gup, n);
     float sig[kSiluBlock];
     for (int64_t i = 0; i < n; i += kSiluBlock) {
       const int64_t len = std::min(kSiluBlock, n - i);

@@ -453,6 +453,101 @@ void CrossEntropyBackward(const float* logp, const float* targets, const float* 
   }
 }
 
+// -- RMS norm -----------------------------------------------------------------------------------
+
+// x * inv (* weight when given) into y.
+HWY_INLINE void scale_row(const float* x, const float* weight, float inv, float* y, int64_t n) {
+  const D d;
+  const V iv = hn::Set(d, inv);
+  if (weight != nullptr) {
+    map3(x, weight, nullptr, y, n,
+         [&](V a, V w, V) HWY_ATTR { return hn::Mul(hn::Mul(a, iv), w); });
+  } else {
+    map3(x, nullptr, nullptr, y, n, [&](V a, V, V) HWY_ATTR { return hn::Mul(a, iv); });
+  }
+}
+
+void RmsNorm(const float* x, const float* weight, float* y, float* rstd, int64_t rows, int64_t cols,
+             float eps) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * cols;
+    const float squares = fold_sum(reduce2(
+        xr, nullptr, cols, 0.0f, [](V a, V) HWY_ATTR { return hn::Mul(a, a); },
+        [](V a, V b) HWY_ATTR { return add_v(a, b); }));
+    const float inv = 1.0f / std::sqrt(squares / static_cast<float>(cols) + eps);
+    rstd[r] = inv;
+    scale_row(xr, weight, inv, y + r * cols, cols);
+  }
+}
+
+// With g = gy * weight: gx = rstd * (g - x * rstd^2 * mean(g * x)).
+void RmsNormBackwardInput(const float* x, const float* weight, const float* rstd, const float* gy,
+                          float* gx, int64_t rows, int64_t cols) {
+  const D d;
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * cols;
+    const float* gr = gy + r * cols;
+    float* out = gx + r * cols;
+    const float inv = rstd[r];
+    float dot;  // g . x
+    if (weight != nullptr) {
+      V acc = hn::Zero(d);
+      int64_t j = 0;
+      for (; j + lanes <= cols; j += lanes)
+        acc = hn::MulAdd(hn::Mul(hn::LoadU(d, gr + j), hn::LoadU(d, weight + j)),
+                         hn::LoadU(d, xr + j), acc);
+      if (j < cols) {  // the tail, zero-padded
+        const size_t rest = static_cast<size_t>(cols - j) * sizeof(float);
+        HWY_ALIGN float bg[kMaxLanes] = {}, bw[kMaxLanes] = {}, bx[kMaxLanes] = {};
+        std::memcpy(bg, gr + j, rest);
+        std::memcpy(bw, weight + j, rest);
+        std::memcpy(bx, xr + j, rest);
+        acc = hn::MulAdd(hn::Mul(hn::Load(d, bg), hn::Load(d, bw)), hn::Load(d, bx), acc);
+      }
+      dot = fold_sum(acc);
+    } else {
+      dot = fold_sum(reduce2(
+          gr, xr, cols, 0.0f, [](V g, V a) HWY_ATTR { return hn::Mul(g, a); },
+          [](V a, V b) HWY_ATTR { return add_v(a, b); }));
+    }
+    const float coef = dot / static_cast<float>(cols) * inv * inv;
+    const V iv = hn::Set(d, inv), cv = hn::Set(d, coef);
+    map3(gr, xr, weight, out, cols, [&](V g, V a, V w) HWY_ATTR {
+      const V gw = weight != nullptr ? hn::Mul(g, w) : g;
+      return hn::Mul(iv, hn::NegMulAdd(a, cv, gw));
+    });
+  }
+}
+
+// -- SwiGLU's gate ------------------------------------------------------------------------------
+
+HWY_INLINE V sigmoid(V v) {
+  const D d;
+  const V one = hn::Set(d, 1.0f);
+  return hn::Div(one, hn::Add(one, exp_full(hn::Neg(v))));
+}
+
+void SiluMul(const float* gate, const float* up, float* y, int64_t n) {
+  map3(gate, up, nullptr, y, n,
+       [](V g, V u, V) HWY_ATTR { return hn::Mul(hn::Mul(g, sigmoid(g)), u); });
+}
+
+// silu'(g) = s + g s (1 - s) = s (1 + g (1 - s)).
+void SiluMulBackward(const float* gate, const float* up, const float* gy, float* ggate, float* gup,
+                     int64_t n) {
+  const D d;
+  const V one = hn::Set(d, 1.0f);
+  if (gup != nullptr)
+    map3(gate, gy, nullptr, gup, n,
+         [](V g, V dy, V) HWY_ATTR { return hn::Mul(dy, hn::Mul(g, sigmoid(g))); });
+  if (ggate != nullptr)
+    map3(gate, up, gy, ggate, n, [&](V g, V u, V dy) HWY_ATTR {
+      const V s = sigmoid(g);
+      return hn::Mul(hn::Mul(dy, u), hn::Mul(s, hn::MulAdd(g, hn::Sub(one, s), one)));
+    });
+}
+
 // -- fused attention's row work ----------------------------------------------------------------
 
 // x[i] = exp(x[i] - shift) in place; returns their sum.
@@ -554,6 +649,10 @@ HWY_EXPORT(LayerNormBackwardInput);
 HWY_EXPORT(LayerNormBackwardParams);
 HWY_EXPORT(EmbeddingBackward);
 HWY_EXPORT(CrossEntropyBackward);
+HWY_EXPORT(RmsNorm);
+HWY_EXPORT(RmsNormBackwardInput);
+HWY_EXPORT(SiluMul);
+HWY_EXPORT(SiluMulBackward);
 HWY_EXPORT(OnlineSoftmaxRows);
 HWY_EXPORT(ScaleRows);
 HWY_EXPORT(ExpShiftedRows);
@@ -611,6 +710,21 @@ void cross_entropy_backward(const float* logp, const float* targets, const float
   (logp, targets, grad_rows, gx, rows, classes, ignore_index);
 }
 
+void rms_norm(const float* x, const float* weight, float* y, float* rstd, int64_t rows,
+              int64_t cols, float eps) {
+  HWY_DYNAMIC_DISPATCH(RmsNorm)(x, weight, y, rstd, rows, cols, eps);
+}
+void rms_norm_backward_input(const float* x, const float* weight, const float* rstd,
+                             const float* gy, float* gx, int64_t rows, int64_t cols) {
+  HWY_DYNAMIC_DISPATCH(RmsNormBackwardInput)(x, weight, rstd, gy, gx, rows, cols);
+}
+void silu_mul(const float* gate, const float* up, float* y, int64_t n) {
+  HWY_DYNAMIC_DISPATCH(SiluMul)(gate, up, y, n);
+}
+void silu_mul_backward(const float* gate, const float* up, const float* gy, float* ggate,
+                       float* gup, int64_t n) {
+  HWY_DYNAMIC_DISPATCH(SiluMulBackward)(gate, up, gy, ggate, gup, n);
+}
 void online_softmax_rows(float* s, int64_t rows, int64_t cols, float* m, float* l, float* rescale) {
   HWY_DYNAMIC_DISPATCH(OnlineSoftmaxRows)(s, rows, cols, m, l, rescale);
 }

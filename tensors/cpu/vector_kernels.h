@@ -41,6 +41,15 @@ void embedding_backward(const float* ids, const float* gy, float* gweight, int64
 void cross_entropy_backward(const float* logp, const float* targets, const float* grad_rows,
                             float* gx, int64_t rows, int64_t classes, int64_t ignore_index);
 
+void rms_norm(const float* x, const float* weight, float* y, float* rstd, int64_t rows,
+              int64_t cols, float eps);
+void rms_norm_backward_input(const float* x, const float* weight, const float* rstd,
+                             const float* gy, float* gx, int64_t rows, int64_t cols);
+/// y = silu(gate) * up, and its gradients (either output may be null: not computed).
+void silu_mul(const float* gate, const float* up, float* y, int64_t n);
+void silu_mul_backward(const float* gate, const float* up, const float* gy, float* ggate,
+                       float* gup, int64_t n);
+
 // The fused attention's row work (flash_attention.cpp), on tiles of `rows` rows.
 
 /// Online softmax of score rows s [rows, cols] in place: each row becomes exp(s - m_new) with

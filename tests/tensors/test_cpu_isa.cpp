@@ -45,7 +45,10 @@ std::vector<std::vector<float>> run_kernels() {
                                   tp::log_softmax(x, 1),
                                   tp::layer_norm(x, 37, w, b),
                                   tp::sum(x, 0),
-                                  tp::cross_entropy(x, targets)};
+                                  tp::cross_entropy(x, targets),
+                                  tp::rms_norm(x, 37, w),
+                                  tp::rms_norm(x, 37),
+                                  tp::silu_mul(x, tp::tanh(x))};
   std::vector<std::vector<float>> result;
   tp::Tensor total = tp::zeros({});
   for (auto& o : outs) {
