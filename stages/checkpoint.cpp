@@ -265,6 +265,86 @@ StateDict read_stage_file(const std::string& folder, const PipelineStage& stage)
   return dict;
 }
 
+// The step load_checkpoint reads: `step` when given (it must be complete), else the newest
+// complete one.
+int64_t step_to_load(const std::string& dir, const std::map<int64_t, StepFolder>& steps,
+                     int num_stages, std::optional<int64_t> step) {
+  if (step) {
+    auto it = steps.find(*step);
+    if (it == steps.end())
+      throw CheckpointError("checkpoint: no step " + std::to_string(*step) + " under '" + dir +
+                            "'");
+    if (!it->second.complete) {
+      const std::string why = why_not_loadable(steps, num_stages, *step);
+      throw CheckpointError("checkpoint: step " + std::to_string(*step) + " under '" + dir +
+                            "' cannot be loaded: " + why +
+                            (why.rfind("incomplete", 0) == 0 ? "; pass another step" : ""));
+    }
+    return *step;
+  }
+  for (auto it = steps.rbegin(); it != steps.rend(); ++it)
+    if (it->second.complete) return it->first;
+  throw CheckpointError("checkpoint: no complete checkpoint of " + std::to_string(num_stages) +
+                        " stages under '" + dir + "'" +
+                        (steps.empty() ? std::string(" (no step folders)")
+                                       : ": " + why_not_loadable(steps, num_stages)));
+}
+
+// The stage files' entries sorted for loading: each stage's model state, and the optimizer's
+// state with its parameters numbered as `optimizer` numbers them.
+struct LoadedState {
+  std::vector<StateDict> models;  // per stage
+  StateDict optimizer;
+};
+
+LoadedState sort_entries(const std::string& folder,
+                         const std::vector<std::shared_ptr<PipelineStage>>& stages,
+                         const std::vector<StateDict>& files, optim::Optimizer& optimizer) {
+  const auto index = parameter_indices(optimizer);
+  LoadedState out;
+  out.models.resize(stages.size());
+  for (size_t k = 0; k < stages.size(); ++k) {
+    std::map<std::string, size_t> by_name;
+    for (const auto& [name, parameter] : stages[k]->module().named_parameters()) {
+      auto it = index.find(parameter.impl_ptr().get());
+      if (it != index.end()) by_name[name] = it->second;
+    }
+    for (const auto& [key, tensor] : files[k]) {
+      if (key.rfind("model.", 0) == 0) {
+        out.models[k].insert(key.substr(6), tensor);
+      } else if (key.rfind("optimizer.options.", 0) == 0) {
+        out.optimizer.insert_or_assign(key.substr(10), tensor);
+      } else if (key.rfind("optimizer.state.", 0) == 0) {
+        const std::string rest = key.substr(16);
+        const size_t dot = rest.rfind('.');
+        auto it = dot == std::string::npos ? by_name.end() : by_name.find(rest.substr(0, dot));
+        if (it == by_name.end())
+          throw CheckpointError("checkpoint file '" + stage_file(folder, stages[k]->stage_index()) +
+                                "' has optimizer state for '" + rest +
+                                "', which is no parameter of the optimizer in this stage: build "
+                                "the optimizer over the same parameters as when saving");
+        out.optimizer.insert("state." + std::to_string(it->second) + "." + rest.substr(dot + 1),
+                             tensor);
+      }
+    }
+  }
+  return out;
+}
+
+// The saved state of every generator `options` names, from the first stage's file (`path`).
+std::vector<std::string> saved_generator_states(const StateDict& file, const std::string& path,
+                                                const CheckpointOptions& options) {
+  std::vector<std::string> states;
+  for (const auto& [name, generator] : all_generators(options)) {
+    const Tensor* state = file.find("rng." + name);
+    if (state == nullptr)
+      throw CheckpointError("checkpoint file '" + path + "' has no state for generator '" + name +
+                            "': pass the generators it was saved with");
+    states.push_back(tensor_text(*state));
+  }
+  return states;
+}
+
 }  // namespace
 
 void save_checkpoint(const std::string& dir,
@@ -323,76 +403,20 @@ int64_t load_checkpoint(const std::string& dir,
                         const CheckpointOptions& options) {
   const int num_stages = stage_count(stages);
   remove_dead_writers_files(dir);
-  const auto steps = scan_steps(dir, num_stages);
-  int64_t chosen = -1;
-  if (step) {
-    auto it = steps.find(*step);
-    if (it == steps.end())
-      throw CheckpointError("checkpoint: no step " + std::to_string(*step) + " under '" + dir +
-                            "'");
-    if (!it->second.complete) {
-      const std::string why = why_not_loadable(steps, num_stages, *step);
-      throw CheckpointError("checkpoint: step " + std::to_string(*step) + " under '" + dir +
-                            "' cannot be loaded: " + why +
-                            (why.rfind("incomplete", 0) == 0 ? "; pass another step" : ""));
-    }
-    chosen = *step;
-  } else {
-    for (auto it = steps.rbegin(); it != steps.rend() && chosen < 0; ++it)
-      if (it->second.complete) chosen = it->first;
-    if (chosen < 0)
-      throw CheckpointError("checkpoint: no complete checkpoint of " + std::to_string(num_stages) +
-                            " stages under '" + dir + "'" +
-                            (steps.empty() ? std::string(" (no step folders)")
-                                           : ": " + why_not_loadable(steps, num_stages)));
-  }
+  const int64_t chosen = step_to_load(dir, scan_steps(dir, num_stages), num_stages, step);
   const std::string folder = step_folder(dir, chosen);
+  const std::string first_file = stage_file(folder, stages.front()->stage_index());
 
   // Read and check every file before changing anything.
   std::vector<StateDict> files;
   for (const auto& stage : stages) files.push_back(read_stage_file(folder, *stage));
-
-  const auto index = parameter_indices(optimizer);
-  StateDict optimizer_dict;
-  std::vector<StateDict> models(stages.size());
-  for (size_t k = 0; k < stages.size(); ++k) {
-    std::map<std::string, size_t> by_name;
-    for (const auto& [name, parameter] : stages[k]->module().named_parameters()) {
-      auto it = index.find(parameter.impl_ptr().get());
-      if (it != index.end()) by_name[name] = it->second;
-    }
-    for (const auto& [key, tensor] : files[k]) {
-      if (key.rfind("model.", 0) == 0) {
-        models[k].insert(key.substr(6), tensor);
-      } else if (key.rfind("optimizer.options.", 0) == 0) {
-        optimizer_dict.insert_or_assign(key.substr(10), tensor);
-      } else if (key.rfind("optimizer.state.", 0) == 0) {
-        const std::string rest = key.substr(16);
-        const size_t dot = rest.rfind('.');
-        auto it = dot == std::string::npos ? by_name.end() : by_name.find(rest.substr(0, dot));
-        if (it == by_name.end())
-          throw CheckpointError("checkpoint file '" + stage_file(folder, stages[k]->stage_index()) +
-                                "' has optimizer state for '" + rest +
-                                "', which is no parameter of the optimizer in this stage: build "
-                                "the optimizer over the same parameters as when saving");
-        optimizer_dict.insert("state." + std::to_string(it->second) + "." + rest.substr(dot + 1),
-                              tensor);
-      }
-    }
-  }
-  std::vector<std::pair<std::string, std::string>> rng_states;
-  for (const auto& [name, generator] : all_generators(options)) {
-    const Tensor* state = files.front().find("rng." + name);
-    if (state == nullptr)
-      throw CheckpointError(
-          "checkpoint file '" + stage_file(folder, stages.front()->stage_index()) +
-          "' has no state for generator '" + name + "': pass the generators it was saved with");
-    rng_states.emplace_back(name, tensor_text(*state));
-  }
+  const LoadedState state = sort_entries(folder, stages, files, optimizer);
+  const std::vector<std::string> rng_states =
+      saved_generator_states(files.front(), first_file, options);
 
   try {
-    for (size_t k = 0; k < stages.size(); ++k) stages[k]->module().load_state_dict(models[k]);
-    optimizer.load_state_dict(optimizer_dict);
+    for (size_t k = 0; k < stages.size(); ++k) stages[k]->module().load_state_dict(state.models[k]);
+    optimizer.load_state_dict(state.optimizer);
   } catch (const std::invalid_argument& e) {
     throw CheckpointError("checkpoint '" + folder +
                           "' does not fit these stages: " + without_strict_hint(e.what()) +
@@ -401,8 +425,7 @@ int64_t load_checkpoint(const std::string& dir,
   }
   auto generators = all_generators(options);
   for (size_t g = 0; g < generators.size(); ++g)
-    restore_generator(*generators[g].second, rng_states[g].second,
-                      stage_file(folder, stages.front()->stage_index()), generators[g].first);
+    restore_generator(*generators[g].second, rng_states[g], first_file, generators[g].first);
   return chosen;
 }
 
