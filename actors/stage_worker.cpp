@@ -324,7 +324,10 @@ bool StageWorker::run_ready(const std::function<void(const Notification&)>& send
   schedules::SchedulePolicy& p = policy();
   while (!p.finished()) {
     std::optional<Action> action = p.next(ready_);
-    if (!action) return false;
+    if (!action) {
+      prepare_while_waiting();
+      return false;
+    }
     if (observe) observe("start", *action);
     {
       std::lock_guard lock(busy_mutex_);
@@ -351,6 +354,39 @@ bool StageWorker::run_ready(const std::function<void(const Notification&)>& send
     if (should_yield && !p.finished() && should_yield()) return true;
   }
   return false;
+}
+
+void StageWorker::prepare_while_waiting() {
+  const std::optional<Action> next = policy().next_in_order();
+  if (!next || !hosts(next->stage) ||
+      (next->kind != ActionKind::BackwardInput && next->kind != ActionKind::FullBackward))
+    return;
+  PipelineStage& s = stage(next->stage);
+  if (!s.can_recompute_ahead(next->microbatch)) return;
+  {
+    std::lock_guard lock(busy_mutex_);  // status requests see the rank computing
+    busy_ = *next;
+    busy_since_ = std::chrono::steady_clock::now();
+  }
+  const auto start = std::chrono::steady_clock::now();
+  {
+    const MemoryScope memory(s.memory_account());
+    struct Idle {
+      StageWorker& w;
+      ~Idle() {
+        std::lock_guard lock(w.busy_mutex_);
+        w.busy_.reset();
+      }
+    } idle{*this};
+    s.recompute_ahead(next->microbatch);
+  }
+  if (message_log_enabled()) {
+    const auto us = std::chrono::duration_cast<std::chrono::microseconds>(
+                        std::chrono::steady_clock::now() - start)
+                        .count();
+    log_event(rank_, step_->step, "recompute",
+              to_string(*next) + " ahead us:" + std::to_string(us));
+  }
 }
 
 void StageWorker::run(const Action& action, const std::function<void(const Notification&)>& send) {

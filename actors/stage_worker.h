@@ -128,7 +128,9 @@ class StageWorker {
   /// Runs actions until the policy waits or the step is done; `send` is called for every
   /// notification that goes to another rank. Exceptions from the stages propagate. After each
   /// action, `should_yield` may end the run early (messages are waiting): returns true then,
-  /// and the caller resumes later.
+  /// and the caller resumes later. When the policy waits for the output gradient of a
+  /// recomputing stage's backward, that stage rebuilds the microbatch's activations meanwhile
+  /// (PipelineStage::recompute_ahead), once per microbatch.
   bool run_ready(const std::function<void(const Notification&)>& send,
                  const ActionObserver& observe = nullptr,
                  const std::function<bool()>& should_yield = nullptr);
@@ -154,6 +156,9 @@ class StageWorker {
   /// 0 is float32[2,17], stage 1 expects float32[2,16]"); empty when they match.
   std::string tensor_mismatch(const Notification& n) const;
   void run(const schedules::Action& action, const std::function<void(const Notification&)>& send);
+  /// While the policy waits for its next action, the preparation that action allows: the
+  /// recomputation of a backward whose output gradient has not arrived.
+  void prepare_while_waiting();
   void forward(int stage_index, int mb, const std::function<void(const Notification&)>& send);
   void backward(int stage_index, int mb, bool input_only,
                 const std::function<void(const Notification&)>& send);

@@ -35,6 +35,10 @@ class SchedulePolicy {
   /// earlier or later within one instant then gives the same answer, so the simulator may ask
   /// as soon as the rank's state changes instead of after every event of that instant.
   virtual bool is_static_order() const { return false; }
+  /// The action next() will hand out once it is ready, where the policy follows a fixed order
+  /// (the static-order policy); nullopt where it picks among ready actions, or has none left. A
+  /// rank uses it to prepare while it waits (a recomputation ahead of its backward).
+  virtual std::optional<Action> next_in_order() const { return std::nullopt; }
 };
 
 /// Follows `compute_order` strictly and waits for the next action's inputs. Throws

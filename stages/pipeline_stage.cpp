@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "stages/stage_module.h"
+#include "tensors/autograd/checkpoint.h"
 #include "tensors/autograd/grad_mode.h"
 #include "tensors/cpu_threads.h"
 #include "tensors/storage.h"
@@ -286,6 +287,23 @@ void PipelineStage::backward_weight(int mb) {
   stash_.erase(mb);
   note_stash_size();
   if (runner) runner();
+}
+
+bool PipelineStage::can_recompute_ahead(int mb) const {
+  if (recompute_.mode == RecomputePolicy::Mode::None) return false;
+  auto it = stash_.find(mb);
+  return it != stash_.end() && !it->second.input_grads_done && !it->second.rebuilt_ahead;
+}
+
+void PipelineStage::recompute_ahead(int mb) {
+  if (!can_recompute_ahead(mb)) return;
+  Running running(*owner_);
+  Stash& s = stash_.at(mb);
+  apply_num_threads();
+  s.rebuilt_ahead = true;
+  std::vector<Tensor> roots = s.outputs;  // their histories
+  if (s.loss.defined()) roots.push_back(s.loss);
+  autograd::recompute_ahead(roots);
 }
 
 DwRunner PipelineStage::build_dw_runner() const {

@@ -170,6 +170,15 @@ class PipelineStage {
                                      float loss_scale = 1.0f);
   /// Weight-only backward (W) of a microbatch whose backward_input has run.
   void backward_weight(int mb);
+  /// Whether recompute_ahead(mb) has work: the stage recomputes, `mb`'s forward ran, its
+  /// backward has not begun, and nothing was rebuilt ahead for it yet.
+  bool can_recompute_ahead(int mb) const;
+  /// For a recomputing stage while microbatch `mb` waits for its output gradients: rebuilds now
+  /// the activations its backward would rebuild first (autograd::recompute_ahead; at most once
+  /// per microbatch, so the stage never holds more than its backward would), and the backward
+  /// finds them ready. Losses and gradients are unchanged bit for bit. Does nothing unless
+  /// can_recompute_ahead(mb).
+  void recompute_ahead(int mb);
   /// Drops every stashed microbatch (after an error, or before a new step).
   void clear();
   /// Throws StageInputError unless `inputs` match the stage's input shapes and dtypes (the
@@ -185,7 +194,8 @@ class PipelineStage {
     Tensor loss;
     autograd::WeightGradStash weight_work;
     bool input_grads_done = false;
-    DwRunner dw_runner;  // built at I, run at W (the user's, then the runtime's)
+    bool rebuilt_ahead = false;  // recompute_ahead ran for it
+    DwRunner dw_runner;          // built at I, run at W (the user's, then the runtime's)
   };
   DwRunner build_dw_runner() const;
   void drop_outputs_for_loss(Stash& s) const;

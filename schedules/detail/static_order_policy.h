@@ -84,6 +84,13 @@ class alignas(64) StaticOrderPolicy final : public SchedulePolicy {
 
   bool is_static_order() const override { return true; }
 
+  std::optional<Action> next_in_order() const override {
+    if (next_ >= order_.size()) return std::nullopt;
+    Action action;
+    unpack(order_[next_], action);
+    return action;
+  }
+
  private:
   // Compact form of one action (this policy may hold millions): composites (OVERLAP_F_B) keep
   // their full action in composites_, indexed by `stage`.

@@ -9,6 +9,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <unordered_set>
 
 #include "tensors/autograd/grad_mode.h"
 #include "tensors/autograd/node.h"
@@ -344,6 +345,29 @@ std::vector<Tensor> checkpoint(CheckpointFn fn, const std::vector<Tensor>& input
     enclosing->made.push_back({nullptr, rc, "checkpoint", {}, DType::Float32});
   }
   return outputs;
+}
+
+bool recompute_ahead(const std::vector<Tensor>& roots) {
+  // The backward runs later nodes first: the first it would recompute is the pending node of the
+  // highest sequence number.
+  std::vector<Node*> todo;
+  std::unordered_set<Node*> seen;
+  for (const Tensor& root : roots)
+    if (root.defined() && root.grad_fn() && seen.insert(root.grad_fn().get()).second)
+      todo.push_back(root.grad_fn().get());
+  Node* first = nullptr;
+  while (!todo.empty()) {
+    Node* node = todo.back();
+    todo.pop_back();
+    if (node->pending_recompute && (!first || node->sequence_nr > first->sequence_nr)) first = node;
+    for (const Edge& edge : node->next_edges)
+      if (edge.node && seen.insert(edge.node.get()).second) todo.push_back(edge.node.get());
+  }
+  if (!first) return false;
+  // Kept alive while it runs: it clears pending_recompute of its nodes.
+  std::shared_ptr<detail::PendingRecompute> pending = first->pending_recompute;
+  pending->run();
+  return true;
 }
 
 }  // namespace tensorplay::autograd

@@ -42,6 +42,15 @@ class RecomputationError : public std::logic_error {
 /// or draws other random numbers.
 std::vector<Tensor> checkpoint(CheckpointFn fn, const std::vector<Tensor>& inputs);
 
+/// Runs now the recomputation a backward from `roots` would run first: of the checkpoints whose
+/// ops under `roots` still wait for theirs, the one holding the latest op (the backward reaches it
+/// first; enclosing checkpoints recompute first, as in the backward). Returns whether one ran. The
+/// backward then finds those activations rebuilt: its gradients are the same bit for bit, and
+/// each checkpoint still recomputes once. A pipeline stage calls it while it waits for a
+/// microbatch's output gradient, so that the recomputation fills the wait. Throws what the
+/// recomputation throws (RecomputationError).
+bool recompute_ahead(const std::vector<Tensor>& roots);
+
 }  // namespace tensorplay::autograd
 
 namespace tensorplay {

@@ -205,3 +205,40 @@ TEST_CASE("StageWorker::accept is one entry point: checked, posted, or refused w
   CHECK(counted.mismatch.empty());
   CHECK_THAT(counted.error, Catch::Contains("not hosted by rank 1"));
 }
+
+TEST_CASE("StageWorker rebuilds a recomputing stage's activations while it waits for a gradient",
+          "[stage_worker]") {
+  // Rank 0 of a two-rank 1F1B: stage 0 recomputes its blocks; its order is 0F0 0F1 0B0 0F2 ...
+  tp::manual_seed(3);
+  auto module = tp::nn::Sequential(tp::nn::Linear(kDim, kDim), tp::nn::Linear(kDim, kDim)).ptr();
+  auto stage = std::make_shared<pp::PipelineStage>(module, 0, 2, tp::cpu(),
+                                                   std::vector<tp::Tensor>{tp::zeros({2, kDim})});
+  stage->set_recompute(pp::RecomputePolicy::full());
+  REQUIRE_FALSE(stage->recomputed_modules().empty());
+  auto channel = std::make_shared<tp::transport::LocalChannel>();
+  sc::PipelineOrder order = sc::generate_order(sc::ScheduleKind::OneFOneB, 2, 1, kMicrobatches);
+  pp::StageWorker worker{0,
+                         {stage.get()},
+                         2,
+                         kMicrobatches,
+                         sc::make_static_order_policy(order[0]),
+                         sc::make_static_order_policy(order[0]),
+                         channel,
+                         std::chrono::seconds(5),
+                         {0, 1},
+                         1};
+  auto data = std::make_shared<pp::StepData>();
+  data->step = 1;
+  for (int mb = 0; mb < kMicrobatches; ++mb)
+    data->microbatch_inputs.push_back({tp::randn({2, kDim})});
+  worker.begin_step(data);
+  std::vector<std::string> ran;
+  worker.run_ready([](const pp::Notification&) {},
+                   [&](const char* event, const sc::Action& a) {
+                     if (std::string(event) == "start") ran.push_back(sc::to_string(a));
+                   });
+  CHECK(ran == std::vector<std::string>{"0F0", "0F1"});  // then 0B0 waits for its gradient
+  CHECK_FALSE(stage->can_recompute_ahead(0));            // rebuilt while waiting
+  CHECK(stage->can_recompute_ahead(1));                  // the next backward's turn comes later
+  worker.abort_step(1);
+}

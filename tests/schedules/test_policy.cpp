@@ -99,3 +99,23 @@ TEST_CASE("the dynamic policy rejects a cap that makes progress impossible", "[p
   CHECK_THROWS_AS(make_dynamic_policy({1, 1}, 4, 4, {}), std::invalid_argument);
   CHECK(make_dynamic_policy({0, 3}, 4, 4, {})->total_actions() == 16);
 }
+
+TEST_CASE("the static policy names the action it waits for, the dynamic one names none",
+          "[policy]") {
+  auto policy = make_static_order_policy(parse_rank_order("1F0 1B0"));
+  ReadySet ready(2, 1);
+  REQUIRE(policy->next_in_order());
+  CHECK(to_string(*policy->next_in_order()) == "1F0");  // waiting for its input
+  ready.input_arrived(1, 0);
+  auto action = policy->next(ready);
+  REQUIRE(action);
+  ready.completed(*action);
+  policy->completed(*action);
+  CHECK(to_string(*policy->next_in_order()) == "1B0");
+  action = policy->next(ready);  // the last stage's gradient is its own loss's
+  REQUIRE(action);
+  policy->completed(*action);
+  CHECK_FALSE(policy->next_in_order());  // none left
+  auto dynamic = make_dynamic_policy({1}, 2, 1, {});
+  CHECK_FALSE(dynamic->next_in_order());
+}

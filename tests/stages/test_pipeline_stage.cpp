@@ -208,9 +208,10 @@ struct DropoutGpt {
     stages = pp::build_stages(pipe, {tp::cpu()});
   }
 
-  // Two microbatches: both forwards, then each backward, as B or as I then W (W after both I).
+  // Two microbatches: both forwards, then each backward, as B or as I then W (W after both I);
+  // with `ahead`, each stage first rebuilds the microbatch's activations (recompute_ahead).
   // Returns the losses, then every parameter gradient, as float vectors.
-  std::vector<std::vector<float>> step(bool split_backward) {
+  std::vector<std::vector<float>> step(bool split_backward, bool ahead = false) {
     tp::Generator data(4);
     auto loss_fn = [](const tp::Tensor& logits, const tp::Tensor& y) {
       return tp::cross_entropy(logits.reshape({-1, 11}), y.reshape({-1}));
@@ -224,6 +225,18 @@ struct DropoutGpt {
       out.push_back(stages[1]->compute_loss(mb, y, loss_fn).to_vector());
     }
     for (int mb = 0; mb < 2; ++mb) {
+      if (ahead) {
+        for (auto& stage : stages) {
+          REQUIRE(stage->can_recompute_ahead(mb));
+          const int64_t before = stage->memory_account()->current();
+          {
+            tp::MemoryScope scope(stage->memory_account());
+            stage->recompute_ahead(mb);
+          }
+          CHECK(stage->memory_account()->current() > before);  // the activations are back
+          CHECK_FALSE(stage->can_recompute_ahead(mb));         // once per microbatch
+        }
+      }
       if (split_backward) {
         auto g = stages[1]->backward_input(mb, {}, 0.5f);
         stages[0]->backward_input(mb, g);
@@ -263,6 +276,24 @@ TEST_CASE("a traced stage recomputes its blocks and keeps every gradient", "[sta
               for (auto& s : g->stages) s->module().zero_grad();
           }
         }
+      }
+    }
+  }
+}
+
+TEST_CASE("a stage that rebuilds a microbatch's activations ahead keeps every gradient",
+          "[stage][recompute]") {
+  for (bool split : {false, true}) {
+    DYNAMIC_SECTION((split ? "I/W" : "B")) {
+      DropoutGpt plain(tp::DType::Float32), recomputed(tp::DType::Float32);
+      CHECK_FALSE(plain.stages[0]->can_recompute_ahead(0));  // no stash, no recomputation
+      for (auto& s : recomputed.stages) s->set_recompute(pp::RecomputePolicy::full());
+      CHECK_FALSE(recomputed.stages[0]->can_recompute_ahead(0));  // no forward yet
+      for (int step = 0; step < 2; ++step) {
+        INFO("step " << step);
+        CHECK(recomputed.step(split, true) == plain.step(split));
+        for (auto* g : {&plain, &recomputed})
+          for (auto& s : g->stages) s->module().zero_grad();
       }
     }
   }

@@ -112,6 +112,53 @@ TEST_CASE("the split backward recomputes once in I and W uses what I kept", "[ch
   }
 }
 
+TEST_CASE("recompute_ahead rebuilds what the backward meets first, once, with the same gradients",
+          "[checkpoint]") {
+  for (bool split : {false, true}) {
+    DYNAMIC_SECTION((split ? "split backward" : "full backward")) {
+      Net plain, ckpt;
+      tp::Tensor x = tp::randn({5, kWidth});
+      tp::Tensor gy = tp::randn({5, kWidth});
+      tp::Tensor xp = x.detach().requires_grad_(), xc = x.detach().requires_grad_();
+      tp::autograd::backward({plain.forward(xp, false)}, {gy});
+
+      tp::Tensor out = ckpt.forward(xc, true);
+      REQUIRE(ckpt.calls == 2);
+      CHECK(tp::autograd::recompute_ahead({out}));  // the second block: the backward's first
+      CHECK(ckpt.calls == 3);
+      CHECK(tp::autograd::recompute_ahead({out}));  // then the first block
+      CHECK(ckpt.calls == 4);
+      CHECK_FALSE(tp::autograd::recompute_ahead({out}));              // nothing left to rebuild
+      CHECK_FALSE(tp::autograd::recompute_ahead({tp::Tensor(), x}));  // no history at all
+      if (split) {
+        auto stash = tp::autograd::backward_input({out}, {gy}, {xc});
+        tp::autograd::backward_weight(std::move(stash));
+      } else {
+        tp::autograd::backward({out}, {gy});
+      }
+      CHECK(ckpt.calls == 4);  // the backward recomputed nothing again
+      check_same_grads({xc}, {xp});
+      check_same_grads(ckpt.params(), plain.params());
+      CHECK(ckpt.generator.uniform() == plain.generator.uniform());
+    }
+  }
+}
+
+TEST_CASE("recompute_ahead of an inner checkpoint recomputes the enclosing one first",
+          "[checkpoint]") {
+  Net plain, ckpt;
+  tp::Tensor x = tp::randn({4, kWidth});
+  tp::Tensor xp = x.detach().requires_grad_(), xc = x.detach().requires_grad_();
+  tp::sum(plain.forward(xp, false)).backward();
+  // An outer checkpoint around both blocks, each block checkpointed inside it.
+  tp::Tensor out = tp::checkpoint([&](const tp::Tensor& in) { return ckpt.forward(in, true); }, xc);
+  REQUIRE(ckpt.calls == 2);
+  CHECK(tp::autograd::recompute_ahead({out}));
+  tp::sum(out).backward();
+  check_same_grads({xc}, {xp});
+  check_same_grads(ckpt.params(), plain.params());
+}
+
 TEST_CASE("checkpoints nest", "[checkpoint]") {
   Block a(1), b(2), c(3);
   Block a2(1), b2(2), c2(3);
