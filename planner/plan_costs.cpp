@@ -116,6 +116,9 @@ schedules::CostModel cost_model(const Profile& profile, const PlanContext& conte
   m.input_backward.assign(c.num_stages(), 0.0);
   m.weight_backward.assign(c.num_stages(), 0.0);
   m.boundary_bytes.assign(c.num_stages(), 0.0);
+  const bool any_recompute =
+      std::find(c.recompute.begin(), c.recompute.end(), true) != c.recompute.end();
+  if (any_recompute) m.recompute_ahead.assign(c.num_stages(), 0.0);
   for (int s = 0; s < c.num_stages(); ++s) {
     const int end = stage_end(c, s, segments);
     for (int i = c.stage_begin[s]; i < end; ++i) {
@@ -124,14 +127,21 @@ schedules::CostModel cost_model(const Profile& profile, const PlanContext& conte
         return time_at(seg, profiled, samples, own, larger) / speed;
       };
       const double forward = time(&SegmentProfile::forward, &SizedTimes::forward);
-      const double again = c.recompute[s] ? forward : 0.0;  // the forward, again
+      const double weight =
+          split ? time(&SegmentProfile::weight_backward, &SizedTimes::weight_backward) : 0.0;
       m.forward[s] += forward;
       m.input_backward[s] +=
-          (split ? time(&SegmentProfile::input_backward, &SizedTimes::input_backward)
-                 : time(&SegmentProfile::full_backward, &SizedTimes::full_backward)) +
-          again;
-      m.weight_backward[s] +=
-          split ? time(&SegmentProfile::weight_backward, &SizedTimes::weight_backward) : 0.0;
+          split ? time(&SegmentProfile::input_backward, &SizedTimes::input_backward)
+                : time(&SegmentProfile::full_backward, &SizedTimes::full_backward);
+      if (c.recompute[s]) {
+        // The forward again, in I (or B); a recomputing stage computes its weight gradients in I
+        // too, and its W only adds them up. A waiting rank rebuilds the last segment ahead: the
+        // recomputation the backward meets first.
+        m.input_backward[s] += forward + weight;
+        if (i == end - 1) m.recompute_ahead[s] = forward;
+      } else {
+        m.weight_backward[s] += weight;
+      }
     }
     m.forward[s] += profile.action_overhead;  // the runtime's share of each action
     m.input_backward[s] += profile.action_overhead;

@@ -54,6 +54,10 @@ double CostModel::duration(const Action& action) const {
   }
 }
 
+double CostModel::ahead(int stage) const {
+  return recompute_ahead.empty() ? 0.0 : at(recompute_ahead, stage);
+}
+
 double CostModel::transfer_time(int stage) const {
   double bytes = at(boundary_bytes, stage);
   return latency + (bandwidth > 0 ? bytes / bandwidth : 0.0);
@@ -65,6 +69,14 @@ void CostModel::check(int num_stages) const {
   check_list(input_backward, "input_backward", n);
   check_list(weight_backward, "weight_backward", n);
   check_list(boundary_bytes, "boundary_bytes", n > 1 ? n - 1 : 1);
+  if (!recompute_ahead.empty()) {
+    check_list(recompute_ahead, "recompute_ahead", n);
+    for (int s = 0; s < num_stages; ++s)
+      if (ahead(s) > at(input_backward, s))
+        throw std::invalid_argument("cost model: stage " + std::to_string(s) +
+                                    "'s recompute_ahead is longer than its input_backward, of "
+                                    "which it is a part");
+  }
   if (overlap_factor < 0 || latency < 0 || bandwidth < 0) {
     throw std::invalid_argument("cost model: overlap_factor, latency and bandwidth must be >= 0");
   }

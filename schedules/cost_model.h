@@ -26,6 +26,13 @@ struct CostModel {
   std::vector<double> boundary_bytes = {0.0};
   /// Bytes each stage holds (the memory model; all zero by default: no bytes predicted).
   MemoryCosts memory;
+  /// Per stage (or one value for every stage; empty: none): the part of its I (or B) that a
+  /// recomputing stage may run ahead, while its rank waits for that action's output gradient
+  /// (the recomputation its backward meets first). The action then takes that much less.
+  std::vector<double> recompute_ahead;
+
+  /// recompute_ahead of `stage` (0 when none).
+  double ahead(int stage) const;
 
   /// F, I and W the same on every stage.
   static CostModel uniform(double forward, double input_backward, double weight_backward);

@@ -42,8 +42,11 @@ struct alignas(64) RankState {
   bool eager;  // the policy may be asked at once (static order): no need to wait for the instant
   bool busy = false;
   bool dirty = false;
+  bool running_ahead = false;  // busy rebuilding activations ahead of a backward
   int stashed = 0;
   int peak = 0;
+  int ahead_stage = -1;  // the backward whose activations were rebuilt ahead, until it starts
+  int ahead_microbatch = -1;
   double running_start = 0.0;
   double busy_time = 0.0;
   double first_start = -1.0;
@@ -80,6 +83,8 @@ class Simulation {
     }
     costs_.check(num_stages_);
     build_cost_tables();
+    for (int stage = 0; stage < num_stages_; ++stage)
+      has_ahead_ = has_ahead_ || costs_.ahead(stage) > 0;
     states_.reserve(ranks);
     for (int rank = 0; rank < ranks; ++rank) {
       if (policies[rank] == nullptr) throw std::invalid_argument("null policy for a rank");
@@ -143,6 +148,7 @@ class Simulation {
   int peer_of(const Event& event) const {
     if (event.kind != EventKind::ComputeDone) return -1;
     const RankState& state = states_[event.rank];
+    if (state.running_ahead) return -1;
     const Action& action = state.running;
     if (!action.sub_actions.empty()) return -1;
     if (action.kind == ActionKind::Forward && action.stage + 1 < num_stages_) {
@@ -160,6 +166,7 @@ class Simulation {
   void prefetch_peer(const Event& event) const {
     if (event.kind != EventKind::ComputeDone) return;
     const RankState& state = states_[event.rank];
+    if (state.running_ahead) return;
     const Action& action = state.running;
     if (!action.sub_actions.empty()) return;
     if (action.kind == ActionKind::Forward && action.stage + 1 < num_stages_) {
@@ -208,7 +215,10 @@ class Simulation {
     RankState& state = states_[rank];
     if (state.busy) return;
     const std::optional<Action> next = state.policy->next(state.ready);
-    if (!next) return;
+    if (!next) {
+      if (has_ahead_) start_ahead(rank, now);
+      return;
+    }
     state.busy = true;
     // Field by field: the policy has just built `next` in narrower stores, and a whole-object
     // copy's wide loads would wait for them (no store forwarding).
@@ -222,10 +232,34 @@ class Simulation {
     }
     state.running_start = now;
     state.stashed += activations_taken(state.running);
-    const double duration = duration_of(state.running);
+    double duration = duration_of(state.running);
+    if (has_ahead_ && state.ahead_stage == state.running.stage &&
+        state.ahead_microbatch == state.running.microbatch && input_backward(state.running.kind)) {
+      duration -= costs_.ahead(state.running.stage);  // rebuilt while the rank waited
+      state.ahead_stage = state.ahead_microbatch = -1;
+    }
     state.peak = std::max(state.peak, state.stashed);
     if (state.first_start < 0) state.first_start = now;
     push(now + duration, rank, EventKind::ComputeDone, 0, 0);
+  }
+
+  // The rank waits: when its order's next action is the backward of a stage that may recompute
+  // ahead, the rank rebuilds that microbatch's activations meanwhile, once (as the runtime's
+  // stage workers do). Its busy time counts; it is no action of the order.
+  void start_ahead(int rank, double now) {
+    RankState& state = states_[rank];
+    const std::optional<Action> wanted = state.policy->next_in_order();
+    if (!wanted || !wanted->sub_actions.empty() || !input_backward(wanted->kind)) return;
+    if (state.ahead_stage == wanted->stage && state.ahead_microbatch == wanted->microbatch) return;
+    const double rebuild = costs_.ahead(wanted->stage);
+    if (rebuild <= 0) return;
+    state.busy = true;
+    state.running_ahead = true;
+    state.ahead_stage = wanted->stage;
+    state.ahead_microbatch = wanted->microbatch;
+    state.running_start = now;
+    if (state.first_start < 0) state.first_start = now;
+    push(now + rebuild, rank, EventKind::ComputeDone, 0, 0);
   }
 
   double duration_of(const Action& action) const {
@@ -286,6 +320,13 @@ class Simulation {
 
   void complete(int rank, double now) {
     RankState& state = states_[rank];
+    if (state.running_ahead) {
+      state.running_ahead = false;
+      state.busy = false;
+      state.busy_time += now - state.running_start;
+      state.last_end = now;
+      return;
+    }
     const Action action = state.running;
     state.policy->completed(action);
     state.busy_time += now - state.running_start;
@@ -385,6 +426,7 @@ class Simulation {
   std::vector<double> transfer_;         // [stage]: CostModel::transfer_time
   int duration_stride_ = kComputeKinds;  // 0: every stage's row is the first
   int transfer_stride_ = 1;              // 0: every boundary's time is the first
+  bool has_ahead_ = false;               // some stage may recompute ahead of its backward
   EventQueue events_;
   std::vector<int> dirty_;
   SimulationResult result_;

@@ -289,3 +289,22 @@ TEST_CASE("theory: V-Half and V-Min stash what the paper's stable patterns stash
     CHECK(worst(run(ScheduleKind::VMin, p, 2, 3 * p, half)) == peaks.second);
   }
 }
+
+TEST_CASE("a rank waiting for a recomputing backward's gradient rebuilds ahead", "[simulator]") {
+  // 1F1B on 2 ranks, 1 microbatch: F = 1, B = 3 of which 1 is the recomputation. Rank 0 waits
+  // from t = 1 to t = 5 for 0B0's gradient, so it rebuilds in [1, 2] and 0B0 takes 2, not 3.
+  // Rank 1's backward is ready at once (its own loss): it never waits, never rebuilds ahead.
+  const PipelineOrder order = {parse_rank_order("0F0 0B0"), parse_rank_order("1F0 1B0")};
+  CostModel costs = CostModel::uniform(1, 3, 0);
+  CHECK(simulate_order(order, {0, 1}, 1, costs).makespan == 8.0);
+  costs.recompute_ahead = {1};
+  const SimulationResult r = simulate_order(order, {0, 1}, 1, costs);
+  CHECK(r.makespan == 7.0);
+  CHECK(r.busy[0] == 1.0 + 1.0 + 2.0);  // the rebuilding counts as busy
+  CHECK(r.busy[1] == 4.0);
+  CHECK(r.actions == 4);  // the rebuilding is no action of the order
+  // Part of I, so never longer than it.
+  costs.recompute_ahead = {4};
+  CHECK_THROWS_WITH(simulate_order(order, {0, 1}, 1, costs),
+                    Catch::Contains("recompute_ahead is longer than its input_backward"));
+}

@@ -54,9 +54,10 @@ struct Options {
   tensorplay::tools::TimelineOutput out;
 };
 
-// "F=1,I=1,W=1" (B=x sets I and W to x/2 each when they are not given).
+// "F=1,I=1,W=1" (B=x sets I and W to x/2 each when they are not given; R=x is the part of I a
+// waiting rank may recompute ahead).
 ts::CostModel parse_costs(const std::string& text) {
-  double f = 1, i = -1, w = -1, b = -1;
+  double f = 1, i = -1, w = -1, b = -1, r = 0;
   std::stringstream in(text);
   std::string item;
   while (std::getline(in, item, ',')) {
@@ -76,8 +77,10 @@ ts::CostModel parse_costs(const std::string& text) {
       w = value;
     else if (key == "B")
       b = value;
+    else if (key == "R")
+      r = value;
     else
-      throw std::invalid_argument("--cost key '" + key + "' is not one of F, I, W, B");
+      throw std::invalid_argument("--cost key '" + key + "' is not one of F, I, W, B, R");
   }
   if (b >= 0) {
     if (i < 0 && w < 0)
@@ -90,7 +93,9 @@ ts::CostModel parse_costs(const std::string& text) {
       throw std::invalid_argument("--cost: B=" + std::to_string(b) +
                                   " is less than the I or W given with it (B = I + W)");
   }
-  return ts::CostModel::uniform(f, i < 0 ? 1 : i, w < 0 ? 1 : w);
+  ts::CostModel costs = ts::CostModel::uniform(f, i < 0 ? 1 : i, w < 0 ? 1 : w);
+  if (r > 0) costs.recompute_ahead = {r};
+  return costs;
 }
 
 // The cost model the options give: times, the channel, and the memory model.
@@ -224,7 +229,9 @@ int main(int argc, char** argv) {
   app.add_option("--stages-per-rank", opt.stages_per_rank,
                  "stages per rank (V); default 1 for GPipe/1F1B/Dynamic, 2 otherwise")
       ->check(CLI::PositiveNumber);
-  app.add_option("--cost", opt.cost, "per stage pass times, e.g. F=1,I=1,W=1 (B = I + W)")
+  app.add_option("--cost", opt.cost,
+                 "per stage pass times, e.g. F=1,I=1,W=1 (B = I + W; R = the part of I a "
+                 "recomputing stage's rank may run ahead while it waits for the gradient)")
       ->capture_default_str();
   app.add_option("--latency", opt.latency, "latency of every cross-rank transfer");
   app.add_option("--bandwidth", opt.bandwidth, "bytes per time unit (0 = infinite)");
