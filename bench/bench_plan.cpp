@@ -10,7 +10,8 @@
 // "within_8pct_share" (share of the grid predicted within 8%), "worst_prediction_error" and
 // "worst_config", "planning_seconds" (the slowest model's search), "planning_configs_per_second",
 // "configs" (configurations run), and the overhead-only model's share and worst error, and
-// those of the calibrated profile without its larger microbatches ("_proportional").
+// those of the calibrated profile without its larger microbatches ("_proportional"). With
+// --rounds N the calibration runs again at the start of each round, and the fastest counts.
 // mlp-2proc adds the MLP in two processes (tp-launch) under 1F1B and ZBV, predicted over the
 // profile's UCX channel (ucx_shm, the one the planner picks for ranks in processes of one host):
 // "two_process_worst_error" (and "two_process_worst_error_overhead_only"); and, to tell whether
@@ -121,24 +122,29 @@ pp::Profile profile_at(Model& m, int64_t rows, const std::vector<int>& larger = 
   return pp::profile(*m.module, {m.x.slice0(0, rows)}, o);
 }
 
-Profiles profile_of(Model& m) {
+// One calibration run of `profile` (pp::calibrate_profile sets its two figures), printed.
+pp::CalibrationFit calibrate(Model& m, pp::Profile& profile, int round) {
   const int64_t rows = m.batch / 8;
-  pp::Profile profile = profile_at(m, rows, {2, 4});  // the grid's microbatches
   const pp::CalibrationFit fit =
       pp::calibrate_profile(profile, *m.module, {m.x.slice0(0, rows)},
                             {.loss_fn = m.loss, .target = m.y.slice0(0, rows)});
   std::printf(
-      "{\"model\": \"%s\", \"calibration\": \"1F1B, 2 ranks, embedded\", \"compute_factor\": "
-      "%.3f, \"action_overhead_s\": %.3g, \"measured_step_s\": %.5f, "
+      "{\"model\": \"%s\", \"calibration\": \"1F1B, 2 ranks, embedded\", \"round\": %d, "
+      "\"compute_factor\": %.3f, \"action_overhead_s\": %.3g, \"measured_step_s\": %.5f, "
       "\"uncalibrated_step_s\": %.5f, \"calibrated_step_s\": %.5f, \"measured_compute_s\": %.5f, "
       "\"profiled_compute_s\": %.5f}\n",
-      m.name.c_str(), fit.compute_factor, fit.action_overhead, fit.measured_step,
+      m.name.c_str(), round, fit.compute_factor, fit.action_overhead, fit.measured_step,
       fit.predicted_step, fit.calibrated_step, fit.measured_compute, fit.predicted_compute);
   std::fflush(stdout);
-  Profiles out{profile, profile};
+  return fit;
+}
+
+// The three profiles from the calibrated one and its fit.
+Profiles profiles_from(const pp::Profile& calibrated, const pp::CalibrationFit& fit) {
+  Profiles out{calibrated, calibrated};
   out.overhead_only.compute_factor = 1;
   out.overhead_only.action_overhead = fit.overhead_only;
-  out.proportional = profile;
+  out.proportional = calibrated;
   for (pp::SegmentProfile& s : out.proportional.segments) s.larger.clear();
   return out;
 }
@@ -279,8 +285,9 @@ void report_config(const std::string& model, const pp::PlanChoice& c, const Alte
 }
 
 void run_model(Model m, int steps, int warmup, int rounds, Figures& f) {
-  const Profiles profiles = profile_of(m);
-  const pp::Profile& profile = profiles.calibrated;
+  pp::Profile profile = profile_at(m, m.batch / 8, {2, 4});  // the grid's microbatches
+  pp::CalibrationFit fit = calibrate(m, profile, 0);
+  Profiles profiles = profiles_from(profile, fit);
   const pp::PlanRequest request{.world = 2, .batch = m.batch};
   const auto start = Clock::now();
   const pp::PlanResult result = pp::plan(profile, request);
@@ -290,14 +297,22 @@ void run_model(Model m, int steps, int warmup, int rounds, Figures& f) {
   std::printf("{\"model\": \"%s\", \"planning_seconds\": %.4f, \"planned_configs\": %zu}\n",
               m.name.c_str(), planning, result.configs);
   // The grid and the pick, each measured once a round, rounds one after another: a slow spell of
-  // the machine falls on every configuration alike. Each keeps its fastest.
-  std::vector<pp::PlanChoice> choices;
-  for (pp::PlanChoice c : grid(profile)) choices.push_back(pp::predict(profile, request, c));
+  // the machine falls on every configuration alike. Each keeps its fastest, and so does the
+  // calibration, run again at the start of every later round: the predictions reported are those
+  // of the calibration whose step was fastest (the pick stays the one planned before any round).
+  std::vector<pp::PlanChoice> choices = grid(profile);
   choices.push_back(result.best());
   std::vector<double> measured(choices.size(), 1e30);
-  for (int round = 0; round < rounds; ++round)
+  for (int round = 0; round < rounds; ++round) {
+    if (round > 0) {
+      pp::Profile again = profile;
+      const pp::CalibrationFit next = calibrate(m, again, round);
+      if (next.measured_step < fit.measured_step) fit = next, profiles = profiles_from(again, next);
+    }
     for (size_t i = 0; i < choices.size(); ++i)
       measured[i] = std::min(measured[i], measure(m, profile, choices[i], steps, warmup));
+  }
+  for (pp::PlanChoice& c : choices) c = pp::predict(profiles.calibrated, request, c);
   double best = 1e30;
   for (size_t i = 0; i + 1 < choices.size(); ++i) {
     best = std::min(best, measured[i]);
@@ -364,7 +379,8 @@ pp::Profile own_calibration(const std::string& tp_launch, const bench::MlpJob& j
 // mode's own for comparison.
 void run_two_processes(const std::string& tp_launch, int steps, int warmup, Figures& f) {
   Model m = mlp();
-  const Profiles profiles = profile_of(m);
+  pp::Profile calibrated = profile_at(m, m.batch / 8, {2, 4});
+  const Profiles profiles = profiles_from(calibrated, calibrate(m, calibrated, 0));
   const pp::Profile& profile = profiles.calibrated;
   const pp::PlanRequest request{.world = 2, .batch = m.batch, .one_process = false};
   print_costs(profile, request);
