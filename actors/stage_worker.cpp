@@ -317,6 +317,24 @@ void StageWorker::abort_step(uint64_t failed_step) {
   aborted_step_.store(failed_step, std::memory_order_release);
 }
 
+class StageWorker::BusyScope {
+ public:
+  BusyScope(StageWorker& worker, const Action& action) : worker_(worker) {
+    std::lock_guard lock(worker_.busy_mutex_);
+    worker_.busy_ = action;
+    worker_.busy_since_ = std::chrono::steady_clock::now();
+  }
+  ~BusyScope() {
+    std::lock_guard lock(worker_.busy_mutex_);
+    worker_.busy_.reset();
+  }
+  BusyScope(const BusyScope&) = delete;
+  BusyScope& operator=(const BusyScope&) = delete;
+
+ private:
+  StageWorker& worker_;
+};
+
 bool StageWorker::run_ready(const std::function<void(const Notification&)>& send,
                             const ActionObserver& observe,
                             const std::function<bool()>& should_yield) {
@@ -330,20 +348,8 @@ bool StageWorker::run_ready(const std::function<void(const Notification&)>& send
     }
     if (observe) observe("start", *action);
     {
-      std::lock_guard lock(busy_mutex_);
-      busy_ = *action;
-      busy_since_ = std::chrono::steady_clock::now();
-    }
-    try {
+      const BusyScope busy(*this, *action);
       run(*action, send);
-    } catch (...) {
-      std::lock_guard lock(busy_mutex_);
-      busy_.reset();
-      throw;
-    }
-    {
-      std::lock_guard lock(busy_mutex_);
-      busy_.reset();
     }
     ready_.completed(*action);
     p.completed(*action);
@@ -363,21 +369,10 @@ void StageWorker::prepare_while_waiting() {
     return;
   PipelineStage& s = stage(next->stage);
   if (!s.can_recompute_ahead(next->microbatch)) return;
-  {
-    std::lock_guard lock(busy_mutex_);  // status requests see the rank computing
-    busy_ = *next;
-    busy_since_ = std::chrono::steady_clock::now();
-  }
   const auto start = std::chrono::steady_clock::now();
   {
+    const BusyScope busy(*this, *next);  // status requests see the rank computing
     const MemoryScope memory(s.memory_account());
-    struct Idle {
-      StageWorker& w;
-      ~Idle() {
-        std::lock_guard lock(w.busy_mutex_);
-        w.busy_.reset();
-      }
-    } idle{*this};
     s.recompute_ahead(next->microbatch);
   }
   if (message_log_enabled()) {

@@ -200,6 +200,8 @@ class StageWorker {
   std::shared_ptr<ReceivedTensors> received_ = std::make_shared<ReceivedTensors>();
   std::mutex rejections_mutex_;
   std::vector<Rejection> rejections_;
+  /// Marks `busy_` with an action for its lifetime (what running() reports).
+  class BusyScope;
   /// The action being computed (running()), guarded by busy_mutex_.
   mutable std::mutex busy_mutex_;
   std::optional<schedules::Action> busy_;
