@@ -19,6 +19,21 @@ namespace {
 constexpr int64_t kDim = 4;
 constexpr int kMicrobatches = 4;
 
+/// The worker of `rank` (of two) hosting `stage` on `channel`, following `order`'s row for it.
+pp::StageWorker two_rank_worker(int rank, pp::PipelineStage& stage, const sc::PipelineOrder& order,
+                                std::shared_ptr<tp::transport::LocalChannel> channel) {
+  return pp::StageWorker{rank,
+                         {&stage},
+                         2,
+                         kMicrobatches,
+                         sc::make_static_order_policy(order[rank]),
+                         sc::make_static_order_policy(order[rank]),
+                         std::move(channel),
+                         std::chrono::seconds(5),
+                         {0, 1},
+                         rank};
+}
+
 /// Rank 1 of a two-rank GPipe: stage 1 (the last), fed by a stand-in for rank 0 that posts its
 /// outputs on a local channel.
 struct LastRank {
@@ -28,16 +43,7 @@ struct LastRank {
   std::shared_ptr<tp::transport::LocalChannel> channel =
       std::make_shared<tp::transport::LocalChannel>();
   sc::PipelineOrder order = sc::generate_order(sc::ScheduleKind::GPipe, 2, 1, kMicrobatches);
-  pp::StageWorker worker{1,
-                         {stage.get()},
-                         2,
-                         kMicrobatches,
-                         sc::make_static_order_policy(order[1]),
-                         sc::make_static_order_policy(order[1]),
-                         channel,
-                         std::chrono::seconds(5),
-                         {0, 1},
-                         1};
+  pp::StageWorker worker = two_rank_worker(1, *stage, order, channel);
   std::vector<std::string> ran;
 
   std::shared_ptr<pp::StepData> step_data(uint64_t step) {
@@ -217,16 +223,7 @@ TEST_CASE("StageWorker rebuilds a recomputing stage's activations while it waits
   REQUIRE_FALSE(stage->recomputed_modules().empty());
   auto channel = std::make_shared<tp::transport::LocalChannel>();
   sc::PipelineOrder order = sc::generate_order(sc::ScheduleKind::OneFOneB, 2, 1, kMicrobatches);
-  pp::StageWorker worker{0,
-                         {stage.get()},
-                         2,
-                         kMicrobatches,
-                         sc::make_static_order_policy(order[0]),
-                         sc::make_static_order_policy(order[0]),
-                         channel,
-                         std::chrono::seconds(5),
-                         {0, 1},
-                         1};
+  pp::StageWorker worker = two_rank_worker(0, *stage, order, channel);
   auto data = std::make_shared<pp::StepData>();
   data->step = 1;
   for (int mb = 0; mb < kMicrobatches; ++mb)
