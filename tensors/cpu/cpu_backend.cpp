@@ -10,6 +10,7 @@
 #include "tensors/cpu/llama_kernels.h"
 #include "tensors/cpu/nn_kernels.h"
 #include "tensors/cpu/onednn_products.h"
+#include "tensors/cpu/row_kernels.h"
 #include "tensors/cpu/vector_kernels.h"
 #include "tensors/storage.h"
 

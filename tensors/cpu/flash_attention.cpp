@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "tensors/cpu/onednn_products.h"
+#include "tensors/cpu/row_kernels.h"
 #include "tensors/cpu/vector_kernels.h"
 
 namespace tensorplay::cpu_kernels {
