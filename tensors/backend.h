@@ -24,6 +24,25 @@ constexpr bool unary_grad_reads_output(UnaryOp op) {
   return op == UnaryOp::Tanh || op == UnaryOp::Exp || op == UnaryOp::Sqrt || op == UnaryOp::Sigmoid;
 }
 
+/// Where the heads of one attention operand lie: head h of group g (a batch element) starts at
+/// g * group + h * head elements, and its rows (positions) are `row` apart. Contiguous
+/// [B, H, T, D] is one group of B * H heads with head = T * D and row = D; a fused projection's
+/// [B, T, 3, H, D] gives q groups of H heads with group = 3 T H D, head = D, row = 3 H D.
+struct HeadStrides {
+  int64_t group = 0, head = 0, row = 0;
+  int64_t offset(int64_t g, int64_t h) const { return g * group + h * head; }
+};
+
+/// An attention's dimensions and operand layouts: `groups` x `heads` heads of t_q queries against
+/// t_k keys, q and k rows of d, v and out rows of d_v, scaled by `scale`, causal or not.
+struct AttentionGeometry {
+  int64_t groups = 1, heads = 1, t_q = 0, t_k = 0, d = 0, d_v = 0;
+  float scale = 1.0f;
+  bool causal = false;
+  HeadStrides q, k, v, out;
+  int64_t batch() const { return groups * heads; }
+};
+
 /// Kernels for one device type. Pointers are to memory of that device; float32 unless stated.
 class Backend {
  public:
@@ -208,23 +227,21 @@ class Backend {
 
   // -- fused attention ---------------------------------------------------------------------------
 
-  /// out = softmax(scale q k^T (+ causal mask, as causal_softmax)) v for `batch` contiguous heads
-  /// q [t_q, d], k [t_k, d], v [t_k, d_v], without materialising the [t_q, t_k] probabilities;
-  /// lse [batch, t_q] receives each row's log-sum-exp for the backward.
-  virtual void flash_attention(const float* /*q*/, const float* /*k*/, const float* /*v*/,
-                               float* /*out*/, float* /*lse*/, int64_t /*batch*/, int64_t /*t_q*/,
-                               int64_t /*t_k*/, int64_t /*d*/, int64_t /*d_v*/, float /*scale*/,
-                               bool /*causal*/) const {
+  /// out = softmax(scale q k^T (+ causal mask, as causal_softmax)) v for every head `g` lays out
+  /// (q [t_q, d], k [t_k, d], v [t_k, d_v] per head), without materialising the [t_q, t_k]
+  /// probabilities; lse [g.groups * g.heads, t_q] receives each row's log-sum-exp for the backward.
+  virtual void flash_attention(const AttentionGeometry& /*g*/, const float* /*q*/,
+                               const float* /*k*/, const float* /*v*/, float* /*out*/,
+                               float* /*lse*/) const {
     missing("flash_attention");
   }
-  /// Gradients of flash_attention from the output gradient gout; gq, gk, gv may be null (not
-  /// computed).
-  virtual void flash_attention_backward(const float* /*q*/, const float* /*k*/, const float* /*v*/,
+  /// Gradients of flash_attention from the output gradient gout (laid out as out); gq, gk, gv
+  /// (laid out as q, k, v) may be null: not computed.
+  virtual void flash_attention_backward(const AttentionGeometry& /*g*/, const float* /*q*/,
+                                        const float* /*k*/, const float* /*v*/,
                                         const float* /*out*/, const float* /*lse*/,
                                         const float* /*gout*/, float* /*gq*/, float* /*gk*/,
-                                        float* /*gv*/, int64_t /*batch*/, int64_t /*t_q*/,
-                                        int64_t /*t_k*/, int64_t /*d*/, int64_t /*d_v*/,
-                                        float /*scale*/, bool /*causal*/) const {
+                                        float* /*gv*/) const {
     missing("flash_attention_backward");
   }
 

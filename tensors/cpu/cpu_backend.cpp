@@ -450,17 +450,15 @@ class CpuBackend final : public Backend {
       return cpu_kernels::vec::embedding_backward(ids, gy, gweight, n, dim, vocab);
     cpu_kernels::embedding_backward(ids, gy, gweight, n, dim, vocab);
   }
-  void flash_attention(const float* q, const float* k, const float* v, float* out, float* lse,
-                       int64_t batch, int64_t t_q, int64_t t_k, int64_t d, int64_t d_v, float scale,
-                       bool causal) const override {
-    cpu_kernels::flash_attention(*this, q, k, v, out, lse, batch, t_q, t_k, d, d_v, scale, causal);
+  void flash_attention(const AttentionGeometry& g, const float* q, const float* k, const float* v,
+                       float* out, float* lse) const override {
+    cpu_kernels::flash_attention(*this, g, q, k, v, out, lse);
   }
-  void flash_attention_backward(const float* q, const float* k, const float* v, const float* out,
-                                const float* lse, const float* gout, float* gq, float* gk,
-                                float* gv, int64_t batch, int64_t t_q, int64_t t_k, int64_t d,
-                                int64_t d_v, float scale, bool causal) const override {
-    cpu_kernels::flash_attention_backward(*this, q, k, v, out, lse, gout, gq, gk, gv, batch, t_q,
-                                          t_k, d, d_v, scale, causal);
+  void flash_attention_backward(const AttentionGeometry& g, const float* q, const float* k,
+                                const float* v, const float* out, const float* lse,
+                                const float* gout, float* gq, float* gk,
+                                float* gv) const override {
+    cpu_kernels::flash_attention_backward(*this, g, q, k, v, out, lse, gout, gq, gk, gv);
   }
   void nll_rows(const float* logp, const float* targets, float* loss, int64_t rows, int64_t classes,
                 int64_t ignore_index) const override {

@@ -8,7 +8,8 @@
 // dV += P^T dO, dP = dO V^T, dS = P (dP - D), dQ += scale dS K, dK += scale dS^T Q.
 // Under the causal mask blocks entirely above the diagonal are skipped (half the work of the
 // plain path, which computes every score and masks it). Tiles run in a fixed order: a rerun gives
-// the same bits.
+// the same bits. Each operand's rows may lie apart (a head's rows inside a [B, T, 3, H, D]
+// projection): the products take the row stride as their leading dimension.
 #include "tensors/cpu/flash_attention.h"
 
 #include <algorithm>
@@ -38,11 +39,27 @@ void tile_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, c
   gemm_f32(ta, tb, 1, m, n, k, alpha, a, lda, 0, b, ldb, 0, beta, c, ldc, 0);
 }
 
+// One head's operand: its first row and the distance between rows.
+struct Rows {
+  const float* at;
+  int64_t ld;
+  const float* row(int64_t i) const { return at + i * ld; }
+};
+struct MutableRows {
+  float* at;
+  int64_t ld;
+  float* row(int64_t i) const { return at + i * ld; }
+  // Zeroes rows [i0, i0 + rows) of n values.
+  void zero(int64_t i0, int64_t rows, int64_t n) const {
+    for (int64_t r = i0; r < i0 + rows; ++r) std::fill(row(r), row(r) + n, 0.0f);
+  }
+};
+
 // Scores of query rows [i0, i0 + rows) against keys [j0, j0 + cols) into s (ld = cols), masked
 // to -inf above the diagonal under the causal mask.
-void scores(const float* q, const float* k, float* s, int64_t i0, int64_t rows, int64_t j0,
-            int64_t cols, int64_t d, float scale, bool causal) {
-  tile_gemm(false, true, rows, cols, d, scale, q + i0 * d, d, k + j0 * d, d, 0.0f, s, cols);
+void scores(Rows q, Rows k, float* s, int64_t i0, int64_t rows, int64_t j0, int64_t cols,
+            int64_t d, float scale, bool causal) {
+  tile_gemm(false, true, rows, cols, d, scale, q.row(i0), q.ld, k.row(j0), k.ld, 0.0f, s, cols);
   if (!causal) return;
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t first_masked = std::max<int64_t>(i0 + r + 1 - j0, 0);
@@ -74,10 +91,11 @@ void online_softmax(const Backend& be, float* s, int64_t rows, int64_t cols, flo
   }
 }
 
-void scale_rows(const Backend& be, float* x, int64_t rows, int64_t n, const float* factors) {
-  if (vec::active()) return vec::scale_rows(x, rows, n, factors);
+void scale_rows(const Backend& be, MutableRows x, int64_t i0, int64_t rows, int64_t n,
+                const float* factors) {
+  if (vec::active()) return vec::scale_rows(x.row(i0), rows, n, x.ld, factors);
   for (int64_t r = 0; r < rows; ++r)
-    if (factors[r] != 1.0f) be.affine(x + r * n, x + r * n, n, factors[r], 0.0f);
+    if (factors[r] != 1.0f) be.affine(x.row(i0 + r), x.row(i0 + r), n, factors[r], 0.0f);
 }
 
 void exp_shifted(const Backend& be, float* p, int64_t rows, int64_t cols, const float* shift) {
@@ -95,11 +113,12 @@ void softmax_grad(const float* p, float* ds, int64_t rows, int64_t cols, const f
       ds[r * cols + c] = p[r * cols + c] * (ds[r * cols + c] - dot[r]);
 }
 
-void row_dots(const float* a, const float* b, float* out, int64_t rows, int64_t n) {
-  if (vec::active()) return vec::row_dots(a, b, out, rows, n);
+// out[r] = a's row r . b's row r (a and b lie alike: the output and its gradient).
+void row_dots(Rows a, Rows b, float* out, int64_t rows, int64_t n) {
+  if (vec::active()) return vec::row_dots(a.at, b.at, a.ld, out, rows, n);
   for (int64_t r = 0; r < rows; ++r) {
     float acc = 0.0f;
-    for (int64_t c = 0; c < n; ++c) acc += a[r * n + c] * b[r * n + c];
+    for (int64_t c = 0; c < n; ++c) acc += a.row(r)[c] * b.row(r)[c];
     out[r] = acc;
   }
 }
@@ -111,85 +130,101 @@ int64_t visible_keys(int64_t i1, int64_t t_k, bool causal) {
 
 }  // namespace
 
-void flash_attention(const Backend& be, const float* q, const float* k, const float* v, float* out,
-                     float* lse, int64_t batch, int64_t t_q, int64_t t_k, int64_t d, int64_t d_v,
-                     float scale, bool causal) {
+void flash_attention(const Backend& be, const AttentionGeometry& g, const float* q,
+                     const float* k, const float* v, float* out, float* lse) {
+  const int64_t t_q = g.t_q, t_k = g.t_k, d = g.d, d_v = g.d_v;
   std::vector<float> s(kRows * kCols), m(kRows), l(kRows), rescale(kRows);
-  for (int64_t b = 0; b < batch; ++b) {
-    const float* qb = q + b * t_q * d;
-    const float* kb = k + b * t_k * d;
-    const float* vb = v + b * t_k * d_v;
-    float* ob = out + b * t_q * d_v;
+  for (int64_t b = 0; b < g.batch(); ++b) {
+    const int64_t group = b / g.heads, head = b % g.heads;
+    const Rows qb{q + g.q.offset(group, head), g.q.row};
+    const Rows kb{k + g.k.offset(group, head), g.k.row};
+    const Rows vb{v + g.v.offset(group, head), g.v.row};
+    const MutableRows ob{out + g.out.offset(group, head), g.out.row};
     float* lb = lse + b * t_q;
     for (int64_t i0 = 0; i0 < t_q; i0 += kRows) {
       const int64_t rows = std::min(kRows, t_q - i0);
       std::fill(m.begin(), m.end(), kMinusInf);
       std::fill(l.begin(), l.end(), 0.0f);
-      std::fill(ob + i0 * d_v, ob + (i0 + rows) * d_v, 0.0f);
-      const int64_t keys = visible_keys(i0 + rows, t_k, causal);
+      ob.zero(i0, rows, d_v);
+      const int64_t keys = visible_keys(i0 + rows, t_k, g.causal);
       for (int64_t j0 = 0; j0 < keys; j0 += kCols) {
         const int64_t cols = std::min(kCols, keys - j0);
-        scores(qb, kb, s.data(), i0, rows, j0, cols, d, scale, causal);
+        scores(qb, kb, s.data(), i0, rows, j0, cols, d, g.scale, g.causal);
         // exp(S - m_new) in place, and the output so far rescaled to the new max.
         online_softmax(be, s.data(), rows, cols, m.data(), l.data(), rescale.data());
-        scale_rows(be, ob + i0 * d_v, rows, d_v, rescale.data());
-        tile_gemm(false, false, rows, d_v, cols, 1.0f, s.data(), cols, vb + j0 * d_v, d_v, 1.0f,
-                  ob + i0 * d_v, d_v);
+        scale_rows(be, ob, i0, rows, d_v, rescale.data());
+        tile_gemm(false, false, rows, d_v, cols, 1.0f, s.data(), cols, vb.row(j0), vb.ld, 1.0f,
+                  ob.row(i0), ob.ld);
       }
       for (int64_t r = 0; r < rows; ++r) {
         rescale[r] = 1.0f / l[r];
         lb[i0 + r] = m[r] + std::log(l[r]);
       }
-      scale_rows(be, ob + i0 * d_v, rows, d_v, rescale.data());
+      scale_rows(be, ob, i0, rows, d_v, rescale.data());
     }
   }
 }
 
-void flash_attention_backward(const Backend& be, const float* q, const float* k, const float* v,
-                              const float* out, const float* lse, const float* gout, float* gq,
-                              float* gk, float* gv, int64_t batch, int64_t t_q, int64_t t_k,
-                              int64_t d, int64_t d_v, float scale, bool causal) {
-  std::vector<float> p(kRows * kCols), dp(kRows * kCols), dot(t_q);
+namespace {
+
+// One head's backward over its tiles (the file's opening comment). `p`, `dp` are kRows x kCols
+// scratch; `dot` holds D = dO . O per query row.
+void head_backward(const Backend& be, const AttentionGeometry& g, Rows q, Rows k, Rows v,
+                   Rows gout, const float* lse, const float* dot, MutableRows gq, MutableRows gk,
+                   MutableRows gv, float* p, float* dp) {
+  const int64_t d = g.d, d_v = g.d_v;
+  for (int64_t i0 = 0; i0 < g.t_q; i0 += kRows) {
+    const int64_t rows = std::min(kRows, g.t_q - i0);
+    const int64_t keys = visible_keys(i0 + rows, g.t_k, g.causal);
+    for (int64_t j0 = 0; j0 < keys; j0 += kCols) {
+      const int64_t cols = std::min(kCols, keys - j0);
+      scores(q, k, p, i0, rows, j0, cols, d, g.scale, g.causal);
+      exp_shifted(be, p, rows, cols, lse + i0);  // P = exp(S - lse); masked scores give 0
+      // dV_j += P^T dO_i
+      tile_gemm(true, false, cols, d_v, rows, 1.0f, p, cols, gout.row(i0), gout.ld, 1.0f,
+                gv.row(j0), gv.ld);
+      // dP = dO_i V_j^T, then dS = P (dP - D_i) in dp
+      tile_gemm(false, true, rows, cols, d_v, 1.0f, gout.row(i0), gout.ld, v.row(j0), v.ld, 0.0f,
+                dp, cols);
+      softmax_grad(p, dp, rows, cols, dot + i0);
+      // dQ_i += scale dS K_j; dK_j += scale dS^T Q_i
+      tile_gemm(false, false, rows, d, cols, g.scale, dp, cols, k.row(j0), k.ld, 1.0f, gq.row(i0),
+                gq.ld);
+      tile_gemm(true, false, cols, d, rows, g.scale, dp, cols, q.row(i0), q.ld, 1.0f, gk.row(j0),
+                gk.ld);
+    }
+  }
+}
+
+}  // namespace
+
+void flash_attention_backward(const Backend& be, const AttentionGeometry& g, const float* q,
+                              const float* k, const float* v, const float* out, const float* lse,
+                              const float* gout, float* gq, float* gk, float* gv) {
+  std::vector<float> p(kRows * kCols), dp(kRows * kCols), dot(g.t_q);
   // Gradients not asked for are still needed as scratch for the others' recurrences per head.
   std::vector<float> gq_head, gk_head, gv_head;
-  if (!gq) gq_head.resize(t_q * d);
-  if (!gk) gk_head.resize(t_k * d);
-  if (!gv) gv_head.resize(t_k * d_v);
-  for (int64_t b = 0; b < batch; ++b) {
-    const float* qb = q + b * t_q * d;
-    const float* kb = k + b * t_k * d;
-    const float* vb = v + b * t_k * d_v;
-    const float* ob = out + b * t_q * d_v;
-    const float* gob = gout + b * t_q * d_v;
-    const float* lb = lse + b * t_q;
-    float* gqb = gq ? gq + b * t_q * d : gq_head.data();
-    float* gkb = gk ? gk + b * t_k * d : gk_head.data();
-    float* gvb = gv ? gv + b * t_k * d_v : gv_head.data();
-    std::fill(gqb, gqb + t_q * d, 0.0f);
-    std::fill(gkb, gkb + t_k * d, 0.0f);
-    std::fill(gvb, gvb + t_k * d_v, 0.0f);
-    row_dots(gob, ob, dot.data(), t_q, d_v);
-    for (int64_t i0 = 0; i0 < t_q; i0 += kRows) {
-      const int64_t rows = std::min(kRows, t_q - i0);
-      const int64_t keys = visible_keys(i0 + rows, t_k, causal);
-      for (int64_t j0 = 0; j0 < keys; j0 += kCols) {
-        const int64_t cols = std::min(kCols, keys - j0);
-        scores(qb, kb, p.data(), i0, rows, j0, cols, d, scale, causal);
-        exp_shifted(be, p.data(), rows, cols, lb + i0);  // P = exp(S - lse); masked scores give 0
-        // dV_j += P^T dO_i
-        tile_gemm(true, false, cols, d_v, rows, 1.0f, p.data(), cols, gob + i0 * d_v, d_v, 1.0f,
-                  gvb + j0 * d_v, d_v);
-        // dP = dO_i V_j^T, then dS = P (dP - D_i) in dp
-        tile_gemm(false, true, rows, cols, d_v, 1.0f, gob + i0 * d_v, d_v, vb + j0 * d_v, d_v, 0.0f,
-                  dp.data(), cols);
-        softmax_grad(p.data(), dp.data(), rows, cols, dot.data() + i0);
-        // dQ_i += scale dS K_j; dK_j += scale dS^T Q_i
-        tile_gemm(false, false, rows, d, cols, scale, dp.data(), cols, kb + j0 * d, d, 1.0f,
-                  gqb + i0 * d, d);
-        tile_gemm(true, false, cols, d, rows, scale, dp.data(), cols, qb + i0 * d, d, 1.0f,
-                  gkb + j0 * d, d);
-      }
-    }
+  if (!gq) gq_head.resize(g.t_q * g.d);
+  if (!gk) gk_head.resize(g.t_k * g.d);
+  if (!gv) gv_head.resize(g.t_k * g.d_v);
+  for (int64_t b = 0; b < g.batch(); ++b) {
+    const int64_t group = b / g.heads, head = b % g.heads;
+    auto grad = [&](float* all, const HeadStrides& at, std::vector<float>& scratch, int64_t n) {
+      return all ? MutableRows{all + at.offset(group, head), at.row}
+                 : MutableRows{scratch.data(), n};
+    };
+    const MutableRows gqb = grad(gq, g.q, gq_head, g.d);
+    const MutableRows gkb = grad(gk, g.k, gk_head, g.d);
+    const MutableRows gvb = grad(gv, g.v, gv_head, g.d_v);
+    gqb.zero(0, g.t_q, g.d);
+    gkb.zero(0, g.t_k, g.d);
+    gvb.zero(0, g.t_k, g.d_v);
+    const Rows gob{gout + g.out.offset(group, head), g.out.row};
+    row_dots(gob, Rows{out + g.out.offset(group, head), g.out.row}, dot.data(), g.t_q, g.d_v);
+    head_backward(be, g, Rows{q + g.q.offset(group, head), g.q.row},
+                  Rows{k + g.k.offset(group, head), g.k.row},
+                  Rows{v + g.v.offset(group, head), g.v.row}, gob, lse + b * g.t_q, dot.data(),
+                  gqb, gkb, gvb, p.data(), dp.data());
   }
 }
 

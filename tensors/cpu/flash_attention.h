@@ -9,18 +9,16 @@
 
 namespace tensorplay::cpu_kernels {
 
-/// out[b] = softmax(scale q[b] k[b]^T (+ causal mask)) v[b] for `batch` contiguous heads; lse
-/// [batch, t_q] receives each row's log-sum-exp for the backward. `rows` (elementwise kernels)
-/// is the kernel table whose exp and affine run on the tiles.
-void flash_attention(const Backend& rows, const float* q, const float* k, const float* v,
-                     float* out, float* lse, int64_t batch, int64_t t_q, int64_t t_k, int64_t d,
-                     int64_t d_v, float scale, bool causal);
+/// out = softmax(scale q k^T (+ causal mask)) v for every head `g` lays out; lse
+/// [g.batch(), t_q] receives each row's log-sum-exp for the backward. `rows` (elementwise
+/// kernels) is the kernel table whose exp and affine run on the tiles.
+void flash_attention(const Backend& rows, const AttentionGeometry& g, const float* q,
+                     const float* k, const float* v, float* out, float* lse);
 
-/// Gradients gq, gk, gv (each may be null: not computed) from the output gradient gout, the
-/// forward's out and lse, recomputing each probability tile.
-void flash_attention_backward(const Backend& rows, const float* q, const float* k, const float* v,
-                              const float* out, const float* lse, const float* gout, float* gq,
-                              float* gk, float* gv, int64_t batch, int64_t t_q, int64_t t_k,
-                              int64_t d, int64_t d_v, float scale, bool causal);
+/// Gradients gq, gk, gv (each may be null: not computed; laid out as q, k, v) from the output
+/// gradient gout (laid out as out), the forward's out and lse, recomputing each probability tile.
+void flash_attention_backward(const Backend& rows, const AttentionGeometry& g, const float* q,
+                              const float* k, const float* v, const float* out, const float* lse,
+                              const float* gout, float* gq, float* gk, float* gv);
 
 }  // namespace tensorplay::cpu_kernels

@@ -153,12 +153,12 @@ void OnlineSoftmaxRows(float* s, int64_t rows, int64_t cols, float* m, float* l,
   }
 }
 
-void ScaleRows(float* x, int64_t rows, int64_t n, const float* factors) {
+void ScaleRows(float* x, int64_t rows, int64_t n, int64_t ld, const float* factors) {
   const D d;
   for (int64_t r = 0; r < rows; ++r) {
     if (factors[r] == 1.0f) continue;
     const V f = hn::Set(d, factors[r]);
-    map3(x + r * n, nullptr, nullptr, x + r * n, n,
+    map3(x + r * ld, nullptr, nullptr, x + r * ld, n,
          [&](V a, V, V) HWY_ATTR { return hn::Mul(a, f); });
   }
 }
@@ -181,10 +181,10 @@ void SoftmaxGradRows(const float* p, float* ds, int64_t rows, int64_t cols, cons
   }
 }
 
-void RowDots(const float* a, const float* b, float* out, int64_t rows, int64_t n) {
+void RowDots(const float* a, const float* b, int64_t ld, float* out, int64_t rows, int64_t n) {
   for (int64_t r = 0; r < rows; ++r) {
     out[r] = fold_sum(reduce2(
-        a + r * n, b + r * n, n, 0.0f, [](V x, V y) HWY_ATTR { return hn::Mul(x, y); },
+        a + r * ld, b + r * ld, n, 0.0f, [](V x, V y) HWY_ATTR { return hn::Mul(x, y); },
         [](V x, V y) HWY_ATTR { return add_v(x, y); }));
   }
 }
@@ -224,8 +224,8 @@ void silu_mul_backward(const float* gate, const float* up, const float* gy, floa
 void online_softmax_rows(float* s, int64_t rows, int64_t cols, float* m, float* l, float* rescale) {
   HWY_DYNAMIC_DISPATCH(OnlineSoftmaxRows)(s, rows, cols, m, l, rescale);
 }
-void scale_rows(float* x, int64_t rows, int64_t n, const float* factors) {
-  HWY_DYNAMIC_DISPATCH(ScaleRows)(x, rows, n, factors);
+void scale_rows(float* x, int64_t rows, int64_t n, int64_t ld, const float* factors) {
+  HWY_DYNAMIC_DISPATCH(ScaleRows)(x, rows, n, ld, factors);
 }
 void exp_shifted_rows(float* p, int64_t rows, int64_t cols, const float* shift) {
   HWY_DYNAMIC_DISPATCH(ExpShiftedRows)(p, rows, cols, shift);
@@ -233,8 +233,8 @@ void exp_shifted_rows(float* p, int64_t rows, int64_t cols, const float* shift) 
 void softmax_grad_rows(const float* p, float* ds, int64_t rows, int64_t cols, const float* dot) {
   HWY_DYNAMIC_DISPATCH(SoftmaxGradRows)(p, ds, rows, cols, dot);
 }
-void row_dots(const float* a, const float* b, float* out, int64_t rows, int64_t n) {
-  HWY_DYNAMIC_DISPATCH(RowDots)(a, b, out, rows, n);
+void row_dots(const float* a, const float* b, int64_t ld, float* out, int64_t rows, int64_t n) {
+  HWY_DYNAMIC_DISPATCH(RowDots)(a, b, ld, out, rows, n);
 }
 
 }  // namespace tensorplay::cpu_kernels::vec

@@ -25,13 +25,13 @@ void silu_mul_backward(const float* gate, const float* up, const float* gy, floa
 /// rescale[r] = exp(m_old - m_new), the factor for the row's output so far. A row whose scores
 /// and m[r] are all -inf (masked so far) becomes zeros with m, l kept and rescale 1.
 void online_softmax_rows(float* s, int64_t rows, int64_t cols, float* m, float* l, float* rescale);
-/// x[r, :] *= factors[r] (rows whose factor is 1 are left alone).
-void scale_rows(float* x, int64_t rows, int64_t n, const float* factors);
+/// x[r, :] *= factors[r] for rows of n values `ld` apart (rows whose factor is 1 are left alone).
+void scale_rows(float* x, int64_t rows, int64_t n, int64_t ld, const float* factors);
 /// p[r, :] = exp(p[r, :] - shift[r]).
 void exp_shifted_rows(float* p, int64_t rows, int64_t cols, const float* shift);
 /// ds[r, :] = p[r, :] (ds[r, :] - dot[r]): softmax's backward given dot = (dO . O) per row.
 void softmax_grad_rows(const float* p, float* ds, int64_t rows, int64_t cols, const float* dot);
-/// out[r] = a[r, :] . b[r, :].
-void row_dots(const float* a, const float* b, float* out, int64_t rows, int64_t n);
+/// out[r] = a[r, :] . b[r, :] for rows of n values `ld` apart in both.
+void row_dots(const float* a, const float* b, int64_t ld, float* out, int64_t rows, int64_t n);
 
 }  // namespace tensorplay::cpu_kernels::vec

@@ -4,7 +4,6 @@
 #include <stdexcept>
 
 #include "tensors/ops/attention.h"
-#include "tensors/ops/shape_ops.h"
 
 namespace tensorplay::nn {
 
@@ -23,13 +22,12 @@ Tensor CausalSelfAttentionImpl::forward(const Tensor& x) {
     throw std::invalid_argument("CausalSelfAttention: expected input [B, T, " +
                                 std::to_string(width) + "], got " + to_string(x.shape()));
   const int64_t time = x.size(1), head_dim = width / heads;
-  // One copy takes [B, T, 3, H, D] to [3, B, H, T, D], which the packed attention reads as q, k
-  // and v and whose gradient it writes whole. The batch size stays -1 so that a traced stage
-  // replays on microbatches of any size.
-  Tensor qkv = permute(c_attn(x).reshape({-1, time, 3, heads, head_dim}), {2, 0, 3, 1, 4});
-  Tensor y = scaled_dot_product_attention_packed(qkv, /*causal=*/true);
-  y = permute(y, {0, 2, 1, 3}).reshape({-1, time, width});
-  return resid_dropout(c_proj(y));
+  // The attention reads the heads where the projection wrote them ([B, T, 3, H, D]) and writes
+  // its output as [B, T, H, D]: no permute either way. The batch size stays -1 so that a traced
+  // stage replays on microbatches of any size.
+  Tensor qkv = c_attn(x).reshape({-1, time, 3, heads, head_dim});
+  Tensor y = scaled_dot_product_attention_qkvpacked(qkv, /*causal=*/true);
+  return resid_dropout(c_proj(y.reshape({-1, time, width})));
 }
 
 std::string CausalSelfAttentionImpl::extra_repr() const {

@@ -13,53 +13,90 @@
 
 #include "tensors/autograd/node.h"
 #include "tensors/ops/detail/op_support.h"
+#include "tensors/ops/shape_ops.h"
 #include "tensors/trace_hook.h"
 
 namespace tensorplay {
 namespace {
 
-struct AttentionDims {
-  int64_t batch = 1, t_q = 0, t_k = 0, d = 0, d_v = 0;
-  float scale = 1.0f;
+// Where an op's q, k and v are: three tensors, or one packed tensor holding all three at element
+// offsets (the layouts of the geometry say how their heads lie).
+struct AttentionInputs {
+  std::vector<Tensor> tensors;     // q, k, v; or the packed tensor alone
+  int64_t offsets[3] = {0, 0, 0};  // packed: where q, k and v start in it
+
+  bool packed() const { return tensors.size() == 1; }
+  const float* data(int i) const {
+    return packed() ? tensors[0].data<float>() + offsets[i] : tensors[i].data<float>();
+  }
+  AttentionInputs detached() const {
+    AttentionInputs out = *this;
+    for (Tensor& t : out.tensors) t = t.detach();
+    return out;
+  }
 };
 
-// P = softmax(scale q k^T) (causal: row i sees keys j <= i), [batch, t_q, t_k].
-Tensor attention_probs(const Tensor& q, const Tensor& k, const AttentionDims& s, bool causal) {
-  const Backend& be = detail::backend_of(q);
-  Tensor probs = empty({s.batch, s.t_q, s.t_k}, {.device = q.device()});
-  be.gemm_batched(false, true, s.batch, s.t_q, s.t_k, s.d, s.scale, q.data<float>(), s.d,
-                  s.t_q * s.d, k.data<float>(), s.d, s.t_k * s.d, 0.0f, probs.data<float>(), s.t_k,
-                  s.t_q * s.t_k);
-  if (causal)
-    be.causal_softmax(probs.data<float>(), probs.data<float>(), s.batch, s.t_q, s.t_k);
+// Contiguous heads of rows of n: [..., t, n] as one group.
+HeadStrides contiguous(int64_t t, int64_t n) { return {0, t * n, n}; }
+
+// The probabilities [batch, t_q, t_k], contiguous, grouped as the geometry groups its heads.
+HeadStrides probs_strides(const AttentionGeometry& g) {
+  return {g.heads * g.t_q * g.t_k, g.t_q * g.t_k, g.t_k};
+}
+
+// An operand of one group's batched product: where all groups start, and how heads lie.
+struct HeadOperand {
+  const float* at;
+  HeadStrides strides;
+};
+
+// C = alpha op(A) op(B) + beta C for the heads of group `group`, as one batched product.
+void group_gemm(const Backend& be, const AttentionGeometry& g, int64_t group, bool ta, bool tb,
+                int64_t m, int64_t n, int64_t k, float alpha, HeadOperand a, HeadOperand b,
+                float beta, float* c, const HeadStrides& cs) {
+  be.gemm_batched(ta, tb, g.heads, m, n, k, alpha, a.at + a.strides.offset(group, 0),
+                  a.strides.row, a.strides.head, b.at + b.strides.offset(group, 0), b.strides.row,
+                  b.strides.head, beta, c + cs.offset(group, 0), cs.row, cs.head);
+}
+
+// Group `group`'s part of P = softmax(scale q k^T) (causal: row i sees keys j <= i) in probs
+// [batch, t_q, t_k]. Group by group, the probabilities a group's next products read are still in
+// the core's cache.
+void group_probs(const Backend& be, const AttentionInputs& in, const AttentionGeometry& g,
+                 int64_t group, float* probs) {
+  const HeadStrides ps = probs_strides(g);
+  group_gemm(be, g, group, false, true, g.t_q, g.t_k, g.d, g.scale, {in.data(0), g.q},
+             {in.data(1), g.k}, 0.0f, probs, ps);
+  float* p = probs + ps.offset(group, 0);
+  if (g.causal)
+    be.causal_softmax(p, p, g.heads, g.t_q, g.t_k);
   else
-    be.softmax(probs.data<float>(), probs.data<float>(), s.batch * s.t_q, s.t_k, 1, false);
-  return probs;
+    be.softmax(p, p, g.heads * g.t_q, g.t_k, 1, false);
 }
 
 // Whether the backward recomputes P rather than keeping it: P is larger than q, k and v.
-bool recompute_probs(const AttentionDims& s) {
-  return s.t_q * s.t_k > s.t_q * s.d + s.t_k * (s.d + s.d_v);
+bool recompute_probs(const AttentionGeometry& g) {
+  return g.t_q * g.t_k > g.t_q * g.d + g.t_k * (g.d + g.d_v);
 }
 
 // Where the backward of attention writes dq, dk and dv: three tensors of q's, k's and v's shapes,
-// or (packed: the op took one [3, ...] tensor) the three parts of one such gradient, so that no
-// zero-padded slice gradients are summed.
+// or (packed) the three parts of one gradient of the packed tensor's shape, so that no
+// zero-padded slice gradients are summed. A packed op computes all three.
 struct AttentionGrads {
-  std::vector<Tensor> parts;  // dq, dk, dv (undefined: not requested yet)
-  Tensor packed;              // defined for a packed op: what the node returns
+  const AttentionInputs& in;
+  std::vector<Tensor> parts;  // dq, dk, dv (undefined: not requested); or the packed gradient
 
-  AttentionGrads(const Tensor& q, const std::optional<Shape>& packed_shape) : parts(3) {
-    if (!packed_shape) return;
-    packed = empty(*packed_shape, {.device = q.device()});
-    for (int64_t i = 0; i < 3; ++i) parts[i] = packed.slice0(i, i + 1).reshape(q.shape());
+  AttentionGrads(const AttentionInputs& inputs, const std::vector<bool>& needed) : in(inputs) {
+    for (size_t i = 0; i < in.tensors.size(); ++i)
+      if (in.packed() || needed[i])
+        parts.push_back(empty(in.tensors[i].shape(), {.device = in.tensors[i].device()}));
+      else
+        parts.emplace_back();
   }
-  // The part `i`, allocated with `like`'s shape when it is not one of the packed parts.
-  Tensor& part(int i, const Tensor& like) {
-    if (!parts[i].defined()) parts[i] = empty(like.shape(), {.device = like.device()});
-    return parts[i];
+  float* data(int i) {
+    if (in.packed()) return parts[0].data<float>() + in.offsets[i];
+    return parts[i].defined() ? parts[i].data<float>() : nullptr;
   }
-  std::vector<Tensor> result() { return packed.defined() ? std::vector<Tensor>{packed} : parts; }
 };
 
 // The requested flags of a node's three gradients: a packed node computes all three.
@@ -67,85 +104,84 @@ std::vector<bool> wanted(const std::vector<bool>& needed, bool packed) {
   return packed ? std::vector<bool>{needed[0], needed[0], needed[0]} : needed;
 }
 
-struct AttentionBackward : autograd::Node {
-  Tensor q, k, v, probs;  // probs undefined when recomputed
-  AttentionDims s;
-  bool causal = false;
-  std::optional<Shape> packed_shape;  // set when the op took one packed [3, ...] tensor
-  const char* name() const override { return "ScaledDotProductAttentionBackward"; }
-  std::vector<Tensor> apply(const Tensor& g, const std::vector<bool>& flags) override {
-    const std::vector<bool> needed = wanted(flags, packed_shape.has_value());
-    AttentionGrads out(q, packed_shape);
-    const Backend& be = detail::backend_of(g);
-    Tensor kept_or_recomputed = probs.defined() ? probs : attention_probs(q, k, s, causal);
-    const float* p = kept_or_recomputed.data<float>();
-    const int64_t pq = s.t_q * s.t_k;
-    if (needed[2]) {  // dV = P^T dO
-      Tensor& gv = out.part(2, v);
-      be.gemm_batched(true, false, s.batch, s.t_k, s.d_v, s.t_q, 1.0f, p, s.t_k, pq,
-                      g.data<float>(), s.d_v, s.t_q * s.d_v, 0.0f, gv.data<float>(), s.d_v,
-                      s.t_k * s.d_v);
-    }
-    if (needed[0] || needed[1]) {
-      // dS = softmax_backward(P, dO V^T), in one buffer.
-      Tensor gs = empty({s.batch, s.t_q, s.t_k}, {.device = g.device()});
-      be.gemm_batched(false, true, s.batch, s.t_q, s.t_k, s.d_v, 1.0f, g.data<float>(), s.d_v,
-                      s.t_q * s.d_v, v.data<float>(), s.d_v, s.t_k * s.d_v, 0.0f, gs.data<float>(),
-                      s.t_k, pq);
-      be.softmax_backward(p, gs.data<float>(), gs.data<float>(), s.batch * s.t_q, s.t_k, 1, false);
-      if (needed[0]) {  // dQ = scale * dS K
-        Tensor& gq = out.part(0, q);
-        be.gemm_batched(false, false, s.batch, s.t_q, s.d, s.t_k, s.scale, gs.data<float>(), s.t_k,
-                        pq, k.data<float>(), s.d, s.t_k * s.d, 0.0f, gq.data<float>(), s.d,
-                        s.t_q * s.d);
-      }
-      if (needed[1]) {  // dK = scale * dS^T Q
-        Tensor& gk = out.part(1, k);
-        be.gemm_batched(true, false, s.batch, s.t_k, s.d, s.t_q, s.scale, gs.data<float>(), s.t_k,
-                        pq, q.data<float>(), s.d, s.t_q * s.d, 0.0f, gk.data<float>(), s.d,
-                        s.t_k * s.d);
-      }
-    }
-    return out.result();
+// What both attention nodes save of their inputs.
+struct AttentionNode : autograd::Node {
+  AttentionInputs in;  // detached
+  AttentionGeometry g;
+  void release() override { in.tensors.clear(); }
+  std::vector<Tensor*> saved_tensors() override {
+    std::vector<Tensor*> saved;
+    for (Tensor& t : in.tensors) saved.push_back(&t);
+    return saved;
   }
-  void release() override {
-    q = Tensor();
-    k = Tensor();
-    v = Tensor();
-    probs = Tensor();
-  }
-  std::vector<Tensor*> saved_tensors() override { return {&q, &k, &v}; }
 };
 
-struct FlashAttentionBackward : autograd::Node {
-  Tensor q, k, v, out, lse;
-  AttentionDims s;
-  bool causal = false;
-  std::optional<Shape> packed_shape;  // set when the op took one packed [3, ...] tensor
-  const char* name() const override { return "FlashAttentionBackward"; }
-  std::vector<Tensor> apply(const Tensor& g, const std::vector<bool>& flags) override {
-    const std::vector<bool> needed = wanted(flags, packed_shape.has_value());
-    AttentionGrads grads(q, packed_shape);
-    for (int i = 0; i < 3; ++i)
-      if (needed[i]) grads.part(i, i == 0 ? q : i == 1 ? k : v);
-    auto data = [](Tensor& t) { return t.defined() ? t.data<float>() : nullptr; };
-    detail::backend_of(g).flash_attention_backward(
-        q.data<float>(), k.data<float>(), v.data<float>(), out.data<float>(), lse.data<float>(),
-        g.data<float>(), data(grads.parts[0]), data(grads.parts[1]), data(grads.parts[2]), s.batch,
-        s.t_q, s.t_k, s.d, s.d_v, s.scale, causal);
-    return grads.result();
+struct AttentionBackward : AttentionNode {
+  Tensor probs;  // undefined when recomputed
+  const char* name() const override { return "ScaledDotProductAttentionBackward"; }
+  std::vector<Tensor> apply(const Tensor& grad, const std::vector<bool>& flags) override {
+    const std::vector<bool> needed = wanted(flags, in.packed());
+    AttentionGrads out(in, needed);
+    const Backend& be = detail::backend_of(grad);
+    const Device device = grad.device();
+    const Tensor p = probs.defined() ? probs : empty({g.batch(), g.t_q, g.t_k}, {.device = device});
+    const HeadOperand ps{p.data<float>(), probs_strides(g)};
+    const HeadOperand gout{grad.data<float>(), g.out};
+    Tensor gs;  // dS, as P lies
+    if (needed[0] || needed[1]) gs = empty({g.batch(), g.t_q, g.t_k}, {.device = device});
+    for (int64_t group = 0; group < g.groups; ++group) {
+      if (!probs.defined()) group_probs(be, in, g, group, p.data<float>());  // recomputed
+      if (needed[2])  // dV = P^T dO
+        group_gemm(be, g, group, true, false, g.t_k, g.d_v, g.t_q, 1.0f, ps, gout, 0.0f,
+                   out.data(2), g.v);
+      if (!gs.defined()) continue;
+      // dS = softmax_backward(P, dO V^T), in one buffer.
+      group_gemm(be, g, group, false, true, g.t_q, g.t_k, g.d_v, 1.0f, gout, {in.data(2), g.v},
+                 0.0f, gs.data<float>(), ps.strides);
+      const int64_t at = ps.strides.offset(group, 0);
+      be.softmax_backward(ps.at + at, gs.data<float>() + at, gs.data<float>() + at,
+                          g.heads * g.t_q, g.t_k, 1, false);
+      const HeadOperand ds{gs.data<float>(), ps.strides};
+      if (needed[0])  // dQ = scale * dS K
+        group_gemm(be, g, group, false, false, g.t_q, g.d, g.t_k, g.scale, ds, {in.data(1), g.k},
+                   0.0f, out.data(0), g.q);
+      if (needed[1])  // dK = scale * dS^T Q
+        group_gemm(be, g, group, true, false, g.t_k, g.d, g.t_q, g.scale, ds, {in.data(0), g.q},
+                   0.0f, out.data(1), g.k);
+    }
+    return out.parts;
   }
   void release() override {
-    q = Tensor();
-    k = Tensor();
-    v = Tensor();
+    AttentionNode::release();
+    probs = Tensor();
+  }
+};
+
+struct FlashAttentionBackward : AttentionNode {
+  Tensor out, lse;
+  const char* name() const override { return "FlashAttentionBackward"; }
+  std::vector<Tensor> apply(const Tensor& grad, const std::vector<bool>& flags) override {
+    AttentionGrads grads(in, wanted(flags, in.packed()));
+    detail::backend_of(grad).flash_attention_backward(
+        g, in.data(0), in.data(1), in.data(2), out.data<float>(), lse.data<float>(),
+        grad.data<float>(), grads.data(0), grads.data(1), grads.data(2));
+    return grads.parts;
+  }
+  void release() override {
+    AttentionNode::release();
     out = Tensor();
     lse = Tensor();
   }
-  std::vector<Tensor*> saved_tensors() override { return {&q, &k, &v, &out, &lse}; }
+  std::vector<Tensor*> saved_tensors() override {
+    std::vector<Tensor*> saved = AttentionNode::saved_tensors();
+    saved.push_back(&out);
+    saved.push_back(&lse);
+    return saved;
+  }
 };
 
-AttentionDims check_attention(const Tensor& q, const Tensor& k, const Tensor& v) {
+// The geometry of contiguous q [..., t_q, d], k [..., t_k, d], v [..., t_k, d_v].
+AttentionGeometry check_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal) {
   const char* op = "scaled_dot_product_attention";
   detail::check_defined(op, q, "q");
   detail::check_defined(op, k, "k");
@@ -163,93 +199,78 @@ AttentionDims check_attention(const Tensor& q, const Tensor& k, const Tensor& v)
   for (int64_t d = 0; d < r - 2; ++d)
     if (q.shape()[d] != k.shape()[d] || q.shape()[d] != v.shape()[d])
       throw std::invalid_argument(std::string(op) + ": batch dimensions differ: " + shapes());
-  AttentionDims s;
-  s.batch = numel_range(q.shape(), 0, r - 2);
-  s.t_q = q.shape()[r - 2];
-  s.d = q.shape()[r - 1];
-  s.t_k = k.shape()[r - 2];
-  s.d_v = v.shape()[r - 1];
-  if (k.shape()[r - 1] != s.d)
+  AttentionGeometry g;
+  g.heads = numel_range(q.shape(), 0, r - 2);
+  g.t_q = q.shape()[r - 2];
+  g.d = q.shape()[r - 1];
+  g.t_k = k.shape()[r - 2];
+  g.d_v = v.shape()[r - 1];
+  if (k.shape()[r - 1] != g.d)
     throw std::invalid_argument(std::string(op) + ": q and k head sizes differ: " + shapes());
-  if (v.shape()[r - 2] != s.t_k)
+  if (v.shape()[r - 2] != g.t_k)
     throw std::invalid_argument(std::string(op) + ": k and v sequence lengths differ: " + shapes());
-  if (s.d == 0 || s.t_k == 0)
+  if (g.d == 0 || g.t_k == 0)
     throw std::invalid_argument(std::string(op) + ": empty head size or key sequence: " + shapes());
-  s.scale = 1.0f / std::sqrt(static_cast<float>(s.d));
-  return s;
+  g.scale = 1.0f / std::sqrt(static_cast<float>(g.d));
+  g.causal = causal;
+  g.q = contiguous(g.t_q, g.d);
+  g.k = contiguous(g.t_k, g.d);
+  g.v = contiguous(g.t_k, g.d_v);
+  g.out = contiguous(g.t_q, g.d_v);
+  return g;
 }
-
-}  // namespace
-
-namespace {
-
-// A node's inputs and, for a packed op, the shape of its one input.
-struct AttentionInputs {
-  std::vector<Tensor> edges;          // q, k, v; or the packed tensor
-  std::optional<Shape> packed_shape;  // set for a packed op
-};
 
 template <typename NodeType>
-Tensor attach_attention(Tensor out, std::shared_ptr<NodeType> node, const Tensor& q,
-                        const Tensor& k, const Tensor& v, const AttentionInputs& in) {
-  node->q = q.detach();
-  node->k = k.detach();
-  node->v = v.detach();
-  node->packed_shape = in.packed_shape;
-  return autograd::attach(out, node, in.edges);
+Tensor attach_attention(Tensor out, std::shared_ptr<NodeType> node, const AttentionInputs& in,
+                        const AttentionGeometry& g) {
+  node->in = in.detached();
+  node->g = g;
+  return autograd::attach(out, node, in.tensors);
 }
 
-Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionDims& s,
-                       bool causal, const AttentionInputs& in) {
-  Shape out_shape = q.shape();
-  out_shape.back() = s.d_v;
-  Tensor out = empty(out_shape, {.device = q.device()});
-  Tensor lse = empty({s.batch, s.t_q}, {.device = q.device()});
-  detail::backend_of(q).flash_attention(q.data<float>(), k.data<float>(), v.data<float>(),
-                                        out.data<float>(), lse.data<float>(), s.batch, s.t_q, s.t_k,
-                                        s.d, s.d_v, s.scale, causal);
-  if (!autograd::any_needs_grad(in.edges)) return out;
+Tensor fused_attention(const AttentionInputs& in, const AttentionGeometry& g, Shape out_shape) {
+  const Device device = in.tensors[0].device();
+  Tensor out = empty(out_shape, {.device = device});
+  Tensor lse = empty({g.batch(), g.t_q}, {.device = device});
+  backend_for(device).flash_attention(g, in.data(0), in.data(1), in.data(2), out.data<float>(),
+                                      lse.data<float>());
+  if (!autograd::any_needs_grad(in.tensors)) return out;
   auto node = std::make_shared<FlashAttentionBackward>();
   node->out = out.detach();
   node->lse = lse;
-  node->s = s;
-  node->causal = causal;
-  return attach_attention(out, node, q, k, v, in);
+  return attach_attention(out, node, in, g);
 }
 
-Tensor plain_attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionDims& s,
-                       bool causal, const AttentionInputs& in) {
-  const Backend& be = detail::backend_of(q);
-  const int64_t pq = s.t_q * s.t_k;
-  Tensor probs = attention_probs(q, k, s, causal);
-  Shape out_shape = q.shape();
-  out_shape.back() = s.d_v;
-  Tensor out = empty(out_shape, {.device = q.device()});
-  be.gemm_batched(false, false, s.batch, s.t_q, s.d_v, s.t_k, 1.0f, probs.data<float>(), s.t_k, pq,
-                  v.data<float>(), s.d_v, s.t_k * s.d_v, 0.0f, out.data<float>(), s.d_v,
-                  s.t_q * s.d_v);
-  if (!autograd::any_needs_grad(in.edges)) return out;
+Tensor plain_attention(const AttentionInputs& in, const AttentionGeometry& g, Shape out_shape) {
+  const Device device = in.tensors[0].device();
+  const Backend& be = backend_for(device);
+  Tensor probs = empty({g.batch(), g.t_q, g.t_k}, {.device = device});
+  Tensor out = empty(out_shape, {.device = device});
+  for (int64_t group = 0; group < g.groups; ++group) {
+    group_probs(be, in, g, group, probs.data<float>());
+    group_gemm(be, g, group, false, false, g.t_q, g.d_v, g.t_k, 1.0f,
+               {probs.data<float>(), probs_strides(g)}, {in.data(2), g.v}, 0.0f,
+               out.data<float>(), g.out);
+  }
+  if (!autograd::any_needs_grad(in.tensors)) return out;
   auto node = std::make_shared<AttentionBackward>();
-  if (!recompute_probs(s)) node->probs = probs;
-  node->s = s;
-  node->causal = causal;
-  return attach_attention(out, node, q, k, v, in);
+  if (!recompute_probs(g)) node->probs = probs;
+  return attach_attention(out, node, in, g);
 }
 
-// The attention of float32 q, k and v with the kernel `kernel` picks; its node's edges go to
-// `in.edges`.
-Tensor attend(const Tensor& q, const Tensor& k, const Tensor& v, bool causal,
-              AttentionKernel kernel, const AttentionInputs& in) {
-  AttentionDims s = check_attention(q, k, v);
+// The attention of float32 inputs with the kernel `kernel` picks, output of `out_shape`.
+Tensor attend(const AttentionInputs& in, const AttentionGeometry& g, AttentionKernel kernel,
+              Shape out_shape) {
+  const bool on_host = in.tensors[0].device().is_cpu();
   const bool fused = kernel == AttentionKernel::Fused ||
-                     (kernel == AttentionKernel::Auto && q.device().is_cpu() && recompute_probs(s));
-  if (!fused) return plain_attention(q, k, v, s, causal, in);
-  if (!q.device().is_cpu())
+                     (kernel == AttentionKernel::Auto && on_host && recompute_probs(g));
+  if (!fused) return plain_attention(in, g, std::move(out_shape));
+  if (!on_host)
     throw std::invalid_argument(
         "scaled_dot_product_attention: the fused kernel runs on the host only; use "
         "AttentionKernel::Auto or Plain for tensors on " +
-        to_string(q.device()));
-  return fused_attention(q, k, v, s, causal, in);
+        to_string(in.tensors[0].device()));
+  return fused_attention(in, g, std::move(out_shape));
 }
 
 }  // namespace
@@ -262,7 +283,10 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
                                 return scaled_dot_product_attention(in[0], in[1], in[2], causal,
                                                                     kernel);
                               });
-  Tensor out = attend(q, k, v, causal, kernel, {{q, k, v}, std::nullopt});
+  const AttentionGeometry g = check_attention(q, k, v, causal);
+  Shape out_shape = q.shape();
+  out_shape.back() = g.d_v;
+  Tensor out = attend({{q, k, v}}, g, kernel, std::move(out_shape));
   return trace::record("scaled_dot_product_attention", {q, k, v}, out,
                        [causal, kernel](const std::vector<Tensor>& in) {
                          return scaled_dot_product_attention(in[0], in[1], in[2], causal, kernel);
@@ -284,11 +308,42 @@ Tensor scaled_dot_product_attention_packed(const Tensor& qkv, bool causal, Atten
     return scaled_dot_product_attention(qkv.slice0(0, 1).reshape(part),
                                         qkv.slice0(1, 2).reshape(part),
                                         qkv.slice0(2, 3).reshape(part), causal, kernel);
-  const Tensor base = qkv.detach();
-  Tensor out = attend(base.slice0(0, 1).reshape(part), base.slice0(1, 2).reshape(part),
-                      base.slice0(2, 3).reshape(part), causal, kernel, {{qkv}, qkv.shape()});
+  const Tensor q = qkv.detach().slice0(0, 1).reshape(part);
+  const AttentionGeometry g = check_attention(q, q, q, causal);
+  const int64_t n = q.numel();
+  Tensor out = attend({{qkv}, {0, n, 2 * n}}, g, kernel, part);
   return trace::record(op, {qkv}, out, [causal, kernel](const std::vector<Tensor>& in) {
     return scaled_dot_product_attention_packed(in[0], causal, kernel);
+  });
+}
+
+Tensor scaled_dot_product_attention_qkvpacked(const Tensor& qkv, bool causal,
+                                              AttentionKernel kernel) {
+  const char* op = "scaled_dot_product_attention_qkvpacked";
+  detail::check_defined(op, qkv, "qkv");
+  if (qkv.dim() != 5 || qkv.shape()[2] != 3 || qkv.shape()[1] == 0 || qkv.shape()[4] == 0)
+    throw std::invalid_argument(std::string(op) +
+                                ": expected qkv [B, T, 3, H, D] (a fused projection's output) "
+                                "with T and D above 0; got " +
+                                to_string(qkv.shape()));
+  // bfloat16 takes the stacked form (its float32 computation keeps q, k and v as bfloat16).
+  if (detail::any_bfloat16({qkv}))
+    return permute(
+        scaled_dot_product_attention_packed(permute(qkv, {2, 0, 3, 1, 4}), causal, kernel),
+        {0, 2, 1, 3});
+  const int64_t batch = qkv.size(0), time = qkv.size(1), heads = qkv.size(3), d = qkv.size(4);
+  AttentionGeometry g;
+  g.groups = batch;
+  g.heads = heads;
+  g.t_q = g.t_k = time;
+  g.d = g.d_v = d;
+  g.scale = 1.0f / std::sqrt(static_cast<float>(d));
+  g.causal = causal;
+  g.q = g.k = g.v = {time * 3 * heads * d, d, 3 * heads * d};
+  g.out = {time * heads * d, d, heads * d};
+  Tensor out = attend({{qkv}, {0, heads * d, 2 * heads * d}}, g, kernel, {batch, time, heads, d});
+  return trace::record(op, {qkv}, out, [causal, kernel](const std::vector<Tensor>& in) {
+    return scaled_dot_product_attention_qkvpacked(in[0], causal, kernel);
   });
 }
 

@@ -25,4 +25,12 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
 Tensor scaled_dot_product_attention_packed(const Tensor& qkv, bool causal,
                                            AttentionKernel kernel = AttentionKernel::Auto);
 
+/// Attention straight from a fused q, k, v projection, with no permute: qkv [B, T, 3, H, D] (the
+/// projection's [B, T, 3 * H * D] reshaped; flash-attn's qkvpacked layout) gives out [B, T, H, D],
+/// which reshapes to [B, T, H * D] for the output projection. The same values as
+/// scaled_dot_product_attention on the permuted heads; the gradient of qkv is written in one
+/// piece. bfloat16 goes through the permuted form.
+Tensor scaled_dot_product_attention_qkvpacked(const Tensor& qkv, bool causal,
+                                              AttentionKernel kernel = AttentionKernel::Auto);
+
 }  // namespace tensorplay

@@ -169,6 +169,56 @@ TEST_CASE("packed attention equals attention of its three slices, bit for bit, w
       Catch::Contains("expected qkv [3, ..., T, D]") && Catch::Contains("[2, 1, 4, 2]"));
 }
 
+TEST_CASE("qkvpacked attention equals attention of the permuted heads, with one gradient",
+          "[attention]") {
+  // [B, T, 3, H, D] as a fused projection writes it, against the permuted [3, B, H, T, D] form:
+  // several query tiles and key blocks (T = 300), both kernels, causal or not.
+  const int64_t b = 2, t = 300, h = 3, d = 8;
+  for (tp::AttentionKernel kernel : {tp::AttentionKernel::Plain, tp::AttentionKernel::Fused}) {
+    for (bool causal : {true, false}) {
+      CAPTURE(static_cast<int>(kernel), causal);
+      tp::Generator g(21);
+      tp::Tensor base = tp::randn({b, t, 3, h, d}, {}, &g);
+      tp::Tensor upstream = tp::randn({b, t, h, d}, {}, &g);
+      tp::Tensor qkv = base.detach().requires_grad_(true);
+      tp::Tensor stacked = base.detach().requires_grad_(true);
+      tp::Tensor a = tp::scaled_dot_product_attention_qkvpacked(qkv, causal, kernel);
+      tp::Tensor heads_first = tp::scaled_dot_product_attention_packed(
+          tp::permute(stacked, {2, 0, 3, 1, 4}), causal, kernel);
+      tp::Tensor want = tp::permute(heads_first, {0, 2, 1, 3});
+      REQUIRE(a.shape() == tp::Shape{b, t, h, d});
+      check_close(a.to_vector(), want.to_vector());
+      tp::sum(a * upstream).backward();
+      tp::sum(want * upstream).backward();
+      REQUIRE(qkv.grad().defined());
+      CHECK(qkv.grad().shape() == base.shape());
+      check_close(qkv.grad().to_vector(), stacked.grad().to_vector());
+    }
+  }
+}
+
+TEST_CASE("qkvpacked attention in bfloat16 is the permuted form's, and bad shapes are named",
+          "[attention]") {
+  tp::Generator g(22);
+  tp::Tensor base = tp::randn({2, 70, 3, 2, 8}, {}, &g).to(tp::DType::BFloat16);
+  tp::Tensor a = tp::scaled_dot_product_attention_qkvpacked(base, true);
+  tp::Tensor want = tp::permute(
+      tp::scaled_dot_product_attention_packed(tp::permute(base, {2, 0, 3, 1, 4}), true),
+      {0, 2, 1, 3});
+  CHECK(a.dtype() == tp::DType::BFloat16);
+  CHECK(a.to_vector() == want.to_vector());
+  CHECK_THROWS_WITH(tp::scaled_dot_product_attention_qkvpacked(tp::zeros({2, 4, 2, 1, 8}), true),
+                    Catch::Contains("expected qkv [B, T, 3, H, D]") &&
+                        Catch::Contains("[2, 4, 2, 1, 8]"));
+  CHECK_THROWS_WITH(tp::scaled_dot_product_attention_qkvpacked(tp::zeros({3, 4, 8}), true),
+                    Catch::Contains("expected qkv [B, T, 3, H, D]"));
+  tp::Tensor empty = tp::zeros({0, 4, 3, 2, 8}).requires_grad_(true);
+  tp::Tensor none = tp::scaled_dot_product_attention_qkvpacked(empty, true);
+  CHECK(none.shape() == tp::Shape{0, 4, 2, 8});
+  tp::sum(none).backward();
+  CHECK(empty.grad().shape() == empty.shape());
+}
+
 TEST_CASE("attention over an empty batch gives an empty output and gradient", "[attention]") {
   for (tp::AttentionKernel kernel : {tp::AttentionKernel::Plain, tp::AttentionKernel::Fused}) {
     CAPTURE(static_cast<int>(kernel));

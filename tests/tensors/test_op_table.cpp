@@ -262,6 +262,31 @@ Values ref_permute(const Values& x, const Shape& s, const std::vector<int64_t>& 
   return y;
 }
 
+// qkv [B, T, 3, H, D] straight from a fused projection: the attention reference on its permuted
+// heads, output [B, T, H, D], its gradient in one piece.
+OpCase qkvpacked_attention_case(int64_t b, int64_t t, int64_t h, int64_t d, bool causal) {
+  const Shape part = {b, h, t, d};
+  OpCase plain = attention_case(part, part, part, causal);
+  const size_t n = count(part);
+  const Shape packed = {b, t, 3, h, d};
+  OpCase c;
+  c.name = "qkvpacked " + plain.name;
+  c.inputs = {{packed}};
+  c.run = [causal](const TV& in) {
+    return TV{tp::scaled_dot_product_attention_qkvpacked(in[0], causal)};
+  };
+  c.reference = [reference = plain.reference, n, packed, part](const VV& x) {
+    const Values stacked = ref_permute(x[0], packed, {2, 0, 3, 1, 4});  // [3, B, H, T, D]
+    VV parts;
+    for (size_t i = 0; i < 3; ++i)
+      parts.emplace_back(stacked.begin() + i * n, stacked.begin() + (i + 1) * n);
+    return VV{ref_permute(reference(parts)[0], part, {0, 2, 1, 3})};
+  };
+  c.out_shapes = {{b, t, h, d}};
+  c.activations = 1;
+  return c;
+}
+
 OpCase permute_case(Shape s, std::vector<int64_t> perm) {
   Shape out(s.size());
   for (size_t d = 0; d < s.size(); ++d) out[d] = s[perm[d]];
@@ -487,6 +512,9 @@ std::vector<OpCase> op_table() {
   t.push_back(packed_attention_case({2, 2, 5, 4}, true));
   t.push_back(packed_attention_case({1, 3, 4, 2}, false));
   t.push_back(packed_attention_case({1, 2, 12, 2}, true));  // probabilities recomputed
+  t.push_back(qkvpacked_attention_case(2, 5, 2, 4, true));
+  t.push_back(qkvpacked_attention_case(1, 4, 3, 2, false));
+  t.push_back(qkvpacked_attention_case(2, 12, 2, 2, true));  // probabilities recomputed
   // -- layout and pieces
   t.push_back(permute_case({2, 3, 4}, {2, 0, 1}));
   t.push_back(permute_case({2, 3, 4, 5}, {0, 2, 1, 3}));
