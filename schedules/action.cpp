@@ -66,14 +66,6 @@ std::size_t ActionHash::operator()(const Action& action) const noexcept {
   return h;
 }
 
-Action make_action(int stage, ActionKind kind, int microbatch) {
-  Action action;
-  action.stage = stage;
-  action.kind = kind;
-  action.microbatch = microbatch;
-  return action;
-}
-
 Action make_overlap(Action forward, Action backward) {
   Action action;
   action.stage = -1;
@@ -105,16 +97,6 @@ void SubActions::push_back(const Action& part) {
 }
 
 std::string_view kind_name(ActionKind kind) { return kKindNames[static_cast<std::size_t>(kind)]; }
-
-bool is_compute(ActionKind kind) { return kind <= ActionKind::OverlapFB; }
-
-bool is_input_backward(ActionKind kind) {
-  return kind == ActionKind::BackwardInput || kind == ActionKind::FullBackward;
-}
-
-bool frees_activation(ActionKind kind) {
-  return kind == ActionKind::BackwardWeight || kind == ActionKind::FullBackward;
-}
 
 std::string to_string(const Action& action) {
   if (action.kind == ActionKind::OverlapFB) {

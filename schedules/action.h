@@ -118,8 +118,15 @@ using PipelineOrder = std::vector<RankOrder>;
 
 // -- constructors ---------------------------------------------------------------------------------
 
-/// A compute or communication action on one stage and microbatch.
-Action make_action(int stage, ActionKind kind, int microbatch);
+/// A compute or communication action on one stage and microbatch (inline: generators make
+/// millions).
+inline Action make_action(int stage, ActionKind kind, int microbatch) {
+  Action action;
+  action.stage = stage;
+  action.kind = kind;
+  action.microbatch = microbatch;
+  return action;
+}
 /// An OVERLAP_F_B action running `forward` (kind F) and `backward` (kind B) together.
 Action make_overlap(Action forward, Action backward);
 
@@ -128,11 +135,15 @@ Action make_overlap(Action forward, Action backward);
 /// The kind's text: "F", "I", "W", "B", "OVERLAP_F_B", "SEND_F", "RECV_F", "SEND_B", "RECV_B".
 std::string_view kind_name(ActionKind kind);
 /// True for F, I, W, B and OVERLAP_F_B.
-bool is_compute(ActionKind kind);
+constexpr bool is_compute(ActionKind kind) { return kind <= ActionKind::OverlapFB; }
 /// True for I and B: the actions that produce the gradient for the previous stage.
-bool is_input_backward(ActionKind kind);
+constexpr bool is_input_backward(ActionKind kind) {
+  return kind == ActionKind::BackwardInput || kind == ActionKind::FullBackward;
+}
 /// True for W and B: the actions that free the stashed activation of a microbatch.
-bool frees_activation(ActionKind kind);
+constexpr bool frees_activation(ActionKind kind) {
+  return kind == ActionKind::BackwardWeight || kind == ActionKind::FullBackward;
+}
 /// The one count of stashed activations (simulator, policies, stage actors' logs, tp-trace):
 /// how many activations `action` holds from its start (each F, an OVERLAP_F_B's forward
 /// included: a microbatch's activation on one stage, held until its W or B ends).

@@ -8,6 +8,8 @@
 
 #include "schedules/detail/event_queue.h"
 #include "schedules/detail/static_order_policy.h"
+#include "schedules/detail/static_sweep.h"
+#include "schedules/detail/step_costs.h"
 #include "schedules/errors.h"
 #include "schedules/memory_model.h"
 #include "schedules/ready_set.h"
@@ -55,11 +57,6 @@ struct alignas(64) RankState {
   ReadySet ready;  // last: a rank with few stages touches only its first lines
 };
 
-// The kind test of action.h, inline: the event loop asks it for every action.
-constexpr bool input_backward(ActionKind kind) {
-  return kind == ActionKind::BackwardInput || kind == ActionKind::FullBackward;
-}
-
 class Simulation {
  public:
   Simulation(const std::vector<SchedulePolicy*>& policies, const std::vector<int>& stage_to_rank,
@@ -67,7 +64,9 @@ class Simulation {
       : policies_(policies),
         stage_to_rank_(stage_to_rank),
         num_stages_(static_cast<int>(stage_to_rank.size())),
+        num_microbatches_(num_microbatches),
         costs_(costs),
+        step_costs_(costs, static_cast<int>(stage_to_rank.size())),
         options_(options) {
     const int ranks = static_cast<int>(policies.size());
     if (ranks < 1) throw std::invalid_argument("simulate needs at least one rank's policy");
@@ -82,19 +81,19 @@ class Simulation {
       }
     }
     costs_.check(num_stages_);
-    build_cost_tables();
     for (int stage = 0; stage < num_stages_; ++stage)
       has_ahead_ = has_ahead_ || costs_.ahead(stage) > 0;
     states_.reserve(ranks);
     for (int rank = 0; rank < ranks; ++rank) {
       if (policies[rank] == nullptr) throw std::invalid_argument("null policy for a rank");
       policies[rank]->reset();
-      static_policies_.push_back(dynamic_cast<const detail::StaticOrderPolicy*>(policies[rank]));
+      static_policies_.push_back(dynamic_cast<detail::StaticOrderPolicy*>(policies[rank]));
       states_.emplace_back(policies[rank], num_stages_, num_microbatches);
     }
   }
 
   SimulationResult run() {
+    if (std::optional<SimulationResult> swept = sweep()) return std::move(*swept);
     const int ranks = static_cast<int>(policies_.size());
     for (int rank = 0; rank < ranks; ++rank) mark_dirty(rank);
     start_dirty(0.0);
@@ -132,8 +131,6 @@ class Simulation {
   // Thousands of ranks touched in turn do not fit the caches: fetch a rank's state a few events
   // ahead of its use.
   static constexpr std::size_t kPrefetchDistance = 8;
-  // F, I, W and B: the kinds with a duration table.
-  static constexpr int kComputeKinds = 4;
   void prefetch(int rank) const {
     const char* state = reinterpret_cast<const char*>(&states_[rank]);
     // The leading lines only: the scalars and the first ReadySet slots (the rest is rarely used).
@@ -154,7 +151,7 @@ class Simulation {
     if (action.kind == ActionKind::Forward && action.stage + 1 < num_stages_) {
       return stage_to_rank_[action.stage + 1];
     }
-    if (input_backward(action.kind) && action.stage > 0) return stage_to_rank_[action.stage - 1];
+    if (is_input_backward(action.kind) && action.stage > 0) return stage_to_rank_[action.stage - 1];
     return -1;
   }
 
@@ -173,7 +170,7 @@ class Simulation {
       const RankState& peer = states_[stage_to_rank_[action.stage + 1]];
       __builtin_prefetch(&peer);
       detail::ReadySetPrefetch::prefetch(peer.ready, action.stage + 1, action.microbatch);
-    } else if (input_backward(action.kind) && action.stage > 0) {
+    } else if (is_input_backward(action.kind) && action.stage > 0) {
       const RankState& peer = states_[stage_to_rank_[action.stage - 1]];
       __builtin_prefetch(&peer);
       detail::ReadySetPrefetch::prefetch(peer.ready, action.stage - 1, action.microbatch);
@@ -234,7 +231,7 @@ class Simulation {
     state.stashed += activations_taken(state.running);
     double duration = duration_of(state.running);
     if (has_ahead_ && state.ahead_stage == state.running.stage &&
-        state.ahead_microbatch == state.running.microbatch && input_backward(state.running.kind)) {
+        state.ahead_microbatch == state.running.microbatch && is_input_backward(state.running.kind)) {
       duration -= costs_.ahead(state.running.stage);  // rebuilt while the rank waited
       state.ahead_stage = state.ahead_microbatch = -1;
     }
@@ -249,7 +246,7 @@ class Simulation {
   void start_ahead(int rank, double now) {
     RankState& state = states_[rank];
     const std::optional<Action> wanted = state.policy->next_in_order();
-    if (!wanted || !wanted->sub_actions.empty() || !input_backward(wanted->kind)) return;
+    if (!wanted || !wanted->sub_actions.empty() || !is_input_backward(wanted->kind)) return;
     if (state.ahead_stage == wanted->stage && state.ahead_microbatch == wanted->microbatch) return;
     const double rebuild = costs_.ahead(wanted->stage);
     if (rebuild <= 0) return;
@@ -262,36 +259,34 @@ class Simulation {
     push(now + rebuild, rank, EventKind::ComputeDone, 0, 0);
   }
 
-  double duration_of(const Action& action) const {
-    const int kind = static_cast<int>(action.kind);
-    if (kind < kComputeKinds && action.stage >= 0 && action.stage < num_stages_) {
-      return durations_[action.stage * duration_stride_ + kind];
+  // Static orders that recompute nothing ahead need no event loop: their times follow from one
+  // sweep over the orders (detail/static_sweep.h), the same to the bit and many times faster.
+  // Empty when the sweep does not apply, or when the orders cannot finish (the event loop then
+  // names what each rank waits for).
+  std::optional<SimulationResult> sweep() {
+    if (has_ahead_) return std::nullopt;
+    for (const detail::StaticOrderPolicy* p : static_policies_)
+      if (p == nullptr) return std::nullopt;
+    std::optional<detail::SweepOutcome> outcome =
+        detail::sweep_static_orders(static_policies_, stage_to_rank_, num_microbatches_,
+                                    step_costs_, options_.record_timeline);
+    if (!outcome) return std::nullopt;
+    for (std::size_t rank = 0; rank < states_.size(); ++rank) {
+      const detail::SweepRank& figures = outcome->ranks[rank];
+      RankState& state = states_[rank];
+      state.busy_time = figures.busy;
+      state.first_start = figures.first_start;
+      state.last_end = figures.last_end;
+      state.peak = figures.peak;
+      static_policies_[rank]->mark_finished();
     }
-    return costs_.duration(action);
+    result_.actions = outcome->actions;
+    result_.timeline = std::move(outcome->timeline);
+    return finish();
   }
 
-  // The duration of each compute kind per stage, and each boundary's transfer time. When every
-  // stage costs the same (a cost model of single values) one row serves all (stride 0): a few
-  // bytes that stay in cache, where thousands of ranks would each read their own line.
-  void build_cost_tables() {
-    durations_.resize(static_cast<std::size_t>(num_stages_) * kComputeKinds);
-    transfer_.resize(static_cast<std::size_t>(num_stages_));
-    bool same = true;
-    for (int stage = 0; stage < num_stages_; ++stage) {
-      for (int kind = 0; kind < kComputeKinds; ++kind) {
-        double& d = durations_[stage * kComputeKinds + kind];
-        d = costs_.duration(Action{stage, static_cast<ActionKind>(kind), 0, {}});
-        same = same && d == durations_[kind];
-      }
-      // The last stage sends nothing forward; its entry is never read.
-      transfer_[stage] = stage + 1 < num_stages_ ? costs_.transfer_time(stage) : 0.0;
-      same = same && (stage + 1 == num_stages_ || transfer_[stage] == transfer_[0]);
-    }
-    duration_stride_ = same ? 0 : kComputeKinds;
-    transfer_stride_ = same ? 0 : 1;
-  }
-
-  double transfer_after(int stage) const { return transfer_[stage * transfer_stride_]; }
+  double duration_of(const Action& action) const { return step_costs_.duration(action); }
+  double transfer_after(int stage) const { return step_costs_.transfer_after(stage); }
 
   void handle(const Event& event, double now) {
     switch (event.kind) {
@@ -355,7 +350,7 @@ class Simulation {
         deliver(now, now + transfer_after(stage), peer, EventKind::InputArrived, stage + 1,
                 microbatch);
       }
-    } else if (input_backward(kind) && stage > 0) {
+    } else if (is_input_backward(kind) && stage > 0) {
       int peer = stage_to_rank_[stage - 1];
       if (peer != rank) {
         deliver(now, now + transfer_after(stage - 1), peer, EventKind::GradArrived, stage - 1,
@@ -417,15 +412,13 @@ class Simulation {
   const std::vector<SchedulePolicy*>& policies_;
   const std::vector<int>& stage_to_rank_;
   int num_stages_;
+  int num_microbatches_;
   const CostModel& costs_;
+  detail::StepCosts step_costs_;
   SimulationOptions options_;
   std::vector<RankState> states_;
   // Per rank: its policy when it is the static-order one (for its cache hint), else null.
-  std::vector<const detail::StaticOrderPolicy*> static_policies_;
-  std::vector<double> durations_;        // [stage * kComputeKinds + kind]: CostModel::duration
-  std::vector<double> transfer_;         // [stage]: CostModel::transfer_time
-  int duration_stride_ = kComputeKinds;  // 0: every stage's row is the first
-  int transfer_stride_ = 1;              // 0: every boundary's time is the first
+  std::vector<detail::StaticOrderPolicy*> static_policies_;
   bool has_ahead_ = false;               // some stage may recompute ahead of its backward
   EventQueue events_;
   std::vector<int> dirty_;

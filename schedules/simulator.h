@@ -1,5 +1,5 @@
-// Discrete-event simulator: runs one policy per rank (the runtime's own policy objects) under a
-// cost model and reports makespan, bubbles, peak stashed activations and the timeline.
+// The simulator: runs one policy per rank (the runtime's own policy objects) under a cost model
+// and reports makespan, bubbles, peak stashed activations and the timeline.
 #pragma once
 
 #include <memory>
@@ -66,7 +66,8 @@ struct SimulationOptions {
 /// Runs `policies` (index = rank; reset() first) over the placement `stage_to_rank` for
 /// `num_microbatches`. A rank runs one compute action at a time; transfers overlap compute and
 /// take CostModel::transfer_time. Throws ScheduleError naming what each stuck rank waits for
-/// when the run cannot finish (deadlock).
+/// when the run cannot finish (deadlock). Static orders with no recomputation ahead take a sweep
+/// over the orders instead of the event loop: the same result, in time linear in the actions.
 SimulationResult simulate(const std::vector<SchedulePolicy*>& policies,
                           const std::vector<int>& stage_to_rank, int num_microbatches,
                           const CostModel& costs, const SimulationOptions& options = {});

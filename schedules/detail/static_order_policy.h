@@ -14,6 +14,14 @@ namespace tensorplay::schedules::detail {
 // Aligned so that the vtable pointer and the cursor share one cache line.
 class alignas(64) StaticOrderPolicy final : public SchedulePolicy {
  public:
+  /// Compact form of one action (this policy may hold millions): composites (OVERLAP_F_B) have
+  /// microbatch -1 and keep their full action apart, indexed by `stage` (at() unpacks either).
+  struct Entry {
+    int stage;
+    int microbatch;
+    ActionKind kind;
+  };
+
   explicit StaticOrderPolicy(RankOrder order) {
     order_.reserve(order.size());
     for (std::size_t i = 0; i < order.size(); ++i) {
@@ -84,6 +92,21 @@ class alignas(64) StaticOrderPolicy final : public SchedulePolicy {
 
   bool is_static_order() const override { return true; }
 
+  /// Action `i` of the order (the static sweep of simulator.cpp reads the order in place).
+  Action at(std::size_t i) const {
+    Action action;
+    unpack(order_[i], action);
+    return action;
+  }
+  /// The order in place (total_actions() entries), for the static sweep.
+  const Entry* entries() const { return order_.data(); }
+  /// Every action ran: the state the event loop leaves once the order is done.
+  void mark_finished() {
+    next_ = completed_ = order_.size();
+    window_start_ = next_;
+    window_size_ = 0;
+  }
+
   std::optional<Action> next_in_order() const override {
     if (next_ >= order_.size()) return std::nullopt;
     Action action;
@@ -92,13 +115,6 @@ class alignas(64) StaticOrderPolicy final : public SchedulePolicy {
   }
 
  private:
-  // Compact form of one action (this policy may hold millions): composites (OVERLAP_F_B) keep
-  // their full action in composites_, indexed by `stage`.
-  struct Entry {
-    int stage;
-    int microbatch;
-    ActionKind kind;
-  };
 
   void unpack(const Entry& entry, Action& out) const {
     if (entry.microbatch < 0) {

@@ -1,9 +1,13 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <map>
+#include <memory>
+#include <optional>
+#include <string>
 
 #include "schedules/errors.h"
 #include "schedules/schedule_kind.h"
+#include "schedules/policy.h"
 #include "schedules/simulator.h"
 
 using namespace tensorplay::schedules;
@@ -307,4 +311,121 @@ TEST_CASE("a rank waiting for a recomputing backward's gradient rebuilds ahead",
   costs.recompute_ahead = {4};
   CHECK_THROWS_WITH(simulate_order(order, {0, 1}, 1, costs),
                     Catch::Contains("recompute_ahead is longer than its input_backward"));
+}
+
+namespace {
+
+// A static-order policy the simulator cannot see through: it takes the event loop, the reference
+// the sweep over static orders is held to.
+class EventLoopOnly final : public SchedulePolicy {
+ public:
+  explicit EventLoopOnly(std::unique_ptr<SchedulePolicy> inner) : inner_(std::move(inner)) {}
+  std::optional<Action> next(const ReadySet& ready) override { return inner_->next(ready); }
+  void completed(const Action& action) override { inner_->completed(action); }
+  bool finished() const override { return inner_->finished(); }
+  void reset() override { inner_->reset(); }
+  std::string describe_wait(const ReadySet& ready) const override {
+    return inner_->describe_wait(ready);
+  }
+  std::size_t total_actions() const override { return inner_->total_actions(); }
+  bool is_static_order() const override { return true; }
+  std::optional<Action> next_in_order() const override { return inner_->next_in_order(); }
+
+ private:
+  std::unique_ptr<SchedulePolicy> inner_;
+};
+
+SimulationResult event_loop(const PipelineOrder& order, const std::vector<int>& placement, int m,
+                            const CostModel& costs) {
+  std::vector<std::unique_ptr<SchedulePolicy>> owned;
+  std::vector<SchedulePolicy*> policies;
+  for (const RankOrder& row : order) {
+    owned.push_back(std::make_unique<EventLoopOnly>(make_static_order_policy(row)));
+    policies.push_back(owned.back().get());
+  }
+  return simulate(policies, placement, m, costs);
+}
+
+void check_same(const SimulationResult& got, const SimulationResult& want) {
+  CHECK(got.makespan == want.makespan);
+  CHECK(got.span == want.span);
+  CHECK(got.busy == want.busy);
+  CHECK(got.idle == want.idle);
+  CHECK(got.first_start == want.first_start);
+  CHECK(got.last_end == want.last_end);
+  CHECK(got.peak_activations == want.peak_activations);
+  CHECK(got.bubble_fraction == want.bubble_fraction);
+  CHECK(got.actions == want.actions);
+  CHECK(got.peak_activation_bytes == want.peak_activation_bytes);
+  REQUIRE(got.timeline.size() == want.timeline.size());
+  for (std::size_t i = 0; i < got.timeline.size(); ++i) {
+    CAPTURE(i);
+    CHECK(got.timeline[i].rank == want.timeline[i].rank);
+    CHECK(got.timeline[i].action == want.timeline[i].action);
+    CHECK(got.timeline[i].start == want.timeline[i].start);
+    CHECK(got.timeline[i].end == want.timeline[i].end);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("static orders take a sweep whose figures and timeline are the event loop's, to the bit",
+          "[simulator]") {
+  // Every schedule (OVERLAP_F_B in DualPipeV), stages that cost differently, transfers that take
+  // time and transfers that take none (ties at one instant), and odd durations whose sums round.
+  std::vector<CostModel> models = {kUnit};
+  CostModel varied;
+  varied.forward = {1.1, 0.7, 1.3, 0.9, 1.0, 1.7, 0.3, 1.2};
+  varied.input_backward = {1.9, 1.3, 2.1, 1.7, 2.0, 0.9, 1.1, 1.4};
+  varied.weight_backward = {0.6, 0.8, 0.5, 1.1, 0.7, 0.4, 0.9, 0.2};
+  varied.latency = 0.13;
+  varied.bandwidth = 3.0;
+  varied.boundary_bytes = {1.0, 2.0, 0.5, 1.5, 1.0, 2.5, 0.7};
+  varied.overlap_factor = 0.8;
+  models.push_back(varied);
+  CostModel slow_links = CostModel::uniform(0.1, 0.3, 0.2);
+  slow_links.latency = 2.5;
+  models.push_back(slow_links);
+  for (ScheduleKind kind :
+       {ScheduleKind::GPipe, ScheduleKind::OneFOneB, ScheduleKind::Interleaved1F1B,
+        ScheduleKind::LoopedBFS, ScheduleKind::InterleavedZeroBubble, ScheduleKind::ZBVZeroBubble,
+        ScheduleKind::DualPipeV, ScheduleKind::VHalf, ScheduleKind::VMin}) {
+    const int v = default_stages_per_rank(kind);
+    for (int p : {2, 4}) {
+      for (int m : {2 * p, 3 * p}) {
+        for (std::size_t c = 0; c < models.size(); ++c) {
+          CAPTURE(std::string(schedule_name(kind)), p, m, c);
+          const PipelineOrder order = generate_order(kind, p, v, m);
+          const std::vector<int> placement = stage_to_rank(kind, p, v);
+          CostModel costs = models[c];
+          if (costs.forward.size() > 1) {  // one value per stage
+            const std::size_t stages = placement.size();
+            costs.forward.resize(stages, 1.0);
+            costs.input_backward.resize(stages, 1.0);
+            costs.weight_backward.resize(stages, 1.0);
+            costs.boundary_bytes.resize(stages - 1, 1.0);
+          }
+          check_same(simulate_order(order, placement, m, costs),
+                     event_loop(order, placement, m, costs));
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("orders the sweep cannot finish still end with what each rank waits for",
+          "[simulator]") {
+  // The sweep stops; the event loop runs and names the wait (as above), also for an action outside
+  // the pipeline.
+  PipelineOrder order = {parse_rank_order("0F0 0F1 0B1 0B0"), parse_rank_order("1F0 1B0 1F1 1B1")};
+  SimulationResult fine = simulate_order(order, {0, 1}, 2, kUnit);
+  CHECK(fine.actions == 8);
+  // Five actions run before both ranks wait for ever.
+  PipelineOrder stuck = {parse_rank_order("0F0 0F1 0B0 0B1"), parse_rank_order("1F0 1B0 1B1 1F1")};
+  CHECK_THROWS_WITH(simulate_order(stuck, {0, 1}, 2, kUnit),
+                    Catch::Contains("deadlocked") &&
+                        Catch::Contains("rank 0: waiting for 0B1: gradient not arrived") &&
+                        Catch::Contains("rank 1: waiting for 1B1: its forward 1F1 has not"));
+  PipelineOrder outside = {parse_rank_order("0F0 0F5"), parse_rank_order("1F0")};
+  CHECK_THROWS_AS(simulate_order(outside, {0, 1}, 2, kUnit), std::invalid_argument);
 }
