@@ -141,10 +141,10 @@ class Sweep {
     const std::size_t first = cursor.next;
     while (cursor.next < cursor.total) {
       const StaticOrderPolicy::Entry entry = cursor.entries[cursor.next];
-      // Plain actions straight from the entry; a composite (microbatch -1) unpacked whole.
-      const Action action = entry.microbatch >= 0
-                                ? Action{entry.stage, entry.kind, entry.microbatch, {}}
-                                : orders_[rank]->at(cursor.next);
+      // Plain actions straight from the entry; a composite unpacked whole.
+      const Action action = entry.composite()
+                                ? orders_[rank]->at(cursor.next)
+                                : Action{entry.stage, entry.kind(), entry.microbatch(), {}};
       if (!inside(action)) {
         failed_ = true;  // the event loop reports it
         return false;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -14,13 +15,24 @@ namespace tensorplay::schedules::detail {
 // Aligned so that the vtable pointer and the cursor share one cache line.
 class alignas(64) StaticOrderPolicy final : public SchedulePolicy {
  public:
-  /// Compact form of one action (this policy may hold millions): composites (OVERLAP_F_B) have
-  /// microbatch -1 and keep their full action apart, indexed by `stage` (at() unpacks either).
+  /// Compact form of one action in 8 bytes (this policy may hold millions): the stage, and the
+  /// microbatch and kind in one word. Composites (OVERLAP_F_B) keep their full action apart,
+  /// indexed by `stage` (at() unpacks either).
   struct Entry {
-    int stage;
-    int microbatch;
-    ActionKind kind;
+    static constexpr int kKindBits = 4;
+    static constexpr int64_t kMaxMicrobatch = (int64_t{1} << (32 - kKindBits)) - 1;
+    int32_t stage = 0;
+    uint32_t word = 0;  // microbatch << kKindBits | kind
+
+    Entry() = default;
+    Entry(int stage_, int microbatch, ActionKind kind)
+        : stage(stage_),
+          word(static_cast<uint32_t>(microbatch) << kKindBits | static_cast<uint32_t>(kind)) {}
+    int microbatch() const { return static_cast<int>(word >> kKindBits); }
+    ActionKind kind() const { return static_cast<ActionKind>(word & ((1u << kKindBits) - 1)); }
+    bool composite() const { return kind() == ActionKind::OverlapFB; }
   };
+  static_assert(sizeof(Entry) == 8);
 
   explicit StaticOrderPolicy(RankOrder order) {
     order_.reserve(order.size());
@@ -33,9 +45,16 @@ class alignas(64) StaticOrderPolicy final : public SchedulePolicy {
             "'; pass the compute-only order (strip_communication)");
       }
       if (action.sub_actions.empty()) {
-        order_.push_back(Entry{action.stage, action.microbatch, action.kind});
+        if (action.microbatch < 0 || action.microbatch > Entry::kMaxMicrobatch ||
+            action.kind == ActionKind::OverlapFB) {
+          throw std::invalid_argument(
+              "the static-order policy takes microbatches 0 to " +
+              std::to_string(Entry::kMaxMicrobatch) + " (and OVERLAP_F_B with its two parts), "
+              "but position " + std::to_string(i) + " holds '" + to_string(action) + "'");
+        }
+        order_.emplace_back(action.stage, action.microbatch, action.kind);
       } else {
-        order_.push_back(Entry{static_cast<int>(composites_.size()), -1, action.kind});
+        order_.emplace_back(static_cast<int>(composites_.size()), 0, action.kind);
         composites_.push_back(std::move(action));
       }
     }
@@ -46,16 +65,16 @@ class alignas(64) StaticOrderPolicy final : public SchedulePolicy {
     if (next_ >= total_) return std::nullopt;
     if (next_ - window_start_ >= window_size_) refill_window();
     const Entry entry = window_[next_ - window_start_];
-    if (entry.microbatch < 0) {  // a composite: its full action
+    if (entry.composite()) {  // its full action
       const Action& action = composites_[entry.stage];
       if (!ready.ready(action)) return std::nullopt;
       ++next_;
       return action;
     }
-    if (!ready.ready(entry.stage, entry.kind, entry.microbatch)) return std::nullopt;
+    if (!ready.ready(entry.stage, entry.kind(), entry.microbatch())) return std::nullopt;
     ++next_;
     // Built in place: a temporary copied into the optional cost a store-forwarding stall here.
-    return std::optional<Action>(std::in_place, entry.stage, entry.kind, entry.microbatch);
+    return std::optional<Action>(std::in_place, entry.stage, entry.kind(), entry.microbatch());
   }
 
   /// The simulator's cache hint: next() will read the next entry soon.
@@ -117,13 +136,13 @@ class alignas(64) StaticOrderPolicy final : public SchedulePolicy {
  private:
 
   void unpack(const Entry& entry, Action& out) const {
-    if (entry.microbatch < 0) {
+    if (entry.composite()) {
       out = composites_[entry.stage];
       return;
     }
     out.stage = entry.stage;
-    out.kind = entry.kind;
-    out.microbatch = entry.microbatch;
+    out.kind = entry.kind();
+    out.microbatch = entry.microbatch();
   }
 
   // The next few entries, copied into the policy object itself. A simulator of thousands of
