@@ -231,7 +231,8 @@ class Simulation {
     state.stashed += activations_taken(state.running);
     double duration = duration_of(state.running);
     if (has_ahead_ && state.ahead_stage == state.running.stage &&
-        state.ahead_microbatch == state.running.microbatch && is_input_backward(state.running.kind)) {
+        state.ahead_microbatch == state.running.microbatch &&
+        is_input_backward(state.running.kind)) {
       duration -= costs_.ahead(state.running.stage);  // rebuilt while the rank waited
       state.ahead_stage = state.ahead_microbatch = -1;
     }
@@ -267,9 +268,8 @@ class Simulation {
     if (has_ahead_) return std::nullopt;
     for (const detail::StaticOrderPolicy* p : static_policies_)
       if (p == nullptr) return std::nullopt;
-    std::optional<detail::SweepOutcome> outcome =
-        detail::sweep_static_orders(static_policies_, stage_to_rank_, num_microbatches_,
-                                    step_costs_, options_.record_timeline);
+    std::optional<detail::SweepOutcome> outcome = detail::sweep_static_orders(
+        static_policies_, stage_to_rank_, num_microbatches_, step_costs_, options_.record_timeline);
     if (!outcome) return std::nullopt;
     for (std::size_t rank = 0; rank < states_.size(); ++rank) {
       const detail::SweepRank& figures = outcome->ranks[rank];
@@ -419,7 +419,7 @@ class Simulation {
   std::vector<RankState> states_;
   // Per rank: its policy when it is the static-order one (for its cache hint), else null.
   std::vector<detail::StaticOrderPolicy*> static_policies_;
-  bool has_ahead_ = false;               // some stage may recompute ahead of its backward
+  bool has_ahead_ = false;  // some stage may recompute ahead of its backward
   EventQueue events_;
   std::vector<int> dirty_;
   SimulationResult result_;

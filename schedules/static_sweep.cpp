@@ -95,8 +95,7 @@ class Sweep {
     const std::size_t at = cell(stage, microbatch);
     switch (kind) {
       case ActionKind::Forward:
-        return stage == 0 ? 0.0
-                          : arrival(forward_end_[at - row_], stage - 1, stage - 1, rank);
+        return stage == 0 ? 0.0 : arrival(forward_end_[at - row_], stage - 1, stage - 1, rank);
       case ActionKind::BackwardInput:
       case ActionKind::FullBackward: {
         const double forward = forward_end_[at];  // this rank's own F: never later than it is free

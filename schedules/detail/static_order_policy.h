@@ -47,10 +47,11 @@ class alignas(64) StaticOrderPolicy final : public SchedulePolicy {
       if (action.sub_actions.empty()) {
         if (action.microbatch < 0 || action.microbatch > Entry::kMaxMicrobatch ||
             action.kind == ActionKind::OverlapFB) {
-          throw std::invalid_argument(
-              "the static-order policy takes microbatches 0 to " +
-              std::to_string(Entry::kMaxMicrobatch) + " (and OVERLAP_F_B with its two parts), "
-              "but position " + std::to_string(i) + " holds '" + to_string(action) + "'");
+          throw std::invalid_argument("the static-order policy takes microbatches 0 to " +
+                                      std::to_string(Entry::kMaxMicrobatch) +
+                                      " (and OVERLAP_F_B with its two parts), "
+                                      "but position " +
+                                      std::to_string(i) + " holds '" + to_string(action) + "'");
         }
         order_.emplace_back(action.stage, action.microbatch, action.kind);
       } else {
@@ -134,7 +135,6 @@ class alignas(64) StaticOrderPolicy final : public SchedulePolicy {
   }
 
  private:
-
   void unpack(const Entry& entry, Action& out) const {
     if (entry.composite()) {
       out = composites_[entry.stage];

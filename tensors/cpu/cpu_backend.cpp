@@ -456,8 +456,7 @@ class CpuBackend final : public Backend {
   }
   void flash_attention_backward(const AttentionGeometry& g, const float* q, const float* k,
                                 const float* v, const float* out, const float* lse,
-                                const float* gout, float* gq, float* gk,
-                                float* gv) const override {
+                                const float* gout, float* gq, float* gk, float* gv) const override {
     cpu_kernels::flash_attention_backward(*this, g, q, k, v, out, lse, gout, gq, gk, gv);
   }
   void nll_rows(const float* logp, const float* targets, float* loss, int64_t rows, int64_t classes,

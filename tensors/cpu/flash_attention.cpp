@@ -57,8 +57,8 @@ struct MutableRows {
 
 // Scores of query rows [i0, i0 + rows) against keys [j0, j0 + cols) into s (ld = cols), masked
 // to -inf above the diagonal under the causal mask.
-void scores(Rows q, Rows k, float* s, int64_t i0, int64_t rows, int64_t j0, int64_t cols,
-            int64_t d, float scale, bool causal) {
+void scores(Rows q, Rows k, float* s, int64_t i0, int64_t rows, int64_t j0, int64_t cols, int64_t d,
+            float scale, bool causal) {
   tile_gemm(false, true, rows, cols, d, scale, q.row(i0), q.ld, k.row(j0), k.ld, 0.0f, s, cols);
   if (!causal) return;
   for (int64_t r = 0; r < rows; ++r) {
@@ -130,8 +130,8 @@ int64_t visible_keys(int64_t i1, int64_t t_k, bool causal) {
 
 }  // namespace
 
-void flash_attention(const Backend& be, const AttentionGeometry& g, const float* q,
-                     const float* k, const float* v, float* out, float* lse) {
+void flash_attention(const Backend& be, const AttentionGeometry& g, const float* q, const float* k,
+                     const float* v, float* out, float* lse) {
   const int64_t t_q = g.t_q, t_k = g.t_k, d = g.d, d_v = g.d_v;
   std::vector<float> s(kRows * kCols), m(kRows), l(kRows), rescale(kRows);
   for (int64_t b = 0; b < g.batch(); ++b) {
@@ -169,8 +169,8 @@ namespace {
 
 // One head's backward over its tiles (the file's opening comment). `p`, `dp` are kRows x kCols
 // scratch; `dot` holds D = dO . O per query row.
-void head_backward(const Backend& be, const AttentionGeometry& g, Rows q, Rows k, Rows v,
-                   Rows gout, const float* lse, const float* dot, MutableRows gq, MutableRows gk,
+void head_backward(const Backend& be, const AttentionGeometry& g, Rows q, Rows k, Rows v, Rows gout,
+                   const float* lse, const float* dot, MutableRows gq, MutableRows gk,
                    MutableRows gv, float* p, float* dp) {
   const int64_t d = g.d, d_v = g.d_v;
   for (int64_t i0 = 0; i0 < g.t_q; i0 += kRows) {
@@ -223,8 +223,8 @@ void flash_attention_backward(const Backend& be, const AttentionGeometry& g, con
     row_dots(gob, Rows{out + g.out.offset(group, head), g.out.row}, dot.data(), g.t_q, g.d_v);
     head_backward(be, g, Rows{q + g.q.offset(group, head), g.q.row},
                   Rows{k + g.k.offset(group, head), g.k.row},
-                  Rows{v + g.v.offset(group, head), g.v.row}, gob, lse + b * g.t_q, dot.data(),
-                  gqb, gkb, gvb, p.data(), dp.data());
+                  Rows{v + g.v.offset(group, head), g.v.row}, gob, lse + b * g.t_q, dot.data(), gqb,
+                  gkb, gvb, p.data(), dp.data());
   }
 }
 

@@ -54,9 +54,9 @@ struct HeadOperand {
 void group_gemm(const Backend& be, const AttentionGeometry& g, int64_t group, bool ta, bool tb,
                 int64_t m, int64_t n, int64_t k, float alpha, HeadOperand a, HeadOperand b,
                 float beta, float* c, const HeadStrides& cs) {
-  be.gemm_batched(ta, tb, g.heads, m, n, k, alpha, a.at + a.strides.offset(group, 0),
-                  a.strides.row, a.strides.head, b.at + b.strides.offset(group, 0), b.strides.row,
-                  b.strides.head, beta, c + cs.offset(group, 0), cs.row, cs.head);
+  be.gemm_batched(ta, tb, g.heads, m, n, k, alpha, a.at + a.strides.offset(group, 0), a.strides.row,
+                  a.strides.head, b.at + b.strides.offset(group, 0), b.strides.row, b.strides.head,
+                  beta, c + cs.offset(group, 0), cs.row, cs.head);
 }
 
 // Group `group`'s part of P = softmax(scale q k^T) (causal: row i sees keys j <= i) in probs
@@ -131,7 +131,7 @@ struct AttentionBackward : AttentionNode {
     if (needed[0] || needed[1]) gs = empty({g.batch(), g.t_q, g.t_k}, {.device = device});
     for (int64_t group = 0; group < g.groups; ++group) {
       if (!probs.defined()) group_probs(be, in, g, group, p.data<float>());  // recomputed
-      if (needed[2])  // dV = P^T dO
+      if (needed[2])                                                         // dV = P^T dO
         group_gemm(be, g, group, true, false, g.t_k, g.d_v, g.t_q, 1.0f, ps, gout, 0.0f,
                    out.data(2), g.v);
       if (!gs.defined()) continue;
@@ -139,8 +139,8 @@ struct AttentionBackward : AttentionNode {
       group_gemm(be, g, group, false, true, g.t_q, g.t_k, g.d_v, 1.0f, gout, {in.data(2), g.v},
                  0.0f, gs.data<float>(), ps.strides);
       const int64_t at = ps.strides.offset(group, 0);
-      be.softmax_backward(ps.at + at, gs.data<float>() + at, gs.data<float>() + at,
-                          g.heads * g.t_q, g.t_k, 1, false);
+      be.softmax_backward(ps.at + at, gs.data<float>() + at, gs.data<float>() + at, g.heads * g.t_q,
+                          g.t_k, 1, false);
       const HeadOperand ds{gs.data<float>(), ps.strides};
       if (needed[0])  // dQ = scale * dS K
         group_gemm(be, g, group, false, false, g.t_q, g.d, g.t_k, g.scale, ds, {in.data(1), g.k},
@@ -249,8 +249,8 @@ Tensor plain_attention(const AttentionInputs& in, const AttentionGeometry& g, Sh
   for (int64_t group = 0; group < g.groups; ++group) {
     group_probs(be, in, g, group, probs.data<float>());
     group_gemm(be, g, group, false, false, g.t_q, g.d_v, g.t_k, 1.0f,
-               {probs.data<float>(), probs_strides(g)}, {in.data(2), g.v}, 0.0f,
-               out.data<float>(), g.out);
+               {probs.data<float>(), probs_strides(g)}, {in.data(2), g.v}, 0.0f, out.data<float>(),
+               g.out);
   }
   if (!autograd::any_needs_grad(in.tensors)) return out;
   auto node = std::make_shared<AttentionBackward>();

@@ -6,8 +6,8 @@
 #include <string>
 
 #include "schedules/errors.h"
-#include "schedules/schedule_kind.h"
 #include "schedules/policy.h"
+#include "schedules/schedule_kind.h"
 #include "schedules/simulator.h"
 
 using namespace tensorplay::schedules;
@@ -413,8 +413,7 @@ TEST_CASE("static orders take a sweep whose figures and timeline are the event l
   }
 }
 
-TEST_CASE("orders the sweep cannot finish still end with what each rank waits for",
-          "[simulator]") {
+TEST_CASE("orders the sweep cannot finish still end with what each rank waits for", "[simulator]") {
   // The sweep stops; the event loop runs and names the wait (as above), also for an action outside
   // the pipeline.
   PipelineOrder order = {parse_rank_order("0F0 0F1 0B1 0B0"), parse_rank_order("1F0 1B0 1F1 1B1")};

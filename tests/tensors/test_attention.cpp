@@ -202,14 +202,14 @@ TEST_CASE("qkvpacked attention in bfloat16 is the permuted form's, and bad shape
   tp::Generator g(22);
   tp::Tensor base = tp::randn({2, 70, 3, 2, 8}, {}, &g).to(tp::DType::BFloat16);
   tp::Tensor a = tp::scaled_dot_product_attention_qkvpacked(base, true);
-  tp::Tensor want = tp::permute(
-      tp::scaled_dot_product_attention_packed(tp::permute(base, {2, 0, 3, 1, 4}), true),
-      {0, 2, 1, 3});
+  tp::Tensor want =
+      tp::permute(tp::scaled_dot_product_attention_packed(tp::permute(base, {2, 0, 3, 1, 4}), true),
+                  {0, 2, 1, 3});
   CHECK(a.dtype() == tp::DType::BFloat16);
   CHECK(a.to_vector() == want.to_vector());
-  CHECK_THROWS_WITH(tp::scaled_dot_product_attention_qkvpacked(tp::zeros({2, 4, 2, 1, 8}), true),
-                    Catch::Contains("expected qkv [B, T, 3, H, D]") &&
-                        Catch::Contains("[2, 4, 2, 1, 8]"));
+  CHECK_THROWS_WITH(
+      tp::scaled_dot_product_attention_qkvpacked(tp::zeros({2, 4, 2, 1, 8}), true),
+      Catch::Contains("expected qkv [B, T, 3, H, D]") && Catch::Contains("[2, 4, 2, 1, 8]"));
   CHECK_THROWS_WITH(tp::scaled_dot_product_attention_qkvpacked(tp::zeros({3, 4, 8}), true),
                     Catch::Contains("expected qkv [B, T, 3, H, D]"));
   tp::Tensor empty = tp::zeros({0, 4, 3, 2, 8}).requires_grad_(true);
