@@ -168,7 +168,9 @@ CalibrationFit calibrate_profile(Profile& profile, nn::Module& model,
   const PlanChoice c = calibration_choice(profile, o.microbatches);
   const auto [measured, timeline] =
       fastest_step(measured_run(profile, model, c, example_microbatch, o));
-  const PlanRequest request{.world = 2, .batch = profile.microbatch_size * o.microbatches};
+  PlanRequest request;
+  request.world = 2;
+  request.batch = profile.microbatch_size * o.microbatches;
   const CalibrationFit fit = fit_calibration(profile, request, c, timeline, measured);
   profile.compute_factor = fit.compute_factor;
   profile.action_overhead = fit.action_overhead;
