@@ -205,9 +205,10 @@ class Backend {
   /// y[c] = x[c] cos[c] - x[c+h] sin[c], y[c+h] = x[c+h] cos[c+h] + x[c] sin[c+h] for c < h
   /// (x * cos + rotate_half(x) * sin). With `transpose`, the adjoint map (the input gradient
   /// from the output gradient): y[c] = x[c] cos[c] + x[c+h] sin[c+h],
-  /// y[c+h] = x[c+h] cos[c+h] - x[c] sin[c].
+  /// y[c+h] = x[c+h] cos[c+h] - x[c] sin[c]. Rows of `dim` lie [outer, time, inner]: row
+  /// (o, t, i) turns by position t ([B, H, T, D]: inner 1; [B, T, H, D]: inner H).
   virtual void rotary(const float* /*x*/, const float* /*cos*/, const float* /*sin*/, float* /*y*/,
-                      int64_t /*outer*/, int64_t /*time*/, int64_t /*dim*/,
+                      int64_t /*outer*/, int64_t /*time*/, int64_t /*inner*/, int64_t /*dim*/,
                       bool /*transpose*/) const {
     missing("rotary");
   }

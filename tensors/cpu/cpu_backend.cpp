@@ -437,8 +437,8 @@ class CpuBackend final : public Backend {
     }
   }
   void rotary(const float* x, const float* cos, const float* sin, float* y, int64_t outer,
-              int64_t time, int64_t dim, bool transpose) const override {
-    cpu_kernels::rotary(x, cos, sin, y, outer, time, dim, transpose);
+              int64_t time, int64_t inner, int64_t dim, bool transpose) const override {
+    cpu_kernels::rotary(x, cos, sin, y, outer, time, inner, dim, transpose);
   }
   void embedding(const float* ids, const float* weight, float* out, int64_t n,
                  int64_t dim) const override {

@@ -70,23 +70,23 @@ void silu_mul_backward(const float* gate, const float* sig, const float* up, con
 }
 
 void rotary(const float* x, const float* cos, const float* sin, float* y, int64_t outer,
-            int64_t time, int64_t dim, bool transpose) {
+            int64_t time, int64_t inner, int64_t dim, bool transpose) {
   const int64_t half = dim / 2;
-  for (int64_t o = 0; o < outer; ++o)
-    for (int64_t t = 0; t < time; ++t) {
-      const float* xr = x + (o * time + t) * dim;
-      const float* c = cos + t * dim;
-      const float* s = sin + t * dim;
-      float* yr = y + (o * time + t) * dim;
-      if (!transpose) {
-        for (int64_t j = 0; j < half; ++j) yr[j] = xr[j] * c[j] + (-xr[j + half]) * s[j];
-        for (int64_t j = 0; j < half; ++j)
-          yr[j + half] = xr[j + half] * c[j + half] + xr[j] * s[j + half];
-      } else {
-        for (int64_t j = 0; j < half; ++j) yr[j] = xr[j] * c[j] + xr[j + half] * s[j + half];
-        for (int64_t j = 0; j < half; ++j) yr[j + half] = xr[j + half] * c[j + half] - xr[j] * s[j];
-      }
+  for (int64_t row = 0; row < outer * time * inner; ++row) {
+    const int64_t t = row / inner % time;
+    const float* xr = x + row * dim;
+    const float* c = cos + t * dim;
+    const float* s = sin + t * dim;
+    float* yr = y + row * dim;
+    if (!transpose) {
+      for (int64_t j = 0; j < half; ++j) yr[j] = xr[j] * c[j] + (-xr[j + half]) * s[j];
+      for (int64_t j = 0; j < half; ++j)
+        yr[j + half] = xr[j + half] * c[j + half] + xr[j] * s[j + half];
+    } else {
+      for (int64_t j = 0; j < half; ++j) yr[j] = xr[j] * c[j] + xr[j + half] * s[j + half];
+      for (int64_t j = 0; j < half; ++j) yr[j + half] = xr[j + half] * c[j + half] - xr[j] * s[j];
     }
+  }
 }
 
 }  // namespace tensorplay::cpu_kernels

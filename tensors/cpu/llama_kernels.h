@@ -19,7 +19,8 @@ void silu_mul(const float* gate, const float* sig, const float* up, float* y, in
 void silu_mul_backward(const float* gate, const float* sig, const float* up, const float* gy,
                        float* ggate, float* gup, int64_t n);
 
+/// Backend::rotary: rows of `dim` laid out [outer, time, inner], row (o, t, i) at position t.
 void rotary(const float* x, const float* cos, const float* sin, float* y, int64_t outer,
-            int64_t time, int64_t dim, bool transpose);
+            int64_t time, int64_t inner, int64_t dim, bool transpose);
 
 }  // namespace tensorplay::cpu_kernels

@@ -42,6 +42,18 @@ Tensor repeat_kv(const Tensor& x, int64_t groups) {
   return cat(copies, 2).reshape({-1, kv * groups, time, d});
 }
 
+Tensor repeat_kv_tokens_first(const Tensor& x, int64_t groups) {
+  if (x.dim() != 4 || groups <= 0)
+    throw std::invalid_argument(
+        "repeat_kv_tokens_first: expected [B, T, kv_heads, D] and groups > 0, got " +
+        to_string(x.shape()) + " and " + std::to_string(groups));
+  if (groups == 1) return x;
+  const int64_t time = x.size(1), kv = x.size(2), d = x.size(3);
+  Tensor one = x.reshape({-1, kv, 1, d});
+  std::vector<Tensor> copies(static_cast<size_t>(groups), one);
+  return cat(copies, 2).reshape({-1, time, kv * groups, d});
+}
+
 GroupedQueryAttentionImpl::GroupedQueryAttentionImpl(GroupedQueryAttentionOptions options)
     : options_(options) {
   check_options(options);
@@ -53,6 +65,7 @@ GroupedQueryAttentionImpl::GroupedQueryAttentionImpl(GroupedQueryAttentionOption
   o_proj = register_module("o_proj", Linear(options.heads * d, w, no_bias));
   rotary_emb =
       register_module("rotary_emb", RotaryEmbedding(d, options.context_length, options.rope_theta));
+  rotary_emb->time_dim = 1;  // queries and keys stay [B, T, heads, D]
 }
 
 Tensor GroupedQueryAttentionImpl::forward(const Tensor& x) {
@@ -62,17 +75,16 @@ Tensor GroupedQueryAttentionImpl::forward(const Tensor& x) {
         "GroupedQueryAttention: expected input [B, T, " + std::to_string(w) +
         "] with T <= " + std::to_string(options_.context_length) + ", got " + to_string(x.shape()));
   const int64_t time = x.size(1), d = head_dim();
-  // [B, T, heads * D] -> [B, heads, T, D]. The batch size stays -1 so that a traced stage
-  // replays on microbatches of any size.
-  auto split_heads = [&](const Tensor& y, int64_t n) {
-    return permute(y.reshape({-1, time, n, d}), {0, 2, 1, 3});
-  };
+  // [B, T, heads * D] -> [B, T, heads, D], a view: the heads stay where the projection wrote
+  // them. The batch size stays -1 so that a traced stage replays on microbatches of any size.
+  auto split_heads = [&](const Tensor& y, int64_t n) { return y.reshape({-1, time, n, d}); };
   Tensor q = rotary_emb(split_heads(q_proj(x), heads));
   Tensor k = rotary_emb(split_heads(k_proj(x), kv));
   Tensor v = split_heads(v_proj(x), kv);
-  Tensor y = scaled_dot_product_attention(q, repeat_kv(k, heads / kv), repeat_kv(v, heads / kv),
-                                          /*causal=*/true);
-  return o_proj(permute(y, {0, 2, 1, 3}).reshape({-1, time, heads * d}));
+  Tensor y = scaled_dot_product_attention_tokens_first(q, repeat_kv_tokens_first(k, heads / kv),
+                                                       repeat_kv_tokens_first(v, heads / kv),
+                                                       /*causal=*/true);
+  return o_proj(y.reshape({-1, time, heads * d}));
 }
 
 std::string GroupedQueryAttentionImpl::extra_repr() const {

@@ -23,7 +23,8 @@ struct GroupedQueryAttentionOptions {
 ///
 /// Queries and keys are turned by their position (rotate-half layout, as transformers); query
 /// head h attends to key-value head h / (heads / kv_heads) at positions <= its own, through
-/// scaled_dot_product_attention (which picks the fused kernel for long contexts). With
+/// scaled_dot_product_attention_tokens_first (which picks the fused kernel for long contexts):
+/// heads stay where the projections wrote them ([B, T, heads, D]), with no permute. With
 /// kv_heads < heads each key-value head is repeated for its group first, as transformers'
 /// repeat_kv does, so the result is multi-head attention with repeated keys and values.
 class GroupedQueryAttentionImpl : public Module {
@@ -51,5 +52,7 @@ TENSORPLAY_MODULE(GroupedQueryAttention);
 /// Key-value heads [B, kv_heads, T, D] repeated `groups` times each, head by head:
 /// [B, kv_heads * groups, T, D] whose head h is input head h / groups (transformers' repeat_kv).
 Tensor repeat_kv(const Tensor& x, int64_t groups);
+/// repeat_kv for heads laid out tokens first: [B, T, kv_heads, D] -> [B, T, kv_heads * groups, D].
+Tensor repeat_kv_tokens_first(const Tensor& x, int64_t groups);
 
 }  // namespace tensorplay::nn

@@ -46,17 +46,20 @@ RotaryEmbeddingImpl::RotaryEmbeddingImpl(int64_t head_dim_, int64_t context_leng
 }
 
 Tensor RotaryEmbeddingImpl::forward(const Tensor& x) {
-  if (x.dim() < 2 || x.size(-1) != head_dim || x.size(-2) > context_length)
+  const bool tokens_first = time_dim == 1;
+  if (x.dim() < (tokens_first ? 3 : 2) || x.size(-1) != head_dim ||
+      x.size(time_dim) > context_length)
     throw std::invalid_argument(
-        "RotaryEmbedding: expected input [..., T, " + std::to_string(head_dim) +
+        "RotaryEmbedding: expected input " +
+        std::string(tokens_first ? "[B, T, ..., " : "[..., T, ") + std::to_string(head_dim) +
         "] with T <= " + std::to_string(context_length) + ", got " + to_string(x.shape()));
-  const int64_t time = x.size(-2);
+  const int64_t time = x.size(time_dim);
   Tensor c = cos.slice0(0, time), s = sin.slice0(0, time);  // [T, D], broadcast over the rest
   if (c.dtype() != x.dtype()) {
     c = c.to(x.dtype());
     s = s.to(x.dtype());
   }
-  return rotary_embedding(x, c, s);
+  return rotary_embedding(x, c, s, time_dim);
 }
 
 std::string RotaryEmbeddingImpl::extra_repr() const {

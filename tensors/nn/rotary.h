@@ -19,11 +19,15 @@ class RotaryEmbeddingImpl : public Module {
   /// Throws std::invalid_argument unless head_dim is even and positive, context_length > 0 and
   /// theta > 0.
   RotaryEmbeddingImpl(int64_t head_dim, int64_t context_length, float theta = 10000.0f);
-  /// Throws std::invalid_argument when x is not [..., T, head_dim] with T <= context_length.
+  /// Throws std::invalid_argument when x is not [..., T, head_dim] (or, with time_dim 1,
+  /// [B, T, ..., head_dim]) with T <= context_length.
   Tensor forward(const Tensor& x) override;
   std::string type_name() const override { return "RotaryEmbedding"; }
   std::string extra_repr() const override;
 
+  /// The dimension of the input that indexes positions: -2 for [..., T, head_dim] (heads first,
+  /// the default), 1 for [B, T, heads, head_dim] (tokens first, as a projection writes them).
+  int64_t time_dim = -2;
   Tensor cos;  // buffer [context_length, head_dim]
   Tensor sin;  // buffer [context_length, head_dim]
   int64_t head_dim, context_length;

@@ -39,6 +39,10 @@ struct AttentionInputs {
 // Contiguous heads of rows of n: [..., t, n] as one group.
 HeadStrides contiguous(int64_t t, int64_t n) { return {0, t * n, n}; }
 
+// Tokens first: heads of n values side by side in rows `row` apart, t rows a batch element
+// ([B, T, H, n], or q, k or v in [B, T, 3, H, n]).
+HeadStrides tokens_first(int64_t t, int64_t n, int64_t row) { return {t * row, n, row}; }
+
 // The probabilities [batch, t_q, t_k], contiguous, grouped as the geometry groups its heads.
 HeadStrides probs_strides(const AttentionGeometry& g) {
   return {g.heads * g.t_q * g.t_k, g.t_q * g.t_k, g.t_k};
@@ -180,14 +184,19 @@ struct FlashAttentionBackward : AttentionNode {
   }
 };
 
-// The geometry of contiguous q [..., t_q, d], k [..., t_k, d], v [..., t_k, d_v].
-AttentionGeometry check_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal) {
-  const char* op = "scaled_dot_product_attention";
+// q, k and v are defined and on one device.
+void check_qkv(const char* op, const Tensor& q, const Tensor& k, const Tensor& v) {
   detail::check_defined(op, q, "q");
   detail::check_defined(op, k, "k");
   detail::check_defined(op, v, "v");
   detail::check_same_device(op, q, k);
   detail::check_same_device(op, q, v);
+}
+
+// The geometry of contiguous q [..., t_q, d], k [..., t_k, d], v [..., t_k, d_v].
+AttentionGeometry check_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal) {
+  const char* op = "scaled_dot_product_attention";
+  check_qkv(op, q, k, v);
   auto shapes = [&] {
     return "q " + to_string(q.shape()) + ", k " + to_string(k.shape()) + ", v " +
            to_string(v.shape());
@@ -339,11 +348,50 @@ Tensor scaled_dot_product_attention_qkvpacked(const Tensor& qkv, bool causal,
   g.d = g.d_v = d;
   g.scale = 1.0f / std::sqrt(static_cast<float>(d));
   g.causal = causal;
-  g.q = g.k = g.v = {time * 3 * heads * d, d, 3 * heads * d};
-  g.out = {time * heads * d, d, heads * d};
+  g.q = g.k = g.v = tokens_first(time, d, 3 * heads * d);
+  g.out = tokens_first(time, d, heads * d);
   Tensor out = attend({{qkv}, {0, heads * d, 2 * heads * d}}, g, kernel, {batch, time, heads, d});
   return trace::record(op, {qkv}, out, [causal, kernel](const std::vector<Tensor>& in) {
     return scaled_dot_product_attention_qkvpacked(in[0], causal, kernel);
+  });
+}
+
+Tensor scaled_dot_product_attention_tokens_first(const Tensor& q, const Tensor& k, const Tensor& v,
+                                                 bool causal, AttentionKernel kernel) {
+  const char* op = "scaled_dot_product_attention_tokens_first";
+  check_qkv(op, q, k, v);
+  const bool fits = q.dim() == 4 && k.dim() == 4 && v.dim() == 4 && k.size(0) == q.size(0) &&
+                    v.size(0) == q.size(0) && k.size(2) == q.size(2) && v.size(2) == q.size(2) &&
+                    k.size(3) == q.size(3) && v.size(1) == k.size(1) && q.size(3) > 0 &&
+                    k.size(1) > 0;
+  if (!fits)
+    throw std::invalid_argument(std::string(op) +
+                                ": expected q [B, Tq, H, D], k [B, Tk, H, D] and v [B, Tk, H, Dv] "
+                                "with D and Tk above 0; got q " +
+                                to_string(q.shape()) + ", k " + to_string(k.shape()) + ", v " +
+                                to_string(v.shape()));
+  if (detail::any_bfloat16({q, k, v}))
+    return detail::in_float32({q, k, v}, detail::promoted_dtype({q, k, v}),
+                              [causal, kernel](const std::vector<Tensor>& in) {
+                                return scaled_dot_product_attention_tokens_first(
+                                    in[0], in[1], in[2], causal, kernel);
+                              });
+  AttentionGeometry g;
+  g.groups = q.size(0);
+  g.heads = q.size(2);
+  g.t_q = q.size(1);
+  g.t_k = k.size(1);
+  g.d = q.size(3);
+  g.d_v = v.size(3);
+  g.scale = 1.0f / std::sqrt(static_cast<float>(g.d));
+  g.causal = causal;
+  g.q = tokens_first(g.t_q, g.d, g.heads * g.d);
+  g.k = tokens_first(g.t_k, g.d, g.heads * g.d);
+  g.v = tokens_first(g.t_k, g.d_v, g.heads * g.d_v);
+  g.out = tokens_first(g.t_q, g.d_v, g.heads * g.d_v);
+  Tensor out = attend({{q, k, v}}, g, kernel, {g.groups, g.t_q, g.heads, g.d_v});
+  return trace::record(op, {q, k, v}, out, [causal, kernel](const std::vector<Tensor>& in) {
+    return scaled_dot_product_attention_tokens_first(in[0], in[1], in[2], causal, kernel);
   });
 }
 

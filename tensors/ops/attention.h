@@ -33,4 +33,11 @@ Tensor scaled_dot_product_attention_packed(const Tensor& qkv, bool causal,
 Tensor scaled_dot_product_attention_qkvpacked(const Tensor& qkv, bool causal,
                                               AttentionKernel kernel = AttentionKernel::Auto);
 
+/// Attention of q [B, Tq, H, D], k [B, Tk, H, D] and v [B, Tk, H, Dv] laid out tokens first (as
+/// projections write them, flash-attn's layout), with no permute: out [B, Tq, H, Dv]. The same
+/// values as scaled_dot_product_attention on the permuted heads.
+Tensor scaled_dot_product_attention_tokens_first(const Tensor& q, const Tensor& k, const Tensor& v,
+                                                 bool causal,
+                                                 AttentionKernel kernel = AttentionKernel::Auto);
+
 }  // namespace tensorplay

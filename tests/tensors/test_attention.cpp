@@ -197,6 +197,51 @@ TEST_CASE("qkvpacked attention equals attention of the permuted heads, with one 
   }
 }
 
+TEST_CASE("tokens-first attention equals attention of the permuted heads", "[attention]") {
+  // q [B, Tq, H, D], k [B, Tk, H, D], v [B, Tk, H, Dv] against the [B, H, T, D] form: t_q and t_k
+  // apart, several query tiles and key blocks, both kernels, causal or not.
+  const int64_t b = 2, t_q = 150, t_k = 300, h = 3, d = 8, d_v = 16;
+  auto heads_first = [](const tp::Tensor& x) { return tp::permute(x, {0, 2, 1, 3}); };
+  for (tp::AttentionKernel kernel : {tp::AttentionKernel::Plain, tp::AttentionKernel::Fused}) {
+    for (bool causal : {true, false}) {
+      CAPTURE(static_cast<int>(kernel), causal);
+      tp::Generator g(23);
+      std::vector<tp::Tensor> in = {tp::randn({b, t_q, h, d}, {}, &g),
+                                    tp::randn({b, t_k, h, d}, {}, &g),
+                                    tp::randn({b, t_k, h, d_v}, {}, &g)};
+      tp::Tensor upstream = tp::randn({b, t_q, h, d_v}, {}, &g);
+      std::vector<tp::Tensor> mine, theirs;
+      for (const tp::Tensor& x : in) {
+        mine.push_back(x.detach().requires_grad_(true));
+        theirs.push_back(x.detach().requires_grad_(true));
+      }
+      tp::Tensor a =
+          tp::scaled_dot_product_attention_tokens_first(mine[0], mine[1], mine[2], causal, kernel);
+      tp::Tensor want = heads_first(tp::scaled_dot_product_attention(
+          heads_first(theirs[0]), heads_first(theirs[1]), heads_first(theirs[2]), causal, kernel));
+      REQUIRE(a.shape() == tp::Shape{b, t_q, h, d_v});
+      check_close(a.to_vector(), want.to_vector());
+      tp::sum(a * upstream).backward();
+      tp::sum(want * upstream).backward();
+      for (int i = 0; i < 3; ++i) {
+        CAPTURE(i);
+        check_close(mine[i].grad().to_vector(), theirs[i].grad().to_vector());
+      }
+    }
+  }
+  tp::Tensor q = tp::ones({1, 4, 2, 8});
+  CHECK_THROWS_WITH(
+      tp::scaled_dot_product_attention_tokens_first(q, tp::ones({1, 4, 3, 8}), q, true),
+      Catch::Contains("expected q [B, Tq, H, D], k [B, Tk, H, D]") &&
+          Catch::Contains("k [1, 4, 3, 8]"));
+  tp::Tensor bf = tp::randn({1, 70, 2, 8}).to(tp::DType::BFloat16);
+  tp::Tensor low = tp::scaled_dot_product_attention_tokens_first(bf, bf, bf, true);
+  CHECK(low.dtype() == tp::DType::BFloat16);
+  CHECK(low.to_vector() == heads_first(tp::scaled_dot_product_attention(
+                                           heads_first(bf), heads_first(bf), heads_first(bf), true))
+                               .to_vector());
+}
+
 TEST_CASE("qkvpacked attention in bfloat16 is the permuted form's, and bad shapes are named",
           "[attention]") {
   tp::Generator g(22);

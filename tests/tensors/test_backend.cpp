@@ -37,6 +37,6 @@ TEST_CASE("a kernel missing from a device table names the device and kernel", "[
   CHECK_THROWS_WITH(b.rms_norm(nullptr, nullptr, nullptr, nullptr, 1, 1, 0),
                     Catch::Contains("kernel rms_norm"));
   CHECK_THROWS_WITH(b.silu_mul(nullptr, nullptr, nullptr, 1), Catch::Contains("kernel silu_mul"));
-  CHECK_THROWS_WITH(b.rotary(nullptr, nullptr, nullptr, nullptr, 1, 1, 2, false),
+  CHECK_THROWS_WITH(b.rotary(nullptr, nullptr, nullptr, nullptr, 1, 1, 1, 2, false),
                     Catch::Contains("kernel rotary"));
 }

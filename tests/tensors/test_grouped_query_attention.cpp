@@ -186,6 +186,17 @@ TEST_CASE("repeat_kv repeats each key-value head for its group", "[gqa]") {
   CHECK_THROWS_WITH(nn::repeat_kv(tp::ones({2, 3}), 2), Catch::Contains("[B, kv_heads, T, D]"));
 }
 
+TEST_CASE("repeat_kv_tokens_first is repeat_kv on heads laid out tokens first", "[gqa]") {
+  tp::Tensor x = tp::randn({2, 3, 2, 4});  // [B, T, kv, D]
+  tp::Tensor y = nn::repeat_kv_tokens_first(x, 3);
+  CHECK(y.shape() == tp::Shape{2, 3, 6, 4});
+  tp::Tensor want = tp::permute(nn::repeat_kv(tp::permute(x, {0, 2, 1, 3}), 3), {0, 2, 1, 3});
+  CHECK(y.to_vector() == want.to_vector());
+  CHECK(nn::repeat_kv_tokens_first(x, 1).is_same(x));
+  CHECK_THROWS_WITH(nn::repeat_kv_tokens_first(tp::ones({2, 3}), 2),
+                    Catch::Contains("[B, T, kv_heads, D]"));
+}
+
 TEST_CASE("GroupedQueryAttention runs in bfloat16 and refuses bad sizes", "[gqa]") {
   tp::manual_seed(43);
   nn::GroupedQueryAttention attn(nn::GroupedQueryAttentionOptions{

@@ -287,6 +287,28 @@ OpCase qkvpacked_attention_case(int64_t b, int64_t t, int64_t h, int64_t d, bool
   return c;
 }
 
+// q [B, Tq, H, D], k [B, Tk, H, D], v [B, Tk, H, Dv] laid out tokens first: the attention
+// reference on the permuted heads, output [B, Tq, H, Dv].
+OpCase tokens_first_attention_case(int64_t b, int64_t t_q, int64_t t_k, int64_t h, int64_t d,
+                                   int64_t d_v, bool causal) {
+  OpCase plain = attention_case({b, h, t_q, d}, {b, h, t_k, d}, {b, h, t_k, d_v}, causal);
+  const std::vector<Shape> tokens = {{b, t_q, h, d}, {b, t_k, h, d}, {b, t_k, h, d_v}};
+  OpCase c;
+  c.name = "tokens-first " + plain.name;
+  c.inputs = {{tokens[0]}, {tokens[1]}, {tokens[2]}};
+  c.run = [causal](const TV& in) {
+    return TV{tp::scaled_dot_product_attention_tokens_first(in[0], in[1], in[2], causal)};
+  };
+  c.reference = [reference = plain.reference, tokens, b, t_q, h, d_v](const VV& x) {
+    VV heads;
+    for (size_t i = 0; i < 3; ++i) heads.push_back(ref_permute(x[i], tokens[i], {0, 2, 1, 3}));
+    return VV{ref_permute(reference(heads)[0], {b, h, t_q, d_v}, {0, 2, 1, 3})};
+  };
+  c.out_shapes = {{b, t_q, h, d_v}};
+  c.activations = 3;
+  return c;
+}
+
 OpCase permute_case(Shape s, std::vector<int64_t> perm) {
   Shape out(s.size());
   for (size_t d = 0; d < s.size(); ++d) out[d] = s[perm[d]];
@@ -515,6 +537,8 @@ std::vector<OpCase> op_table() {
   t.push_back(qkvpacked_attention_case(2, 5, 2, 4, true));
   t.push_back(qkvpacked_attention_case(1, 4, 3, 2, false));
   t.push_back(qkvpacked_attention_case(2, 12, 2, 2, true));  // probabilities recomputed
+  t.push_back(tokens_first_attention_case(2, 5, 4, 2, 3, 2, false));
+  t.push_back(tokens_first_attention_case(1, 6, 6, 3, 2, 3, true));
   // -- layout and pieces
   t.push_back(permute_case({2, 3, 4}, {2, 0, 1}));
   t.push_back(permute_case({2, 3, 4, 5}, {0, 2, 1, 3}));

@@ -82,6 +82,22 @@ TEST_CASE("RotaryEmbedding's gradient is the inverse rotation", "[rotary]") {
   for (int64_t k = 0; k < 4; ++k) CHECK(dx[k] == gv[k]);
 }
 
+TEST_CASE("RotaryEmbedding turns heads laid out tokens first as the permuted ones", "[rotary]") {
+  nn::RotaryEmbedding heads_first(8, 6), tokens_first(8, 6);
+  tokens_first->time_dim = 1;
+  tp::Tensor base = tp::randn({2, 5, 3, 8});  // [B, T, H, D]
+  tp::Tensor upstream = tp::randn({2, 5, 3, 8});
+  tp::Tensor x = base.detach().requires_grad_(), y = base.detach().requires_grad_();
+  tp::Tensor a = tokens_first(x);
+  tp::Tensor b = tp::permute(heads_first(tp::permute(y, {0, 2, 1, 3})), {0, 2, 1, 3});
+  CHECK(a.to_vector() == b.to_vector());
+  tp::sum(a * upstream).backward();
+  tp::sum(b * upstream).backward();
+  CHECK(x.grad().to_vector() == y.grad().to_vector());
+  CHECK_THROWS_WITH(tokens_first(tp::ones({2, 7, 3, 8})),
+                    Catch::Contains("expected input [B, T, ..., 8] with T <= 6"));
+}
+
 TEST_CASE("RotaryEmbedding runs in bfloat16 and refuses bad sizes", "[rotary]") {
   nn::RotaryEmbedding rope(8, 4);
   tp::manual_seed(24);

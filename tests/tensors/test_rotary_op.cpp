@@ -11,17 +11,22 @@ using tp::Shape;
 using TV = std::vector<tp::Tensor>;
 using VV = std::vector<Values>;
 
-// x [..., T, D] with arbitrary tables cos, sin [T, D] (constants: no gradient).
-OpCase rotary_case(Shape s) {
-  const int64_t dim = s.back(), time = s[s.size() - 2], rows = count(s) / dim, half = dim / 2;
+// x [..., T, D] (or, with time_dim 1, [B, T, ..., D]) with arbitrary tables cos, sin [T, D]
+// (constants: no gradient).
+OpCase rotary_case(Shape s, int64_t time_dim = -2) {
+  const int64_t t_dim = time_dim < 0 ? time_dim + static_cast<int64_t>(s.size()) : time_dim;
+  const int64_t dim = s.back(), time = s[t_dim], rows = count(s) / dim, half = dim / 2;
+  const int64_t inner = rows / count(Shape(s.begin(), s.begin() + t_dim + 1));  // rows a position
   OpCase c;
-  c.name = "rotary_embedding " + tp::to_string(s);
+  c.name = "rotary_embedding " + tp::to_string(s) + " positions along " + std::to_string(t_dim);
   c.inputs = {{s}, {{time, dim}, Fill::Normal, false}, {{time, dim}, Fill::Normal, false}};
-  c.run = [](const TV& in) { return TV{tp::rotary_embedding(in[0], in[1], in[2])}; };
+  c.run = [time_dim](const TV& in) {
+    return TV{tp::rotary_embedding(in[0], in[1], in[2], time_dim)};
+  };
   c.reference = [=](const VV& x) {
     Values y(rows * dim);
     for (int64_t r = 0; r < rows; ++r) {
-      const int64_t t = r % time;
+      const int64_t t = r / inner % time;
       for (int64_t j = 0; j < dim; ++j) {
         const double rotated = j < half ? -x[0][r * dim + j + half] : x[0][r * dim + j - half];
         y[r * dim + j] = x[0][r * dim + j] * x[1][t * dim + j] + rotated * x[2][t * dim + j];
@@ -34,8 +39,8 @@ OpCase rotary_case(Shape s) {
 }
 
 std::vector<OpCase> table() {
-  return {rotary_case({2, 3, 5, 4}), rotary_case({3, 6}), rotary_case({1, 2, 2, 8}),
-          rotary_case({1, 2})};
+  return {rotary_case({2, 3, 5, 4}), rotary_case({3, 6}),          rotary_case({1, 2, 2, 8}),
+          rotary_case({1, 2}),       rotary_case({2, 5, 3, 4}, 1), rotary_case({1, 4, 2, 2, 6}, 1)};
 }
 
 }  // namespace
@@ -55,6 +60,11 @@ TEST_CASE("rotary_embedding names what is wrong with its arguments", "[rotary]")
       Catch::Contains("D even"));
   CHECK_THROWS_WITH(tp::rotary_embedding(tp::randn({2, 3, 4}), tp::randn({4, 4}), table),
                     Catch::Contains("must both be [3, 4]"));
+  CHECK_THROWS_WITH(tp::rotary_embedding(tp::randn({2, 3, 4}), table, table, 2),
+                    Catch::Contains("position dimension 2 must come before the last"));
+  // Tokens first: the positions are dimension 1, so the tables must have its 5 rows.
+  CHECK_THROWS_WITH(tp::rotary_embedding(tp::randn({2, 5, 3, 4}), table, table, 1),
+                    Catch::Contains("must both be [5, 4]"));
   tp::Tensor learned = tp::randn({3, 4}).requires_grad_();
   CHECK_THROWS_WITH(tp::rotary_embedding(tp::randn({2, 3, 4}), learned, table),
                     Catch::Contains("must not require a gradient"));
