@@ -150,7 +150,7 @@ class Sweep {
       }
       const double ready = ready_time(action, rank);
       if (ready == kUnknown) break;
-      run(action, rank, std::max(cursor.free_at, ready));
+      start(action, rank, std::max(cursor.free_at, ready));
     }
     const std::size_t ran = cursor.next - first;
     remaining_ -= ran;
@@ -158,15 +158,15 @@ class Sweep {
     return ran > 0;
   }
 
-  // Runs `action` on `rank` from `start`: its end, the rank's figures, the times it gives others.
-  void run(const Action& action, int rank, double start) {
+  // Runs `action` on `rank` from time `at`: its end, the rank's figures, the times it gives others.
+  void start(const Action& action, int rank, double at) {
     Cursor& cursor = cursors_[rank];
     SweepRank& figures = outcome_.ranks[rank];
-    const double end = start + costs_.duration(action);
+    const double end = at + costs_.duration(action);
     cursor.stashed += activations_taken(action);
     figures.peak = std::max(figures.peak, cursor.stashed);
-    if (figures.first_start < 0) figures.first_start = start;
-    figures.busy += end - start;
+    if (figures.first_start < 0) figures.first_start = at;
+    figures.busy += end - at;
     figures.last_end = end;
     cursor.stashed -= activations_freed(action);
     if (action.sub_actions.empty()) {
@@ -175,7 +175,7 @@ class Sweep {
       for (const Action& part : action.sub_actions)
         completed(part.stage, part.kind, part.microbatch, end);
     }
-    if (record_timeline_) outcome_.timeline.push_back(TimelineEvent{rank, action, start, end});
+    if (record_timeline_) outcome_.timeline.push_back(TimelineEvent{rank, action, at, end});
     cursor.free_at = end;
     ++cursor.next;
   }

@@ -100,8 +100,7 @@ class alignas(64) StaticOrderPolicy final : public SchedulePolicy {
     if (next_ >= order_.size()) {
       return "waiting for " + std::to_string(next_ - completed_) + " running action(s) to end";
     }
-    Action action;
-    unpack(order_[next_], action);
+    const Action action = at(next_);
     std::string position = " (action " + std::to_string(next_) + " of " +
                            std::to_string(order_.size()) + " in the static order)";
     if (ready.ready(action)) return to_string(action) + " is ready" + position;
@@ -129,9 +128,7 @@ class alignas(64) StaticOrderPolicy final : public SchedulePolicy {
 
   std::optional<Action> next_in_order() const override {
     if (next_ >= order_.size()) return std::nullopt;
-    Action action;
-    unpack(order_[next_], action);
-    return action;
+    return at(next_);
   }
 
  private:

@@ -43,6 +43,27 @@ HeadStrides contiguous(int64_t t, int64_t n) { return {0, t * n, n}; }
 // ([B, T, H, n], or q, k or v in [B, T, 3, H, n]).
 HeadStrides tokens_first(int64_t t, int64_t n, int64_t row) { return {t * row, n, row}; }
 
+// The geometry of heads laid out tokens first: q [B, Tq, H, D], k [B, Tk, H, D] and
+// v [B, Tk, H, Dv], each one of `stacked` parts side by side in its rows (3 in a fused
+// projection's [B, T, 3, H, D], else 1), and out [B, Tq, H, Dv].
+AttentionGeometry tokens_first_geometry(int64_t batch, int64_t heads, int64_t t_q, int64_t t_k,
+                                        int64_t d, int64_t d_v, bool causal, int64_t stacked) {
+  AttentionGeometry g;
+  g.groups = batch;
+  g.heads = heads;
+  g.t_q = t_q;
+  g.t_k = t_k;
+  g.d = d;
+  g.d_v = d_v;
+  g.scale = 1.0f / std::sqrt(static_cast<float>(d));
+  g.causal = causal;
+  g.q = tokens_first(t_q, d, stacked * heads * d);
+  g.k = tokens_first(t_k, d, stacked * heads * d);
+  g.v = tokens_first(t_k, d_v, stacked * heads * d_v);
+  g.out = tokens_first(t_q, d_v, heads * d_v);
+  return g;
+}
+
 // The probabilities [batch, t_q, t_k], contiguous, grouped as the geometry groups its heads.
 HeadStrides probs_strides(const AttentionGeometry& g) {
   return {g.heads * g.t_q * g.t_k, g.t_q * g.t_k, g.t_k};
@@ -341,15 +362,7 @@ Tensor scaled_dot_product_attention_qkvpacked(const Tensor& qkv, bool causal,
         scaled_dot_product_attention_packed(permute(qkv, {2, 0, 3, 1, 4}), causal, kernel),
         {0, 2, 1, 3});
   const int64_t batch = qkv.size(0), time = qkv.size(1), heads = qkv.size(3), d = qkv.size(4);
-  AttentionGeometry g;
-  g.groups = batch;
-  g.heads = heads;
-  g.t_q = g.t_k = time;
-  g.d = g.d_v = d;
-  g.scale = 1.0f / std::sqrt(static_cast<float>(d));
-  g.causal = causal;
-  g.q = g.k = g.v = tokens_first(time, d, 3 * heads * d);
-  g.out = tokens_first(time, d, heads * d);
+  const AttentionGeometry g = tokens_first_geometry(batch, heads, time, time, d, d, causal, 3);
   Tensor out = attend({{qkv}, {0, heads * d, 2 * heads * d}}, g, kernel, {batch, time, heads, d});
   return trace::record(op, {qkv}, out, [causal, kernel](const std::vector<Tensor>& in) {
     return scaled_dot_product_attention_qkvpacked(in[0], causal, kernel);
@@ -376,19 +389,8 @@ Tensor scaled_dot_product_attention_tokens_first(const Tensor& q, const Tensor& 
                                 return scaled_dot_product_attention_tokens_first(
                                     in[0], in[1], in[2], causal, kernel);
                               });
-  AttentionGeometry g;
-  g.groups = q.size(0);
-  g.heads = q.size(2);
-  g.t_q = q.size(1);
-  g.t_k = k.size(1);
-  g.d = q.size(3);
-  g.d_v = v.size(3);
-  g.scale = 1.0f / std::sqrt(static_cast<float>(g.d));
-  g.causal = causal;
-  g.q = tokens_first(g.t_q, g.d, g.heads * g.d);
-  g.k = tokens_first(g.t_k, g.d, g.heads * g.d);
-  g.v = tokens_first(g.t_k, g.d_v, g.heads * g.d_v);
-  g.out = tokens_first(g.t_q, g.d_v, g.heads * g.d_v);
+  const AttentionGeometry g = tokens_first_geometry(q.size(0), q.size(2), q.size(1), k.size(1),
+                                                    q.size(3), v.size(3), causal, 1);
   Tensor out = attend({{q, k, v}}, g, kernel, {g.groups, g.t_q, g.heads, g.d_v});
   return trace::record(op, {q, k, v}, out, [causal, kernel](const std::vector<Tensor>& in) {
     return scaled_dot_product_attention_tokens_first(in[0], in[1], in[2], causal, kernel);

@@ -452,7 +452,8 @@ OpCase identity_case(const std::string& name, Shape s, Shape out,
 
 const double kSqrt2OverPi = 0.7978845608028654;
 
-std::vector<OpCase> op_table() {
+// Elementwise ops with broadcasting, scalar operators and activations.
+std::vector<OpCase> elementwise_cases() {
   using tp::Tensor;
   std::vector<OpCase> t;
   auto add = [](const Tensor& a, const Tensor& b) { return a + b; };
@@ -494,6 +495,12 @@ std::vector<OpCase> op_table() {
   t.push_back(unary("square", u, Fill::Normal, tp::square, [](double x) { return x * x; }));
   t.push_back(unary("sigmoid", u, Fill::Normal, tp::sigmoid,
                     [](double x) { return 1 / (1 + std::exp(-x)); }));
+  return t;
+}
+
+// Products, linear layers and softmax.
+std::vector<OpCase> product_cases() {
+  std::vector<OpCase> t;
   // -- products
   t.push_back(matmul_case("matmul", {3, 4}, {4, 5}, {3, 5}, 1, 3, 4, 5, false, tp::matmul));
   t.push_back(matmul_case("matmul", {2, 3, 4}, {4, 5}, {2, 3, 5}, 1, 6, 4, 5, false, tp::matmul));
@@ -513,6 +520,12 @@ std::vector<OpCase> op_table() {
   t.push_back(softmax_case({3, 1}, -1, false));
   t.push_back(softmax_case({3, 5}, -1, true));
   t.push_back(softmax_case({2, 4, 3}, 1, true));
+  return t;
+}
+
+// Normalisation, embedding, dropout and attention.
+std::vector<OpCase> layer_cases() {
+  std::vector<OpCase> t;
   // -- normalisation, embedding, dropout, attention
   t.push_back(layer_norm_case({2, 3, 6}, true, true));
   t.push_back(layer_norm_case({4, 5}, false, false));
@@ -539,6 +552,13 @@ std::vector<OpCase> op_table() {
   t.push_back(qkvpacked_attention_case(2, 12, 2, 2, true));  // probabilities recomputed
   t.push_back(tokens_first_attention_case(2, 5, 4, 2, 3, 2, false));
   t.push_back(tokens_first_attention_case(1, 6, 6, 3, 2, 3, true));
+  return t;
+}
+
+// Layout and pieces: permutes, splits, slices, reshapes, cat, dtype round trips.
+std::vector<OpCase> layout_cases() {
+  using tp::Tensor;
+  std::vector<OpCase> t;
   // -- layout and pieces
   t.push_back(permute_case({2, 3, 4}, {2, 0, 1}));
   t.push_back(permute_case({2, 3, 4, 5}, {0, 2, 1, 3}));
@@ -591,6 +611,12 @@ std::vector<OpCase> op_table() {
     c.grad_tol = 8e-3;
     t.push_back(c);
   }
+  return t;
+}
+
+// Reductions and losses.
+std::vector<OpCase> reduction_cases() {
+  std::vector<OpCase> t;
   // -- reductions and losses
   t.push_back(reduce_case({2, 3, 4}, 0, false, true, false));
   t.push_back(reduce_case({2, 3, 4}, 1, true, false, false));
@@ -605,6 +631,14 @@ std::vector<OpCase> op_table() {
   t.push_back(cross_entropy_case(4, 3, tp::Reduction::Mean, false));
   t.push_back(cross_entropy_case(5, 4, tp::Reduction::Sum, true));
   t.push_back(cross_entropy_case(5, 4, tp::Reduction::None, true));
+  return t;
+}
+
+std::vector<OpCase> op_table() {
+  std::vector<OpCase> t;
+  for (auto section :
+       {elementwise_cases, product_cases, layer_cases, layout_cases, reduction_cases})
+    for (OpCase& c : section()) t.push_back(std::move(c));
   return t;
 }
 
