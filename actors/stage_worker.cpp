@@ -364,9 +364,7 @@ bool StageWorker::run_ready(const std::function<void(const Notification&)>& send
 
 void StageWorker::prepare_while_waiting() {
   const std::optional<Action> next = policy().next_in_order();
-  if (!next || !hosts(next->stage) ||
-      (next->kind != ActionKind::BackwardInput && next->kind != ActionKind::FullBackward))
-    return;
+  if (!next || !hosts(next->stage) || !schedules::is_input_backward(next->kind)) return;
   PipelineStage& s = stage(next->stage);
   if (!s.can_recompute_ahead(next->microbatch)) return;
   const auto start = std::chrono::steady_clock::now();
