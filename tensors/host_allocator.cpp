@@ -1,6 +1,9 @@
-// The host allocator: 64-byte aligned memory, with freed blocks of 64 KiB and more kept in
+// The host allocator: 64-byte aligned memory, with freed blocks of 4 KiB and more kept in
 // size-class free lists (up to a byte limit) and handed out again. Large blocks come from mmap
-// in glibc; without the cache each training step would fault in and zero its pages again.
+// in glibc; without the cache each training step would fault in and zero its pages again. Blocks
+// from 4 KiB up come from glibc's heap through its slower paths (aligned, past its per-thread
+// caches, merged into the heap's top when freed): a receive buffer of a few KiB per message cost
+// more there than in the cache.
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
@@ -18,7 +21,7 @@
 namespace tensorplay {
 namespace {
 
-constexpr size_t kMinCachedBytes = size_t{64} << 10;
+constexpr size_t kMinCachedBytes = size_t{4} << 10;
 
 size_t default_limit() {
 #ifdef TENSORPLAY_SANITIZE

@@ -1,4 +1,4 @@
-// Statistics and control of the host caching allocator, which keeps freed blocks of 64 KiB and
+// Statistics and control of the host caching allocator, which keeps freed blocks of 4 KiB and
 // more for reuse, so a steady-state training step on the CPU does not fault in fresh pages.
 #pragma once
 

@@ -114,6 +114,12 @@ void UcxChannel::Impl::close() {
 // -- caller side ----------------------------------------------------------------------------------
 
 void UcxChannel::Impl::check_peer(int peer, const char* verb) const {
+  check_rank(peer, verb);
+  std::lock_guard lock(mutex_);
+  check_connected(peer, verb);
+}
+
+void UcxChannel::Impl::check_rank(int peer, const char* verb) const {
   if (peer < 0 || peer >= world_size_)
     throw TransferError("ucx channel: cannot " + std::string(verb) + " rank " +
                         std::to_string(peer) + ": ranks are 0 to " +
@@ -121,7 +127,9 @@ void UcxChannel::Impl::check_peer(int peer, const char* verb) const {
   if (peer == rank_)
     throw TransferError("ucx channel: rank " + std::to_string(rank_) + " cannot " + verb +
                         " itself (use the local channel inside one process)");
-  std::lock_guard lock(mutex_);
+}
+
+void UcxChannel::Impl::check_connected(int peer, const char* verb) const {
   check_open(verb);
   if (!peers_[peer].connected)
     throw TransferError("ucx channel: cannot " + std::string(verb) + " rank " +
@@ -233,44 +241,61 @@ std::vector<TensorDescriptor> UcxChannel::Impl::send(int peer, const TransferKey
 void UcxChannel::Impl::post_receive(int peer, const TransferKey& transfer,
                                     std::vector<TensorDescriptor> descriptors, Device device,
                                     std::chrono::milliseconds timeout, ReceiveDone done) {
-  check_peer(peer, "receive from");
+  check_rank(peer, "receive from");
   if (!descriptors.empty()) UcxChannel::ucx_tag(transfer, descriptors.size() - 1);
-  auto op = std::make_shared<ReceiveOp>();
-  op->impl = this;
-  op->key = {peer, transfer};
-  op->device = device;
-  op->timeout = timeout;
-  op->done = std::move(done);
   for (size_t i = 0; i < descriptors.size(); ++i) {
     const TensorDescriptor& d = descriptors[i];
-    if (!d.defined) {
-      op->tensors.emplace_back();
-      continue;
-    }
     const uint64_t expected = static_cast<uint64_t>(numel(d.shape)) * element_size(d.dtype);
-    if (d.bytes != expected)
+    if (d.defined && d.bytes != expected)
       throw TransferError("ucx channel: descriptor " + std::to_string(i) + " of " +
                           to_string(transfer) + " from rank " + std::to_string(peer) + " says " +
                           std::to_string(d.bytes) + " bytes, but its shape and dtype hold " +
                           std::to_string(expected));
-    // The host caching allocator hands back blocks of earlier steps: no fresh pages to fault in.
-    op->tensors.push_back(empty(d.shape, {.dtype = d.dtype, .device = cpu()}));
-    if (d.bytes > 0) op->pieces.push_back({op.get(), i, UcxChannel::ucx_tag(transfer, i)});
+  }
+  const ReceiveKey key{peer, transfer};
+  std::shared_ptr<ReceiveOp> op = claim_receive(key);
+  try {
+    op->impl = this;
+    op->key = key;
+    op->device = device;
+    op->timeout = timeout;
+    op->done = std::move(done);
+    for (size_t i = 0; i < descriptors.size(); ++i) {
+      const TensorDescriptor& d = descriptors[i];
+      if (!d.defined) {
+        op->tensors.emplace_back();
+        continue;
+      }
+      // The host caching allocator hands back blocks of earlier steps: no fresh pages to fault in.
+      op->tensors.push_back(empty(d.shape, {.dtype = d.dtype, .device = cpu()}));
+      if (d.bytes > 0) op->pieces.push_back({op.get(), i, UcxChannel::ucx_tag(transfer, i)});
+    }
+  } catch (...) {  // out of memory for a buffer
+    std::lock_guard lock(mutex_);
+    posted_.erase(key);
+    throw;
   }
   op->descriptors = std::move(descriptors);
-  {
-    std::lock_guard lock(mutex_);
-    if (!posted_.insert(op->key).second)
-      throw TransferError("ucx channel: a receive of " + to_string(transfer) + " from rank " +
-                          std::to_string(peer) + " is already posted");
-  }
   pending_ += op->tensors.size();
   if (!submit([this, op] { start_receive(op); })) {
     pending_ -= op->tensors.size();
     std::lock_guard lock(mutex_);
-    posted_.erase(op->key);
+    posted_.erase(key);
     throw closed_error("receive");
   }
+}
+
+std::shared_ptr<UcxChannel::Impl::ReceiveOp> UcxChannel::Impl::claim_receive(
+    const ReceiveKey& key) {
+  std::lock_guard lock(mutex_);
+  check_connected(key.peer, "receive from");
+  if (!posted_.insert(key).second)
+    throw TransferError("ucx channel: a receive of " + to_string(key.transfer) + " from rank " +
+                        std::to_string(key.peer) + " is already posted");
+  if (spare_receives_.empty()) return std::make_shared<ReceiveOp>();
+  std::shared_ptr<ReceiveOp> op = std::move(spare_receives_.back());
+  spare_receives_.pop_back();
+  return op;
 }
 
 void UcxChannel::Impl::cancel_receive(int peer, const TransferKey& transfer) {

@@ -39,7 +39,9 @@ void UcxChannel::Impl::create_worker() {
 
 void UcxChannel::Impl::run() {
   Clock::time_point last_busy = Clock::now();
-  while (!stop_.load()) {
+  bool busy_since_clock = false;  // activity since the clock was last read
+  bool yielding = false;          // past the tight part of the spin
+  for (unsigned turn = 1; !stop_.load(); ++turn) {
     bool busy = run_queued();
     // Receives that completed are delivered at once, before polling again: a callback that
     // answers (the next hop's send) does not wait for one more turn of the worker.
@@ -48,29 +50,62 @@ void UcxChannel::Impl::run() {
       deliver_completions();
     }
     if (!failed_peers_.empty()) handle_failed_peers();
-    const Clock::time_point now = Clock::now();
-    if (!deadlines_.empty() && deadlines_.begin()->first <= now) expire(now);
     sweep();
     busy |= deliver_completions();
     if (busy) {
+      busy_since_clock = true;
+      yielding = false;
+    }
+    // The clock is read every few turns: a read costs about what an idle turn does, and a
+    // message arriving meanwhile waits for the turn to end.
+    if (turn % kTurnsPerClockRead != 0) {
+      if (yielding) std::this_thread::yield();
+      continue;
+    }
+    const Clock::time_point now = Clock::now();
+    if (busy_since_clock) {
       last_busy = now;
-    } else if (now - last_busy < spin_) {
-      // Spin a little after any activity: the next message, or the caller's next operation,
-      // usually follows within microseconds. Poll without pause for the first few microseconds
-      // (a reply's round trip), then yield between polls so that a caller just woken by a
-      // callback, or the other rank on a two-core machine, is not kept off the core.
-      if (now - last_busy > kTightSpin) std::this_thread::yield();
-    } else {
+      busy_since_clock = false;
+    }
+    if (!deadlines_.empty() && deadlines_.begin()->first <= now) {
+      expire(now);
+      deliver_completions();
+      last_busy = now;
+    }
+    // Spin a little after any activity: the next message, or the caller's next operation,
+    // usually follows within microseconds. Poll without pause for the first few microseconds
+    // (a reply's round trip), then yield between polls so that a caller just woken by a
+    // callback, or the other rank on a two-core machine, is not kept off the core.
+    yielding = now - last_busy > kTightSpin;
+    if (now - last_busy >= spin_) {
       sleep_until_event(now);  // spinning longer would take a core from the ranks' compute
+      yielding = false;
+    } else if (yielding) {
+      std::this_thread::yield();
     }
   }
   shut_down();
 }
 
 void UcxChannel::Impl::sweep() {
-  if (!retired_.empty())
-    std::erase_if(retired_, [](const auto& op) { return op->outstanding == 0; });
+  if (!retired_.empty()) recycle_receives();
   if (!discards_.empty()) std::erase_if(discards_, [](const auto& d) { return d->done; });
+}
+
+void UcxChannel::Impl::recycle_receives() {
+  // Still in UCX's hands, or held by an operation of this thread (start_receive's caller).
+  const auto done = std::partition(retired_.begin(), retired_.end(), [](const auto& op) {
+    return op->outstanding > 0 || op.use_count() > 1;
+  });
+  if (done == retired_.end()) return;
+  for (auto it = done; it != retired_.end(); ++it)
+    **it = ReceiveOp::emptied(std::move(**it));  // drops what a failed receive kept
+  {
+    std::lock_guard lock(mutex_);
+    for (auto it = done; it != retired_.end() && spare_receives_.size() < kSpareReceives; ++it)
+      spare_receives_.push_back(std::move(*it));
+  }
+  retired_.erase(done, retired_.end());
 }
 
 bool UcxChannel::Impl::run_queued() {
@@ -302,14 +337,16 @@ void UcxChannel::Impl::finish(ReceiveOp* op, std::string error) {
       if (piece.request != nullptr) ucp_request_cancel(worker_, piece.request);
   }
   pending_ -= op->descriptors.size();
+  completions_.push_back({std::move(op->done),
+                          error.empty() ? std::move(op->tensors) : std::vector<Tensor>{},
+                          std::move(error), op->device});
   {
     std::lock_guard lock(mutex_);
     posted_.erase(op->key);
   }
-  completions_.push_back({std::move(op->done),
-                          error.empty() ? std::move(op->tensors) : std::vector<Tensor>{},
-                          std::move(error), op->device});
-  if (op->outstanding > 0) retired_.push_back(std::move(node.mapped()));
+  // Kept until UCX is done with its buffers and nothing on this thread is still looking at it;
+  // sweep() then hands it to claim_receive() again.
+  retired_.push_back(std::move(node.mapped()));
 }
 
 void UcxChannel::Impl::expire(Clock::time_point now) {

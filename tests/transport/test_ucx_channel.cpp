@@ -274,6 +274,39 @@ TEST_CASE("a ucx descriptor that does not match what was sent is a clear error",
                     Catch::Contains("says 5 bytes, but its shape and dtype hold 8"));
 }
 
+TEST_CASE("a ucx receive reusing a finished one's operation carries nothing over",
+          "[transport][ucx]") {
+  // Finished receives are recycled: a failed, a timed-out and a three-tensor receive come
+  // before receives of other shapes, dtypes and tensor counts, each of which must see only its own.
+  ConnectedPair pair;
+  const std::vector<tp::Tensor> three{patterned({5}, tp::DType::Float32, 1), tp::Tensor(),
+                                      patterned({2, 3}, tp::DType::BFloat16, 2)};
+  int64_t mb = 0;
+  for (int round = 0; round < 3; ++round) {
+    tr::TransferKey bad = pkey(0, 1, Direction::Forward, mb++);
+    auto sent = pair.rank0.send(1, bad, {tp::ones({4})});
+    sent[0] = tr::describe(tp::ones({8}));
+    CHECK_THROWS_WITH(pair.rank1.receive(0, bad, sent, tp::cpu(), 5s),
+                      Catch::Contains("its descriptor says 32"));
+    tr::TransferKey silent = pkey(0, 1, Direction::Forward, mb++);
+    CHECK_THROWS_WITH(pair.rank1.receive(0, silent, {tr::describe(tp::ones({4}))}, tp::cpu(), 20ms),
+                      Catch::Contains("nothing arrived"));
+    tr::TransferKey many = pkey(0, 1, Direction::Forward, mb++);
+    auto descriptors = pair.rank0.send(1, many, three);
+    auto got = pair.rank1.receive(0, many, descriptors, tp::cpu(), 5s);
+    REQUIRE(got.size() == 3);
+    for (size_t i = 0; i < 3; ++i) CHECK(same_bytes(got[i], three[i]));
+    tr::TransferKey one = pkey(0, 1, Direction::Forward, mb++);
+    const tp::Tensor single = patterned({7}, tp::DType::Float32, static_cast<uint8_t>(round));
+    descriptors = pair.rank0.send(1, one, {single});
+    got = pair.rank1.receive(0, one, descriptors, tp::cpu(), 5s);
+    REQUIRE(got.size() == 1);
+    CHECK(same_bytes(got[0], single));
+  }
+  CHECK(pair.rank0.pending() == 0);
+  CHECK(pair.rank1.pending() == 0);
+}
+
 TEST_CASE("ucx messages reach the handler of their stream", "[transport][ucx]") {
   ConnectedPair pair;
   REQUIRE(pair.rank1.carries_messages());

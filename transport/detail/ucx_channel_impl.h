@@ -36,7 +36,9 @@ constexpr auto kSendDrainTime = std::chrono::seconds(1);     // sends still in f
 constexpr auto kCloseTime = std::chrono::milliseconds(500);  // endpoint flushes at close
 constexpr auto kCallTime = std::chrono::seconds(10);         // a caller waiting on the thread
 constexpr auto kTightSpin = std::chrono::microseconds(10);   // polls without yielding
-constexpr int kMaxSleepMs = 50;  // longest sleep before deadlines are looked at again
+constexpr int kMaxSleepMs = 50;             // longest sleep before deadlines are looked at again
+constexpr unsigned kTurnsPerClockRead = 8;  // a clock read costs about what an idle turn does
+constexpr size_t kSpareReceives = 64;       // finished receive operations kept for reuse
 
 inline std::string status_text(ucs_status_t status) { return ucs_status_string(status); }
 
@@ -150,6 +152,18 @@ class UcxChannel::Impl {
     size_t received = 0;     // pieces that arrived whole
     bool finished = false;   // `done` is scheduled
     std::multimap<Clock::time_point, ReceiveOp*>::iterator deadline;
+
+    /// `op` reset for reuse: no tensors, callback or progress, its vectors' capacity kept.
+    static ReceiveOp emptied(ReceiveOp&& op) {
+      ReceiveOp out;
+      out.descriptors = std::move(op.descriptors);
+      out.tensors = std::move(op.tensors);
+      out.pieces = std::move(op.pieces);
+      out.descriptors.clear();
+      out.tensors.clear();
+      out.pieces.clear();
+      return out;
+    }
   };
 
   struct Completion {
@@ -183,6 +197,10 @@ class UcxChannel::Impl {
   // -- caller side --------------------------------------------------------------------------------
 
   void check_peer(int peer, const char* verb) const;
+  /// The checks of check_peer() that need no lock: a rank of the world, not this one.
+  void check_rank(int peer, const char* verb) const;
+  /// The checks of check_peer() that read shared state. Call with mutex_ held.
+  void check_connected(int peer, const char* verb) const;
   /// Throws when the channel was closed at process exit. Call with mutex_ held.
   void check_open(const char* verb) const;
   TransferError closed_error(const char* verb) const;
@@ -202,6 +220,10 @@ class UcxChannel::Impl {
   /// nothing once the channel is closed (nothing is pending then, and no handler runs again).
   void call_on_thread(std::function<void()> operation);
 
+  /// Registers the receive of `key` (an error when one is posted already, or the peer cannot be
+  /// received from) and hands out an operation to fill: a spare one when there is one.
+  std::shared_ptr<ReceiveOp> claim_receive(const ReceiveKey& key);
+
   // -- progress thread ----------------------------------------------------------------------------
 
   void run();
@@ -209,6 +231,8 @@ class UcxChannel::Impl {
   bool run_queued();
   void sleep_until_event(Clock::time_point now);
   void sweep();
+  /// Hands finished receive operations UCX is done with to spare_receives_ (or drops them).
+  void recycle_receives();
   void shut_down();
   void progress_for(Clock::duration limit, const std::function<bool()>& finished);
 
@@ -247,6 +271,9 @@ class UcxChannel::Impl {
   std::vector<std::function<void()>> queue_;
   std::vector<PeerState> peers_;
   std::unordered_set<ReceiveKey, ReceiveKeyHash> posted_;  // receives not completed
+  // Finished receive operations handed out again by claim_receive(): their vectors keep their
+  // capacity, so posting a receive allocates nothing but its buffers (at most kSpareReceives).
+  std::vector<std::shared_ptr<ReceiveOp>> spare_receives_;
   std::unordered_map<uint32_t, MessageHandler> handlers_;  // by stream
   bool connected_ = false;
   bool closed_ = false;              // set by close() (under both locks) once the thread is joined
@@ -269,7 +296,7 @@ class UcxChannel::Impl {
   std::unordered_map<SendOp*, std::shared_ptr<SendOp>> sends_;
   std::unordered_map<ReceiveKey, std::shared_ptr<ReceiveOp>, ReceiveKeyHash> receives_;
   std::multimap<Clock::time_point, ReceiveOp*> deadlines_;
-  std::vector<std::shared_ptr<ReceiveOp>> retired_;  // finished, UCX requests outstanding
+  std::vector<std::shared_ptr<ReceiveOp>> retired_;  // finished, not yet recycled
   std::vector<Completion> completions_;              // to deliver outside UCX callbacks
   std::vector<Completion> spare_completions_;        // an empty buffer that keeps its capacity
   std::vector<std::function<void()>> running_;       // operations taken from queue_
