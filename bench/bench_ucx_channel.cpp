@@ -7,7 +7,8 @@
 // for bandwidth, raw/ours for the round trip, so higher is better everywhere), "ratio" (the
 // smallest of them, with the round trip whose reply is sent from the receive callback, as the
 // runtime's receives complete), and the same figures of mode "peer" prefixed "peer_". The round
-// trip through the blocking receive is reported too.
+// trip through the blocking receive is reported too. Each process runs on a core of its own, on
+// both sides (two processes polling on one core would take turns at the scheduler's pace).
 //
 //   bench_ucx_channel [repeats]   (alternates raw and channel runs, keeps each one's best; 2)
 #include <unistd.h>
@@ -197,7 +198,8 @@ int channel_side(int rank, int fd, Figures* figures) {
 Figures run_channel(const std::string& mode) {
   setenv("TENSORPLAY_UCX_ERROR_MODE", mode.c_str(), 1);
   Figures figures;
-  if (bench::run_two_processes([&](int rank, int fd) { return channel_side(rank, fd, &figures); }))
+  if (bench::run_two_processes([&](int rank, int fd) { return channel_side(rank, fd, &figures); },
+                               std::chrono::seconds(120), /*pin=*/true))
     throw std::runtime_error("the channel measurement failed");
   std::printf(
       "{\"channel\":\"ucx\",\"error_mode\":\"%s\",\"bw_1mib_gib_per_s\":%.3f,"

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -63,11 +64,30 @@ inline std::vector<uint8_t> read_blob(int fd) {
   return bytes;
 }
 
+/// Pins this process (and the threads it starts afterwards) to the `rank`-th core it may run on,
+/// when it may run on two or more; otherwise leaves it alone. Two processes of a round trip on
+/// one core take turns at the scheduler's pace instead of polling at once.
+inline void pin_to_own_core(int rank) {
+  cpu_set_t allowed;
+  if (sched_getaffinity(0, sizeof allowed, &allowed) != 0 || CPU_COUNT(&allowed) < 2) return;
+  int seen = 0;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (!CPU_ISSET(cpu, &allowed) || seen++ != rank % CPU_COUNT(&allowed)) continue;
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+    sched_setaffinity(0, sizeof one, &one);
+    return;
+  }
+}
+
 /// Runs `body(rank, fd)` as rank 0 in this process and as rank 1 in a forked child, `fd` being
-/// each side's end of one socket. Fork before starting any thread. Returns 0 when both bodies
-/// returned 0; the child is always reaped, and killed when it outlives `limit`.
+/// each side's end of one socket. Fork before starting any thread. `pin`: each rank runs on a core
+/// of its own (pin_to_own_core; this process's own affinity is restored afterwards). Returns 0 when
+/// both bodies returned 0; the child is always reaped, and killed when it outlives `limit`.
 inline int run_two_processes(const std::function<int(int rank, int fd)>& body,
-                             std::chrono::seconds limit = std::chrono::seconds(120)) {
+                             std::chrono::seconds limit = std::chrono::seconds(120),
+                             bool pin = false) {
   int fds[2];
   if (socketpair(AF_UNIX, SOCK_STREAM, 0, fds) != 0) throw std::runtime_error("socketpair failed");
   std::fflush(stdout);
@@ -83,10 +103,15 @@ inline int run_two_processes(const std::function<int(int rank, int fd)>& body,
   };
   if (child == 0) {
     close(fds[0]);
+    if (pin) pin_to_own_core(1);
     std::_Exit(run(1, fds[1]));
   }
   close(fds[1]);
+  cpu_set_t own;
+  const bool restore = pin && sched_getaffinity(0, sizeof own, &own) == 0;
+  if (pin) pin_to_own_core(0);
   int result = run(0, fds[0]);
+  if (restore) sched_setaffinity(0, sizeof own, &own);
   close(fds[0]);  // a child still waiting on the socket sees end of file
   int status = 0;
   for (auto end = std::chrono::steady_clock::now() + limit;;) {

@@ -6,7 +6,7 @@
 //   ucx_raw_tag [peer|none]   (endpoint error handling mode; none by default)
 //
 // With peer error handling UCX 1.13 keeps to transports that detect a dead peer: on one host that
-// means loopback TCP instead of shared memory and CMA.
+// means loopback TCP instead of shared memory and CMA. Each process runs on a core of its own.
 #include <ucp/api/ucp.h>
 
 #include <chrono>
@@ -149,29 +149,33 @@ int main(int argc, char** argv) {
   }
   const ucp_err_handling_mode_t error_mode =
       mode == "peer" ? UCP_ERR_HANDLING_MODE_PEER : UCP_ERR_HANDLING_MODE_NONE;
-  return bench::run_two_processes([&](int rank, int fd) {
-    Ucx ucx(fd, error_mode);
-    const double bw_1mib = bandwidth(ucx, rank, 1 << 20, 64, 2, 8);
-    const double bw_64mib = bandwidth(ucx, rank, 64 << 20, 2, 2, 8);
-    const double rtt_4kib = round_trip(ucx, rank, 4096, 500, 5000);
-    if (rank == 1) {  // the receiver measured the bandwidth: hand it to rank 0 to print
-      const double figures[2] = {bw_1mib, bw_64mib};
-      bench::write_all(fd, figures, sizeof figures);
-      return 0;
-    }
-    double figures[2];
-    bench::read_all(fd, figures, sizeof figures);
-    const char* m = mode.c_str();
-    std::printf("{\"test\":\"bandwidth\",\"error_mode\":\"%s\",\"bytes\":%d,\"gib_per_s\":%.3f}\n",
-                m, 1 << 20, figures[0]);
-    std::printf("{\"test\":\"bandwidth\",\"error_mode\":\"%s\",\"bytes\":%d,\"gib_per_s\":%.3f}\n",
-                m, 64 << 20, figures[1]);
-    std::printf("{\"test\":\"round_trip\",\"error_mode\":\"%s\",\"bytes\":4096,\"us\":%.2f}\n", m,
-                rtt_4kib);
-    std::printf(
-        "{\"bench\":\"ucx_raw_tag\",\"error_mode\":\"%s\",\"bw_1mib_gib_per_s\":%.3f,"
-        "\"bw_64mib_gib_per_s\":%.3f,\"rtt_4kib_us\":%.2f}\n",
-        m, figures[0], figures[1], rtt_4kib);
-    return 0;
-  });
+  return bench::run_two_processes(
+      [&](int rank, int fd) {
+        Ucx ucx(fd, error_mode);
+        const double bw_1mib = bandwidth(ucx, rank, 1 << 20, 64, 2, 8);
+        const double bw_64mib = bandwidth(ucx, rank, 64 << 20, 2, 2, 8);
+        const double rtt_4kib = round_trip(ucx, rank, 4096, 500, 5000);
+        if (rank == 1) {  // the receiver measured the bandwidth: hand it to rank 0 to print
+          const double figures[2] = {bw_1mib, bw_64mib};
+          bench::write_all(fd, figures, sizeof figures);
+          return 0;
+        }
+        double figures[2];
+        bench::read_all(fd, figures, sizeof figures);
+        const char* m = mode.c_str();
+        std::printf(
+            "{\"test\":\"bandwidth\",\"error_mode\":\"%s\",\"bytes\":%d,\"gib_per_s\":%.3f}\n", m,
+            1 << 20, figures[0]);
+        std::printf(
+            "{\"test\":\"bandwidth\",\"error_mode\":\"%s\",\"bytes\":%d,\"gib_per_s\":%.3f}\n", m,
+            64 << 20, figures[1]);
+        std::printf("{\"test\":\"round_trip\",\"error_mode\":\"%s\",\"bytes\":4096,\"us\":%.2f}\n",
+                    m, rtt_4kib);
+        std::printf(
+            "{\"bench\":\"ucx_raw_tag\",\"error_mode\":\"%s\",\"bw_1mib_gib_per_s\":%.3f,"
+            "\"bw_64mib_gib_per_s\":%.3f,\"rtt_4kib_us\":%.2f}\n",
+            m, figures[0], figures[1], rtt_4kib);
+        return 0;
+      },
+      std::chrono::seconds(120), /*pin=*/true);
 }
