@@ -29,17 +29,27 @@ void check_options(const GroupedQueryAttentionOptions& o) {
          ") must be even for rotary positions");
 }
 
+// x [B, ..., kv, ...] with each head of dimension `head_dim` repeated `groups` times in place
+// (head h of the result is head h / groups of x). The batch stays -1 so that a traced stage
+// replays on microbatches of any size.
+Tensor repeat_heads(const Tensor& x, int64_t head_dim, int64_t groups) {
+  if (groups == 1) return x;
+  Shape out = x.shape();
+  const int64_t kv = out[head_dim];
+  const int64_t inner = numel_range(out, head_dim + 1, x.dim());
+  std::vector<Tensor> copies(static_cast<size_t>(groups), x.reshape({-1, kv, 1, inner}));
+  out[0] = -1;
+  out[head_dim] = kv * groups;
+  return cat(copies, 2).reshape(out);
+}
+
 }  // namespace
 
 Tensor repeat_kv(const Tensor& x, int64_t groups) {
   if (x.dim() != 4 || groups <= 0)
     throw std::invalid_argument("repeat_kv: expected [B, kv_heads, T, D] and groups > 0, got " +
                                 to_string(x.shape()) + " and " + std::to_string(groups));
-  if (groups == 1) return x;
-  const int64_t kv = x.size(1), time = x.size(2), d = x.size(3);
-  Tensor one = x.reshape({-1, kv, 1, time * d});
-  std::vector<Tensor> copies(static_cast<size_t>(groups), one);
-  return cat(copies, 2).reshape({-1, kv * groups, time, d});
+  return repeat_heads(x, 1, groups);
 }
 
 Tensor repeat_kv_tokens_first(const Tensor& x, int64_t groups) {
@@ -47,11 +57,7 @@ Tensor repeat_kv_tokens_first(const Tensor& x, int64_t groups) {
     throw std::invalid_argument(
         "repeat_kv_tokens_first: expected [B, T, kv_heads, D] and groups > 0, got " +
         to_string(x.shape()) + " and " + std::to_string(groups));
-  if (groups == 1) return x;
-  const int64_t time = x.size(1), kv = x.size(2), d = x.size(3);
-  Tensor one = x.reshape({-1, kv, 1, d});
-  std::vector<Tensor> copies(static_cast<size_t>(groups), one);
-  return cat(copies, 2).reshape({-1, time, kv * groups, d});
+  return repeat_heads(x, 2, groups);
 }
 
 GroupedQueryAttentionImpl::GroupedQueryAttentionImpl(GroupedQueryAttentionOptions options)
