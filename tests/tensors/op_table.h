@@ -88,6 +88,22 @@ inline int64_t broadcast_offset(const std::vector<int64_t>& idx, const tp::Shape
   return off;
 }
 
+/// x of shape s with its dimensions permuted: output dimension d is input dimension perm[d].
+inline Values ref_permute(const Values& x, const tp::Shape& s, const std::vector<int64_t>& perm) {
+  tp::Shape out(s.size());
+  for (size_t d = 0; d < s.size(); ++d) out[d] = s[perm[d]];
+  Values y(x.size());
+  for (int64_t i = 0; i < count(out); ++i) {
+    auto o = unravel(i, out);
+    std::vector<int64_t> src(s.size());
+    for (size_t d = 0; d < s.size(); ++d) src[perm[d]] = o[d];
+    int64_t off = 0;
+    for (size_t d = 0; d < s.size(); ++d) off = off * s[d] + src[d];
+    y[i] = x[off];
+  }
+  return y;
+}
+
 /// Elementwise f(a, b) with numpy broadcasting to `out`.
 template <typename F>
 Values broadcast2(const Values& a, const tp::Shape& as, const Values& b, const tp::Shape& bs,
