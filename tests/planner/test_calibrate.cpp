@@ -135,7 +135,11 @@ TEST_CASE("calibration makes the simulator's step match a real run", "[planner][
   CHECK(profile.action_overhead >= 0);
   CHECK(profile.compute_factor == fit.compute_factor);
   CHECK(fit.measured_compute > 0);  // the run's actions, read from its message log
-  CHECK(fit.compute_factor == Approx(fit.measured_compute / fit.predicted_compute));
+  // The factor is the actions' measured over predicted durations, lowered (with no time per
+  // action) where the step, on a loaded host, ran faster than its actions add up to.
+  const double ratio = fit.measured_compute / fit.predicted_compute;
+  CHECK(fit.compute_factor <= Approx(ratio));
+  if (fit.compute_factor < ratio * (1 - 1e-6)) CHECK(fit.action_overhead == 0);
   CHECK(model->parameters().front().to_vector() == before);  // nothing trained
   pp::PlanChoice c;
   c.schedule = tensorplay::schedules::ScheduleKind::OneFOneB;
