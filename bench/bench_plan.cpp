@@ -9,9 +9,11 @@
 // "pick_vs_best" (fastest measured over the pick's measured, 1 when the pick is fastest),
 // "within_8pct_share" (share of the grid predicted within 8%), "worst_prediction_error" and
 // "worst_config", "planning_seconds" (the slowest model's search), "planning_configs_per_second",
-// "configs" (configurations run), and the overhead-only model's share and worst error, and
-// those of the calibrated profile without its larger microbatches ("_proportional"). With
-// --rounds N the calibration runs again at the start of each round, and the fastest counts.
+// "configs" (configurations run), and the overhead-only model's share and worst error, those of
+// the calibrated profile without its larger microbatches ("_proportional"), and those of one
+// compute factor at every microbatch size (the profile microbatch's, "_one_factor": the
+// calibration before it ran at each larger size too). With --rounds N the calibration runs
+// again at the start of each round, and at each microbatch size the fastest counts.
 // mlp-2proc adds the MLP in two processes (tp-launch) under 1F1B and ZBV, predicted over the
 // profile's UCX channel (ucx_shm, the one the planner picks for ranks in processes of one host):
 // "two_process_worst_error" (and "two_process_worst_error_overhead_only"); and, to tell whether
@@ -21,7 +23,7 @@
 // --scaling-check yes instead profiles each model at its microbatch and at four times it and
 // prints, per action kind, how far the planner's rule for other microbatch sizes is off.
 //
-//   ./build/bench/bench_plan [--models gpt,gpt-large,mlp,mlp-2proc] [--steps 3] [--warmup 1]
+//   ./build/bench/bench_plan [--models gpt,gpt-large,mlp,mlp-2proc] [--steps 5] [--warmup 1]
 //                            [--rounds 1]   (rounds over the grid, each configuration's fastest)
 //                            [--tp-launch PATH] [--scaling-check yes]
 #include <algorithm>
@@ -104,7 +106,8 @@ Model mlp() {
 // (factor 1) and all of the calibration run's extra time charged per action.
 struct Profiles {
   pp::Profile calibrated, overhead_only;
-  pp::Profile proportional;  ///< calibrated, without the larger microbatches' times
+  pp::Profile proportional;  ///< calibrated, without the larger microbatches' times and factors
+  pp::Profile one_factor;    ///< calibrated, the profile microbatch's factor at every size
 };
 
 // The profile of `m` at microbatches of `rows` samples, as the benchmark measures it, with the
@@ -122,7 +125,21 @@ pp::Profile profile_at(Model& m, int64_t rows, const std::vector<int>& larger = 
   return pp::profile(*m.module, {m.x.slice0(0, rows)}, o);
 }
 
-// One calibration run of `profile` (pp::calibrate_profile sets its two figures), printed.
+// "samples: factor (measured step s), ..." of the fit's larger microbatches.
+std::string sized_factors(const pp::CalibrationFit& fit) {
+  std::string out;
+  for (size_t i = 0; i < fit.larger_compute_factors.size(); ++i) {
+    char one[96];
+    std::snprintf(one, sizeof one, "%s%lld: %.3f (%.5f s)", i ? ", " : "",
+                  static_cast<long long>(fit.larger_compute_factors[i].samples),
+                  fit.larger_compute_factors[i].compute_factor, fit.larger_measured_steps[i]);
+    out += one;
+  }
+  return out;
+}
+
+// One calibration of `profile` (pp::calibrate_profile: at its microbatch and each larger one
+// it measured; it sets the figures), printed.
 pp::CalibrationFit calibrate(Model& m, pp::Profile& profile, int round) {
   const int64_t rows = m.batch / 8;
   const pp::CalibrationFit fit =
@@ -132,20 +149,23 @@ pp::CalibrationFit calibrate(Model& m, pp::Profile& profile, int round) {
       "{\"model\": \"%s\", \"calibration\": \"1F1B, 2 ranks, embedded\", \"round\": %d, "
       "\"compute_factor\": %.3f, \"action_overhead_s\": %.3g, \"measured_step_s\": %.5f, "
       "\"uncalibrated_step_s\": %.5f, \"calibrated_step_s\": %.5f, \"measured_compute_s\": %.5f, "
-      "\"profiled_compute_s\": %.5f}\n",
+      "\"profiled_compute_s\": %.5f, \"larger_compute_factors\": \"%s\"}\n",
       m.name.c_str(), round, fit.compute_factor, fit.action_overhead, fit.measured_step,
-      fit.predicted_step, fit.calibrated_step, fit.measured_compute, fit.predicted_compute);
+      fit.predicted_step, fit.calibrated_step, fit.measured_compute, fit.predicted_compute,
+      sized_factors(fit).c_str());
   std::fflush(stdout);
   return fit;
 }
 
 // The three profiles from the calibrated one and its fit.
 Profiles profiles_from(const pp::Profile& calibrated, const pp::CalibrationFit& fit) {
-  Profiles out{calibrated, calibrated};
+  Profiles out{calibrated, calibrated, calibrated, calibrated};
   out.overhead_only.compute_factor = 1;
+  out.overhead_only.larger_compute_factors.clear();
   out.overhead_only.action_overhead = fit.overhead_only;
-  out.proportional = calibrated;
   for (pp::SegmentProfile& s : out.proportional.segments) s.larger.clear();
+  out.proportional.larger_compute_factors.clear();
+  out.one_factor.larger_compute_factors.clear();
   return out;
 }
 
@@ -247,16 +267,18 @@ struct Errors {
 struct Alternatives {
   double overhead_only = 0;  ///< the earlier calibration: compute as profiled, time per action
   double proportional = 0;   ///< times in proportion to the samples beyond each overhead
+  double one_factor = 0;     ///< one compute factor, the profile microbatch's, at every size
 };
 
 Alternatives alternatives(const Profiles& p, const pp::PlanRequest& r, const pp::PlanChoice& c) {
   return {pp::predict(p.overhead_only, r, c).step_seconds,
-          pp::predict(p.proportional, r, c).step_seconds};
+          pp::predict(p.proportional, r, c).step_seconds,
+          pp::predict(p.one_factor, r, c).step_seconds};
 }
 
 struct Figures {
   int configs = 0;
-  Errors calibrated, overhead_only, proportional;
+  Errors calibrated, overhead_only, proportional, one_factor;
   double two_process_worst = -1, two_process_worst_overhead_only = -1;  // -1: not run
   double two_process_worst_own_calibration = -1;
   double planning_seconds = 0, pick_vs_best = 1;  // each model's is <= 1
@@ -271,17 +293,33 @@ void report_config(const std::string& model, const pp::PlanChoice& c, const Alte
       "{\"model\": \"%s\", \"config\": \"%s\", \"pick\": %s, \"predicted_s\": %.5f, "
       "\"measured_s\": %.5f, \"error\": %.3f, \"predicted_overhead_only_s\": %.5f, "
       "\"error_overhead_only\": %.3f, \"predicted_proportional_s\": %.5f, "
-      "\"error_proportional\": %.3f}\n",
+      "\"error_proportional\": %.3f, \"predicted_one_factor_s\": %.5f, \"error_one_factor\": "
+      "%.3f}\n",
       model.c_str(), c.describe().c_str(), pick ? "true" : "false", c.step_seconds, measured,
       c.step_seconds / measured - 1, a.overhead_only, a.overhead_only / measured - 1,
-      a.proportional, a.proportional / measured - 1);
+      a.proportional, a.proportional / measured - 1, a.one_factor, a.one_factor / measured - 1);
   std::fflush(stdout);
   if (pick) return;
   const std::string config = model + ": " + c.describe();
   f.calibrated.add(config, c.step_seconds, measured);
   f.overhead_only.add(config, a.overhead_only, measured);
   f.proportional.add(config, a.proportional, measured);
+  f.one_factor.add(config, a.one_factor, measured);
   ++f.configs;
+}
+
+// Two calibrations of one profile merged size by size: at each microbatch, the figures of the
+// run whose step there was faster (the action overhead and the overhead-only figure go with the
+// profile microbatch's).
+pp::CalibrationFit fastest_per_size(const pp::CalibrationFit& a, const pp::CalibrationFit& b) {
+  pp::CalibrationFit out = b.measured_step < a.measured_step ? b : a;
+  for (size_t i = 0; i < out.larger_compute_factors.size(); ++i) {
+    const pp::CalibrationFit& faster =
+        b.larger_measured_steps.at(i) < a.larger_measured_steps.at(i) ? b : a;
+    out.larger_compute_factors[i] = faster.larger_compute_factors.at(i);
+    out.larger_measured_steps[i] = faster.larger_measured_steps[i];
+  }
+  return out;
 }
 
 void run_model(Model m, int steps, int warmup, int rounds, Figures& f) {
@@ -298,16 +336,20 @@ void run_model(Model m, int steps, int warmup, int rounds, Figures& f) {
               m.name.c_str(), planning, result.configs);
   // The grid and the pick, each measured once a round, rounds one after another: a slow spell of
   // the machine falls on every configuration alike. Each keeps its fastest, and so does the
-  // calibration, run again at the start of every later round: the predictions reported are those
-  // of the calibration whose step was fastest (the pick stays the one planned before any round).
+  // calibration, run again at the start of every later round: the predictions reported take, at
+  // each microbatch size, the calibration whose step there was fastest (the pick stays the one
+  // planned before any round).
   std::vector<pp::PlanChoice> choices = grid(profile);
   choices.push_back(result.best());
   std::vector<double> measured(choices.size(), 1e30);
   for (int round = 0; round < rounds; ++round) {
     if (round > 0) {
       pp::Profile again = profile;
-      const pp::CalibrationFit next = calibrate(m, again, round);
-      if (next.measured_step < fit.measured_step) fit = next, profiles = profiles_from(again, next);
+      fit = fastest_per_size(fit, calibrate(m, again, round));
+      again.compute_factor = fit.compute_factor;
+      again.larger_compute_factors = fit.larger_compute_factors;
+      again.action_overhead = fit.action_overhead;
+      profiles = profiles_from(again, fit);
     }
     for (size_t i = 0; i < choices.size(); ++i)
       measured[i] = std::min(measured[i], measure(m, profile, choices[i], steps, warmup));
@@ -367,7 +409,8 @@ pp::Profile own_calibration(const std::string& tp_launch, const bench::MlpJob& j
       fit.calibrated_step);
   std::fflush(stdout);
   pp::Profile own = profile;
-  own.compute_factor = fit.compute_factor;
+  own.compute_factor = fit.compute_factor;  // one size calibrated: its factor at every size
+  own.larger_compute_factors.clear();
   own.action_overhead = fit.action_overhead;
   return own;
 }
@@ -428,14 +471,15 @@ void print_summary(const std::string& models, const Figures& f) {
       "\"two_process_worst_error\": %.3f, \"within_8pct_share_overhead_only\": %.3f, "
       "\"worst_prediction_error_overhead_only\": %.3f, \"worst_config_overhead_only\": \"%s\", "
       "\"two_process_worst_error_overhead_only\": %.3f, \"within_8pct_share_proportional\": %.3f, "
-      "\"worst_prediction_error_proportional\": %.3f, "
+      "\"worst_prediction_error_proportional\": %.3f, \"within_8pct_share_one_factor\": %.3f, "
+      "\"worst_prediction_error_one_factor\": %.3f, "
       "\"two_process_worst_error_own_calibration\": %.3f, \"configs\": %d}\n",
       models.c_str(), f.pick_vs_best, share(f.calibrated), f.calibrated.worst,
       f.calibrated.worst_config.c_str(), f.planning_seconds,
       f.configs_per_second < 1e30 ? f.configs_per_second : 0.0, f.two_process_worst,
       share(f.overhead_only), f.overhead_only.worst, f.overhead_only.worst_config.c_str(),
       f.two_process_worst_overhead_only, share(f.proportional), f.proportional.worst,
-      f.two_process_worst_own_calibration, f.configs);
+      share(f.one_factor), f.one_factor.worst, f.two_process_worst_own_calibration, f.configs);
 }
 
 }  // namespace
@@ -443,7 +487,7 @@ void print_summary(const std::string& models, const Figures& f) {
 int main(int argc, char** argv) {
   if (bench::is_worker(argc, argv)) return bench::worker_main(argc, argv);
   const std::string models = text_option(argc, argv, "--models", "gpt,gpt-large,mlp,mlp-2proc");
-  const int steps = std::stoi(text_option(argc, argv, "--steps", "3"));
+  const int steps = std::stoi(text_option(argc, argv, "--steps", "5"));
   const int warmup = std::stoi(text_option(argc, argv, "--warmup", "1"));
   const int rounds = std::max(1, std::stoi(text_option(argc, argv, "--rounds", "1")));
   std::set<std::string> wanted;

@@ -123,6 +123,21 @@ double factor_within(Profile p, const PlanRequest& request, const PlanChoice& c,
   return std::max(low, 1e-6);  // a factor must stay above 0
 }
 
+// The larger microbatches the profile's segments were all measured at that are whole multiples
+// of its microbatch (calibrate_profile runs copies of the example microbatch), ascending.
+std::vector<int64_t> larger_sizes(const Profile& profile) {
+  std::vector<int64_t> sizes;
+  for (const SizedTimes& t : profile.segments.front().larger) {
+    const bool everywhere = std::all_of(
+        profile.segments.begin(), profile.segments.end(), [&t](const SegmentProfile& s) {
+          return std::any_of(s.larger.begin(), s.larger.end(),
+                             [&t](const SizedTimes& u) { return u.samples == t.samples; });
+        });
+    if (everywhere && t.samples % profile.microbatch_size == 0) sizes.push_back(t.samples);
+  }
+  return sizes;
+}
+
 }  // namespace
 
 CalibrationFit fit_calibration(const Profile& profile, const PlanRequest& request,
@@ -131,7 +146,8 @@ CalibrationFit fit_calibration(const Profile& profile, const PlanRequest& reques
   if (timeline.timeline.empty())
     throw std::invalid_argument("fit_calibration: the measured timeline has no actions");
   Profile p = profile;
-  p.compute_factor = 1;
+  p.compute_factor = 1;  // at every size: the fit is for the run's microbatch alone
+  p.larger_compute_factors.clear();
   p.action_overhead = 0;
   PlanChoice c = choice;
   if (c.recompute.empty()) c.recompute.assign(c.num_stages(), false);
@@ -158,6 +174,24 @@ CalibrationFit fit_calibration(const Profile& profile, const PlanRequest& reques
   return fit;
 }
 
+namespace {
+
+// One calibration run of `c` on microbatches of `times` copies of `example` (and of the target),
+// fitted against `profile` at that size.
+CalibrationFit fit_at(const Profile& profile, nn::Module& model, const PlanChoice& c,
+                      const std::vector<Tensor>& example, const CalibrationOptions& o, int times) {
+  CalibrationOptions sized = o;
+  sized.target = repeated({o.target}, times).front();
+  const auto [measured, timeline] =
+      fastest_step(measured_run(profile, model, c, repeated(example, times), sized));
+  PlanRequest request;
+  request.world = 2;
+  request.batch = profile.microbatch_size * times * o.microbatches;
+  return fit_calibration(profile, request, c, timeline, measured);
+}
+
+}  // namespace
+
 CalibrationFit calibrate_profile(Profile& profile, nn::Module& model,
                                  const std::vector<Tensor>& example_microbatch,
                                  const CalibrationOptions& o) {
@@ -166,13 +200,16 @@ CalibrationFit calibrate_profile(Profile& profile, nn::Module& model,
   if (profile.segments.size() < 2)
     throw std::invalid_argument("calibrate_profile: needs a profile of at least 2 segments");
   const PlanChoice c = calibration_choice(profile, o.microbatches);
-  const auto [measured, timeline] =
-      fastest_step(measured_run(profile, model, c, example_microbatch, o));
-  PlanRequest request;
-  request.world = 2;
-  request.batch = profile.microbatch_size * o.microbatches;
-  const CalibrationFit fit = fit_calibration(profile, request, c, timeline, measured);
+  CalibrationFit fit = fit_at(profile, model, c, example_microbatch, o, 1);
+  if (o.larger_sizes)
+    for (const int64_t samples : larger_sizes(profile)) {
+      const int times = static_cast<int>(samples / profile.microbatch_size);
+      const CalibrationFit larger = fit_at(profile, model, c, example_microbatch, o, times);
+      fit.larger_compute_factors.push_back({samples, larger.compute_factor});
+      fit.larger_measured_steps.push_back(larger.measured_step);
+    }
   profile.compute_factor = fit.compute_factor;
+  profile.larger_compute_factors = fit.larger_compute_factors;
   profile.action_overhead = fit.action_overhead;
   return fit;
 }

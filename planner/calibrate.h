@@ -19,6 +19,10 @@ struct CalibrationOptions {
   Tensor target;         ///< one microbatch's target
   int microbatches = 4;  ///< of the profile's size each
   int steps = 5;         ///< timed steps (the best counts), after one warm-up step
+  /// Also run at each larger microbatch the profile's segments were measured at (a whole
+  /// multiple of its microbatch: copies of the example), one run each, for the compute factor
+  /// at that size (Profile::larger_compute_factors).
+  bool larger_sizes = true;
 };
 
 /// What a calibration found: the two figures it sets in the profile, and what they rest on.
@@ -39,6 +43,10 @@ struct CalibrationFit {
   /// the simulator's step equal the measured one. It charges slow compute to every action, so a
   /// schedule of more, smaller actions (F, I, W) is over-predicted.
   double overhead_only = 0;
+  /// The compute factor fitted at each larger microbatch calibrate_profile ran (the action
+  /// overhead stays the profile microbatch's), and each of those runs' measured step.
+  std::vector<SizedFactor> larger_compute_factors;
+  std::vector<double> larger_measured_steps;
 };
 
 /// Fits the runtime's two costs to a measured step of `choice` under `request` (its schedule,
@@ -60,8 +68,9 @@ CalibrationFit fit_calibration(const Profile& profile, const PlanRequest& reques
 /// `options.microbatches` copies of `example_microbatch` per step) with its message log captured,
 /// and sets profile.compute_factor and profile.action_overhead by fit_calibration on the fastest
 /// timed step (its wall time and its actions; the pipeline only, no optimizer step; the log's
-/// own cost, microseconds per action, counts as the runtime's). Returns the fit. The model's
-/// gradients are left zero; its parameters do not change.
+/// own cost, microseconds per action, counts as the runtime's); then, with
+/// `options.larger_sizes`, profile.larger_compute_factors by one such run and fit at each larger
+/// size. Returns the fit. The model's gradients are left zero; its parameters do not change.
 CalibrationFit calibrate_profile(Profile& profile, nn::Module& model,
                                  const std::vector<Tensor>& example_microbatch,
                                  const CalibrationOptions& options);

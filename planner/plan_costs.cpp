@@ -22,13 +22,15 @@ double size_scale(const Profile& profile, const PlanContext& context, const Plan
          static_cast<double>(profile.microbatch_size);
 }
 
-// Compute speed of one stage actor with `threads` product threads while every rank of the host
-// computes with as many: the profile's speedup, less when the host's cores are oversubscribed,
-// and less by the calibrated compute_factor when the host runs more than one rank.
-double compute_speed(const Profile& profile, const PlanContext& context, int threads) {
+// Compute speed of one stage actor with `threads` product threads, on microbatches of
+// `samples`, while every rank of the host computes with as many: the profile's speedup, less
+// when the host's cores are oversubscribed, and less by the compute factor calibrated for that
+// microbatch when the host runs more than one rank.
+double compute_speed(const Profile& profile, const PlanContext& context, int threads,
+                     double samples) {
   const double wanted = static_cast<double>(threads) * context.ranks_per_host;
   const double oversubscribed = std::max(1.0, wanted / std::max(1, context.cores));
-  const double shared = context.ranks_per_host > 1 ? profile.compute_factor : 1.0;
+  const double shared = context.ranks_per_host > 1 ? profile.compute_factor_at(samples) : 1.0;
   // One thread per actor, more actors than cores: they take turns.
   return profile.speedup(threads) / oversubscribed / shared;
 }
@@ -110,7 +112,7 @@ schedules::CostModel cost_model(const Profile& profile, const PlanContext& conte
   const double byte_scale = size_scale(profile, context, c);
   const double profiled = static_cast<double>(profile.microbatch_size);
   const double samples = byte_scale * profiled;
-  const double speed = compute_speed(profile, context, c.threads);
+  const double speed = compute_speed(profile, context, c.threads, samples);
   schedules::CostModel m;
   m.forward.assign(c.num_stages(), 0.0);
   m.input_backward.assign(c.num_stages(), 0.0);

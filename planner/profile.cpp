@@ -136,6 +136,17 @@ const ChannelProfile& Profile::channel(const std::string& kind) const {
                               "'; it measured: " + (known.empty() ? "none" : known));
 }
 
+double Profile::compute_factor_at(double samples) const {
+  double x0 = static_cast<double>(microbatch_size), y0 = compute_factor;
+  if (samples <= x0) return y0;
+  for (const SizedFactor& f : larger_compute_factors) {
+    const double x1 = static_cast<double>(f.samples);
+    if (samples <= x1) return y0 + (f.compute_factor - y0) * (samples - x0) / (x1 - x0);
+    x0 = x1, y0 = f.compute_factor;
+  }
+  return y0;  // past the largest calibrated size
+}
+
 double Profile::speedup(int n) const {
   if (threads.empty() || n <= 1) return 1.0;
   const ThreadScaling* below = nullptr;
@@ -173,6 +184,19 @@ void Profile::check() const {
   if (!(compute_factor > 0))
     throw std::invalid_argument("profile of " + model + ": compute_factor must be > 0, got " +
                                 std::to_string(compute_factor));
+  int64_t below = microbatch_size;
+  for (const SizedFactor& f : larger_compute_factors) {
+    if (f.samples <= below)
+      throw std::invalid_argument(
+          "profile of " + model + ": larger_compute_factors must ascend above the microbatch's " +
+          std::to_string(microbatch_size) + " samples (" + std::to_string(f.samples) + " after " +
+          std::to_string(below) + ")");
+    if (!(f.compute_factor > 0))
+      throw std::invalid_argument("profile of " + model + ": the compute factor at " +
+                                  std::to_string(f.samples) + " samples must be > 0, got " +
+                                  std::to_string(f.compute_factor));
+    below = f.samples;
+  }
   for (size_t i = 1; i < threads.size(); ++i)
     if (threads[i].threads <= threads[i - 1].threads)
       throw std::invalid_argument("profile of " + model + ": thread counts must ascend");
@@ -197,6 +221,12 @@ std::string profile_to_json(const Profile& p) {
             {"threads", threads},
             {"action_overhead", p.action_overhead},
             {"compute_factor", p.compute_factor}};
+  if (!p.larger_compute_factors.empty()) {
+    json larger = json::array();
+    for (const SizedFactor& f : p.larger_compute_factors)
+      larger.push_back({{"samples", f.samples}, {"compute_factor", f.compute_factor}});
+    j["larger_compute_factors"] = larger;
+  }
   return j.dump(2) + "\n";
 }
 
@@ -225,6 +255,11 @@ Profile profile_from_json(const std::string& source) {
       j.contains("action_overhead") ? number(j, "action_overhead", "the profile") : 0.0;
   p.compute_factor =
       j.contains("compute_factor") ? number(j, "compute_factor", "the profile") : 1.0;
+  if (j.contains("larger_compute_factors"))
+    for (const json& f : array(j, "larger_compute_factors"))
+      p.larger_compute_factors.push_back(
+          {static_cast<int64_t>(number(f, "samples", "a larger compute factor")),
+           number(f, "compute_factor", "a larger compute factor")});
   p.check();
   return p;
 }

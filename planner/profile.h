@@ -54,6 +54,12 @@ struct ThreadScaling {
   double speedup = 1.0;  ///< time with 1 thread / time with `threads`
 };
 
+/// The compute factor calibrated at a larger microbatch (Profile::larger_compute_factors).
+struct SizedFactor {
+  int64_t samples = 0;
+  double compute_factor = 1;
+};
+
 /// A measured profile (pp::profile) or one written by hand (tests, other machines).
 struct Profile {
   std::string model;  ///< what was measured, for messages
@@ -76,7 +82,16 @@ struct Profile {
   /// Found by calibrate_profile from the actions' measured durations; 1 when not calibrated.
   /// Optional in JSON.
   double compute_factor = 1;
+  /// The compute factor calibrated at larger microbatches (calibrate_profile runs one at each
+  /// of the segments' larger sizes), ascending, each above microbatch_size: how much slower
+  /// compute runs in a pipeline than profiled depends on the microbatch (a small one's actions
+  /// find their weights gone from the caches after the other stages' actions, a large one's
+  /// compute hides more of it). Empty: compute_factor at every size. Optional in JSON.
+  std::vector<SizedFactor> larger_compute_factors;
 
+  /// The compute factor at microbatches of `samples`: linear in the samples between
+  /// (microbatch_size, compute_factor) and the larger sizes' factors, flat past either end.
+  double compute_factor_at(double samples) const;
   /// The segment names, in order (the first is "").
   std::vector<std::string> segment_names() const;
   /// The channel named `kind`; throws std::invalid_argument listing the profile's channels.

@@ -158,3 +158,40 @@ TEST_CASE("calibration makes the simulator's step match a real run", "[planner][
       pp::calibrate_profile(one, *model.ptr(), example, {.loss_fn = loss, .target = o.target}),
       Catch::Contains("at least 2 segments"));
 }
+
+TEST_CASE("calibration fits a compute factor at each larger microbatch the profile measured",
+          "[planner][calibrate]") {
+  tp::manual_seed(0);
+  const int64_t vocab = 11;
+  tp::nn::GPT model(tp::nn::GPTConfig{
+      .vocab_size = vocab, .context_length = 8, .n_layer = 2, .n_head = 2, .width = 16});
+  auto loss = [vocab](const tp::Tensor& logits, const tp::Tensor& targets) {
+    return tp::cross_entropy(logits.reshape({-1, vocab}), targets.reshape({-1}));
+  };
+  pp::ProfileOptions o;
+  o.candidates = {"blocks.0", "blocks.1"};
+  o.repeats = 1;
+  o.loss_fn = loss;
+  o.target = tp::zeros({2, 8});
+  o.larger_microbatches = {2};
+  const std::vector<tp::Tensor> example = {tp::zeros({2, 8})};
+  const pp::Profile measured = pp::profile(*model.ptr(), example, o);
+  pp::Profile profile = measured;
+  const pp::CalibrationFit fit =
+      pp::calibrate_profile(profile, *model.ptr(), example, {.loss_fn = loss, .target = o.target});
+  REQUIRE(fit.larger_compute_factors.size() == 1);
+  CHECK(fit.larger_compute_factors[0].samples == 4);  // twice the example's 2 samples
+  CHECK(fit.larger_compute_factors[0].compute_factor > 0);
+  REQUIRE(fit.larger_measured_steps.size() == 1);
+  CHECK(fit.larger_measured_steps[0] > 0);
+  REQUIRE(profile.larger_compute_factors.size() == 1);
+  CHECK(profile.larger_compute_factors[0].compute_factor ==
+        fit.larger_compute_factors[0].compute_factor);
+  CHECK(profile.compute_factor_at(4) == fit.larger_compute_factors[0].compute_factor);
+  pp::Profile one_size = measured;  // larger sizes not asked for: the one factor only
+  const pp::CalibrationFit alone =
+      pp::calibrate_profile(one_size, *model.ptr(), example,
+                            {.loss_fn = loss, .target = o.target, .larger_sizes = false});
+  CHECK(alone.larger_compute_factors.empty());
+  CHECK(one_size.larger_compute_factors.empty());
+}

@@ -208,6 +208,12 @@ TEST_CASE("the compute factor scales compute when a host runs several ranks", "[
   // The time per action is the runtime's, not compute: it is not scaled (10 actions per rank).
   profile.action_overhead = 0.5;
   CHECK(pp::predict(profile, {.world = 2, .batch = 4}, c).step_seconds == Approx(45 + 5 * 2 * 0.5));
+  // A factor calibrated at 4 samples per microbatch: the step there (compute 4 times the
+  // profiled one's) is scaled by it, not by the profile microbatch's factor.
+  profile.action_overhead = 0;
+  profile.larger_compute_factors = {{4, 1.25}};
+  CHECK(pp::predict(profile, {.world = 2, .batch = 16}, c).step_seconds == Approx(30 * 4 * 1.25));
+  CHECK(pp::predict(profile, {.world = 2, .batch = 4}, c).step_seconds == Approx(45));
 }
 
 namespace {

@@ -23,6 +23,7 @@ TEST_CASE("a profile survives the JSON round trip and a file", "[planner][profil
   p.action_overhead = 1.5e-5;
   p.compute_factor = 1.25;
   p.segments[2].larger = {{4, 0.5, 0.25, 0.125, 0.375}};
+  p.larger_compute_factors = {{40, 1.125}, {80, 0.875}};
   p.activation_bytes_source = "host allocator";
   const pp::Profile back = pp::profile_from_json(pp::profile_to_json(p));
   CHECK(pp::profile_to_json(back) == pp::profile_to_json(p));
@@ -43,6 +44,9 @@ TEST_CASE("a profile survives the JSON round trip and a file", "[planner][profil
   CHECK(back.segments[2].larger[0].samples == 4);
   CHECK(back.segments[2].larger[0].full_backward == 0.375);
   CHECK(back.segments[0].larger.empty());
+  REQUIRE(back.larger_compute_factors.size() == 2);
+  CHECK(back.larger_compute_factors[1].samples == 80);
+  CHECK(back.larger_compute_factors[1].compute_factor == 0.875);
   const std::string path = "test_profile_round_trip.json";
   pp::save_profile(p, path);
   CHECK(pp::profile_to_json(pp::load_profile(path)) == pp::profile_to_json(p));
@@ -73,6 +77,13 @@ TEST_CASE("bad profiles are errors naming the field", "[planner][profile]") {
   const size_t line = older.rfind('\n', older.find("\"compute_factor\"")) + 1;
   older.erase(line, older.find('\n', line) + 1 - line);  // saved before the factor existed
   CHECK(pp::profile_from_json(older).compute_factor == 1.0);
+  CHECK(pp::profile_from_json(older).larger_compute_factors.empty());  // and the sized ones
+  pp::Profile sized = planner_test::synthetic({1});
+  sized.larger_compute_factors = {{4, 1.5}, {2, 1.5}};
+  CHECK_THROWS_WITH(sized.check(), Catch::Contains("larger_compute_factors must ascend") &&
+                                       Catch::Contains("(2 after 4)"));
+  sized.larger_compute_factors = {{4, 0}};
+  CHECK_THROWS_WITH(sized.check(), Catch::Contains("compute factor at 4 samples must be > 0"));
   CHECK_THROWS_WITH(planner_test::synthetic({1}).channel("ucx_shm"),
                     Catch::Contains("no channel 'ucx_shm'") && Catch::Contains("in_process"));
 }
@@ -85,4 +96,18 @@ TEST_CASE("thread speedup interpolates between measured counts", "[planner][prof
   CHECK(p.speedup(2) == 1.8);
   CHECK(p.speedup(3) == Approx(2.4));
   CHECK(p.speedup(8) == 3.0);  // past the last: flat
+}
+
+TEST_CASE("the compute factor at a microbatch follows the sizes calibrated", "[planner][profile]") {
+  pp::Profile p = planner_test::synthetic({1});
+  p.microbatch_size = 10;
+  p.compute_factor = 1.5;
+  CHECK(p.compute_factor_at(40) == 1.5);  // no larger sizes: one factor at every size
+  p.larger_compute_factors = {{20, 1.25}, {40, 1.0}};
+  CHECK(p.compute_factor_at(5) == 1.5);  // below the profile's microbatch: flat
+  CHECK(p.compute_factor_at(10) == 1.5);
+  CHECK(p.compute_factor_at(15) == Approx(1.375));
+  CHECK(p.compute_factor_at(20) == 1.25);
+  CHECK(p.compute_factor_at(30) == Approx(1.125));
+  CHECK(p.compute_factor_at(80) == 1.0);  // past the largest: flat
 }
