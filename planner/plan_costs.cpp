@@ -145,6 +145,13 @@ schedules::CostModel cost_model(const Profile& profile, const PlanContext& conte
         m.weight_backward[s] += weight;
       }
     }
+    if (s == 0 && split && !c.recompute[s]) {
+      // The first stage's inputs are data, with no gradient to compute: its I has nothing to do
+      // (the runtime's backward_input finds no input needing one), and its W computes the whole
+      // backward. Recomputing, its I computes it all already (above).
+      m.weight_backward[s] += m.input_backward[s];
+      m.input_backward[s] = 0;
+    }
     m.forward[s] += profile.action_overhead;  // the runtime's share of each action
     m.input_backward[s] += profile.action_overhead;
     if (split) m.weight_backward[s] += profile.action_overhead;

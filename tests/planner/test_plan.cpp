@@ -2,6 +2,7 @@
 // out on paper (1F1B with p equal stages of F and B over m microbatches takes (m + p - 1)(F + B)).
 #include <catch2/catch.hpp>
 
+#include "planner/detail/plan_costs.h"
 #include "planner/plan.h"
 #include "schedules/generators.h"
 #include "schedules/memory_model.h"
@@ -214,6 +215,37 @@ TEST_CASE("the compute factor scales compute when a host runs several ranks", "[
   profile.larger_compute_factors = {{4, 1.25}};
   CHECK(pp::predict(profile, {.world = 2, .batch = 16}, c).step_seconds == Approx(30 * 4 * 1.25));
   CHECK(pp::predict(profile, {.world = 2, .batch = 4}, c).step_seconds == Approx(45));
+}
+
+TEST_CASE("the first stage's W does its whole backward under a split backward", "[planner][plan]") {
+  // Its inputs are data: its I finds no input gradient to compute (the runtime's backward_input
+  // has no targets there), so what the profile times as its I runs in its W.
+  const pp::Profile profile = planner_test::synthetic({1, 1, 1, 1});  // I = W = F, B = 2F
+  pp::PlanChoice c;
+  c.schedule = sc::ScheduleKind::ZBVZeroBubble;
+  c.ranks = 2;
+  c.stages_per_rank = 2;
+  c.microbatches = 4;
+  c.stage_begin = {0, 1, 2, 3};
+  c.recompute.assign(4, false);
+  const pp::detail::PlanContext context =
+      pp::detail::make_context(profile, {.world = 2, .batch = 4});
+  sc::CostModel m = pp::detail::cost_model(profile, context, c);
+  CHECK(m.input_backward[0] == 0);
+  CHECK(m.weight_backward[0] == 2);
+  CHECK(m.input_backward[1] == 1);
+  CHECK(m.weight_backward[1] == 1);
+  c.recompute[0] = true;  // recomputing, its I computes everything (F again, I and W)
+  m = pp::detail::cost_model(profile, context, c);
+  CHECK(m.input_backward[0] == 3);
+  CHECK(m.weight_backward[0] == 0);
+  c.schedule = sc::ScheduleKind::OneFOneB;  // a fused B: nothing moves
+  c.stages_per_rank = 1;
+  c.stage_begin = {0, 2};
+  c.recompute = {false, false};
+  m = pp::detail::cost_model(profile, context, c);
+  CHECK(m.input_backward[0] == 4);
+  CHECK(m.weight_backward[0] == 0);
 }
 
 namespace {
