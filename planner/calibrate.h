@@ -18,7 +18,10 @@ struct CalibrationOptions {
   LossFn loss_fn;
   Tensor target;         ///< one microbatch's target
   int microbatches = 4;  ///< of the profile's size each
-  int steps = 5;         ///< timed steps (the best counts), after one warm-up step
+  /// Timed steps (the fastest counts), after one warm-up step. The fastest of a dozen is a
+  /// steadier estimate of an undisturbed step on a shared host than of a few: bench_plan's
+  /// predictions at one microbatch size moved together by 5-7% with 5.
+  int steps = 12;
   /// Also run at each larger microbatch the profile's segments were measured at (a whole
   /// multiple of its microbatch: copies of the example), one run each, for the compute factor
   /// at that size (Profile::larger_compute_factors).
