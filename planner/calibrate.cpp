@@ -1,4 +1,4 @@
-// calibrate_profile and fit_calibration (calibrate.h): one real 1F1B run with its message log
+// calibrate_profile and fit_calibration (calibrate.h): real 1F1B runs with their message logs
 // captured; the actions' durations give the compute factor, a bisection the per-action time.
 #include "planner/calibrate.h"
 
@@ -138,6 +138,20 @@ std::vector<int64_t> larger_sizes(const Profile& profile) {
   return sizes;
 }
 
+// One calibration run of `c` on microbatches of `times` copies of `example` (and of the target),
+// fitted against `profile` at that size.
+CalibrationFit fit_at(const Profile& profile, nn::Module& model, const PlanChoice& c,
+                      const std::vector<Tensor>& example, const CalibrationOptions& o, int times) {
+  CalibrationOptions sized = o;
+  sized.target = repeated({o.target}, times).front();
+  const auto [measured, timeline] =
+      fastest_step(measured_run(profile, model, c, repeated(example, times), sized));
+  PlanRequest request;
+  request.world = 2;
+  request.batch = profile.microbatch_size * times * o.microbatches;
+  return fit_calibration(profile, request, c, timeline, measured);
+}
+
 }  // namespace
 
 CalibrationFit fit_calibration(const Profile& profile, const PlanRequest& request,
@@ -173,24 +187,6 @@ CalibrationFit fit_calibration(const Profile& profile, const PlanRequest& reques
   fit.calibrated_step = pipeline_step(p, request, c);
   return fit;
 }
-
-namespace {
-
-// One calibration run of `c` on microbatches of `times` copies of `example` (and of the target),
-// fitted against `profile` at that size.
-CalibrationFit fit_at(const Profile& profile, nn::Module& model, const PlanChoice& c,
-                      const std::vector<Tensor>& example, const CalibrationOptions& o, int times) {
-  CalibrationOptions sized = o;
-  sized.target = repeated({o.target}, times).front();
-  const auto [measured, timeline] =
-      fastest_step(measured_run(profile, model, c, repeated(example, times), sized));
-  PlanRequest request;
-  request.world = 2;
-  request.batch = profile.microbatch_size * times * o.microbatches;
-  return fit_calibration(profile, request, c, timeline, measured);
-}
-
-}  // namespace
 
 CalibrationFit calibrate_profile(Profile& profile, nn::Module& model,
                                  const std::vector<Tensor>& example_microbatch,

@@ -1,5 +1,5 @@
-// Calibrating a profile against the runtime: one real run tells how much slower compute runs when
-// the ranks of a host compute at once, and how much time the runtime adds to each action.
+// Calibrating a profile against the runtime: real runs tell how much slower compute runs when the
+// ranks of a host compute at once (at each microbatch size), and what the runtime adds per action.
 #pragma once
 
 #include <vector>

@@ -118,6 +118,24 @@ void check_larger(const SegmentProfile& s, int64_t microbatch_size, const std::s
   }
 }
 
+// Throws unless `factors` ascend above `microbatch_size`, each above 0.
+void check_larger_factors(const std::vector<SizedFactor>& factors, int64_t microbatch_size,
+                          const std::string& model) {
+  int64_t below = microbatch_size;
+  for (const SizedFactor& f : factors) {
+    if (f.samples <= below)
+      throw std::invalid_argument(
+          "profile of " + model + ": larger_compute_factors must ascend above the microbatch's " +
+          std::to_string(microbatch_size) + " samples (" + std::to_string(f.samples) + " after " +
+          std::to_string(below) + ")");
+    if (!(f.compute_factor > 0))
+      throw std::invalid_argument("profile of " + model + ": the compute factor at " +
+                                  std::to_string(f.samples) + " samples must be > 0, got " +
+                                  std::to_string(f.compute_factor));
+    below = f.samples;
+  }
+}
+
 }  // namespace
 
 std::vector<std::string> Profile::segment_names() const {
@@ -184,19 +202,7 @@ void Profile::check() const {
   if (!(compute_factor > 0))
     throw std::invalid_argument("profile of " + model + ": compute_factor must be > 0, got " +
                                 std::to_string(compute_factor));
-  int64_t below = microbatch_size;
-  for (const SizedFactor& f : larger_compute_factors) {
-    if (f.samples <= below)
-      throw std::invalid_argument(
-          "profile of " + model + ": larger_compute_factors must ascend above the microbatch's " +
-          std::to_string(microbatch_size) + " samples (" + std::to_string(f.samples) + " after " +
-          std::to_string(below) + ")");
-    if (!(f.compute_factor > 0))
-      throw std::invalid_argument("profile of " + model + ": the compute factor at " +
-                                  std::to_string(f.samples) + " samples must be > 0, got " +
-                                  std::to_string(f.compute_factor));
-    below = f.samples;
-  }
+  check_larger_factors(larger_compute_factors, microbatch_size, model);
   for (size_t i = 1; i < threads.size(); ++i)
     if (threads[i].threads <= threads[i - 1].threads)
       throw std::invalid_argument("profile of " + model + ": thread counts must ascend");
