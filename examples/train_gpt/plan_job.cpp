@@ -92,10 +92,14 @@ pp::Profile profile_gpt(const Options& o, int64_t vocab) {
   options.target = tp::zeros({rows, o.context});
   options.thread_counts = {1, 2};
   options.repeats = 5;
+  // Also at 2 and 4 times the microbatch where the batch holds them: the search weighs fewer,
+  // larger microbatches with times and a compute factor measured at their size.
+  for (const int times : {2, 4})
+    if (o.microbatches % times == 0) options.larger_microbatches.push_back(times);
   model->to(options.device);
   const std::vector<tp::Tensor> example = {tp::zeros({rows, o.context})};
   pp::Profile profile = pp::profile(*model.ptr(), example, options);
-  if (!options.device.is_cuda())  // compute factor and time per action, from one real run
+  if (!options.device.is_cuda())  // compute factors and time per action, from real runs
     pp::calibrate_profile(profile, *model.ptr(), example,
                           {.loss_fn = options.loss_fn, .target = options.target});
   return profile;
