@@ -39,6 +39,30 @@ sc::SimulationResult measured_timeline(const pp::Profile& truth, const pp::PlanR
   return r;
 }
 
+// A two-block GPT of vocabulary 11 and context 8, with what profiling it takes: its loss, the
+// options (its blocks as candidates, microbatches of 2 samples) and an example microbatch.
+struct SmallGpt {
+  static constexpr int64_t vocab = 11;
+  static tp::nn::GPT seeded() {
+    tp::manual_seed(0);
+    return tp::nn::GPT(tp::nn::GPTConfig{
+        .vocab_size = vocab, .context_length = 8, .n_layer = 2, .n_head = 2, .width = 16});
+  }
+  tp::nn::GPT model = seeded();
+  pp::LossFn loss = [](const tp::Tensor& logits, const tp::Tensor& targets) {
+    return tp::cross_entropy(logits.reshape({-1, vocab}), targets.reshape({-1}));
+  };
+  std::vector<tp::Tensor> example = {tp::zeros({2, 8})};
+  pp::ProfileOptions options() const {
+    pp::ProfileOptions o;
+    o.candidates = {"blocks.0", "blocks.1"};
+    o.repeats = 1;
+    o.loss_fn = loss;
+    o.target = tp::zeros({2, 8});
+    return o;
+  }
+};
+
 }  // namespace
 
 TEST_CASE("the fit recovers a known compute factor and time per action", "[planner][calibrate]") {
@@ -112,19 +136,11 @@ TEST_CASE("the fit refuses a timeline that does not belong to the configuration"
 }
 
 TEST_CASE("calibration makes the simulator's step match a real run", "[planner][calibrate]") {
-  tp::manual_seed(0);
-  const int64_t vocab = 11;
-  tp::nn::GPT model(tp::nn::GPTConfig{
-      .vocab_size = vocab, .context_length = 8, .n_layer = 2, .n_head = 2, .width = 16});
-  auto loss = [vocab](const tp::Tensor& logits, const tp::Tensor& targets) {
-    return tp::cross_entropy(logits.reshape({-1, vocab}), targets.reshape({-1}));
-  };
-  pp::ProfileOptions o;
-  o.candidates = {"blocks.0", "blocks.1"};
-  o.repeats = 1;
-  o.loss_fn = loss;
-  o.target = tp::zeros({2, 8});
-  const std::vector<tp::Tensor> example = {tp::zeros({2, 8})};
+  SmallGpt gpt;
+  tp::nn::GPT& model = gpt.model;
+  const pp::LossFn& loss = gpt.loss;
+  const std::vector<tp::Tensor>& example = gpt.example;
+  pp::ProfileOptions o = gpt.options();
   pp::Profile profile = pp::profile(*model.ptr(), example, o);
   const std::vector<float> before = model->parameters().front().to_vector();
   const pp::CalibrationFit fit =
@@ -161,20 +177,12 @@ TEST_CASE("calibration makes the simulator's step match a real run", "[planner][
 
 TEST_CASE("calibration fits a compute factor at each larger microbatch the profile measured",
           "[planner][calibrate]") {
-  tp::manual_seed(0);
-  const int64_t vocab = 11;
-  tp::nn::GPT model(tp::nn::GPTConfig{
-      .vocab_size = vocab, .context_length = 8, .n_layer = 2, .n_head = 2, .width = 16});
-  auto loss = [vocab](const tp::Tensor& logits, const tp::Tensor& targets) {
-    return tp::cross_entropy(logits.reshape({-1, vocab}), targets.reshape({-1}));
-  };
-  pp::ProfileOptions o;
-  o.candidates = {"blocks.0", "blocks.1"};
-  o.repeats = 1;
-  o.loss_fn = loss;
-  o.target = tp::zeros({2, 8});
+  SmallGpt gpt;
+  tp::nn::GPT& model = gpt.model;
+  const pp::LossFn& loss = gpt.loss;
+  const std::vector<tp::Tensor>& example = gpt.example;
+  pp::ProfileOptions o = gpt.options();
   o.larger_microbatches = {2};
-  const std::vector<tp::Tensor> example = {tp::zeros({2, 8})};
   const pp::Profile measured = pp::profile(*model.ptr(), example, o);
   pp::Profile profile = measured;
   const pp::CalibrationFit fit =
