@@ -261,11 +261,12 @@ std::vector<Tensor> PipelineStage::backward_input(int mb, const std::vector<Tens
   std::vector<Tensor> targets;
   for (const Tensor& in : s.inputs)
     if (in.requires_grad()) targets.push_back(in);
-  // A recomputing stage computes every weight gradient here (its embeddings' and head's too):
-  // what waits for W is those gradients, not activations and output gradients.
-  if (!roots.empty())
-    s.weight_work = autograd::backward_input(roots, grads, targets,
-                                             recompute_.mode != RecomputePolicy::Mode::None);
+  // A recomputing stage computes every weight gradient here (its embeddings' and head's too), and
+  // adds them to .grad at once rather than holding a parameter's bytes per microbatch until W: a
+  // stage's I runs in its W's order, so the sums are the same bits. Its W only runs dw_runner.
+  const bool recomputing = recompute_.mode != RecomputePolicy::Mode::None;
+  if (!roots.empty()) s.weight_work = autograd::backward_input(roots, grads, targets, recomputing);
+  if (recomputing) autograd::backward_weight(std::move(s.weight_work));
   s.input_grads_done = true;
   s.dw_runner = build_dw_runner();
   std::vector<Tensor> result = input_grads(s);

@@ -165,7 +165,9 @@ class PipelineStage {
   /// (empty on the first stage).
   std::vector<Tensor> backward(int mb, const std::vector<Tensor>& output_grads,
                                float loss_scale = 1.0f);
-  /// Input-only backward (I): returns input gradients and keeps what backward_weight needs.
+  /// Input-only backward (I): returns input gradients and keeps what backward_weight needs. A
+  /// recomputing stage computes its weight gradients here too and adds them to .grad at once (its
+  /// I runs in its W's order, so the sums are the same bits); its backward_weight still follows.
   std::vector<Tensor> backward_input(int mb, const std::vector<Tensor>& output_grads,
                                      float loss_scale = 1.0f);
   /// Weight-only backward (W) of a microbatch whose backward_input has run.

@@ -324,6 +324,42 @@ TEST_CASE("a stage of a user module checkpoints its chosen submodules", "[stage]
   CHECK_FALSE(b->find_module("1")->is_checkpointed());
 }
 
+TEST_CASE("a recomputing stage adds its weight gradients at I, the same bits as at W",
+          "[stage][recompute]") {
+  tp::manual_seed(6);
+  auto make = [] { return tp::nn::Sequential(block(8), block(8)).ptr(); };
+  auto a = make(), b = make();
+  b->load_state_dict(a->state_dict());
+  pp::PipelineStage plain(a, 1, 3, tp::cpu(), {tp::zeros({4, 8})});
+  pp::PipelineStage recomputed(b, 1, 3, tp::cpu(), {tp::zeros({4, 8})});
+  recomputed.set_recompute(pp::RecomputePolicy::full());
+  std::vector<tp::Tensor> x, g;
+  for (int mb = 0; mb < 3; ++mb) {
+    x.push_back(tp::randn({4, 8}));
+    g.push_back(tp::randn({4, 8}));
+    plain.forward(mb, {x[mb]});
+    recomputed.forward(mb, {x[mb]});
+  }
+  tp::Tensor weight = b->find_tensor("1.0.weight");
+  for (int mb = 0; mb < 3; ++mb) {
+    CHECK(recomputed.backward_input(mb, {g[mb]})[0].to_vector() ==
+          plain.backward_input(mb, {g[mb]})[0].to_vector());
+    // Nothing waits in the stash for W: the gradient is in .grad already.
+    REQUIRE(weight.grad().defined());
+  }
+  CHECK_FALSE(a->find_tensor("1.0.weight").grad().defined());
+  for (int mb = 0; mb < 3; ++mb) {
+    plain.backward_weight(mb);
+    recomputed.backward_weight(mb);  // still required by the order, and still checked
+  }
+  CHECK(recomputed.stashed_microbatches() == 0);
+  auto pa = a->named_parameters(), pb = b->named_parameters();
+  for (size_t i = 0; i < pa.size(); ++i)
+    CHECK(pb[i].second.grad().to_vector() == pa[i].second.grad().to_vector());
+  CHECK_THROWS_WITH(recomputed.backward_weight(0),
+                    Catch::Contains("backward_weight of microbatch 0"));
+}
+
 TEST_CASE("a recomputing stage holds fewer bytes per microbatch", "[stage][recompute]") {
   tp::manual_seed(8);
   tp::nn::GPT model(tp::nn::GPTConfig{
