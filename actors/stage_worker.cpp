@@ -426,7 +426,13 @@ void StageWorker::forward(int stage_index, int mb,
   }
   std::vector<Tensor> outputs;
   if (step_->training) {
-    outputs = s.forward(mb, inputs, step_->kwargs_of(stage_index, mb));
+    // A recomputing stage keeps the activations when the rank's next action is this
+    // microbatch's backward, which would rebuild them at once.
+    const std::optional<Action> next = policy().next_in_order();
+    const bool keep =
+        next && schedules::is_backward_of(
+                    *next, schedules::make_action(stage_index, ActionKind::Forward, mb));
+    outputs = s.forward(mb, inputs, step_->kwargs_of(stage_index, mb), keep);
   } else {
     NoGradGuard no_grad;
     outputs = s.forward(mb, inputs, step_->kwargs_of(stage_index, mb));

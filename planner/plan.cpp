@@ -197,11 +197,16 @@ class Search {
                      [](const PlanChoice& a, const PlanChoice& b) {
                        if (a.feasible != b.feasible) return a.feasible;
                        if (!a.feasible) return false;
-                       // Equal times (up to rounding): the one holding fewer bytes first.
+                       // Equal times (up to rounding): the one holding fewer bytes first, then
+                       // the one recomputing fewer stages (a stage whose F keeps its
+                       // activations for the backward right after recomputes at no cost).
                        const double tie = 1e-9 * std::max(a.step_seconds, b.step_seconds);
                        if (std::abs(a.step_seconds - b.step_seconds) > tie)
                          return a.step_seconds < b.step_seconds;
-                       return a.max_peak_bytes() < b.max_peak_bytes();
+                       if (a.max_peak_bytes() != b.max_peak_bytes())
+                         return a.max_peak_bytes() < b.max_peak_bytes();
+                       return std::count(a.recompute.begin(), a.recompute.end(), true) <
+                              std::count(b.recompute.begin(), b.recompute.end(), true);
                      });
     if (result_.ranked.empty() || !result_.ranked.front().feasible) return;
     const PlanChoice& best = result_.ranked.front();

@@ -120,7 +120,10 @@ schedules::CostModel cost_model(const Profile& profile, const PlanContext& conte
   m.boundary_bytes.assign(c.num_stages(), 0.0);
   const bool any_recompute =
       std::find(c.recompute.begin(), c.recompute.end(), true) != c.recompute.end();
-  if (any_recompute) m.recompute_ahead.assign(c.num_stages(), 0.0);
+  if (any_recompute) {
+    m.recompute_ahead.assign(c.num_stages(), 0.0);
+    m.recompute.assign(c.num_stages(), 0.0);
+  }
   for (int s = 0; s < c.num_stages(); ++s) {
     const int end = stage_end(c, s, segments);
     for (int i = c.stage_begin[s]; i < end; ++i) {
@@ -136,10 +139,12 @@ schedules::CostModel cost_model(const Profile& profile, const PlanContext& conte
           split ? time(&SegmentProfile::input_backward, &SizedTimes::input_backward)
                 : time(&SegmentProfile::full_backward, &SizedTimes::full_backward);
       if (c.recompute[s]) {
-        // The forward again, in I (or B); a recomputing stage computes its weight gradients in I
-        // too, and its W only adds them up. A waiting rank rebuilds the last segment ahead: the
-        // recomputation the backward meets first.
+        // The forward again, in I (or B), unless the F ran right before it and kept the
+        // activations; a recomputing stage computes its weight gradients in I too, and its W
+        // only adds them up. A waiting rank rebuilds the last segment ahead: the recomputation
+        // the backward meets first.
         m.input_backward[s] += forward + weight;
+        m.recompute[s] += forward;
         if (i == end - 1) m.recompute_ahead[s] = forward;
       } else {
         m.weight_backward[s] += weight;

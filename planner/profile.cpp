@@ -159,7 +159,10 @@ double Profile::compute_factor_at(double samples) const {
   if (samples <= x0) return y0;
   for (const SizedFactor& f : larger_compute_factors) {
     const double x1 = static_cast<double>(f.samples);
-    if (samples <= x1) return y0 + (f.compute_factor - y0) * (samples - x0) / (x1 - x0);
+    if (samples <= x1) {  // weights that give each end's factor exactly at that end
+      const double t = (samples - x0) / (x1 - x0);
+      return (1.0 - t) * y0 + t * f.compute_factor;
+    }
     x0 = x1, y0 = f.compute_factor;
   }
   return y0;  // past the largest calibrated size

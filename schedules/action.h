@@ -140,6 +140,15 @@ constexpr bool is_compute(ActionKind kind) { return kind <= ActionKind::OverlapF
 constexpr bool is_input_backward(ActionKind kind) {
   return kind == ActionKind::BackwardInput || kind == ActionKind::FullBackward;
 }
+/// Whether `next` is the backward (I or B) of the plain forward `forward`: the same stage and
+/// microbatch. When a rank's order runs it right after that F, a recomputing stage keeps the F's
+/// activations instead of rebuilding them at once (the runtime's stage workers and the simulator
+/// both apply this rule).
+inline bool is_backward_of(const Action& next, const Action& forward) {
+  return forward.kind == ActionKind::Forward && forward.sub_actions.empty() &&
+         next.sub_actions.empty() && is_input_backward(next.kind) && next.stage == forward.stage &&
+         next.microbatch == forward.microbatch;
+}
 /// True for W and B: the actions that free the stashed activation of a microbatch.
 constexpr bool frees_activation(ActionKind kind) {
   return kind == ActionKind::BackwardWeight || kind == ActionKind::FullBackward;

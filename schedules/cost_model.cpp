@@ -58,6 +58,10 @@ double CostModel::ahead(int stage) const {
   return recompute_ahead.empty() ? 0.0 : at(recompute_ahead, stage);
 }
 
+double CostModel::recomputation(int stage) const {
+  return recompute.empty() ? 0.0 : at(recompute, stage);
+}
+
 double CostModel::transfer_time(int stage) const {
   double bytes = at(boundary_bytes, stage);
   return latency + (bandwidth > 0 ? bytes / bandwidth : 0.0);
@@ -69,13 +73,15 @@ void CostModel::check(int num_stages) const {
   check_list(input_backward, "input_backward", n);
   check_list(weight_backward, "weight_backward", n);
   check_list(boundary_bytes, "boundary_bytes", n > 1 ? n - 1 : 1);
-  if (!recompute_ahead.empty()) {
-    check_list(recompute_ahead, "recompute_ahead", n);
-    for (int s = 0; s < num_stages; ++s)
-      if (ahead(s) > at(input_backward, s))
-        throw std::invalid_argument("cost model: stage " + std::to_string(s) +
-                                    "'s recompute_ahead is longer than its input_backward, of "
-                                    "which it is a part");
+  if (!recompute_ahead.empty()) check_list(recompute_ahead, "recompute_ahead", n);
+  if (!recompute.empty()) check_list(recompute, "recompute", n);
+  for (int s = 0; s < num_stages; ++s) {
+    const char* longer = ahead(s) > at(input_backward, s)           ? "recompute_ahead"
+                         : recomputation(s) > at(input_backward, s) ? "recompute"
+                                                                    : nullptr;
+    if (longer)
+      throw std::invalid_argument("cost model: stage " + std::to_string(s) + "'s " + longer +
+                                  " is longer than its input_backward, of which it is a part");
   }
   if (overlap_factor < 0 || latency < 0 || bandwidth < 0) {
     throw std::invalid_argument("cost model: overlap_factor, latency and bandwidth must be >= 0");

@@ -31,8 +31,16 @@ struct CostModel {
   /// (the recomputation its backward meets first). The action then takes that much less.
   std::vector<double> recompute_ahead;
 
+  /// Per stage (or one value for every stage; empty: none): the part of its I (or B) that is the
+  /// recomputation of its forward. When a rank's order runs a
+  /// stage's F right before that microbatch's backward (is_backward_of), the F keeps its
+  /// activations and the backward takes this much less.
+  std::vector<double> recompute;
+
   /// recompute_ahead of `stage` (0 when none).
   double ahead(int stage) const;
+  /// recompute of `stage` (0 when none).
+  double recomputation(int stage) const;
 
   /// F, I and W the same on every stage.
   static CostModel uniform(double forward, double input_backward, double weight_backward);

@@ -21,23 +21,27 @@ bool recomputes(const MemoryCosts& c, int stage) {
   return c.recompute.at(i) != 0;
 }
 
-void add_effect(const MemoryCosts& c, const Action& a, Effect& e) {
+// An F of a recomputing stage that keeps its activations for the backward right after it
+// (`kept_activations`) holds them as a stage that does not recompute, and that backward rebuilds
+// nothing.
+void add_effect(const MemoryCosts& c, const Action& a, bool kept_activations, Effect& e) {
   const int s = a.stage;
-  const double kept = c.kept(s);
-  const double rebuilt = recomputes(c, s) ? MemoryCosts::of(c.activation_bytes, s) : 0.0;
+  const double held = kept_activations ? MemoryCosts::of(c.activation_bytes, s) : c.kept(s);
+  const double rebuilt =
+      recomputes(c, s) && !kept_activations ? MemoryCosts::of(c.activation_bytes, s) : 0.0;
   const double stash = MemoryCosts::of(c.weight_stash_bytes, s);
   e.transient += MemoryCosts::of(c.transient_bytes, s);
   switch (a.kind) {
     case ActionKind::Forward:
-      e.taken += kept + MemoryCosts::of(c.retained_bytes, s);
+      e.taken += held + MemoryCosts::of(c.retained_bytes, s);
       break;
     case ActionKind::FullBackward:
       e.transient += rebuilt;
-      e.freed += kept;
+      e.freed += held;
       break;
     case ActionKind::BackwardInput:
       e.transient += rebuilt;
-      e.freed += kept - stash;  // the weight stash stays until W
+      e.freed += held - stash;  // the weight stash stays until W
       break;
     case ActionKind::BackwardWeight:
       e.freed += stash;
@@ -47,12 +51,12 @@ void add_effect(const MemoryCosts& c, const Action& a, Effect& e) {
   }
 }
 
-Effect effect_of(const MemoryCosts& c, const Action& a) {
+Effect effect_of(const MemoryCosts& c, const TimelineEvent& event) {
   Effect e;
-  if (a.sub_actions.empty()) {
-    add_effect(c, a, e);
+  if (event.action.sub_actions.empty()) {
+    add_effect(c, event.action, event.kept_activations, e);
   } else {
-    for (const Action& sub : a.sub_actions) add_effect(c, sub, e);
+    for (const Action& sub : event.action.sub_actions) add_effect(c, sub, false, e);
   }
   return e;
 }
@@ -78,7 +82,7 @@ MemoryPrediction predict_memory(const SimulationResult& result,
   std::vector<double> held(ranks, 0.0);
   for (const TimelineEvent& event : result.timeline) {
     const std::size_t r = static_cast<std::size_t>(event.rank);
-    const Effect e = effect_of(costs, event.action);
+    const Effect e = effect_of(costs, event);
     held[r] += e.taken;
     out.peak_activation_bytes[r] = std::max(out.peak_activation_bytes[r], held[r] + e.transient);
     out.track.push_back({event.rank, event.start, held[r] + e.transient});

@@ -45,9 +45,12 @@ struct alignas(64) RankState {
   bool busy = false;
   bool dirty = false;
   bool running_ahead = false;  // busy rebuilding activations ahead of a backward
+  bool kept = false;           // ahead_stage's activations were kept by its F, not rebuilt
+  bool running_kept = false;   // the running action keeps activations, or uses kept ones
   int stashed = 0;
   int peak = 0;
-  int ahead_stage = -1;  // the backward whose activations were rebuilt ahead, until it starts
+  // The backward whose activations were rebuilt ahead, or kept by its F, until it starts.
+  int ahead_stage = -1;
   int ahead_microbatch = -1;
   double running_start = 0.0;
   double busy_time = 0.0;
@@ -82,7 +85,7 @@ class Simulation {
     }
     costs_.check(num_stages_);
     for (int stage = 0; stage < num_stages_; ++stage)
-      has_ahead_ = has_ahead_ || costs_.ahead(stage) > 0;
+      has_recompute_ = has_recompute_ || costs_.ahead(stage) > 0 || costs_.recomputation(stage) > 0;
     states_.reserve(ranks);
     for (int rank = 0; rank < ranks; ++rank) {
       if (policies[rank] == nullptr) throw std::invalid_argument("null policy for a rank");
@@ -213,7 +216,7 @@ class Simulation {
     if (state.busy) return;
     const std::optional<Action> next = state.policy->next(state.ready);
     if (!next) {
-      if (has_ahead_) start_ahead(rank, now);
+      if (has_recompute_) start_ahead(rank, now);
       return;
     }
     state.busy = true;
@@ -230,15 +233,36 @@ class Simulation {
     state.running_start = now;
     state.stashed += activations_taken(state.running);
     double duration = duration_of(state.running);
-    if (has_ahead_ && state.ahead_stage == state.running.stage &&
-        state.ahead_microbatch == state.running.microbatch &&
-        is_input_backward(state.running.kind)) {
-      duration -= costs_.ahead(state.running.stage);  // rebuilt while the rank waited
-      state.ahead_stage = state.ahead_microbatch = -1;
-    }
+    if (has_recompute_) duration -= recomputation_skipped(state);
     state.peak = std::max(state.peak, state.stashed);
     if (state.first_start < 0) state.first_start = now;
     push(now + duration, rank, EventKind::ComputeDone, 0, 0);
+  }
+
+  // What the starting action need not recompute: its F kept the activations (the F ran right
+  // before it in the rank's order: is_backward_of, as the runtime's stage workers decide), or the
+  // rank rebuilt them ahead while it waited. An F followed by its backward marks it.
+  double recomputation_skipped(RankState& state) const {
+    const Action& action = state.running;
+    state.running_kept = false;
+    if (action.kind == ActionKind::Forward) {
+      const std::optional<Action> next = state.policy->next_in_order();
+      if (next && costs_.recomputation(action.stage) > 0 && is_backward_of(*next, action)) {
+        state.ahead_stage = action.stage;
+        state.ahead_microbatch = action.microbatch;
+        state.kept = state.running_kept = true;
+      }
+      return 0.0;
+    }
+    if (state.ahead_stage != action.stage || state.ahead_microbatch != action.microbatch ||
+        !is_input_backward(action.kind))
+      return 0.0;
+    state.running_kept = state.kept;
+    const double skipped =
+        state.kept ? costs_.recomputation(action.stage) : costs_.ahead(action.stage);
+    state.ahead_stage = state.ahead_microbatch = -1;
+    state.kept = false;
+    return skipped;
   }
 
   // The rank waits: when its order's next action is the backward of a stage that may recompute
@@ -265,7 +289,7 @@ class Simulation {
   // Empty when the sweep does not apply, or when the orders cannot finish (the event loop then
   // names what each rank waits for).
   std::optional<SimulationResult> sweep() {
-    if (has_ahead_) return std::nullopt;
+    if (has_recompute_) return std::nullopt;
     for (const detail::StaticOrderPolicy* p : static_policies_)
       if (p == nullptr) return std::nullopt;
     std::optional<detail::SweepOutcome> outcome = detail::sweep_static_orders(
@@ -328,7 +352,8 @@ class Simulation {
     state.last_end = now;
     ++result_.actions;
     if (options_.record_timeline) {
-      result_.timeline.push_back(TimelineEvent{rank, action, state.running_start, now});
+      result_.timeline.push_back(
+          TimelineEvent{rank, action, state.running_start, now, state.running_kept});
     }
     state.stashed -= activations_freed(action);
     if (action.sub_actions.empty()) {
@@ -419,7 +444,7 @@ class Simulation {
   std::vector<RankState> states_;
   // Per rank: its policy when it is the static-order one (for its cache hint), else null.
   std::vector<detail::StaticOrderPolicy*> static_policies_;
-  bool has_ahead_ = false;  // some stage may recompute ahead of its backward
+  bool has_recompute_ = false;  // some stage may recompute ahead, or keep its activations
   EventQueue events_;
   std::vector<int> dirty_;
   SimulationResult result_;

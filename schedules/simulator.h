@@ -18,6 +18,9 @@ struct TimelineEvent {
   Action action;
   double start = 0.0;
   double end = 0.0;
+  /// A recomputing stage's F that kept its activations for the backward right after it in the
+  /// rank's order (is_backward_of), or that backward, which rebuilt nothing.
+  bool kept_activations = false;
 };
 
 /// The bytes a rank holds from `time` on (a point of a memory track).

@@ -1,6 +1,7 @@
 // PipelineStage: forward/backward per microbatch with activations stashed between them.
 #include "stages/pipeline_stage.h"
 
+#include <optional>
 #include <stdexcept>
 
 #include "stages/stage_module.h"
@@ -129,7 +130,7 @@ void PipelineStage::apply_num_threads() const {
 }
 
 std::vector<Tensor> PipelineStage::forward(int mb, const std::vector<Tensor>& inputs,
-                                           const nn::TensorDict& kwargs) {
+                                           const nn::TensorDict& kwargs, bool keep_activations) {
   Running running(*owner_);
   validate_inputs(mb, inputs);
   apply_num_threads();
@@ -149,7 +150,13 @@ std::vector<Tensor> PipelineStage::forward(int mb, const std::vector<Tensor>& in
                                 ": keyword inputs go to the first stage only");
   nn::TensorDict on_device;
   for (const auto& [name, t] : kwargs) on_device.emplace(name, t.detach().to(device_));
-  s.outputs = module_->forward_outputs(s.inputs, on_device);
+  const bool recomputing = recompute_.mode != RecomputePolicy::Mode::None;
+  {
+    std::optional<autograd::KeepActivationsGuard> keep;
+    if (keep_activations && recomputing) keep.emplace();
+    s.outputs = module_->forward_outputs(s.inputs, on_device);
+  }
+  s.rebuilt_ahead = keep_activations && recomputing;  // nothing to rebuild
   std::vector<Tensor> to_send;
   for (const Tensor& out : s.outputs) to_send.push_back(out.detach());
   if (!autograd::grad_enabled()) {
@@ -158,7 +165,7 @@ std::vector<Tensor> PipelineStage::forward(int mb, const std::vector<Tensor>& in
   // A recomputing stage keeps its inputs only: the backward needs of an output its history and
   // its gradient, not its values, which go on to the next stage (the last stage's loss keeps
   // what it needs of them, compute_loss).
-  if (recompute_.mode != RecomputePolicy::Mode::None && !is_last())
+  if (recomputing && !is_last())
     for (Tensor& out : s.outputs) out = history_of(out);
   stash_.emplace(mb, std::move(s));
   note_stash_size();

@@ -153,9 +153,12 @@ class PipelineStage {
   // -- per-microbatch work -----------------------------------------------------------------------
 
   /// Runs forward for microbatch `mb`; returns the outputs to send on (no autograd history).
-  /// `kwargs` (the first stage only) go to the module's forward as keyword inputs.
+  /// `kwargs` (the first stage only) go to the module's forward as keyword inputs. With
+  /// `keep_activations`, a recomputing stage keeps this microbatch's activations as a stage that
+  /// does not recompute would (autograd::KeepActivationsGuard): for a backward that comes next,
+  /// which would rebuild them at once. The gradients are the same bits either way.
   std::vector<Tensor> forward(int mb, const std::vector<Tensor>& inputs,
-                              const nn::TensorDict& kwargs = {});
+                              const nn::TensorDict& kwargs = {}, bool keep_activations = false);
   /// Last stage only: the loss of microbatch `mb` against `target` (kept for its backward).
   Tensor compute_loss(int mb, const Tensor& target, const LossFn& loss_fn);
   /// The same from all of the stage's outputs (for a last stage with several).
@@ -196,7 +199,7 @@ class PipelineStage {
     Tensor loss;
     autograd::WeightGradStash weight_work;
     bool input_grads_done = false;
-    bool rebuilt_ahead = false;  // recompute_ahead ran for it
+    bool rebuilt_ahead = false;  // recompute_ahead ran for it, or its forward kept them
     DwRunner dw_runner;          // built at I, run at W (the user's, then the runtime's)
   };
   DwRunner build_dw_runner() const;

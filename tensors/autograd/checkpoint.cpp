@@ -49,6 +49,7 @@ struct Replay {
 };
 
 thread_local std::vector<Recording*> recordings;
+thread_local bool keeping_activations = false;
 thread_local Replay* replaying = nullptr;
 
 void on_attach(const std::shared_ptr<Node>& node, const Tensor& output) {
@@ -296,7 +297,8 @@ class Recomputation final : public detail::PendingRecompute {
 
 std::vector<Tensor> checkpoint(CheckpointFn fn, const std::vector<Tensor>& inputs) {
   if (!fn) throw std::invalid_argument("checkpoint: the function is empty");
-  if (!grad_enabled()) return fn(inputs);  // no graph, so nothing to keep or recompute
+  // No graph, so nothing to keep or recompute; or the activations are wanted as they are.
+  if (!grad_enabled() || keeping_activations) return fn(inputs);
 
   Recording* enclosing = recordings.empty() ? nullptr : recordings.back();
   auto rc = std::make_shared<Recomputation>();
@@ -346,6 +348,11 @@ std::vector<Tensor> checkpoint(CheckpointFn fn, const std::vector<Tensor>& input
   }
   return outputs;
 }
+
+KeepActivationsGuard::KeepActivationsGuard() : previous_(keeping_activations) {
+  keeping_activations = true;
+}
+KeepActivationsGuard::~KeepActivationsGuard() { keeping_activations = previous_; }
 
 bool recompute_ahead(const std::vector<Tensor>& roots) {
   // The backward runs later nodes first: the first it would recompute is the pending node of the

@@ -42,6 +42,21 @@ class RecomputationError : public std::logic_error {
 /// or draws other random numbers.
 std::vector<Tensor> checkpoint(CheckpointFn fn, const std::vector<Tensor>& inputs);
 
+/// While alive on this thread, checkpoint() runs its function plainly: the forward keeps its
+/// activations and the backward recomputes nothing (a pipeline stage whose backward of the
+/// microbatch comes right after its forward: the activations would be rebuilt at once). The
+/// gradients are the same bits.
+class KeepActivationsGuard {
+ public:
+  KeepActivationsGuard();
+  ~KeepActivationsGuard();
+  KeepActivationsGuard(const KeepActivationsGuard&) = delete;
+  KeepActivationsGuard& operator=(const KeepActivationsGuard&) = delete;
+
+ private:
+  bool previous_;
+};
+
 /// Runs now the recomputation a backward from `roots` would run first: of the checkpoints whose
 /// ops under `roots` still wait for theirs, the one holding the latest op (the backward reaches it
 /// first; enclosing checkpoints recompute first, as in the backward). Returns whether one ran. The

@@ -135,7 +135,7 @@ TEST_CASE("misuse: tp-sim --cost negative, or not a number", "[misuse][tools]") 
   expect_tool_error(run_tool(kSim + kRun + " --cost I=2,B=1"), {"--cost", "B = I + W"});
   expect_tool_error(run_tool(kSim + kRun + " --cost I=1,R=2"),
                     {"recompute_ahead is longer than its input_backward"});
-  expect_tool_error(run_tool(kSim + kRun + " --cost Q=1"), {"--cost key 'Q'", "F, I, W, B, R"});
+  expect_tool_error(run_tool(kSim + kRun + " --cost Q=1"), {"--cost key 'Q'", "F, I, W, B, R, C"});
 }
 
 TEST_CASE("misuse: tp-sim latency, bandwidth, bytes and overlap must be finite and >= 0",

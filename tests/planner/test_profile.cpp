@@ -110,4 +110,8 @@ TEST_CASE("the compute factor at a microbatch follows the sizes calibrated", "[p
   CHECK(p.compute_factor_at(20) == 1.25);
   CHECK(p.compute_factor_at(30) == Approx(1.125));
   CHECK(p.compute_factor_at(80) == 1.0);  // past the largest: flat
+  // At a calibrated size, that size's factor to the bit (1.1 + (0.3 - 1.1) is not 0.3).
+  p.compute_factor = 1.1;
+  p.larger_compute_factors = {{20, 0.3}};
+  CHECK(p.compute_factor_at(20) == 0.3);
 }

@@ -61,6 +61,25 @@ TEST_CASE("memory model: recomputation keeps inputs and rebuilds one microbatch 
   CHECK(mixed.peak_activation_bytes[3] == 120.0);
 }
 
+TEST_CASE("memory model: an F that keeps its activations for its backward right after",
+          "[memory_model]") {
+  // With the recomputation's time given, 1F1B's last rank (each F right before its B) keeps
+  // each microbatch's 100 bytes instead of its 20-byte input and rebuilds nothing: 100, not 120.
+  const int p = 4;
+  CostModel costs = with_bytes(100, 0);
+  costs.memory.recompute_activation_bytes = {20};
+  costs.memory.weight_stash_bytes = {0};
+  costs.memory.recompute = {1};
+  costs.input_backward = {2};
+  costs.recompute = {1};
+  SimulationResult r = run(ScheduleKind::OneFOneB, p, 1, 8, costs);
+  CHECK(r.peak_activation_bytes[3] == 100.0);
+  CHECK(r.peak_activation_bytes[0] == 20.0 * p + 100);  // its Fs run ahead of its Bs: rebuilt
+  int kept = 0;
+  for (const TimelineEvent& e : r.timeline) kept += e.kept_activations ? 1 : 0;
+  CHECK(kept == 2 * 8);  // the last rank's 8 Fs and their Bs
+}
+
 TEST_CASE("memory model: transient bytes count while an action runs", "[memory_model]") {
   CostModel costs = with_bytes(100, 0);
   costs.memory.transient_bytes = {5};

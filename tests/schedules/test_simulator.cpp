@@ -313,6 +313,30 @@ TEST_CASE("a rank waiting for a recomputing backward's gradient rebuilds ahead",
                     Catch::Contains("recompute_ahead is longer than its input_backward"));
 }
 
+TEST_CASE("a recomputing stage's F right before its own backward keeps the activations",
+          "[simulator][recompute]") {
+  // F = 1, B = 3 of which 1 recomputes. Rank 1 runs each F right before its backward (its own
+  // loss): it keeps the activations and each B takes 2. Rank 0 runs both Fs first: it rebuilds.
+  const PipelineOrder order = {parse_rank_order("0F0 0F1 0B0 0B1"),
+                               parse_rank_order("1F0 1B0 1F1 1B1")};
+  CostModel costs = CostModel::uniform(1, 3, 0);
+  CHECK(simulate_order(order, {0, 1}, 2, costs).makespan == 12.0);  // 0B0 at 5, 0B1 at 9
+  costs.recompute = {1};
+  SimulationResult r = simulate_order(order, {0, 1}, 2, costs);
+  CHECK(r.busy[1] == 1.0 + 2.0 + 1.0 + 2.0);
+  CHECK(r.busy[0] == 1.0 + 1.0 + 3.0 + 3.0);
+  CHECK(r.makespan == 10.0);  // 0B0 in [4, 7], 0B1 in [7, 10]
+  // Rebuilding ahead while it waits (0B0's gradient from t = 2 to 4, 0B1's from 6 to 7).
+  costs.recompute_ahead = {1};
+  r = simulate_order(order, {0, 1}, 2, costs);
+  CHECK(r.busy[0] == 1.0 + 1.0 + (1.0 + 2.0) * 2);
+  CHECK(r.makespan == 9.0);
+  // Part of I, so never longer than it.
+  costs.recompute = {4};
+  CHECK_THROWS_WITH(simulate_order(order, {0, 1}, 2, costs),
+                    Catch::Contains("recompute is longer than its input_backward"));
+}
+
 namespace {
 
 // A static-order policy the simulator cannot see through: it takes the event loop, the reference

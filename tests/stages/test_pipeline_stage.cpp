@@ -360,6 +360,32 @@ TEST_CASE("a recomputing stage adds its weight gradients at I, the same bits as 
                     Catch::Contains("backward_weight of microbatch 0"));
 }
 
+TEST_CASE("a recomputing stage's forward may keep its activations for a backward next",
+          "[stage][recompute]") {
+  tp::manual_seed(7);
+  auto make = [] { return tp::nn::Sequential(block(8), block(8)).ptr(); };
+  auto a = make(), b = make();
+  b->load_state_dict(a->state_dict());
+  pp::PipelineStage plain(a, 1, 3, tp::cpu(), {tp::zeros({4, 8})});
+  pp::PipelineStage kept(b, 1, 3, tp::cpu(), {tp::zeros({4, 8})});
+  kept.set_recompute(pp::RecomputePolicy::full());
+  tp::Tensor x = tp::randn({4, 8}), g = tp::randn({4, 8});
+  plain.forward(0, {x});
+  const size_t before = tp::host_memory_stats().allocated_bytes;
+  kept.forward(0, {x}, {}, /*keep_activations=*/true);
+  const size_t held = tp::host_memory_stats().allocated_bytes - before;
+  CHECK_FALSE(kept.can_recompute_ahead(0));  // nothing to rebuild
+  kept.forward(1, {x});                      // the next forward recomputes again
+  CHECK(kept.can_recompute_ahead(1));
+  CHECK(held > 0);
+  CHECK(kept.backward_input(0, {g})[0].to_vector() == plain.backward_input(0, {g})[0].to_vector());
+  plain.backward_weight(0);
+  kept.backward_weight(0);
+  auto pa = a->named_parameters(), pb = b->named_parameters();
+  for (size_t i = 0; i < pa.size(); ++i)
+    CHECK(pb[i].second.grad().to_vector() == pa[i].second.grad().to_vector());
+}
+
 TEST_CASE("a recomputing stage holds fewer bytes per microbatch", "[stage][recompute]") {
   tp::manual_seed(8);
   tp::nn::GPT model(tp::nn::GPTConfig{

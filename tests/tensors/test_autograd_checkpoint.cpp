@@ -112,6 +112,28 @@ TEST_CASE("the split backward recomputes once in I and W uses what I kept", "[ch
   }
 }
 
+TEST_CASE("under KeepActivationsGuard a checkpoint keeps its activations, the same bits",
+          "[checkpoint]") {
+  Net plain, ckpt;
+  tp::Tensor x = tp::randn({5, kWidth}), gy = tp::randn({5, kWidth});
+  tp::Tensor xp = x.detach().requires_grad_(), xc = x.detach().requires_grad_();
+  tp::autograd::backward({plain.forward(xp, false)}, {gy});
+  tp::Tensor out;
+  {
+    tp::autograd::KeepActivationsGuard keep;
+    out = ckpt.forward(xc, true);
+  }
+  CHECK_FALSE(tp::autograd::recompute_ahead({out}));  // nothing waits to be rebuilt
+  tp::autograd::backward_weight(tp::autograd::backward_input({out}, {gy}, {xc}));
+  CHECK(ckpt.calls == 2);  // no recomputation
+  check_same_grads({xc}, {xp});
+  check_same_grads(ckpt.params(), plain.params());
+  // The guard ends with its scope: the next checkpoint recomputes.
+  ckpt.calls = 0;
+  tp::Tensor again = ckpt.forward(xc.detach().requires_grad_(), true);
+  CHECK(tp::autograd::recompute_ahead({again}));
+}
+
 TEST_CASE("recompute_ahead rebuilds what the backward meets first, once, with the same gradients",
           "[checkpoint]") {
   for (bool split : {false, true}) {

@@ -57,7 +57,7 @@ struct Options {
 // "F=1,I=1,W=1" (B=x sets I and W to x/2 each when they are not given; R=x is the part of I a
 // waiting rank may recompute ahead).
 ts::CostModel parse_costs(const std::string& text) {
-  double f = 1, i = -1, w = -1, b = -1, r = 0;
+  double f = 1, i = -1, w = -1, b = -1, r = 0, c = 0;
   std::stringstream in(text);
   std::string item;
   while (std::getline(in, item, ',')) {
@@ -79,8 +79,10 @@ ts::CostModel parse_costs(const std::string& text) {
       b = value;
     else if (key == "R")
       r = value;
+    else if (key == "C")
+      c = value;
     else
-      throw std::invalid_argument("--cost key '" + key + "' is not one of F, I, W, B, R");
+      throw std::invalid_argument("--cost key '" + key + "' is not one of F, I, W, B, R, C");
   }
   if (b >= 0) {
     if (i < 0 && w < 0)
@@ -95,6 +97,7 @@ ts::CostModel parse_costs(const std::string& text) {
   }
   ts::CostModel costs = ts::CostModel::uniform(f, i < 0 ? 1 : i, w < 0 ? 1 : w);
   if (r > 0) costs.recompute_ahead = {r};
+  if (c > 0) costs.recompute = {c};
   return costs;
 }
 
@@ -231,7 +234,9 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   app.add_option("--cost", opt.cost,
                  "per stage pass times, e.g. F=1,I=1,W=1 (B = I + W; R = the part of I a "
-                 "recomputing stage's rank may run ahead while it waits for the gradient)")
+                 "recomputing stage's rank may run ahead while it waits for the gradient; C = "
+                 "the part of I that is the recomputation, which a backward run right after its "
+                 "own F skips)")
       ->capture_default_str();
   app.add_option("--latency", opt.latency, "latency of every cross-rank transfer");
   app.add_option("--bandwidth", opt.bandwidth, "bytes per time unit (0 = infinite)");
