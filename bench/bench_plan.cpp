@@ -20,6 +20,10 @@
 // the embedded calibration holds for processes, a calibration of the two-process mode itself
 // (a logged 1F1B run) and its predictions: "two_process_worst_error_own_calibration".
 //
+// How well the machine repeats itself bounds how well any prediction can do: with rounds > 1,
+// "repeatable_within_8pct_share" is the share of the grid whose fastest steps of each round agree
+// within 8% (slowest round over fastest), "median_round_spread" the median of that spread less 1.
+//
 // --scaling-check yes instead profiles each model at its microbatch and at four times it and
 // prints, per action kind, how far the planner's rule for other microbatch sizes is off.
 //
@@ -283,6 +287,26 @@ struct Figures {
   double two_process_worst_own_calibration = -1;
   double planning_seconds = 0, pick_vs_best = 1;  // each model's is <= 1
   double configs_per_second = 1e30;               // the slowest search's
+  // How well the machine repeats itself: per grid configuration, its fastest step in each round,
+  // the slowest round's over the fastest round's, less 1.
+  std::vector<double> round_spreads;
+  void add_rounds(const std::vector<double>& per_round) {
+    if (per_round.size() < 2) return;
+    const auto [lo, hi] = std::minmax_element(per_round.begin(), per_round.end());
+    round_spreads.push_back(*hi / *lo - 1);
+  }
+  double repeatable_share() const {  // configurations whose rounds agree within 8%
+    if (round_spreads.empty()) return 0;
+    return double(std::count_if(round_spreads.begin(), round_spreads.end(),
+                                [](double d) { return d <= 0.08; })) /
+           double(round_spreads.size());
+  }
+  double median_spread() const {
+    if (round_spreads.empty()) return 0;
+    std::vector<double> v = round_spreads;
+    std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+    return v[v.size() / 2];
+  }
 };
 
 // One configuration run: its predictions (calibrated, and by the other models for comparison)
@@ -350,15 +374,19 @@ void run_model(Model m, int steps, int warmup, int rounds, Figures& f) {
   std::vector<pp::PlanChoice> choices = grid(profile);
   choices.push_back(result.best());
   std::vector<double> measured(choices.size(), 1e30);
+  std::vector<std::vector<double>> per_round(choices.size());
   for (int round = 0; round < rounds; ++round) {
     if (round > 0) {
       pp::Profile again = profile;
       fit = fastest_per_size(fit, calibrate(m, again, round));
       profiles = profiles_from(with_fit(profile, fit), fit);
     }
-    for (size_t i = 0; i < choices.size(); ++i)
-      measured[i] = std::min(measured[i], measure(m, profile, choices[i], steps, warmup));
+    for (size_t i = 0; i < choices.size(); ++i) {
+      per_round[i].push_back(measure(m, profile, choices[i], steps, warmup));
+      measured[i] = std::min(measured[i], per_round[i].back());
+    }
   }
+  for (size_t i = 0; i + 1 < choices.size(); ++i) f.add_rounds(per_round[i]);
   for (pp::PlanChoice& c : choices) c = pp::predict(profiles.calibrated, request, c);
   double best = 1e30;
   for (size_t i = 0; i + 1 < choices.size(); ++i) {
@@ -423,16 +451,20 @@ pp::Profile own_calibration(const std::string& tp_launch, const bench::MlpJob& j
 // The fastest step of each of `choices` of the MLP in two processes, measured `rounds` times over
 // one configuration after another (as the grid's rounds).
 std::vector<double> measure_two_processes(const std::string& tp_launch, bench::MlpJob job,
-                                          const std::vector<pp::PlanChoice>& choices, int rounds) {
+                                          const std::vector<pp::PlanChoice>& choices, int rounds,
+                                          Figures& f) {
   std::vector<double> measured(choices.size(), 1e30);
+  std::vector<std::vector<double>> per_round(choices.size());
   for (int round = 0; round < rounds; ++round)
     for (size_t i = 0; i < choices.size(); ++i) {
       job.microbatches = choices[i].microbatches;
       const bench::PipelineRun run = bench::launch_pipeline(
           tp_launch, job, std::string(sc::schedule_name(choices[i].schedule)));
       if (!run.error.empty()) throw std::runtime_error(run.error);
-      measured[i] = std::min(measured[i], run.best_step_seconds);  // best of its steps
+      per_round[i].push_back(run.best_step_seconds);  // best of its steps
+      measured[i] = std::min(measured[i], run.best_step_seconds);
     }
+  for (const std::vector<double>& r : per_round) f.add_rounds(r);
   return measured;
 }
 
@@ -463,7 +495,7 @@ void run_two_processes(const std::string& tp_launch, int steps, int warmup, int 
     for (int microbatches : {4, 8})
       choices.push_back(
           pp::predict(profile, request, two_process_choice(kind, microbatches, job.blocks)));
-  const std::vector<double> measured = measure_two_processes(tp_launch, job, choices, rounds);
+  const std::vector<double> measured = measure_two_processes(tp_launch, job, choices, rounds, f);
   for (size_t i = 0; i < choices.size(); ++i) {
     const pp::PlanChoice& c = choices[i];
     const Alternatives before = alternatives(profiles, request, c);
@@ -499,13 +531,15 @@ void print_summary(const std::string& models, const Figures& f) {
       "\"two_process_worst_error_overhead_only\": %.3f, \"within_8pct_share_proportional\": %.3f, "
       "\"worst_prediction_error_proportional\": %.3f, \"within_8pct_share_one_factor\": %.3f, "
       "\"worst_prediction_error_one_factor\": %.3f, "
-      "\"two_process_worst_error_own_calibration\": %.3f, \"configs\": %d}\n",
+      "\"two_process_worst_error_own_calibration\": %.3f, \"repeatable_within_8pct_share\": "
+      "%.3f, \"median_round_spread\": %.3f, \"configs\": %d}\n",
       models.c_str(), f.pick_vs_best, share(f.calibrated), f.calibrated.worst,
       f.calibrated.worst_config.c_str(), f.planning_seconds,
       f.configs_per_second < 1e30 ? f.configs_per_second : 0.0, f.two_process_worst,
       share(f.overhead_only), f.overhead_only.worst, f.overhead_only.worst_config.c_str(),
       f.two_process_worst_overhead_only, share(f.proportional), f.proportional.worst,
-      share(f.one_factor), f.one_factor.worst, f.two_process_worst_own_calibration, f.configs);
+      share(f.one_factor), f.one_factor.worst, f.two_process_worst_own_calibration,
+      f.repeatable_share(), f.median_spread(), f.configs);
 }
 
 }  // namespace
