@@ -382,15 +382,21 @@ void StageWorker::prepare_while_waiting() {
   }
 }
 
-void StageWorker::run(const Action& action, const std::function<void(const Notification&)>& send) {
+void StageWorker::run(const Action& action, const std::function<void(const Notification&)>& send,
+                      bool in_pair) {
   // What the action allocates is its stage's (an OverlapFB pair's sub-actions set their own).
   const MemoryScope memory(action.kind != ActionKind::OverlapFB && hosts(action.stage)
                                ? stage(action.stage).memory_account()
                                : nullptr);
   switch (action.kind) {
-    case ActionKind::Forward:
-      forward(action.stage, action.microbatch, send);
+    case ActionKind::Forward: {
+      // A recomputing stage keeps the activations when the rank's next action is this
+      // microbatch's backward, which would rebuild them at once.
+      const std::optional<Action> next = policy().next_in_order();
+      forward(action.stage, action.microbatch, send,
+              !in_pair && next && schedules::is_backward_of(*next, action));
       return;
+    }
     case ActionKind::FullBackward:
       backward(action.stage, action.microbatch, false, send);
       return;
@@ -402,12 +408,12 @@ void StageWorker::run(const Action& action, const std::function<void(const Notif
       return;
     case ActionKind::OverlapFB:
       if (step_->overlap_fb) {  // register_custom_function
-        step_->overlap_fb(action, rank_, [&](const Action& sub) { run(sub, send); });
+        step_->overlap_fb(action, rank_, [&](const Action& sub) { run(sub, send, true); });
         return;
       }
       // On one CPU thread (or one stream) the pair runs back to back; the schedule still gains
       // from the order it implies.
-      for (const Action& sub : action.sub_actions) run(sub, send);
+      for (const Action& sub : action.sub_actions) run(sub, send, true);
       return;
     default:
       throw std::logic_error("stage worker got communication action " + to_string(action) +
@@ -416,7 +422,8 @@ void StageWorker::run(const Action& action, const std::function<void(const Notif
 }
 
 void StageWorker::forward(int stage_index, int mb,
-                          const std::function<void(const Notification&)>& send) {
+                          const std::function<void(const Notification&)>& send,
+                          bool keep_activations) {
   PipelineStage& s = stage(stage_index);
   std::vector<Tensor> inputs;
   if (s.is_first()) {
@@ -426,13 +433,7 @@ void StageWorker::forward(int stage_index, int mb,
   }
   std::vector<Tensor> outputs;
   if (step_->training) {
-    // A recomputing stage keeps the activations when the rank's next action is this
-    // microbatch's backward, which would rebuild them at once.
-    const std::optional<Action> next = policy().next_in_order();
-    const bool keep =
-        next && schedules::is_backward_of(
-                    *next, schedules::make_action(stage_index, ActionKind::Forward, mb));
-    outputs = s.forward(mb, inputs, step_->kwargs_of(stage_index, mb), keep);
+    outputs = s.forward(mb, inputs, step_->kwargs_of(stage_index, mb), keep_activations);
   } else {
     NoGradGuard no_grad;
     outputs = s.forward(mb, inputs, step_->kwargs_of(stage_index, mb));

@@ -130,7 +130,9 @@ class StageWorker {
   /// action, `should_yield` may end the run early (messages are waiting): returns true then,
   /// and the caller resumes later. When the policy waits for the output gradient of a
   /// recomputing stage's backward, that stage rebuilds the microbatch's activations meanwhile
-  /// (PipelineStage::recompute_ahead), once per microbatch.
+  /// (PipelineStage::recompute_ahead), once per microbatch; a recomputing stage's F followed in
+  /// the order by that microbatch's own backward keeps its activations instead
+  /// (schedules::is_backward_of).
   bool run_ready(const std::function<void(const Notification&)>& send,
                  const ActionObserver& observe = nullptr,
                  const std::function<bool()>& should_yield = nullptr);
@@ -155,11 +157,17 @@ class StageWorker {
   /// How the tensors of a well-routed notification differ from what its stage expects ("tensor
   /// 0 is float32[2,17], stage 1 expects float32[2,16]"); empty when they match.
   std::string tensor_mismatch(const Notification& n) const;
-  void run(const schedules::Action& action, const std::function<void(const Notification&)>& send);
+  /// `in_pair`: a sub-action of an OVERLAP_F_B (its F never keeps its activations for a
+  /// backward next: the rule holds for a plain F, as in the simulator).
+  void run(const schedules::Action& action, const std::function<void(const Notification&)>& send,
+           bool in_pair = false);
   /// While the policy waits for its next action, the preparation that action allows: the
   /// recomputation of a backward whose output gradient has not arrived.
   void prepare_while_waiting();
-  void forward(int stage_index, int mb, const std::function<void(const Notification&)>& send);
+  /// `keep_activations`: the rank's order runs this microbatch's backward next
+  /// (PipelineStage::forward).
+  void forward(int stage_index, int mb, const std::function<void(const Notification&)>& send,
+               bool keep_activations);
   void backward(int stage_index, int mb, bool input_only,
                 const std::function<void(const Notification&)>& send);
   schedules::SchedulePolicy& policy() const;

@@ -239,3 +239,67 @@ TEST_CASE("StageWorker rebuilds a recomputing stage's activations while it waits
   CHECK(stage->can_recompute_ahead(1));                  // the next backward's turn comes later
   worker.abort_step(1);
 }
+
+namespace {
+
+/// y = 2x, counting its calls (a checkpointed one runs again when its backward recomputes).
+class CountingImpl : public tp::nn::Module {
+ public:
+  explicit CountingImpl(int* calls) : calls_(calls) {}
+  tp::Tensor forward(const tp::Tensor& x) override {
+    ++*calls_;
+    return x * 2.0f;
+  }
+  std::string type_name() const override { return "Counting"; }
+
+ private:
+  int* calls_;
+};
+TENSORPLAY_MODULE(Counting);
+
+}  // namespace
+
+TEST_CASE("StageWorker's recomputing last stage keeps the activations for the backward next",
+          "[stage_worker][recompute]") {
+  // Rank 1 of a two-rank 1F1B: 1F0 1B0 1F1 1B1 ... each F right before its own backward, whose
+  // recomputation would run the F again at once: it keeps the activations, and runs each F once.
+  int calls = 0;
+  auto module = tp::nn::Sequential(Counting(&calls), tp::nn::Linear(kDim, kDim)).ptr();
+  auto stage = std::make_shared<pp::PipelineStage>(module, 1, 2, tp::cpu(),
+                                                   std::vector<tp::Tensor>{tp::zeros({2, kDim})});
+  stage->set_recompute(pp::RecomputePolicy::full());
+  REQUIRE(stage->recomputed_modules() == std::vector<std::string>{"0", "1"});
+  calls = 0;  // the stage's construction ran the module once for its output shapes
+  auto channel = std::make_shared<tp::transport::LocalChannel>();
+  const sc::PipelineOrder order =
+      sc::generate_order(sc::ScheduleKind::OneFOneB, 2, 1, kMicrobatches);
+  pp::StageWorker worker = two_rank_worker(1, *stage, order, channel);
+  auto data = std::make_shared<pp::StepData>();
+  data->step = 1;
+  data->training = true;
+  data->loss_fn = tp::nn::mse_loss;
+  for (int mb = 0; mb < kMicrobatches; ++mb) data->targets.push_back(tp::zeros({2, kDim}));
+  worker.begin_step(data);
+  for (int mb = 0; mb < kMicrobatches; ++mb) {
+    const pp::Notification n{1,
+                             1,
+                             Direction::Forward,
+                             mb,
+                             0,
+                             channel->send(1, pp::pipeline_key(0, {1, 1, Direction::Forward, mb}),
+                                           {tp::randn({2, kDim})})};
+    REQUIRE(worker.post_receive(n, [](const pp::Notification&) {}));
+    worker.on_arrival(n);
+  }
+  worker.run_ready([](const pp::Notification&) {});
+  REQUIRE(worker.finished());
+  CHECK(calls == kMicrobatches);  // recomputing in each backward would make it twice that
+  // Without the rule's condition (GPipe: the Fs first), each backward recomputes.
+  calls = 0;
+  stage->clear();
+  stage->forward(0, {tp::randn({2, kDim})});
+  stage->forward(1, {tp::randn({2, kDim})});
+  stage->compute_loss(1, tp::zeros({2, kDim}), tp::nn::mse_loss);
+  stage->backward(1, {});
+  CHECK(calls == 3);
+}
