@@ -25,6 +25,15 @@ CostModel with_bytes(double activation, double fixed) {
   return costs;
 }
 
+/// Every stage recomputes: its F keeps `inputs` bytes, its backward rebuilds `activation`.
+CostModel recomputing(double activation, double inputs) {
+  CostModel costs = with_bytes(activation, 0);
+  costs.memory.recompute_activation_bytes = {inputs};
+  costs.memory.weight_stash_bytes = {0};
+  costs.memory.recompute = {1};
+  return costs;
+}
+
 }  // namespace
 
 TEST_CASE("memory model: 1F1B's first rank holds p microbatches, the last one", "[memory_model]") {
@@ -47,10 +56,7 @@ TEST_CASE("memory model: GPipe holds every microbatch on every rank", "[memory_m
 TEST_CASE("memory model: recomputation keeps inputs and rebuilds one microbatch during B",
           "[memory_model]") {
   const int p = 4;
-  CostModel costs = with_bytes(100, 0);
-  costs.memory.recompute_activation_bytes = {20};
-  costs.memory.weight_stash_bytes = {0};
-  costs.memory.recompute = {1};
+  CostModel costs = recomputing(100, 20);
   SimulationResult r = run(ScheduleKind::OneFOneB, p, 1, 8, costs);
   // Rank r holds p - r microbatches' inputs (20 each) when its first B rebuilds 100 bytes.
   for (int rank = 0; rank < p; ++rank)
@@ -66,10 +72,7 @@ TEST_CASE("memory model: an F that keeps its activations for its backward right 
   // With the recomputation's time given, 1F1B's last rank (each F right before its B) keeps
   // each microbatch's 100 bytes instead of its 20-byte input and rebuilds nothing: 100, not 120.
   const int p = 4;
-  CostModel costs = with_bytes(100, 0);
-  costs.memory.recompute_activation_bytes = {20};
-  costs.memory.weight_stash_bytes = {0};
-  costs.memory.recompute = {1};
+  CostModel costs = recomputing(100, 20);
   costs.input_backward = {2};
   costs.recompute = {1};
   SimulationResult r = run(ScheduleKind::OneFOneB, p, 1, 8, costs);
@@ -124,7 +127,8 @@ TEST_CASE("memory model: per-stage fixed bytes add up per rank", "[memory_model]
   CHECK(r.peak_bytes[1] == 6.0);  // stages 1 and 2
 }
 
-TEST_CASE("memory model: no bytes given predicts nothing and bad costs are named", "[memory_model]") {
+TEST_CASE("memory model: no bytes given predicts nothing and bad costs are named",
+          "[memory_model]") {
   SimulationResult r = run(ScheduleKind::OneFOneB, 2, 1, 2, CostModel::uniform(1, 1, 1));
   CHECK(r.peak_bytes.empty());
   CostModel costs = with_bytes(10, 0);

@@ -324,53 +324,67 @@ TEST_CASE("a stage of a user module checkpoints its chosen submodules", "[stage]
   CHECK_FALSE(b->find_module("1")->is_checkpointed());
 }
 
+namespace {
+
+/// Stage 1 of 3 twice over one module of two blocks (the same weights): plain, and recomputing
+/// in full.
+struct PlainAndRecomputed {
+  std::shared_ptr<tp::nn::Module> a = tp::nn::Sequential(block(8), block(8)).ptr();
+  std::shared_ptr<tp::nn::Module> b = copy_of(a);
+  pp::PipelineStage plain{a, 1, 3, tp::cpu(), {tp::zeros({4, 8})}};
+  pp::PipelineStage recomputed{b, 1, 3, tp::cpu(), {tp::zeros({4, 8})}};
+  PlainAndRecomputed() { recomputed.set_recompute(pp::RecomputePolicy::full()); }
+
+  static std::shared_ptr<tp::nn::Module> copy_of(const std::shared_ptr<tp::nn::Module>& m) {
+    auto out = tp::nn::Sequential(block(8), block(8)).ptr();
+    out->load_state_dict(m->state_dict());
+    return out;
+  }
+  void check_same_grads() const {
+    auto pa = a->named_parameters(), pb = b->named_parameters();
+    for (size_t i = 0; i < pa.size(); ++i)
+      CHECK(pb[i].second.grad().to_vector() == pa[i].second.grad().to_vector());
+  }
+};
+
+}  // namespace
+
 TEST_CASE("a recomputing stage adds its weight gradients at I, the same bits as at W",
           "[stage][recompute]") {
   tp::manual_seed(6);
-  auto make = [] { return tp::nn::Sequential(block(8), block(8)).ptr(); };
-  auto a = make(), b = make();
-  b->load_state_dict(a->state_dict());
-  pp::PipelineStage plain(a, 1, 3, tp::cpu(), {tp::zeros({4, 8})});
-  pp::PipelineStage recomputed(b, 1, 3, tp::cpu(), {tp::zeros({4, 8})});
-  recomputed.set_recompute(pp::RecomputePolicy::full());
+  PlainAndRecomputed s;
   std::vector<tp::Tensor> x, g;
   for (int mb = 0; mb < 3; ++mb) {
     x.push_back(tp::randn({4, 8}));
     g.push_back(tp::randn({4, 8}));
-    plain.forward(mb, {x[mb]});
-    recomputed.forward(mb, {x[mb]});
+    s.plain.forward(mb, {x[mb]});
+    s.recomputed.forward(mb, {x[mb]});
   }
-  tp::Tensor weight = b->find_tensor("1.0.weight");
+  tp::Tensor weight = s.b->find_tensor("1.0.weight");
   for (int mb = 0; mb < 3; ++mb) {
-    CHECK(recomputed.backward_input(mb, {g[mb]})[0].to_vector() ==
-          plain.backward_input(mb, {g[mb]})[0].to_vector());
+    CHECK(s.recomputed.backward_input(mb, {g[mb]})[0].to_vector() ==
+          s.plain.backward_input(mb, {g[mb]})[0].to_vector());
     // Nothing waits in the stash for W: the gradient is in .grad already.
     REQUIRE(weight.grad().defined());
   }
-  CHECK_FALSE(a->find_tensor("1.0.weight").grad().defined());
+  CHECK_FALSE(s.a->find_tensor("1.0.weight").grad().defined());
   for (int mb = 0; mb < 3; ++mb) {
-    plain.backward_weight(mb);
-    recomputed.backward_weight(mb);  // still required by the order, and still checked
+    s.plain.backward_weight(mb);
+    s.recomputed.backward_weight(mb);  // still required by the order, and still checked
   }
-  CHECK(recomputed.stashed_microbatches() == 0);
-  auto pa = a->named_parameters(), pb = b->named_parameters();
-  for (size_t i = 0; i < pa.size(); ++i)
-    CHECK(pb[i].second.grad().to_vector() == pa[i].second.grad().to_vector());
-  CHECK_THROWS_WITH(recomputed.backward_weight(0),
+  CHECK(s.recomputed.stashed_microbatches() == 0);
+  s.check_same_grads();
+  CHECK_THROWS_WITH(s.recomputed.backward_weight(0),
                     Catch::Contains("backward_weight of microbatch 0"));
 }
 
 TEST_CASE("a recomputing stage's forward may keep its activations for a backward next",
           "[stage][recompute]") {
   tp::manual_seed(7);
-  auto make = [] { return tp::nn::Sequential(block(8), block(8)).ptr(); };
-  auto a = make(), b = make();
-  b->load_state_dict(a->state_dict());
-  pp::PipelineStage plain(a, 1, 3, tp::cpu(), {tp::zeros({4, 8})});
-  pp::PipelineStage kept(b, 1, 3, tp::cpu(), {tp::zeros({4, 8})});
-  kept.set_recompute(pp::RecomputePolicy::full());
+  PlainAndRecomputed s;
+  pp::PipelineStage& kept = s.recomputed;
   tp::Tensor x = tp::randn({4, 8}), g = tp::randn({4, 8});
-  plain.forward(0, {x});
+  s.plain.forward(0, {x});
   const size_t before = tp::host_memory_stats().allocated_bytes;
   kept.forward(0, {x}, {}, /*keep_activations=*/true);
   const size_t held = tp::host_memory_stats().allocated_bytes - before;
@@ -378,12 +392,11 @@ TEST_CASE("a recomputing stage's forward may keep its activations for a backward
   kept.forward(1, {x});                      // the next forward recomputes again
   CHECK(kept.can_recompute_ahead(1));
   CHECK(held > 0);
-  CHECK(kept.backward_input(0, {g})[0].to_vector() == plain.backward_input(0, {g})[0].to_vector());
-  plain.backward_weight(0);
+  CHECK(kept.backward_input(0, {g})[0].to_vector() ==
+        s.plain.backward_input(0, {g})[0].to_vector());
+  s.plain.backward_weight(0);
   kept.backward_weight(0);
-  auto pa = a->named_parameters(), pb = b->named_parameters();
-  for (size_t i = 0; i < pa.size(); ++i)
-    CHECK(pb[i].second.grad().to_vector() == pa[i].second.grad().to_vector());
+  s.check_same_grads();
 }
 
 TEST_CASE("a recomputing stage holds fewer bytes per microbatch", "[stage][recompute]") {
