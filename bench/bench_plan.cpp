@@ -355,6 +355,14 @@ pp::Profile with_fit(pp::Profile profile, const pp::CalibrationFit& fit) {
   return profile;
 }
 
+// Each configuration's fastest over the rounds, from its fastest step of each round.
+std::vector<double> fastest_of(const std::vector<std::vector<double>>& per_round) {
+  std::vector<double> out;
+  for (const std::vector<double>& r : per_round)
+    out.push_back(*std::min_element(r.begin(), r.end()));
+  return out;
+}
+
 // Whether `a` and `b` run the same: schedule, placement, microbatches, cut, recomputation and
 // threads.
 bool same_configuration(const pp::PlanChoice& a, const pp::PlanChoice& b) {
@@ -382,7 +390,6 @@ void run_model(Model m, int steps, int warmup, int rounds, Figures& f) {
   // planned before any round).
   std::vector<pp::PlanChoice> choices = grid(profile);
   choices.push_back(result.best());
-  std::vector<double> measured(choices.size(), 1e30);
   std::vector<std::vector<double>> per_round(choices.size());
   for (int round = 0; round < rounds; ++round) {
     if (round > 0) {
@@ -390,12 +397,11 @@ void run_model(Model m, int steps, int warmup, int rounds, Figures& f) {
       fit = fastest_per_size(fit, calibrate(m, again, round));
       profiles = profiles_from(with_fit(profile, fit), fit);
     }
-    for (size_t i = 0; i < choices.size(); ++i) {
+    for (size_t i = 0; i < choices.size(); ++i)
       per_round[i].push_back(measure(m, profile, choices[i], steps, warmup));
-      measured[i] = std::min(measured[i], per_round[i].back());
-    }
   }
   for (size_t i = 0; i + 1 < choices.size(); ++i) f.add_rounds(per_round[i]);
+  std::vector<double> measured = fastest_of(per_round);
   // A pick that is one of the grid's configurations was measured twice: both samples are of one
   // configuration, so both count for it (the same configuration measured apart in one run has
   // differed by up to 14% here, which would otherwise be read as the pick's loss).
@@ -468,7 +474,6 @@ pp::Profile own_calibration(const std::string& tp_launch, const bench::MlpJob& j
 std::vector<double> measure_two_processes(const std::string& tp_launch, bench::MlpJob job,
                                           const std::vector<pp::PlanChoice>& choices, int rounds,
                                           Figures& f) {
-  std::vector<double> measured(choices.size(), 1e30);
   std::vector<std::vector<double>> per_round(choices.size());
   for (int round = 0; round < rounds; ++round)
     for (size_t i = 0; i < choices.size(); ++i) {
@@ -477,10 +482,9 @@ std::vector<double> measure_two_processes(const std::string& tp_launch, bench::M
           tp_launch, job, std::string(sc::schedule_name(choices[i].schedule)));
       if (!run.error.empty()) throw std::runtime_error(run.error);
       per_round[i].push_back(run.best_step_seconds);  // best of its steps
-      measured[i] = std::min(measured[i], run.best_step_seconds);
     }
   for (const std::vector<double>& r : per_round) f.add_rounds(r);
-  return measured;
+  return fastest_of(per_round);
 }
 
 // The MLP in two processes (tp-launch, this executable's worker mode: even cut, the schedule's

@@ -242,12 +242,13 @@ class Simulation {
   // What the starting action need not recompute: its F kept the activations (the F ran right
   // before it in the rank's order: is_backward_of, as the runtime's stage workers decide), or the
   // rank rebuilt them ahead while it waited. An F followed by its backward marks it.
-  double recomputation_skipped(RankState& state) const {
+  double recomputation_skipped(RankState& state) {
     const Action& action = state.running;
     state.running_kept = false;
     if (action.kind == ActionKind::Forward) {
+      if (costs_.recomputation(action.stage) <= 0) return 0.0;  // asks the policy only if it can
       const std::optional<Action> next = state.policy->next_in_order();
-      if (next && costs_.recomputation(action.stage) > 0 && is_backward_of(*next, action)) {
+      if (next && is_backward_of(*next, action)) {
         state.ahead_stage = action.stage;
         state.ahead_microbatch = action.microbatch;
         state.kept = state.running_kept = true;
