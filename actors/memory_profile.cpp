@@ -51,8 +51,10 @@ StageMemoryProfile profile_stage_memory(PipelineStage& stage, const MemoryProfil
   std::vector<Tensor> params = stage.module().parameters();
   std::vector<Tensor> saved_grads;
   for (const Tensor& p : params) saved_grads.push_back(p.grad());
-  // What the neighbours send, made outside the account: the stage adopts it only as a copy
-  // received from another process (as the runtime does).
+  // What the neighbours send, made outside the account. The inputs are the stage's: a copy
+  // received from another process, or, within one, a tensor its maker let go of (a stage keeps
+  // only its outputs' history). Output gradients are the stage's only as copies (within a process
+  // they stay charged to the stage that made them), as the runtime does.
   std::vector<Tensor> inputs = zeros_of(stage.input_meta(), stage.device());
   std::vector<Tensor> grads;
   if (!stage.is_last()) grads = zeros_of(stage.output_meta(), stage.device());
@@ -64,13 +66,18 @@ StageMemoryProfile profile_stage_memory(PipelineStage& stage, const MemoryProfil
     MemoryScope scope(account);
     Meter meter{*account};
     int64_t at = meter.start();
-    if (copies && !stage.is_first()) adopt_memory(inputs);
+    if (!stage.is_first()) adopt_memory(inputs);
     std::vector<Tensor> outputs = stage.forward(0, inputs);
     if (stage.is_last()) {
       stage.compute_loss(0, options.target.to(stage.device()), options.loss_fn);
       for (const Tensor& t : outputs) out.retained_bytes += static_cast<int64_t>(t.nbytes());
     } else {
-      outputs.clear();  // sent on (the stash still holds them until the backward)
+      // Sent on: the next stage's once it takes them, unless the stage's own graph holds them too
+      // (then they stay in its activation bytes).
+      for (const Tensor& t : outputs)
+        if (t.defined() && t.impl().storage.use_count() == 1)
+          out.sent_bytes += static_cast<int64_t>(t.nbytes());
+      outputs.clear();
     }
     inputs.clear();
     out.transient_bytes = meter.transient(at);
@@ -101,6 +108,7 @@ schedules::MemoryCosts memory_costs_from(const std::vector<StageMemoryProfile>& 
   costs.weight_stash_bytes.clear();
   costs.transient_bytes.clear();
   costs.retained_bytes.clear();
+  costs.sent_bytes.clear();
   costs.fixed_bytes.clear();
   for (size_t s = 0; s < profiles.size(); ++s) {
     const StageMemoryProfile& p = profiles[s];
@@ -112,6 +120,7 @@ schedules::MemoryCosts memory_costs_from(const std::vector<StageMemoryProfile>& 
     costs.weight_stash_bytes.push_back(static_cast<double>(p.weight_stash_bytes));
     costs.transient_bytes.push_back(static_cast<double>(p.transient_bytes));
     costs.retained_bytes.push_back(static_cast<double>(p.retained_bytes));
+    costs.sent_bytes.push_back(static_cast<double>(p.sent_bytes));
     costs.fixed_bytes.push_back(static_cast<double>(p.parameter_bytes) *
                                 (2.0 + optimizer_state_factor));
   }

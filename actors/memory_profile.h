@@ -24,6 +24,8 @@ struct StageMemoryProfile {
   int64_t transient_bytes = 0;
   /// Held until the step ends: the last stage's outputs, which the step returns.
   int64_t retained_bytes = 0;
+  /// Held until the next stage takes them: the outputs of a stage before the last.
+  int64_t sent_bytes = 0;
   int64_t parameter_bytes = 0;  ///< parameters and buffers
 };
 
@@ -31,8 +33,9 @@ struct StageMemoryProfile {
 struct MemoryProfileOptions {
   LossFn loss_fn;  ///< the schedule's loss
   Tensor target;   ///< one microbatch's target for it
-  /// The stage's inputs and output gradients come from another process: the stage holds its own
-  /// copies (within a process they stay charged to the stage that made them).
+  /// The stage's output gradients come from another process: the stage holds its own copies
+  /// (within a process they stay charged to the stage that made them). Its inputs are its own
+  /// either way: their maker keeps only their history.
   bool across_processes = false;
 };
 

@@ -27,7 +27,7 @@ bool all_zero(const std::vector<double>& values) {
 bool MemoryCosts::empty() const {
   return all_zero(activation_bytes) && all_zero(recompute_activation_bytes) &&
          all_zero(weight_stash_bytes) && all_zero(transient_bytes) && all_zero(retained_bytes) &&
-         all_zero(fixed_bytes);
+         all_zero(sent_bytes) && all_zero(fixed_bytes);
 }
 
 double MemoryCosts::of(const std::vector<double>& values, int stage) {
@@ -55,6 +55,7 @@ void MemoryCosts::check(int num_stages) const {
   check_list(weight_stash_bytes, "weight_stash_bytes", n);
   check_list(transient_bytes, "transient_bytes", n);
   check_list(retained_bytes, "retained_bytes", n);
+  check_list(sent_bytes, "sent_bytes", n);
   check_list(fixed_bytes, "fixed_bytes", n);
   if (recompute.size() > 1 && recompute.size() < n)
     throw std::invalid_argument(

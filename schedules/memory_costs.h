@@ -19,6 +19,9 @@ struct MemoryCosts {
   std::vector<double> transient_bytes = {0.0};
   /// Bytes an F keeps until the step ends (the last stage's outputs, which the step returns).
   std::vector<double> retained_bytes = {0.0};
+  /// Bytes of the stage's outputs on their way to the next stage: held by the stage from its F
+  /// until the next stage's F takes them (that stage's activation_bytes count them from then on).
+  std::vector<double> sent_bytes = {0.0};
   /// Parameters, gradients and optimizer state: held all step.
   std::vector<double> fixed_bytes = {0.0};
   /// 1: the stage recomputes (its F keeps recompute_activation_bytes), 0: it does not.

@@ -24,7 +24,8 @@ bool recomputes(const MemoryCosts& c, int stage) {
 // An F of a recomputing stage that keeps its activations for the backward right after it
 // (`kept_activations`) holds them as a stage that does not recompute, and that backward rebuilds
 // nothing.
-void add_effect(const MemoryCosts& c, const Action& a, bool kept_activations, Effect& e) {
+void add_effect(const MemoryCosts& c, const Action& a, bool kept_activations, int num_stages,
+                Effect& e) {
   const int s = a.stage;
   const double held = kept_activations ? MemoryCosts::of(c.activation_bytes, s) : c.kept(s);
   const double rebuilt =
@@ -34,6 +35,7 @@ void add_effect(const MemoryCosts& c, const Action& a, bool kept_activations, Ef
   switch (a.kind) {
     case ActionKind::Forward:
       e.taken += held + MemoryCosts::of(c.retained_bytes, s);
+      if (s + 1 < num_stages) e.taken += MemoryCosts::of(c.sent_bytes, s);  // until taken
       break;
     case ActionKind::FullBackward:
       e.transient += rebuilt;
@@ -51,14 +53,28 @@ void add_effect(const MemoryCosts& c, const Action& a, bool kept_activations, Ef
   }
 }
 
-Effect effect_of(const MemoryCosts& c, const TimelineEvent& event) {
+Effect effect_of(const MemoryCosts& c, const TimelineEvent& event, int num_stages) {
   Effect e;
   if (event.action.sub_actions.empty()) {
-    add_effect(c, event.action, event.kept_activations, e);
+    add_effect(c, event.action, event.kept_activations, num_stages, e);
   } else {
-    for (const Action& sub : event.action.sub_actions) add_effect(c, sub, false, e);
+    for (const Action& sub : event.action.sub_actions) add_effect(c, sub, false, num_stages, e);
   }
   return e;
+}
+
+// An F of a stage after the first takes its inputs from the stage before: the sent bytes leave
+// that stage's rank (they are this stage's activation bytes from now on). The maker's track shows
+// it at its next action.
+void take_inputs(const MemoryCosts& c, const TimelineEvent& event,
+                 const std::vector<int>& stage_to_rank, std::vector<double>& held) {
+  auto take = [&](const Action& a) {
+    if (a.kind != ActionKind::Forward || a.stage == 0) return;
+    const int maker = stage_to_rank[static_cast<std::size_t>(a.stage - 1)];
+    held[static_cast<std::size_t>(maker)] -= MemoryCosts::of(c.sent_bytes, a.stage - 1);
+  };
+  if (event.action.sub_actions.empty()) take(event.action);
+  for (const Action& sub : event.action.sub_actions) take(sub);
 }
 
 }  // namespace
@@ -82,7 +98,8 @@ MemoryPrediction predict_memory(const SimulationResult& result,
   std::vector<double> held(ranks, 0.0);
   for (const TimelineEvent& event : result.timeline) {
     const std::size_t r = static_cast<std::size_t>(event.rank);
-    const Effect e = effect_of(costs, event);
+    take_inputs(costs, event, stage_to_rank, held);
+    const Effect e = effect_of(costs, event, num_stages);
     held[r] += e.taken;
     out.peak_activation_bytes[r] = std::max(out.peak_activation_bytes[r], held[r] + e.transient);
     out.track.push_back({event.rank, event.start, held[r] + e.transient});

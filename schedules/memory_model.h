@@ -20,7 +20,8 @@ struct MemoryPrediction {
 };
 
 /// Replays `result.timeline` (simulate with record_timeline) rank by rank: an F takes what it
-/// keeps (and its retained bytes, held to the step's end) when it starts; B frees it when it ends;
+/// keeps (and its retained bytes, held to the step's end, and its sent bytes, held until the next
+/// stage's F starts) when it starts; B frees it when it ends;
 /// I frees it and takes the weight stash, W frees that; every action holds its stage's transient
 /// bytes (and, on a recomputing stage, B and I the rebuilt activations) while it runs. Throws
 /// std::invalid_argument when the timeline is empty but actions ran, or the costs do not cover the

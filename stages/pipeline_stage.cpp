@@ -162,10 +162,11 @@ std::vector<Tensor> PipelineStage::forward(int mb, const std::vector<Tensor>& in
   if (!autograd::grad_enabled()) {
     return to_send;  // evaluation: nothing to keep
   }
-  // A recomputing stage keeps its inputs only: the backward needs of an output its history and
-  // its gradient, not its values, which go on to the next stage (the last stage's loss keeps
-  // what it needs of them, compute_loss).
-  if (recomputing && !is_last())
+  // The backward needs of an output its history and its gradient, not its values, which go on
+  // to the next stage (Megatron's deallocated pipeline outputs): the stash keeps no second
+  // reference to them, so they live only as long as the next stage or what a backward saved
+  // needs them (the last stage's loss keeps what it needs of its outputs, compute_loss).
+  if (!is_last())
     for (Tensor& out : s.outputs) out = history_of(out);
   stash_.emplace(mb, std::move(s));
   note_stash_size();
@@ -202,8 +203,8 @@ Tensor PipelineStage::compute_loss(int mb, const Tensor& target, const OutputsLo
 
 void PipelineStage::drop_outputs_for_loss(Stash& s) const {
   // The loss holds what its backward needs of the outputs; the step keeps them for the caller
-  // apart (StepData::outputs), so a recomputing last stage lets go of its own reference.
-  if (recompute_.mode != RecomputePolicy::Mode::None) s.outputs.clear();
+  // apart (StepData::outputs), so the stash lets go of its own reference.
+  s.outputs.clear();
 }
 
 PipelineStage::Stash& PipelineStage::stash_of(int mb, const char* what) {

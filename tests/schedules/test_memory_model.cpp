@@ -91,6 +91,30 @@ TEST_CASE("memory model: transient bytes count while an action runs", "[memory_m
   CHECK(r.peak_activation_bytes[1] == 105.0);
 }
 
+TEST_CASE("memory model: a stage holds its sent outputs until the next stage's F takes them",
+          "[memory_model]") {
+  // GPipe on 3 ranks, 2 microbatches, F = 1 and a latency of 0.5: rank 0 runs F at 0 and 1,
+  // rank 1 at 1.5 and 2.5, rank 2 at 3 and 4. Rank 0's second F starts before rank 1 takes the
+  // first output: 2 * (100 + 10). The last stage sends nothing.
+  CostModel costs = with_bytes(100, 0);
+  costs.latency = 0.5;
+  costs.memory.sent_bytes = {10};
+  SimulationResult r = run(ScheduleKind::GPipe, 3, 1, 2, costs);
+  CHECK(r.peak_activation_bytes[0] == 220.0);
+  CHECK(r.peak_activation_bytes[1] == 220.0);
+  CHECK(r.peak_activation_bytes[2] == 200.0);
+  // Every output was taken: each rank ends the step holding nothing.
+  for (int rank = 0; rank < 3; ++rank) {
+    INFO("rank " << rank);
+    double last = -1;
+    for (const MemorySample& m : r.memory_track)
+      if (m.rank == rank) last = m.bytes;
+    CHECK(last == 0.0);
+  }
+  costs.memory.sent_bytes = {-1};
+  CHECK_THROWS_WITH(run(ScheduleKind::GPipe, 3, 1, 2, costs), Catch::Contains("sent_bytes"));
+}
+
 TEST_CASE("memory model: the split backward frees at I what W does not need", "[memory_model]") {
   // ZBV, p=2: with I keeping half for W the peak is below the F-to-W count's.
   CostModel costs = with_bytes(100, 0);

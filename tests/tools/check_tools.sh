@@ -14,6 +14,11 @@ grep -q '"makespan":33' <<<"$out" || fail "tp-sim 1F1B p=4 m=8: expected makespa
 out=$("$sim" --schedule 1F1B --ranks 4 --microbatches 8 --memory act=100,stash=100,fixed=10 --json)
 grep -q '"peak_bytes":\[410.0,310.0,210.0,110.0\]' <<<"$out" ||
   fail "tp-sim --memory: expected peak bytes [410,310,210,110], got $out"
+# Sent outputs stay with their maker until the next stage's F takes them (tests/schedules).
+out=$("$sim" --schedule GPipe --ranks 3 --microbatches 2 --latency 0.5 \
+  --memory act=100,stash=100,sent=10 --json)
+grep -q '"peak_bytes":\[220.0,220.0,200.0\]' <<<"$out" ||
+  fail "tp-sim --memory sent=: expected peak bytes [220,220,200], got $out"
 if "$sim" --schedule dynamic --ranks 2 --microbatches 4 --memory act=100 \
   --max-activation-bytes 50 2>"$work/err.txt"; then fail "tp-sim accepted a cap below one microbatch"; fi
 grep -q "below one microbatch" "$work/err.txt" || fail "unexpected error: $(cat "$work/err.txt")"

@@ -46,12 +46,14 @@ schedules::MemoryCosts parse_memory(const std::string& text, bool recompute_all)
       costs.transient_bytes = {bytes};
     else if (key == "retained")
       costs.retained_bytes = {bytes};
+    else if (key == "sent")
+      costs.sent_bytes = {bytes};
     else if (key == "fixed")
       costs.fixed_bytes = {bytes};
     else
       throw std::invalid_argument(
           "--memory key '" + key +
-          "' is not one of act, recompute, stash, transient, retained, fixed");
+          "' is not one of act, recompute, stash, transient, retained, sent, fixed");
   }
   costs.recompute = {recompute_all ? 1 : 0};
   return costs;

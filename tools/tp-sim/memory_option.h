@@ -7,7 +7,7 @@
 
 namespace tensorplay::tools {
 
-/// Parses "act=BYTES,recompute=BYTES,stash=BYTES,transient=BYTES,retained=BYTES,fixed=BYTES"
+/// Parses "act=BYTES,recompute=BYTES,stash=BYTES,transient=BYTES,retained=BYTES,sent=BYTES,fixed=BYTES"
 /// (any subset; a value may end in K, M or G for KiB, MiB, GiB; schedules/memory_costs.h).
 /// `recompute_all` sets every stage to recompute. Throws std::invalid_argument naming the item that
 /// is wrong.
