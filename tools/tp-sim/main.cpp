@@ -247,8 +247,8 @@ int main(int argc, char** argv) {
   app.add_flag("--split-backward", opt.split_backward, "Dynamic: run backward as I then W");
   app.add_option(
       "--memory", opt.memory,
-      "bytes per stage for the memory model: act=,recompute=,stash=,transient=,retained=,sent=,fixed= "
-      "(K, M, G suffixes); prints each rank's predicted peak bytes");
+      "bytes per stage for the memory model: act=,recompute=,stash=,transient=,retained=,sent=,"
+      "fixed= (K, M, G suffixes); prints each rank's predicted peak bytes");
   app.add_flag("--recompute", opt.recompute, "every stage recomputes (its F keeps recompute=)");
   app.add_option("--max-activation-bytes", opt.max_activation_bytes,
                  "Dynamic: most activation bytes per rank (0 = none; needs --memory act=)");
