@@ -31,22 +31,23 @@ size_t default_limit() {
   return static_cast<size_t>(knob_int(Knob::HostCacheMb)) << 20;
 }
 
+constexpr size_t kAlignment = 64;  // a cache line, and the widest vector load
+
 void* aligned(size_t bytes) {
-  size_t rounded = (bytes + 63) / 64 * 64;
-  void* p = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
+  size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
+  void* p = std::aligned_alloc(kAlignment, rounded == 0 ? kAlignment : rounded);
   if (!p) throw std::bad_alloc();
   return p;
 }
 
 // A block under 4 KiB: glibc's aligned_alloc splits a larger chunk past its per-thread cache on
-// every call (about three times a malloc's cost; a sixth of an empty pipeline stage's forward). These come from malloc with room to align, the pointer malloc gave kept just before
-// the aligned block.
-constexpr size_t kSmallSlack = 64 + sizeof(void*);
-
+// every call (about three times a malloc's cost; a sixth of an empty pipeline stage's forward).
+// These come from malloc with room to align, the pointer malloc gave kept just before the block.
 void* small_aligned(size_t bytes) {
-  void* raw = std::malloc(bytes + kSmallSlack);
+  void* raw = std::malloc(bytes + kAlignment + sizeof(void*));
   if (!raw) throw std::bad_alloc();
-  const auto at = (reinterpret_cast<uintptr_t>(raw) + sizeof(void*) + 63) & ~uintptr_t{63};
+  const uintptr_t at = (reinterpret_cast<uintptr_t>(raw) + sizeof(void*) + kAlignment - 1) &
+                       ~uintptr_t{kAlignment - 1};
   void* p = reinterpret_cast<void*>(at);
   static_cast<void**>(p)[-1] = raw;
   return p;

@@ -1,6 +1,5 @@
 // Tests for host_memory.h: freed host blocks of cached sizes are reused, up to the limit.
 #include <catch2/catch.hpp>
-
 #include <cstdint>
 #include <vector>
 
