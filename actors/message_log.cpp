@@ -1,6 +1,7 @@
 // spdlog-backed message log, with a run header at the start of each process's part of a log.
 #include "actors/message_log.h"
 
+#include <fmt/compile.h>
 #include <spdlog/cfg/env.h>
 #include <spdlog/sinks/basic_file_sink.h>
 #include <spdlog/sinks/ostream_sink.h>
@@ -15,6 +16,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <mutex>
 #include <random>
 #include <sstream>
@@ -160,10 +162,22 @@ const std::string& log_run_id() {
 }
 
 void log_event(int rank, unsigned long long step, const char* event, const std::string& what) {
+  log_event_at(rank, step, event, what, now_us());
+}
+
+long long message_log_now_us() { return now_us(); }
+
+void log_event_at(int rank, unsigned long long step, const char* event, const std::string& what,
+                  long long t_us) {
   static const auto& logger = message_log();
   if (!logger->should_log(spdlog::level::debug)) return;
   ensure_header();
-  logger->debug("rank={} step={} event={} what={} t_us={}", rank, step, event, what, now_us());
+  // Formatted here with a format compiled ahead, then handed over whole: a line costs a few
+  // hundred nanoseconds on a stage's path, where it sits between two actions.
+  fmt::memory_buffer line;
+  fmt::format_to(std::back_inserter(line), FMT_COMPILE("rank={} step={} event={} what={} t_us={}"),
+                 rank, step, event, what, t_us);
+  logger->log(spdlog::level::debug, spdlog::string_view_t(line.data(), line.size()));
 }
 
 namespace {

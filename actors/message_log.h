@@ -55,4 +55,13 @@ unsigned long long rejected_message_count();
 /// first time).
 void log_event(int rank, unsigned long long step, const char* event, const std::string& what);
 
+/// The message log's clock: microseconds on the steady clock its lines' `t_us` are read from.
+long long message_log_now_us();
+
+/// log_event for an event that happened at `t_us` (message_log_now_us() then) and is written
+/// after the fact, so that formatting the line stays off the path the event starts: a send is
+/// written once its message is on its way.
+void log_event_at(int rank, unsigned long long step, const char* event, const std::string& what,
+                  long long t_us);
+
 }  // namespace tensorplay::pipelining

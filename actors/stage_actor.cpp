@@ -56,8 +56,14 @@ void pump(StageActor* self) {
         [self](const Notification& n) {
           auto& s = self->state;
           const caf::actor& dest = s.peers.at(s.stage_to_rank.at(n.stage));
-          if (message_log_enabled()) log_event(s.worker->rank(), n.step, "send", describe(n));
+          if (!message_log_enabled()) {
+            self->send(dest, n);
+            return;
+          }
+          // The line is written once the message is on its way, with the time it left.
+          const long long sent_at = message_log_now_us();
           self->send(dest, n);
+          log_event_at(s.worker->rank(), n.step, "send", describe(n), sent_at);
         },
         [self](const char* event, const schedules::Action& action) {
           if (message_log_enabled())

@@ -258,8 +258,10 @@ void StageWorker::deliver(const PipelineTag& tag, std::vector<Tensor> tensors,
   Notification note{tag.step,       tag.stage,  tag.direction,
                     tag.microbatch, self_peer_, std::move(descriptors)};
   if (notify_over_channel_) {
-    if (message_log_enabled()) log_event(rank_, note.step, "send", describe(note));
+    const bool logged = message_log_enabled();
+    const long long sent_at = logged ? message_log_now_us() : 0;
     channel_->send_message(peer, stream_, encode_notification(note));
+    if (logged) log_event_at(rank_, note.step, "send", describe(note), sent_at);
     return;
   }
   send(note);

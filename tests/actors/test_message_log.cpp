@@ -58,6 +58,27 @@ TEST_CASE("at debug level the log has every receive, start, finish and send", "[
   CHECK_THAT(log, Catch::Contains("t_us="));
 }
 
+TEST_CASE("log_event_at writes the time it is given, and a send's line the time it left",
+          "[message_log]") {
+  const long long before = pp::message_log_now_us();
+  std::string log = log_capture::capture_message_log(
+      [] { pp::log_event_at(3, 7, "send", "input 1:0", 123456789); }, true);
+  CHECK_THAT(log, Catch::Contains("rank=3 step=7 event=send what=input 1:0 t_us=123456789"));
+  CHECK(pp::message_log_now_us() >= before);
+
+  // The send of input 1:0 is written after the message leaves, with the time it left: never
+  // after the time its receiver logged it arriving, whichever line the log holds first.
+  std::istringstream in(run_one_step(/*debug=*/true));
+  long long sent = -1, received = -1;
+  for (const pp::LogEvent& e : pp::parse_message_log(in)) {
+    if (e.event == "send" && e.what == "input 1:0") sent = e.t_us;
+    if (e.event == "recv" && e.what == "input 1:0") received = e.t_us;
+  }
+  REQUIRE(sent >= 0);
+  REQUIRE(received >= 0);
+  CHECK(sent <= received);
+}
+
 namespace {
 // The `start` events of one rank in a message log, in order ("1F0", "1B0", ...).
 std::vector<std::vector<std::string>> started_by_rank(const std::string& log, int ranks) {
