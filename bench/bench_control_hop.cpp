@@ -35,8 +35,8 @@
 #include "actors/trace_log.h"
 #include "schedules/policy.h"
 #include "schedules/schedule_kind.h"
-#include "transport/local_channel.h"
 #include "timed_stage.h"
+#include "transport/local_channel.h"
 
 namespace tp = tensorplay;
 namespace pp = tensorplay::pipelining;
@@ -121,11 +121,11 @@ double worker_us(int num_stages, int steps) {
   for (int s = 0; s < num_stages; ++s) stage_to_peer[s] = s;
   std::vector<std::unique_ptr<pp::StageWorker>> workers;
   for (int r = 0; r < num_stages; ++r)
-    workers.push_back(std::make_unique<pp::StageWorker>(
-        r, std::vector<pp::PipelineStage*>{stages[r].get()}, num_stages, 1,
-        sc::make_static_order_policy(order[r]),
-        sc::make_static_order_policy(pp::forward_only(order[r])), channel,
-        std::chrono::seconds(5), stage_to_peer, r));
+    workers.push_back(
+        std::make_unique<pp::StageWorker>(r, std::vector<pp::PipelineStage*>{stages[r].get()},
+                                          num_stages, 1, sc::make_static_order_policy(order[r]),
+                                          sc::make_static_order_policy(pp::forward_only(order[r])),
+                                          channel, std::chrono::seconds(5), stage_to_peer, r));
   const tp::Tensor x = tp::zeros({1, 4});
   std::deque<pp::Notification> sent;
   const auto send = [&](const pp::Notification& note) { sent.push_back(note); };
