@@ -148,17 +148,18 @@ void notify(StageActor* self, Notification& n) {
                                    [me](const Notification& done) { tell_arrived(me, done); });
   switch (a.kind) {
     case Acceptance::Kind::Posted:
-      return;
+      break;
     case Acceptance::Kind::Arrived:
-      arrived(self, n);
-      return;
+      arrived(self, n);  // what it allows runs before its line is written
+      break;
     case Acceptance::Kind::Rejected:
       if (!a.mismatch.empty()) reject(self, n, a.mismatch);
       return;
     case Acceptance::Kind::Failed:
       if (n.step == st.step) fail(self, a.error, true);
-      return;
+      break;
   }
+  st.worker->log_received(n, a);
 }
 
 /// A rank that went down fails the step if the step still needs its tensors. Checked a moment
@@ -367,9 +368,11 @@ void deliver_notification(StageWorker& worker, const caf::actor& actor, int peer
   Acceptance a = worker.accept(n, true, tell);
   switch (a.kind) {
     case Acceptance::Kind::Posted:
+      worker.log_received(n, a);
       return;
     case Acceptance::Kind::Arrived:
-      tell(n);
+      tell(n);  // the actor is told before the line is written
+      worker.log_received(n, a);
       return;
     case Acceptance::Kind::Rejected:
       // From the neighbour's rank, for a step of this schedule: the step cannot succeed. The
@@ -381,6 +384,7 @@ void deliver_notification(StageWorker& worker, const caf::actor& actor, int peer
     case Acceptance::Kind::Failed:
       worker.fail_arrival(n, a.error);
       tell(n);
+      worker.log_received(n, a);
       return;
   }
 }

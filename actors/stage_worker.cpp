@@ -149,7 +149,7 @@ Acceptance StageWorker::accept(const Notification& n, bool from_elsewhere,
       return out;
     }
   }
-  if (message_log_enabled()) log_event(rank_, n.step, "recv", describe(n));
+  if (message_log_enabled()) out.received_at = message_log_now_us();
   try {
     out.kind =
         post_receive(n, std::move(arrived)) ? Acceptance::Kind::Arrived : Acceptance::Kind::Posted;
@@ -158,6 +158,11 @@ Acceptance StageWorker::accept(const Notification& n, bool from_elsewhere,
     out.error = e.what();
   }
   return out;
+}
+
+void StageWorker::log_received(const Notification& n, const Acceptance& a) const {
+  if (a.kind == Acceptance::Kind::Rejected || a.received_at == 0 || !message_log_enabled()) return;
+  log_event_at(rank_, n.step, "recv", describe(n), a.received_at);
 }
 
 bool StageWorker::post_receive(const Notification& n,

@@ -61,6 +61,7 @@ struct Acceptance {
   Kind kind = Kind::Posted;
   std::string error;
   std::string mismatch;
+  long long received_at = 0;  ///< when it came, on the message log's clock (0: the log is off)
 };
 
 /// "input S:MB" or "grad S:MB", as the message log names a notification.
@@ -97,9 +98,13 @@ class StageWorker {
   NotificationCheck check_notification(const Notification& n) const;
   /// The one entry point of an arriving notification, whatever brought it (a CAF message, a
   /// channel message): checked when `from_elsewhere` (another process sent it; a refusal is
-  /// counted in the message log), logged, and its receive posted. Safe from any thread.
+  /// counted in the message log), timed, and its receive posted. Safe from any thread.
   Acceptance accept(const Notification& n, bool from_elsewhere,
                     std::function<void(const Notification&)> arrived);
+  /// Writes the message log's `recv` line of an accepted notification, with the time accept
+  /// saw it: callers write it once what it allowed is under way (the actor told, or the rank's
+  /// ready work run), so that formatting it stays off the hop it ends. Nothing when refused.
+  void log_received(const Notification& n, const Acceptance& a) const;
   /// A neighbour posted the input (or output gradient) of one of this rank's stages: posts the
   /// receive on the channel. Returns true when the tensors arrived at once (call on_arrival
   /// now); otherwise `arrived` is called later, from the channel's thread, and the caller's
