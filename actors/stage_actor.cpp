@@ -53,17 +53,18 @@ void pump(StageActor* self) {
   if (st.failed || !st.driver) return;
   try {
     bool yielded = st.worker->run_ready(
-        [self](const Notification& n) {
+        [self](Notification&& n) {
           auto& s = self->state;
           const caf::actor& dest = s.peers.at(s.stage_to_rank.at(n.stage));
           if (!message_log_enabled()) {
-            self->send(dest, n);
+            self->send(dest, std::move(n));
             return;
           }
           // The line is written once the message is on its way, with the time it left.
           const long long sent_at = message_log_now_us();
-          self->send(dest, n);
-          log_event_at(s.worker->rank(), n.step, "send", describe(n), sent_at);
+          const Notification head{n.step, n.stage, n.direction, n.microbatch, n.source, {}};
+          self->send(dest, std::move(n));
+          log_event_at(s.worker->rank(), head.step, "send", describe(head), sent_at);
         },
         [self](const char* event, const schedules::Action& action) {
           if (message_log_enabled())

@@ -251,7 +251,7 @@ std::vector<Tensor> StageWorker::take(const PipelineTag& tag) {
 }
 
 void StageWorker::deliver(const PipelineTag& tag, std::vector<Tensor> tensors,
-                          const std::function<void(const Notification&)>& send) {
+                          const NotificationSink& send) {
   if (hosts(tag.stage)) {  // the V schedules' turn: hand over inside the rank
     std::lock_guard lock(received_->mutex);
     received_->entries[tag] = Received{std::move(tensors), {}};
@@ -269,7 +269,7 @@ void StageWorker::deliver(const PipelineTag& tag, std::vector<Tensor> tensors,
     if (logged) log_event_at(rank_, note.step, "send", describe(note), sent_at);
     return;
   }
-  send(note);
+  send(std::move(note));
 }
 
 bool StageWorker::finished() const { return step_ && policy().finished(); }
@@ -342,8 +342,7 @@ class StageWorker::BusyScope {
   StageWorker& worker_;
 };
 
-bool StageWorker::run_ready(const std::function<void(const Notification&)>& send,
-                            const ActionObserver& observe,
+bool StageWorker::run_ready(const NotificationSink& send, const ActionObserver& observe,
                             const std::function<bool()>& should_yield) {
   if (!step_) return false;
   schedules::SchedulePolicy& p = policy();
@@ -389,8 +388,7 @@ void StageWorker::prepare_while_waiting() {
   }
 }
 
-void StageWorker::run(const Action& action, const std::function<void(const Notification&)>& send,
-                      bool in_pair) {
+void StageWorker::run(const Action& action, const NotificationSink& send, bool in_pair) {
   // What the action allocates is its stage's (an OverlapFB pair's sub-actions set their own).
   const MemoryScope memory(action.kind != ActionKind::OverlapFB && hosts(action.stage)
                                ? stage(action.stage).memory_account()
@@ -428,8 +426,7 @@ void StageWorker::run(const Action& action, const std::function<void(const Notif
   }
 }
 
-void StageWorker::forward(int stage_index, int mb,
-                          const std::function<void(const Notification&)>& send,
+void StageWorker::forward(int stage_index, int mb, const NotificationSink& send,
                           bool keep_activations) {
   PipelineStage& s = stage(stage_index);
   std::vector<Tensor> inputs;
@@ -469,8 +466,7 @@ void StageWorker::forward(int stage_index, int mb,
   deliver({step_->step, stage_index + 1, Direction::Forward, mb}, std::move(outputs), send);
 }
 
-void StageWorker::backward(int stage_index, int mb, bool input_only,
-                           const std::function<void(const Notification&)>& send) {
+void StageWorker::backward(int stage_index, int mb, bool input_only, const NotificationSink& send) {
   PipelineStage& s = stage(stage_index);
   std::vector<Tensor> output_grads;
   if (!s.is_last()) {

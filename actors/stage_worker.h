@@ -67,6 +67,10 @@ struct Acceptance {
 /// "input S:MB" or "grad S:MB", as the message log names a notification.
 std::string describe(const Notification& n);
 
+/// Takes a notification the worker sends on (the stage actor's message to the stage's rank): it
+/// is the callee's, to move into its message.
+using NotificationSink = std::function<void(Notification&&)>;
+
 /// Observes the actions a worker runs (for the message log and timelines).
 using ActionObserver = std::function<void(const char* event, const schedules::Action& action)>;
 
@@ -138,8 +142,7 @@ class StageWorker {
   /// (PipelineStage::recompute_ahead), once per microbatch; a recomputing stage's F followed in
   /// the order by that microbatch's own backward keeps its activations instead
   /// (schedules::is_backward_of).
-  bool run_ready(const std::function<void(const Notification&)>& send,
-                 const ActionObserver& observe = nullptr,
+  bool run_ready(const NotificationSink& send, const ActionObserver& observe = nullptr,
                  const std::function<bool()>& should_yield = nullptr);
   /// The step's actions are all done.
   bool finished() const;
@@ -164,21 +167,17 @@ class StageWorker {
   std::string tensor_mismatch(const Notification& n) const;
   /// `in_pair`: a sub-action of an OVERLAP_F_B (its F never keeps its activations for a
   /// backward next: the rule holds for a plain F, as in the simulator).
-  void run(const schedules::Action& action, const std::function<void(const Notification&)>& send,
-           bool in_pair = false);
+  void run(const schedules::Action& action, const NotificationSink& send, bool in_pair = false);
   /// While the policy waits for its next action, the preparation that action allows: the
   /// recomputation of a backward whose output gradient has not arrived.
   void prepare_while_waiting();
   /// `keep_activations`: the rank's order runs this microbatch's backward next
   /// (PipelineStage::forward).
-  void forward(int stage_index, int mb, const std::function<void(const Notification&)>& send,
-               bool keep_activations);
-  void backward(int stage_index, int mb, bool input_only,
-                const std::function<void(const Notification&)>& send);
+  void forward(int stage_index, int mb, const NotificationSink& send, bool keep_activations);
+  void backward(int stage_index, int mb, bool input_only, const NotificationSink& send);
   schedules::SchedulePolicy& policy() const;
   /// Hands `tensors` to `stage` (this rank's or another's) and notifies.
-  void deliver(const PipelineTag& tag, std::vector<Tensor> tensors,
-               const std::function<void(const Notification&)>& send);
+  void deliver(const PipelineTag& tag, std::vector<Tensor> tensors, const NotificationSink& send);
   /// The channel key of a transfer of this worker's stream (pipeline_tag.h).
   transport::TransferKey key_of(const PipelineTag& tag) const;
   /// Takes the received tensors of `tag` out of the received-tensor table.
