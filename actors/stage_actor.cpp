@@ -56,15 +56,12 @@ void pump(StageActor* self) {
         [self](Notification&& n) {
           auto& s = self->state;
           const caf::actor& dest = s.peers.at(s.stage_to_rank.at(n.stage));
-          if (!message_log_enabled()) {
-            self->send(dest, std::move(n));
-            return;
-          }
           // The line is written once the message is on its way, with the time it left.
-          const long long sent_at = message_log_now_us();
+          const long long sent_at = message_log_enabled() ? message_log_now_us() : 0;
           const Notification head{n.step, n.stage, n.direction, n.microbatch, n.source, {}};
           self->send(dest, std::move(n));
-          log_event_at(s.worker->rank(), head.step, "send", describe(head), sent_at);
+          if (sent_at != 0)
+            log_event_at(s.worker->rank(), head.step, "send", describe(head), sent_at);
         },
         [self](const char* event, const schedules::Action& action) {
           if (message_log_enabled())
@@ -369,12 +366,10 @@ void deliver_notification(StageWorker& worker, const caf::actor& actor, int peer
   Acceptance a = worker.accept(n, true, tell);
   switch (a.kind) {
     case Acceptance::Kind::Posted:
-      worker.log_received(n, a);
-      return;
+      break;
     case Acceptance::Kind::Arrived:
       tell(n);  // the actor is told before the line is written
-      worker.log_received(n, a);
-      return;
+      break;
     case Acceptance::Kind::Rejected:
       // From the neighbour's rank, for a step of this schedule: the step cannot succeed. The
       // rejection waits in the worker for the actor, which fails the step it names.
@@ -385,9 +380,9 @@ void deliver_notification(StageWorker& worker, const caf::actor& actor, int peer
     case Acceptance::Kind::Failed:
       worker.fail_arrival(n, a.error);
       tell(n);
-      worker.log_received(n, a);
-      return;
+      break;
   }
+  worker.log_received(n, a);
 }
 
 }  // namespace tensorplay::pipelining::detail

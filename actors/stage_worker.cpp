@@ -161,7 +161,7 @@ Acceptance StageWorker::accept(const Notification& n, bool from_elsewhere,
 }
 
 void StageWorker::log_received(const Notification& n, const Acceptance& a) const {
-  if (a.kind == Acceptance::Kind::Rejected || a.received_at == 0 || !message_log_enabled()) return;
+  if (a.kind == Acceptance::Kind::Rejected || a.received_at == 0) return;  // refused, or log off
   log_event_at(rank_, n.step, "recv", describe(n), a.received_at);
 }
 
@@ -263,10 +263,9 @@ void StageWorker::deliver(const PipelineTag& tag, std::vector<Tensor> tensors,
   Notification note{tag.step,       tag.stage,  tag.direction,
                     tag.microbatch, self_peer_, std::move(descriptors)};
   if (notify_over_channel_) {
-    const bool logged = message_log_enabled();
-    const long long sent_at = logged ? message_log_now_us() : 0;
+    const long long sent_at = message_log_enabled() ? message_log_now_us() : 0;
     channel_->send_message(peer, stream_, encode_notification(note));
-    if (logged) log_event_at(rank_, note.step, "send", describe(note), sent_at);
+    if (sent_at != 0) log_event_at(rank_, note.step, "send", describe(note), sent_at);
     return;
   }
   send(std::move(note));

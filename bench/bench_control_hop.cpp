@@ -128,7 +128,7 @@ double worker_us(int num_stages, int steps) {
                                           channel, std::chrono::seconds(5), stage_to_peer, r));
   const tp::Tensor x = tp::zeros({1, 4});
   std::deque<pp::Notification> sent;
-  const auto send = [&](const pp::Notification& note) { sent.push_back(note); };
+  const auto send = [&](pp::Notification&& note) { sent.push_back(std::move(note)); };
   const pp::ActionObserver no_observer;
   uint64_t step = 0;
   double best = 1e300;

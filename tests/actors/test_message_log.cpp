@@ -23,19 +23,19 @@ namespace tp = tensorplay;
 namespace pp = tensorplay::pipelining;
 
 namespace {
+// `steps` GPipe training steps of two microbatches on two stages.
+void train_two_stages(int steps) {
+  std::vector<std::shared_ptr<pp::PipelineStage>> stages;
+  for (int i = 0; i < 2; ++i)
+    stages.push_back(std::make_shared<pp::PipelineStage>(
+        tp::nn::Linear(4, 4).ptr(), i, 2, tp::cpu(), std::vector<tp::Tensor>{tp::zeros({2, 4})}));
+  pp::ScheduleGPipe schedule(stages, 2, tp::nn::mse_loss);
+  for (int i = 0; i < steps; ++i) schedule.step({tp::randn({4, 4})}, {.target = tp::randn({4, 4})});
+}
+
 // The log of one GPipe step on two stages, at debug level or at the logger's own level.
 std::string run_one_step(bool debug) {
-  return log_capture::capture_message_log(
-      [] {
-        std::vector<std::shared_ptr<pp::PipelineStage>> stages;
-        for (int i = 0; i < 2; ++i)
-          stages.push_back(
-              std::make_shared<pp::PipelineStage>(tp::nn::Linear(4, 4).ptr(), i, 2, tp::cpu(),
-                                                  std::vector<tp::Tensor>{tp::zeros({2, 4})}));
-        pp::ScheduleGPipe schedule(stages, 2, tp::nn::mse_loss);
-        schedule.step({tp::randn({4, 4})}, {.target = tp::randn({4, 4})});
-      },
-      debug);
+  return log_capture::capture_message_log([] { train_two_stages(1); }, debug);
 }
 }  // namespace
 
@@ -70,18 +70,7 @@ TEST_CASE("send and recv lines are written after the hand-over they time, with i
   // Rank 0's send of input 1:0 is written once the message is on its way, rank 1's recv once
   // the forward it allowed has run: each line keeps the time of its event, before the next
   // stage's start, whatever order the lines have in the log.
-  std::string log = log_capture::capture_message_log(
-      [] {
-        std::vector<std::shared_ptr<pp::PipelineStage>> stages;
-        for (int i = 0; i < 2; ++i)
-          stages.push_back(
-              std::make_shared<pp::PipelineStage>(tp::nn::Linear(4, 4).ptr(), i, 2, tp::cpu(),
-                                                  std::vector<tp::Tensor>{tp::zeros({2, 4})}));
-        pp::ScheduleGPipe schedule(stages, 2, tp::nn::mse_loss);
-        for (int i = 0; i < 10; ++i)
-          schedule.step({tp::randn({4, 4})}, {.target = tp::randn({4, 4})});
-      },
-      true);
+  std::string log = log_capture::capture_message_log([] { train_two_stages(10); }, true);
   std::map<uint64_t, std::map<std::string, std::pair<int64_t, size_t>>> at;  // step -> key -> t, n
   std::istringstream in(log);
   size_t n = 0;
