@@ -1,10 +1,6 @@
 // Reading a process's place in a job from torchrun's, Slurm's or Open MPI's variables.
 #include "actors/launch_env.h"
 
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
@@ -13,6 +9,7 @@
 #include <stdexcept>
 
 #include "tensors/knobs.h"
+#include "tensors/loopback_port.h"
 
 namespace tensorplay::distributed {
 namespace {
@@ -193,18 +190,6 @@ LaunchEnv loopback_launch_env(int rank, int world_size, int port) {
   return env;
 }
 
-int free_loopback_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) throw std::runtime_error("free_loopback_port: socket() failed");
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof address;
-  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&address), length) == 0 &&
-                  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0;
-  ::close(fd);
-  if (!ok) throw std::runtime_error("free_loopback_port: no loopback port could be bound");
-  return ntohs(address.sin_port);
-}
+int free_loopback_port() { return tensorplay::free_loopback_port(); }
 
 }  // namespace tensorplay::distributed

@@ -34,8 +34,9 @@ struct LaunchEnv {
 /// benchmarks run them.
 LaunchEnv loopback_launch_env(int rank, int world_size, int port);
 
-/// A loopback TCP port that was free a moment ago (the kernel's choice), for such a job's
-/// rendezvous. Throws std::runtime_error when no socket can be bound.
+/// A loopback TCP port that was free a moment ago, for such a job's rendezvous: below the
+/// kernel's ephemeral range, as tp-launch chooses (tensors/loopback_port.h). Throws
+/// std::runtime_error when no port there can be bound.
 int free_loopback_port();
 
 /// Looks up an environment variable (null when unset); tests pass their own.

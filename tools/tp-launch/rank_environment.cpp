@@ -2,61 +2,27 @@
 // and the per-rank variables torchrun defines, so programs written for torchrun run unchanged.
 #include "rank_environment.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-
-#include <algorithm>
-#include <cerrno>
 #include <cstdlib>
-#include <cstring>
 #include <fstream>
 #include <map>
-#include <random>
 #include <stdexcept>
 
 #include "tensors/knobs.h"
-#include "unique_fd.h"
+#include "tensors/loopback_port.h"
 
 extern char** environ;
 
 namespace tensorplay::launch {
 namespace {
 
-// The kernel's ephemeral range (from /proc, else Linux's default).
-std::pair<int, int> ephemeral_range() {
-  std::ifstream range("/proc/sys/net/ipv4/ip_local_port_range");
-  int low = 32768, high = 60999;
-  if (!(range >> low >> high) || low < 1 || high > 65535 || low > high) return {32768, 60999};
-  return {low, high};
-}
-
-bool port_is_free(int port) {
-  UniqueFd socket_fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  if (!socket_fd) throw std::runtime_error(std::string("socket: ") + std::strerror(errno));
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  address.sin_port = htons(static_cast<uint16_t>(port));
-  return ::bind(socket_fd.get(), reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0;
-}
-
-// A free loopback port below the kernel's ephemeral range, released for rank 0 to take. Ports
-// the kernel hands out for `bind(0)` and outgoing connections come from that range, so the
-// busy processes of other jobs on this host (their listeners, their connections) cannot take
-// this port between its choice and rank 0's bind; another launcher choosing at the same moment
-// is the remaining, rare, race (as with torchrun).
+// A free loopback port below the kernel's ephemeral range, released for rank 0 to take
+// (tensors/loopback_port.h says why there).
 int pick_free_port() {
-  auto [low, high] = ephemeral_range();
-  (void)high;
-  const int first = 20000, last = std::max(first + 1000, low) - 1;
-  std::random_device random;
-  for (int attempt = 0; attempt < 200; ++attempt) {
-    const int port = first + static_cast<int>(random() % static_cast<unsigned>(last - first + 1));
-    if (port_is_free(port)) return port;
+  try {
+    return free_loopback_port();
+  } catch (const std::runtime_error& e) {
+    throw std::runtime_error(std::string(e.what()) + "; pass --master-port");
   }
-  throw std::runtime_error("cannot find a free port on 127.0.0.1 in " + std::to_string(first) +
-                           "-" + std::to_string(last) + "; pass --master-port");
 }
 
 std::string random_token() {
