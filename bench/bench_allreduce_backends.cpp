@@ -39,8 +39,8 @@
 #include <thread>
 #include <vector>
 
-#include "actors/process_group.h"
-#include "tensors/tensors.h"
+#include "tensorplay/distributed/process_group.h"
+#include "tensorplay/tensor.h"
 
 #if TENSORPLAY_BENCH_WITH_GLOO
 #include <gloo/allreduce.h>

@@ -10,7 +10,7 @@
 #include <ctime>
 #include <vector>
 
-#include "tensors/tensors.h"
+#include "tensorplay/tensor.h"
 
 namespace tp = tensorplay;
 

@@ -28,15 +28,15 @@
 #include <map>
 #include <sstream>
 
-#include "actors/message_log.h"
-#include "actors/schedule.h"
-#include "actors/stage_placement.h"
-#include "actors/stage_worker.h"
-#include "actors/trace_log.h"
-#include "schedules/policy.h"
-#include "schedules/schedule_kind.h"
+#include "tensorplay/observe/message_log.h"
+#include "tensorplay/observe/trace_log.h"
+#include "tensorplay/pipelining/runtime/schedule.h"
+#include "tensorplay/pipelining/runtime/stage_placement.h"
+#include "tensorplay/pipelining/runtime/stage_worker.h"
+#include "tensorplay/schedules/policy.h"
+#include "tensorplay/schedules/schedule_kind.h"
+#include "tensorplay/transport/local_channel.h"
 #include "timed_stage.h"
-#include "transport/local_channel.h"
 
 namespace tp = tensorplay;
 namespace pp = tensorplay::pipelining;

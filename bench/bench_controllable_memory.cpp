@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "gpt_memory_job.h"
-#include "schedules/simulator.h"
+#include "tensorplay/schedules/simulator.h"
 
 namespace tp = tensorplay;
 namespace pp = tensorplay::pipelining;

@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "tensors/backend.h"
-#include "tensors/tensors.h"
+#include "tensorplay/core/backend.h"
+#include "tensorplay/tensor.h"
 
 namespace tp = tensorplay;
 

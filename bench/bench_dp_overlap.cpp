@@ -23,8 +23,8 @@
 #include <string>
 #include <vector>
 
-#include "actors/device_mesh.h"
 #include "mlp_pipeline_job.h"
+#include "tensorplay/distributed/init_device_mesh.h"
 #include "timed_stage.h"
 
 namespace {

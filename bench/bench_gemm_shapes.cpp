@@ -18,9 +18,9 @@
 #include <string>
 #include <vector>
 
-#include "tensors/backend.h"
-#include "tensors/cpu_threads.h"
-#include "tensors/tensors.h"
+#include "tensorplay/core/backend.h"
+#include "tensorplay/core/cpu_threads.h"
+#include "tensorplay/tensor.h"
 
 namespace tp = tensorplay;
 

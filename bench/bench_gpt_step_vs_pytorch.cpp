@@ -19,7 +19,7 @@
 #include <string>
 
 #include "python_peer.h"
-#include "tensors/tensors.h"
+#include "tensorplay/tensor.h"
 
 #ifndef TENSORPLAY_SOURCE_DIR
 #define TENSORPLAY_SOURCE_DIR "."

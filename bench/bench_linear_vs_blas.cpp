@@ -22,7 +22,7 @@
 #include <ctime>
 #include <vector>
 
-#include "tensors/tensors.h"
+#include "tensorplay/tensor.h"
 
 namespace tp = tensorplay;
 

@@ -16,7 +16,7 @@
 
 #include "command_output.h"
 #include "python_peer.h"
-#include "tensors/tensors.h"
+#include "tensorplay/tensor.h"
 
 #ifndef TENSORPLAY_SOURCE_DIR
 #define TENSORPLAY_SOURCE_DIR "."

@@ -41,12 +41,12 @@
 #include <vector>
 
 #include "mlp_pipeline_job.h"
-#include "planner/calibrate.h"
-#include "planner/detail/plan_costs.h"
-#include "planner/plan.h"
-#include "planner/profile_run.h"
-#include "stages/build_stage.h"
-#include "tensors/nn/gpt.h"
+#include "tensorplay/nn/gpt.h"
+#include "tensorplay/pipelining/build_stage.h"
+#include "tensorplay/pipelining/planner/calibrate.h"
+#include "tensorplay/pipelining/planner/detail/plan_costs.h"
+#include "tensorplay/pipelining/planner/plan.h"
+#include "tensorplay/pipelining/planner/profile_run.h"
 #include "two_process_calibration.h"
 
 namespace {

@@ -1,17 +1,18 @@
-// bench_reshard: loading a layout-free checkpoint (stages/named_checkpoint.h) of train_gpt's GPT,
-// written by pp 4 (four writers), into pp 2 x dp 2 against loading it into pp 4, the layout that
-// wrote it; also a checkpoint written by pp 2 into pp 2 x dp 2, and reading the same files with
-// `cat > /dev/null`. Each load runs as a job would: its ranks (4 here) join one job in this
-// process (distributed::join_job on loopback, one thread each, each its own actor system and UCX
-// worker), then load at once, the replicas of a stage splitting the reading and exchanging their
-// shares (actors/replica_exchange.h); a load's time is the wall time from the first rank's start
-// to the last rank's end (joining and connecting before it not counted). Prints one JSON line per
-// measurement, the last with "bench" and "ratio" (resharded load time over same-layout load
-// time). Cold (the default): before each load and the cat the files are written back and dropped
-// from the page cache (posix_fadvise DONTNEED; a line says how many pages stayed resident), so
-// they are read from storage; then the same warm (files read once before), as "ratio_warm" and
-// the fields ending in "_warm". `--warm`: warm only. Two more jobs only fill the state their
-// ranks hold (no files): a floor for any load of each layout.
+// bench_reshard: loading a layout-free checkpoint
+// (tensorplay/pipelining/checkpoints/named_checkpoint.h) of train_gpt's GPT, written by pp 4 (four
+// writers), into pp 2 x dp 2 against loading it into pp 4, the layout that wrote it; also a
+// checkpoint written by pp 2 into pp 2 x dp 2, and reading the same files with `cat > /dev/null`.
+// Each load runs as a job would: its ranks (4 here) join one job in this process
+// (distributed::join_job on loopback, one thread each, each its own actor system and UCX worker),
+// then load at once, the replicas of a stage splitting the reading and exchanging their shares
+// (tensorplay/distributed/group_replica_exchange.h); a load's time is the wall time from the first
+// rank's start to the last rank's end (joining and connecting before it not counted). Prints one
+// JSON line per measurement, the last with "bench" and "ratio" (resharded load time over
+// same-layout load time). Cold (the default): before each load and the cat the files are written
+// back and dropped from the page cache (posix_fadvise DONTNEED; a line says how many pages stayed
+// resident), so they are read from storage; then the same warm (files read once before), as
+// "ratio_warm" and the fields ending in "_warm". `--warm`: warm only. Two more jobs only fill the
+// state their ranks hold (no files): a floor for any load of each layout.
 //
 //   bench_reshard            # a small GPT (about 0.8 M parameters): seconds
 //   bench_reshard --warm     # only with the files in the page cache
@@ -30,15 +31,15 @@
 #include <thread>
 #include <vector>
 
-#include "actors/launch_env.h"
-#include "actors/process_group.h"
-#include "actors/replica_exchange.h"
 #include "page_cache.h"
-#include "stages/build_stage.h"
-#include "stages/checkpoint_io.h"
-#include "stages/named_checkpoint.h"
-#include "stages/pipeline.h"
-#include "tensors/tensors.h"
+#include "tensorplay/distributed/group_replica_exchange.h"
+#include "tensorplay/distributed/launch_env.h"
+#include "tensorplay/distributed/process_group.h"
+#include "tensorplay/pipelining/build_stage.h"
+#include "tensorplay/pipelining/checkpoints/checkpoint_io.h"
+#include "tensorplay/pipelining/checkpoints/named_checkpoint.h"
+#include "tensorplay/pipelining/pipeline.h"
+#include "tensorplay/tensor.h"
 
 namespace tp = tensorplay;
 namespace pp = tensorplay::pipelining;

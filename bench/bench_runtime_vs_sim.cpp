@@ -15,8 +15,8 @@
 #include <cstdlib>
 #include <string>
 
-#include "actors/schedule.h"
-#include "schedules/simulator.h"
+#include "tensorplay/pipelining/runtime/schedule.h"
+#include "tensorplay/schedules/simulator.h"
 #include "timed_stage.h"
 
 namespace tp = tensorplay;

@@ -10,10 +10,10 @@
 #include <memory>
 #include <vector>
 
-#include "schedules/generators.h"
-#include "schedules/policy.h"
-#include "schedules/schedule_kind.h"
-#include "schedules/simulator.h"
+#include "tensorplay/schedules/generators.h"
+#include "tensorplay/schedules/policy.h"
+#include "tensorplay/schedules/schedule_kind.h"
+#include "tensorplay/schedules/simulator.h"
 
 namespace ts = tensorplay::schedules;
 

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "mlp_pipeline_job.h"
-#include "stages/build_stage.h"
+#include "tensorplay/pipelining/build_stage.h"
 
 namespace {
 

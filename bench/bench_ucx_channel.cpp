@@ -25,8 +25,8 @@
 #include <string>
 #include <vector>
 
-#include "tensors/tensors.h"
-#include "transport/ucx_channel.h"
+#include "tensorplay/tensor.h"
+#include "tensorplay/transport/ucx_channel.h"
 #include "two_processes.h"
 
 namespace tp = tensorplay;

@@ -14,11 +14,11 @@
 #include <string>
 #include <vector>
 
-#include "actors/memory_profile.h"
-#include "actors/schedule.h"
-#include "schedules/schedule_kind.h"
-#include "stages/pipeline.h"
-#include "tensors/tensors.h"
+#include "tensorplay/observe/memory_profile.h"
+#include "tensorplay/pipelining/pipeline.h"
+#include "tensorplay/pipelining/runtime/schedule.h"
+#include "tensorplay/schedules/schedule_kind.h"
+#include "tensorplay/tensor.h"
 
 namespace bench {
 

@@ -14,12 +14,12 @@
 #include <string>
 #include <vector>
 
-#include "actors/process_group.h"
-#include "actors/schedule.h"
 #include "command_output.h"
-#include "stages/pipeline.h"
-#include "tensors/knobs.h"
-#include "tensors/tensors.h"
+#include "tensorplay/base/knobs.h"
+#include "tensorplay/distributed/process_group.h"
+#include "tensorplay/pipelining/pipeline.h"
+#include "tensorplay/pipelining/runtime/schedule.h"
+#include "tensorplay/tensor.h"
 
 namespace bench {
 

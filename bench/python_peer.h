@@ -9,7 +9,7 @@
 #include <string>
 
 #include "command_output.h"
-#include "tensors/knobs.h"
+#include "tensorplay/base/knobs.h"
 
 namespace bench {
 

@@ -11,10 +11,10 @@
 #include <thread>
 #include <vector>
 
-#include "schedules/cost_model.h"
-#include "stages/pipeline_stage.h"
-#include "tensors/autograd/node.h"
-#include "tensors/tensors.h"
+#include "tensorplay/autograd/node.h"
+#include "tensorplay/pipelining/pipeline_stage.h"
+#include "tensorplay/schedules/cost_model.h"
+#include "tensorplay/tensor.h"
 
 namespace timed_stage {
 

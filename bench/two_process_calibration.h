@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "actors/trace_log.h"
 #include "mlp_pipeline_job.h"
-#include "planner/calibrate.h"
+#include "tensorplay/observe/trace_log.h"
+#include "tensorplay/pipelining/planner/calibrate.h"
 
 namespace bench {
 

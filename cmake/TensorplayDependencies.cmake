@@ -6,8 +6,8 @@ include(CMakeFindDependencyMacro)
 set(BLA_VENDOR OpenBLAS)
 find_package(BLAS REQUIRED)
 find_package(Threads REQUIRED)
-find_package(ZLIB REQUIRED)  # crc32 of checkpoint files (tensors/serialize.cpp)
-# JSON headers of safetensors files and Hugging Face config.json (tensors/safetensors.cpp).
+find_package(ZLIB REQUIRED)  # crc32 of checkpoint files (tensorplay/core/serialize.cpp)
+# JSON headers of safetensors files and Hugging Face config.json (tensorplay/core/safetensors.cpp).
 find_package(nlohmann_json 3 CONFIG REQUIRED)
 # oneDNN 2.6 (Debian's libdnnl-dev, built on OpenMP) runs the host products; OpenMP sets each
 # calling thread's product thread count. Debian's dnnl-config.cmake insists on OpenCL headers
@@ -26,7 +26,7 @@ if(NOT TARGET DNNL::dnnl)
     INTERFACE_INCLUDE_DIRECTORIES ${DNNL_INCLUDE_DIR})
 endif()
 # SentencePiece 0.1.97 from Debian (libsentencepiece-dev): trains and runs the BPE tokenizer of
-# token shards (tensors/data/sentencepiece_tokenizer.cpp). Its CMake config is not shipped.
+# token shards (tensorplay/data/sentencepiece_tokenizer.cpp). Its CMake config is not shipped.
 if(NOT TARGET sentencepiece::sentencepiece)
   find_path(SENTENCEPIECE_INCLUDE_DIR sentencepiece_processor.h)
   find_library(SENTENCEPIECE_LIBRARY sentencepiece)

@@ -1,16 +1,17 @@
-# Checks that no code reads the environment except the table of knobs (tensors/knobs.cpp) and the
-# launcher-environment reader (actors/launch_env.*): every other variable is a row of the table.
+# Checks that no code reads the environment except the table of knobs (tensorplay/base/knobs.cpp)
+# and the launcher-environment reader (tensorplay/distributed/launch_env.*): every other variable
+# is a row of the table.
 # Run as: cmake -DSOURCE_DIR=<repo> -P check_getenv.cmake
 cmake_minimum_required(VERSION 3.25)
 set(allowed
-  tensors/knobs.cpp
-  actors/launch_env.h
-  actors/launch_env.cpp
+  tensorplay/base/knobs.cpp
+  tensorplay/distributed/launch_env.h
+  tensorplay/distributed/launch_env.cpp
   # A test's private variable: the ids it hands to the peer process it starts.
   tests/transport/test_nccl_channel.cpp)
 
 set(errors "")
-foreach(folder tensors stages schedules transport actors examples bench tools tests)
+foreach(folder tensorplay examples bench tools tests)
   file(GLOB_RECURSE files ${SOURCE_DIR}/${folder}/*.h ${SOURCE_DIR}/${folder}/*.cpp
        ${SOURCE_DIR}/${folder}/*.cu ${SOURCE_DIR}/${folder}/*.cuh)
   foreach(file ${files})
@@ -26,7 +27,7 @@ foreach(folder tensors stages schedules transport actors examples bench tools te
   endforeach()
 endforeach()
 if(errors)
-  message(FATAL_ERROR "environment read outside tensors/knobs.cpp (add a row to its table and "
+  message(FATAL_ERROR "environment read outside tensorplay/base/knobs.cpp (add a row to its table and "
                       "read it with knob_int, knob_string, ...):\n${errors}")
 endif()
 message(STATUS "getenv: only the table of knobs and the launcher environment read it")

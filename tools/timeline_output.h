@@ -9,8 +9,8 @@
 #include <stdexcept>
 #include <string>
 
-#include "schedules/simulator.h"
-#include "schedules/timeline_export.h"
+#include "tensorplay/schedules/simulator.h"
+#include "tensorplay/schedules/timeline_export.h"
 
 namespace tensorplay::tools {
 

@@ -12,13 +12,13 @@
 #include <stdexcept>
 #include <string>
 
-#include "actors/device_mesh.h"
-#include "actors/process_group.h"
-#include "actors/schedule.h"
 #include "examples/exit_with_message.h"
-#include "stages/build_stage.h"
-#include "stages/pipeline.h"
-#include "tensors/tensors.h"
+#include "tensorplay/distributed/init_device_mesh.h"
+#include "tensorplay/distributed/process_group.h"
+#include "tensorplay/pipelining/build_stage.h"
+#include "tensorplay/pipelining/pipeline.h"
+#include "tensorplay/pipelining/runtime/schedule.h"
+#include "tensorplay/tensor.h"
 
 namespace tp = tensorplay;
 namespace pp = tensorplay::pipelining;

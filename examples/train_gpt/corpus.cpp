@@ -10,8 +10,8 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "tensors/data/sentencepiece_tokenizer.h"
-#include "tensors/data/token_window_loader.h"
+#include "tensorplay/data/sentencepiece_tokenizer.h"
+#include "tensorplay/data/token_window_loader.h"
 #include "text_corpus.h"
 
 namespace train_gpt {

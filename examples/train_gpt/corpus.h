@@ -9,8 +9,8 @@
 #include <utility>
 #include <vector>
 
-#include "tensors/random.h"
-#include "tensors/tensor.h"
+#include "tensorplay/core/random.h"
+#include "tensorplay/core/tensor.h"
 
 namespace train_gpt {
 

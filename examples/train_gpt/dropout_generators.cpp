@@ -4,7 +4,7 @@
 
 #include <set>
 
-#include "tensors/nn/dropout.h"
+#include "tensorplay/nn/dropout.h"
 
 namespace train_gpt {
 

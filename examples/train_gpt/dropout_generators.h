@@ -9,9 +9,9 @@
 #include <utility>
 #include <vector>
 
-#include "stages/pipeline_stage.h"
-#include "tensors/nn/module.h"
-#include "tensors/random.h"
+#include "tensorplay/core/random.h"
+#include "tensorplay/nn/module.h"
+#include "tensorplay/pipelining/pipeline_stage.h"
 
 namespace train_gpt {
 

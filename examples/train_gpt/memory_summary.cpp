@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "tensors/tensors.h"
+#include "tensorplay/tensor.h"
 
 namespace train_gpt {
 namespace {

@@ -4,8 +4,8 @@
 
 #include <vector>
 
-#include "actors/memory_stats.h"
-#include "actors/process_group.h"
+#include "tensorplay/distributed/process_group.h"
+#include "tensorplay/pipelining/runtime/memory_stats.h"
 
 namespace train_gpt {
 

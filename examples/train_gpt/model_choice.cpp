@@ -6,13 +6,13 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
-#include "actors/process_group.h"
-#include "tensors/nn/gpt.h"
-#include "tensors/nn/gpt2_pretrained_parts.h"
-#include "tensors/nn/hugging_face.h"
-#include "tensors/nn/hugging_face_llama.h"
-#include "tensors/nn/llama.h"
-#include "tensors/nn/llama_pretrained_parts.h"
+#include "tensorplay/distributed/process_group.h"
+#include "tensorplay/nn/gpt.h"
+#include "tensorplay/nn/hf/gpt2_pretrained_parts.h"
+#include "tensorplay/nn/hf/hugging_face.h"
+#include "tensorplay/nn/hf/hugging_face_llama.h"
+#include "tensorplay/nn/hf/llama_pretrained_parts.h"
+#include "tensorplay/nn/llama.h"
 
 namespace train_gpt {
 namespace tp = tensorplay;

@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "options.h"
-#include "stages/pipeline_stage.h"
-#include "tensors/nn/module.h"
+#include "tensorplay/nn/module.h"
+#include "tensorplay/pipelining/pipeline_stage.h"
 
 namespace train_gpt {
 

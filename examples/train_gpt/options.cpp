@@ -7,7 +7,7 @@
 #include <cstdlib>
 #include <stdexcept>
 
-#include "stages/recompute.h"
+#include "tensorplay/pipelining/recompute.h"
 
 namespace train_gpt {
 

@@ -41,8 +41,9 @@ struct Options {
   bool pp_auto = false, dp_auto = false;
   std::string device = "cpu";
   int blas_threads = 1;
-  bool unsplit = false;            ///< train the whole model in this thread, without a pipeline
-  std::string recompute = "none";  ///< none, full, every:K or type:Name,... (stages/recompute.h)
+  bool unsplit = false;  ///< train the whole model in this thread, without a pipeline
+  std::string recompute =
+      "none";  ///< none, full, every:K or type:Name,... (tensorplay/pipelining/recompute.h)
   /// A plan file (tp-plan) or "auto" (profile and plan here); empty: the flags above decide.
   std::string plan;
   std::string profile_out;  ///< write the GPT's profile (for tp-plan) there and exit

@@ -5,14 +5,14 @@
 #include <stdexcept>
 #include <string_view>
 
-#include "actors/launch_env.h"
-#include "actors/process_group.h"
-#include "planner/calibrate.h"
-#include "planner/plan.h"
-#include "planner/plan_report.h"
-#include "planner/profile_run.h"
-#include "tensors/nn/gpt.h"
-#include "tensors/tensors.h"
+#include "tensorplay/distributed/launch_env.h"
+#include "tensorplay/distributed/process_group.h"
+#include "tensorplay/nn/gpt.h"
+#include "tensorplay/pipelining/planner/calibrate.h"
+#include "tensorplay/pipelining/planner/plan.h"
+#include "tensorplay/pipelining/planner/plan_report.h"
+#include "tensorplay/pipelining/planner/profile_run.h"
+#include "tensorplay/tensor.h"
 
 namespace tp = tensorplay;
 namespace pp = tensorplay::pipelining;

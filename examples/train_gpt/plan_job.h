@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "options.h"
-#include "planner/plan_file.h"
-#include "planner/profile.h"
+#include "tensorplay/pipelining/planner/plan_file.h"
+#include "tensorplay/pipelining/planner/profile.h"
 
 namespace train_gpt {
 

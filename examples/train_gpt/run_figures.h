@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "memory_summary.h"
-#include "schedules/simulator.h"
+#include "tensorplay/schedules/simulator.h"
 
 namespace train_gpt {
 

@@ -8,9 +8,9 @@
 #include <mutex>
 #include <sstream>
 
-#include "actors/message_log.h"
-#include "actors/trace_log.h"
-#include "tensors/knobs.h"
+#include "tensorplay/base/knobs.h"
+#include "tensorplay/observe/message_log.h"
+#include "tensorplay/observe/trace_log.h"
 
 namespace train_gpt {
 

@@ -7,7 +7,7 @@
 #include <optional>
 #include <string>
 
-#include "schedules/simulator.h"
+#include "tensorplay/schedules/simulator.h"
 
 namespace train_gpt {
 

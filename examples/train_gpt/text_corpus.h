@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "corpus.h"
-#include "tensors/random.h"
-#include "tensors/tensor.h"
+#include "tensorplay/core/random.h"
+#include "tensorplay/core/tensor.h"
 
 namespace train_gpt {
 

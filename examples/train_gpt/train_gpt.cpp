@@ -1,4 +1,4 @@
-// train_gpt: a character-level GPT (tensors/nn/gpt.h) cut by pipeline() at its blocks into
+// train_gpt: a character-level GPT (tensorplay/nn/gpt.h) cut by pipeline() at its blocks into
 // stages and trained under a schedule chosen by name, on the embedded single-process runtime or,
 // under tp-launch, one rank per process. Prints a line per step (loss, validation loss, tokens/s,
 // measured bubble, ETA), a summary of what the pipeline did, writes the timeline of one step
@@ -24,11 +24,6 @@
 #include <string>
 #include <vector>
 
-#include "actors/device_mesh.h"
-#include "actors/message_log.h"
-#include "actors/process_group.h"
-#include "actors/replica_exchange.h"
-#include "actors/schedule.h"
 #include "auto_layout.h"
 #include "dropout_generators.h"
 #include "examples/exit_with_message.h"
@@ -36,14 +31,19 @@
 #include "model_choice.h"
 #include "options.h"
 #include "plan_job.h"
-#include "planner/plan_apply.h"
 #include "run_figures.h"
-#include "schedules/timeline_export.h"
-#include "stages/named_checkpoint.h"
-#include "stages/pipeline.h"
-#include "stages/recompute.h"
 #include "step_watch.h"
-#include "tensors/tensors.h"
+#include "tensorplay/distributed/group_replica_exchange.h"
+#include "tensorplay/distributed/init_device_mesh.h"
+#include "tensorplay/distributed/process_group.h"
+#include "tensorplay/observe/message_log.h"
+#include "tensorplay/pipelining/checkpoints/named_checkpoint.h"
+#include "tensorplay/pipelining/pipeline.h"
+#include "tensorplay/pipelining/planner/plan_apply.h"
+#include "tensorplay/pipelining/recompute.h"
+#include "tensorplay/pipelining/runtime/schedule.h"
+#include "tensorplay/schedules/timeline_export.h"
+#include "tensorplay/tensor.h"
 #include "text_corpus.h"
 
 namespace tp = tensorplay;

@@ -10,8 +10,8 @@
 #include <thread>
 #include <vector>
 
-#include "actors/launch_env.h"
-#include "actors/process_group.h"
+#include "tensorplay/distributed/launch_env.h"
+#include "tensorplay/distributed/process_group.h"
 
 namespace tensorplay::testing {
 
@@ -27,9 +27,23 @@ struct RankOutcome {
   std::string error;  ///< empty: joined and did its work
 };
 
+/// What `call` threw (its what()), or "" when it returned: for a rank's thread, which makes no
+/// Catch2 assertion (CHECK_THROWS_WITH included), to keep an error for the test's thread to check.
+inline std::string error_of(const std::function<void()>& call) {
+  try {
+    call();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
 /// Joins `ranks` of a job of `world_size` ranks, each on a thread of its own with an actor system
 /// of its own, then runs `work` on each rank's world group. Groups are kept until every thread
-/// is done (so no rank leaves while another still needs it), then returned.
+/// is done (so no rank leaves while another still needs it), then returned. `work` runs on the
+/// rank's thread, where Catch2's assertions (CHECK, REQUIRE, INFO, ...) must not be used (they
+/// are not thread-safe): it records what the rank saw (or throws, which lands in the outcome's
+/// `error`), and the test's thread asserts on that once run_ranks returns.
 inline std::vector<RankOutcome> run_ranks(
     int world_size, const std::vector<int>& ranks, std::chrono::milliseconds timeout,
     const std::function<void(distributed::ProcessGroup&)>& work = {}) {

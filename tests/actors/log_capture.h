@@ -4,7 +4,7 @@
 #include <functional>
 #include <string>
 
-#include "actors/message_log.h"
+#include "tensorplay/observe/message_log.h"
 
 namespace log_capture {
 

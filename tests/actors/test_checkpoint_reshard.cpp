@@ -1,9 +1,9 @@
-// The reshard matrix in one process (stages/named_checkpoint.h under the stage actors): a GPT with
-// a tied embedding and head, dropout generators named by module, trained by AdamW for 6 steps
-// under layout A, saved, loaded into layout B and trained 6 more, equals B trained 6 steps from
-// A's state at step 6: the losses of those 6 steps and the final parameters within
-// 1e-6 relative. Layouts round a tied weight's gradient sum differently, so the reference starts
-// B from A's step-6 state set in memory (the "start B from A's step-6 state").
+// The reshard matrix in one process (tensorplay/pipelining/checkpoints/named_checkpoint.h under the
+// stage actors): a GPT with a tied embedding and head, dropout generators named by module, trained
+// by AdamW for 6 steps under layout A, saved, loaded into layout B and trained 6 more, equals B
+// trained 6 steps from A's state at step 6: the losses of those 6 steps and the final parameters
+// within 1e-6 relative. Layouts round a tied weight's gradient sum differently, so the reference
+// starts B from A's step-6 state set in memory (the "start B from A's step-6 state").
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -11,11 +11,11 @@
 #include <filesystem>
 #include <map>
 
-#include "actors/schedule.h"
-#include "stages/build_stage.h"
-#include "stages/named_checkpoint.h"
-#include "stages/pipeline.h"
-#include "tensors/tensors.h"
+#include "tensorplay/pipelining/build_stage.h"
+#include "tensorplay/pipelining/checkpoints/named_checkpoint.h"
+#include "tensorplay/pipelining/pipeline.h"
+#include "tensorplay/pipelining/runtime/schedule.h"
+#include "tensorplay/tensor.h"
 
 namespace tp = tensorplay;
 namespace pp = tensorplay::pipelining;

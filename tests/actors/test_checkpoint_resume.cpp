@@ -1,17 +1,18 @@
-// Resuming a pipeline training run from a checkpoint (stages/checkpoint.h) under the stage actors:
-// N steps straight equal K steps, a checkpoint, a fresh set of model, stages, schedule, optimizer
-// and generators loaded from it, and N-K more steps, bit for bit (losses and final parameters).
+// Resuming a pipeline training run from a checkpoint
+// (tensorplay/pipelining/checkpoints/checkpoint.h) under the stage actors: N steps straight equal K
+// steps, a checkpoint, a fresh set of model, stages, schedule, optimizer and generators loaded from
+// it, and N-K more steps, bit for bit (losses and final parameters).
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
 #include <filesystem>
 
-#include "actors/schedule.h"
-#include "stages/build_stage.h"
-#include "stages/checkpoint.h"
-#include "stages/pipeline.h"
-#include "tensors/nn/gpt.h"
-#include "tensors/tensors.h"
+#include "tensorplay/nn/gpt.h"
+#include "tensorplay/pipelining/build_stage.h"
+#include "tensorplay/pipelining/checkpoints/checkpoint.h"
+#include "tensorplay/pipelining/pipeline.h"
+#include "tensorplay/pipelining/runtime/schedule.h"
+#include "tensorplay/tensor.h"
 
 namespace tp = tensorplay;
 namespace pp = tensorplay::pipelining;

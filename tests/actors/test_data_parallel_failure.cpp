@@ -5,12 +5,12 @@
 #include <chrono>
 #include <thread>
 
-#include "actors/detail/schedule_hooks.h"
-#include "actors/schedule.h"
 #include "in_process_job.h"
-#include "stages/build_stage.h"
-#include "stages/pipeline.h"
-#include "tensors/tensors.h"
+#include "tensorplay/pipelining/build_stage.h"
+#include "tensorplay/pipelining/hooks/detail/schedule_hooks.h"
+#include "tensorplay/pipelining/pipeline.h"
+#include "tensorplay/pipelining/runtime/schedule.h"
+#include "tensorplay/tensor.h"
 
 namespace tp = tensorplay;
 namespace dist = tensorplay::distributed;

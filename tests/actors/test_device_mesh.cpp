@@ -1,12 +1,12 @@
-// Tests for actors/device_mesh.h in one process: the job's mesh checked against the world size,
-// groups along a dimension, stages built on a mesh (traffic over "pp", the mesh kept for the
-// schedule), and clear errors. Meshes across processes run in tests/multiprocess.
+// Tests for tensorplay/distributed/init_device_mesh.h in one process: the job's mesh checked
+// against the world size, groups along a dimension, stages built on a mesh (traffic over "pp", the
+// mesh kept for the schedule), and clear errors. Meshes across processes run in tests/multiprocess.
 #include <catch2/catch.hpp>
 
-#include "actors/device_mesh.h"
-#include "actors/schedule.h"
-#include "stages/pipeline.h"
-#include "tensors/tensors.h"
+#include "tensorplay/distributed/init_device_mesh.h"
+#include "tensorplay/pipelining/pipeline.h"
+#include "tensorplay/pipelining/runtime/schedule.h"
+#include "tensorplay/tensor.h"
 
 namespace tp = tensorplay;
 namespace pp = tensorplay::pipelining;

@@ -1,13 +1,13 @@
-// Tests for the data-parallel gradient reducer (actors/detail/grad_reducer.h) in one process, with
-// a stand-in all-reduce: buckets by stage, dtype and size in the order backward finishes them,
-// handed over during the backward when overlapping, averaged gradients equal to the local ones
-// for identical replicas, no_sync steps left alone, failures reported.
+// Tests for the data-parallel gradient reducer (tensorplay/pipelining/hooks/detail/grad_reducer.h)
+// in one process, with a stand-in all-reduce: buckets by stage, dtype and size in the order
+// backward finishes them, handed over during the backward when overlapping, averaged gradients
+// equal to the local ones for identical replicas, no_sync steps left alone, failures reported.
 #include <catch2/catch.hpp>
 #include <mutex>
 
-#include "actors/detail/grad_reducer.h"
-#include "actors/schedule.h"
-#include "tensors/tensors.h"
+#include "tensorplay/pipelining/hooks/detail/grad_reducer.h"
+#include "tensorplay/pipelining/runtime/schedule.h"
+#include "tensorplay/tensor.h"
 
 namespace tp = tensorplay;
 namespace pp = tensorplay::pipelining;

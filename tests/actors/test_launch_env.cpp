@@ -4,7 +4,7 @@
 #include <map>
 #include <string>
 
-#include "actors/launch_env.h"
+#include "tensorplay/distributed/launch_env.h"
 
 namespace dist = tensorplay::distributed;
 

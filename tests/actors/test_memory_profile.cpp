@@ -3,10 +3,10 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 
-#include "actors/memory_profile.h"
-#include "actors/schedule.h"
-#include "schedules/simulator.h"
-#include "tensors/tensors.h"
+#include "tensorplay/observe/memory_profile.h"
+#include "tensorplay/pipelining/runtime/schedule.h"
+#include "tensorplay/schedules/simulator.h"
+#include "tensorplay/tensor.h"
 
 namespace tp = tensorplay;
 namespace pp = tensorplay::pipelining;

@@ -4,11 +4,11 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 
-#include "actors/memory_profile.h"
-#include "actors/schedule.h"
 #include "log_capture.h"
-#include "stages/pipeline.h"
-#include "tensors/tensors.h"
+#include "tensorplay/observe/memory_profile.h"
+#include "tensorplay/pipelining/pipeline.h"
+#include "tensorplay/pipelining/runtime/schedule.h"
+#include "tensorplay/tensor.h"
 
 namespace tp = tensorplay;
 namespace pp = tensorplay::pipelining;

@@ -2,8 +2,8 @@
 #include <catch2/catch.hpp>
 #include <sstream>
 
-#include "actors/memory_track.h"
-#include "schedules/timeline_export.h"
+#include "tensorplay/observe/memory_track.h"
+#include "tensorplay/schedules/timeline_export.h"
 
 namespace pp = tensorplay::pipelining;
 

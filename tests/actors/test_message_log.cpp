@@ -12,12 +12,12 @@
 #include <map>
 #include <sstream>
 
-#include "actors/message_log.h"
-#include "actors/schedule.h"
-#include "actors/trace_log.h"
 #include "log_capture.h"
-#include "tensors/knobs.h"
-#include "tensors/tensors.h"
+#include "tensorplay/base/knobs.h"
+#include "tensorplay/observe/message_log.h"
+#include "tensorplay/observe/trace_log.h"
+#include "tensorplay/pipelining/runtime/schedule.h"
+#include "tensorplay/tensor.h"
 
 namespace tp = tensorplay;
 namespace pp = tensorplay::pipelining;

@@ -4,9 +4,9 @@
 #include <random>
 #include <unordered_set>
 
-#include "actors/pipeline_tag.h"
-#include "transport/collective_key.h"
-#include "transport/ucx_channel.h"
+#include "tensorplay/transport/collective_key.h"
+#include "tensorplay/transport/ucx_channel.h"
+#include "tensorplay/wire/pipeline_tag.h"
 
 namespace tr = tensorplay::transport;
 namespace pp = tensorplay::pipelining;

@@ -8,13 +8,13 @@
 #include <string>
 #include <vector>
 
-#include "actors/schedule.h"
-#include "stages/build_stage.h"
-#include "stages/pipe_split.h"
-#include "stages/pipeline.h"
-#include "stages/split_policy.h"
-#include "tensors/nn/gpt.h"
-#include "tensors/tensors.h"
+#include "tensorplay/nn/gpt.h"
+#include "tensorplay/pipelining/build_stage.h"
+#include "tensorplay/pipelining/pipe_split.h"
+#include "tensorplay/pipelining/pipeline.h"
+#include "tensorplay/pipelining/runtime/schedule.h"
+#include "tensorplay/pipelining/split_policy.h"
+#include "tensorplay/tensor.h"
 
 namespace tp = tensorplay;
 namespace pp = tensorplay::pipelining;

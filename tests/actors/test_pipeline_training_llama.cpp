@@ -5,11 +5,11 @@
 #include <cmath>
 #include <vector>
 
-#include "actors/schedule.h"
-#include "stages/build_stage.h"
-#include "stages/pipeline.h"
-#include "tensors/nn/llama.h"
-#include "tensors/tensors.h"
+#include "tensorplay/nn/llama.h"
+#include "tensorplay/pipelining/build_stage.h"
+#include "tensorplay/pipelining/pipeline.h"
+#include "tensorplay/pipelining/runtime/schedule.h"
+#include "tensorplay/tensor.h"
 
 namespace tp = tensorplay;
 namespace pp = tensorplay::pipelining;

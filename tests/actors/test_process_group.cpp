@@ -1,17 +1,20 @@
 // Tests for process_group.h in one process: a group of one without launcher variables, new_group
 // checks, clear errors before init, and jobs of several ranks joined in this process (join_job),
 // their collectives and subgroups. Collectives across processes run in tests/multiprocess.
+#include <array>
+#include <atomic>
 #include <catch2/catch.hpp>
 #include <map>
 #include <set>
+#include <stdexcept>
 
-#include "actors/detail/group_runtime.h"
-#include "actors/process_group.h"
-#include "actors/schedule.h"
 #include "in_process_job.h"
-#include "stages/pipeline.h"
-#include "tensors/tensors.h"
-#include "transport/collective_key.h"
+#include "tensorplay/distributed/detail/group_runtime.h"
+#include "tensorplay/distributed/process_group.h"
+#include "tensorplay/pipelining/pipeline.h"
+#include "tensorplay/pipelining/runtime/schedule.h"
+#include "tensorplay/tensor.h"
+#include "tensorplay/transport/collective_key.h"
 
 namespace tp = tensorplay;
 namespace dist = tensorplay::distributed;
@@ -168,30 +171,62 @@ TEST_CASE("groups of one process get ids of their own, agreed by their members",
 TEST_CASE("ranks of one job joined in one process run collectives without a launcher",
           "[process_group][join_job]") {
   dist::destroy_process_group();
-  auto outcomes = tp::testing::run_ranks(3, {0, 1, 2}, std::chrono::seconds(20), [](auto& world) {
-    const int me = world.rank();
-    CHECK(world.global_rank() == me);
-    CHECK(world.ranks() == std::vector<int>{0, 1, 2});
+  // What each rank saw, recorded on its thread and checked on this one (Catch2's assertions are
+  // not thread-safe).
+  struct Seen {
+    int rank = -1, global_rank = -1, ends_rank = 0;
+    std::vector<int> ranks, ends_ranks;
+    std::vector<std::string> gathered;
+    std::vector<float> reduced, ends_reduced;
+    std::string outside_error = "(not tried)", bad_group_error = "(not tried)";
+  };
+  std::vector<Seen> seen(3);
+  std::array<std::atomic<bool>, 3> taken{};  // each rank's slot is written by one thread only
+  auto outcomes = tp::testing::run_ranks(3, {0, 1, 2}, std::chrono::seconds(20), [&](auto& world) {
+    const int g = world.global_rank();
+    if (g < 0 || g >= 3 || taken[g].exchange(true))
+      throw std::runtime_error("global rank " + std::to_string(g) + " twice or out of range");
+    Seen& s = seen[g];
+    const int me = s.rank = world.rank();
+    s.global_rank = world.global_rank();
+    s.ranks = world.ranks();
     world.barrier();
-    CHECK(world.all_gather_bytes(std::to_string(me)) == std::vector<std::string>{"0", "1", "2"});
+    s.gathered = world.all_gather_bytes(std::to_string(me));
     tp::Tensor t = tp::full({4}, static_cast<float>(me + 1));
     world.all_reduce(t);
-    CHECK(t.to_vector() == std::vector<float>(4, 6.0f));
+    s.reduced = t.to_vector();
     // A subgroup of the same job, and a rank outside it.
     dist::ProcessGroup ends = world.new_group({2, 0});
-    CHECK(ends.ranks() == std::vector<int>{0, 2});
+    s.ends_ranks = ends.ranks();
+    s.ends_rank = ends.rank();
     if (me == 1) {
-      CHECK(ends.rank() == -1);
-      CHECK_THROWS_WITH(ends.barrier(), Catch::Contains("rank 1 is not a member of the group"));
+      s.outside_error = tp::testing::error_of([&] { ends.barrier(); });
     } else {
       tp::Tensor u = tp::full({2}, static_cast<float>(10 * me + 1));
       ends.all_reduce(u);
-      CHECK(u.to_vector() == std::vector<float>{22, 22});
+      s.ends_reduced = u.to_vector();
     }
-    CHECK_THROWS_WITH(world.new_group({3}), Catch::Contains("[0, 3)"));
+    s.bad_group_error = tp::testing::error_of([&] { world.new_group({3}); });
     world.barrier();
   });
-  for (const auto& o : outcomes) CHECK(o.error == "");
+  for (int me = 0; me < 3; ++me) {
+    INFO("rank " << me);
+    const Seen& s = seen[me];
+    CHECK(outcomes[me].error == "");
+    CHECK(s.rank == me);
+    CHECK(s.global_rank == me);
+    CHECK(s.ranks == std::vector<int>{0, 1, 2});
+    CHECK(s.gathered == std::vector<std::string>{"0", "1", "2"});
+    CHECK(s.reduced == std::vector<float>(4, 6.0f));
+    CHECK(s.ends_ranks == std::vector<int>{0, 2});
+    if (me == 1) {
+      CHECK(s.ends_rank == -1);
+      CHECK_THAT(s.outside_error, Catch::Contains("rank 1 is not a member of the group"));
+    } else {
+      CHECK(s.ends_reduced == std::vector<float>{22, 22});
+    }
+    CHECK_THAT(s.bad_group_error, Catch::Contains("[0, 3)"));
+  }
   CHECK_FALSE(dist::is_initialized());  // the process's default group is left alone
 }
 

@@ -6,13 +6,13 @@
 #include <string>
 #include <typeinfo>
 
-#include "actors/detail/remote_error.h"
-#include "actors/process_group.h"
-#include "actors/schedule.h"
-#include "schedules/errors.h"
-#include "stages/checkpoint.h"
-#include "stages/pipeline_stage.h"
-#include "transport/channel.h"
+#include "tensorplay/distributed/process_group.h"
+#include "tensorplay/pipelining/checkpoints/checkpoint.h"
+#include "tensorplay/pipelining/pipeline_stage.h"
+#include "tensorplay/pipelining/runtime/detail/remote_error.h"
+#include "tensorplay/pipelining/runtime/schedule.h"
+#include "tensorplay/schedules/errors.h"
+#include "tensorplay/transport/channel.h"
 
 namespace pp = tensorplay::pipelining;
 

@@ -11,9 +11,9 @@
 #include <string>
 #include <thread>
 
-#include "actors/detail/caf_system.h"
-#include "actors/detail/rendezvous.h"
 #include "in_process_job.h"
+#include "tensorplay/distributed/detail/rendezvous.h"
+#include "tensorplay/wire/detail/caf_system.h"
 
 namespace dd = tensorplay::distributed::detail;
 using Kind = dd::HelloOutcome::Kind;

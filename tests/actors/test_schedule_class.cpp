@@ -2,8 +2,8 @@
 // and with or without the "Schedule" prefix, builds it, and lists the valid names otherwise.
 #include <catch2/catch.hpp>
 
-#include "actors/schedule_class.h"
-#include "tensors/tensors.h"
+#include "tensorplay/pipelining/runtime/schedule_class.h"
+#include "tensorplay/tensor.h"
 
 namespace tp = tensorplay;
 namespace pp = tensorplay::pipelining;

@@ -4,8 +4,8 @@
 #include <map>
 #include <mutex>
 
-#include "actors/schedule.h"
-#include "tensors/tensors.h"
+#include "tensorplay/pipelining/runtime/schedule.h"
+#include "tensorplay/tensor.h"
 
 namespace tp = tensorplay;
 namespace pp = tensorplay::pipelining;

@@ -8,12 +8,12 @@
 #include <cmath>
 #include <sstream>
 
-#include "actors/schedule.h"
-#include "actors/trace_log.h"
 #include "log_capture.h"
-#include "schedules/csv.h"
-#include "schedules/errors.h"
-#include "tensors/tensors.h"
+#include "tensorplay/observe/trace_log.h"
+#include "tensorplay/pipelining/runtime/schedule.h"
+#include "tensorplay/schedules/csv.h"
+#include "tensorplay/schedules/errors.h"
+#include "tensorplay/tensor.h"
 
 namespace tp = tensorplay;
 namespace pp = tensorplay::pipelining;

@@ -2,9 +2,9 @@
 // (no stages, no actors), and its errors.
 #include <catch2/catch.hpp>
 
-#include "actors/schedule.h"
-#include "actors/stage_placement.h"
-#include "schedules/csv.h"
+#include "tensorplay/pipelining/runtime/schedule.h"
+#include "tensorplay/pipelining/runtime/stage_placement.h"
+#include "tensorplay/schedules/csv.h"
 
 using namespace tensorplay;
 using namespace tensorplay::pipelining;

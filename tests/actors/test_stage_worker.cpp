@@ -3,11 +3,11 @@
 // other processes.
 #include <catch2/catch.hpp>
 
-#include "actors/stage_worker.h"
-#include "schedules/policy.h"
-#include "schedules/schedule_kind.h"
-#include "tensors/tensors.h"
-#include "transport/local_channel.h"
+#include "tensorplay/pipelining/runtime/stage_worker.h"
+#include "tensorplay/schedules/policy.h"
+#include "tensorplay/schedules/schedule_kind.h"
+#include "tensorplay/tensor.h"
+#include "tensorplay/transport/local_channel.h"
 
 namespace tp = tensorplay;
 namespace pp = tensorplay::pipelining;

@@ -4,9 +4,9 @@
 #include <deque>
 #include <thread>
 
-#include "actors/detail/step_driver.h"
-#include "actors/detail/step_hooks.h"
-#include "actors/schedule.h"
+#include "tensorplay/pipelining/hooks/detail/step_hooks.h"
+#include "tensorplay/pipelining/runtime/detail/step_driver.h"
+#include "tensorplay/pipelining/runtime/schedule.h"
 
 using namespace tensorplay;
 using namespace tensorplay::pipelining;

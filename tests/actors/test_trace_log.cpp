@@ -3,10 +3,10 @@
 #include <catch2/catch.hpp>
 #include <sstream>
 
-#include "actors/schedule.h"
-#include "actors/trace_log.h"
 #include "log_capture.h"
-#include "tensors/tensors.h"
+#include "tensorplay/observe/trace_log.h"
+#include "tensorplay/pipelining/runtime/schedule.h"
+#include "tensorplay/tensor.h"
 
 namespace tp = tensorplay;
 namespace pp = tensorplay::pipelining;

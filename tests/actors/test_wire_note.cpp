@@ -3,7 +3,7 @@
 #include <catch2/catch.hpp>
 #include <random>
 
-#include "actors/detail/wire_note.h"
+#include "tensorplay/wire/notification_codec.h"
 
 namespace pp = tensorplay::pipelining;
 namespace tr = tensorplay::transport;

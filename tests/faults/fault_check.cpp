@@ -14,12 +14,12 @@
 #include <string>
 #include <thread>
 
-#include "actors/detail/group_runtime.h"
-#include "actors/detail/wire_note.h"
-#include "actors/message_log.h"
-#include "actors/process_group.h"
-#include "actors/schedule.h"
-#include "tensors/tensors.h"
+#include "tensorplay/distributed/detail/group_runtime.h"
+#include "tensorplay/distributed/process_group.h"
+#include "tensorplay/observe/message_log.h"
+#include "tensorplay/pipelining/runtime/schedule.h"
+#include "tensorplay/tensor.h"
+#include "tensorplay/wire/notification_codec.h"
 
 namespace tp = tensorplay;
 namespace pp = tensorplay::pipelining;

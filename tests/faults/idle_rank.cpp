@@ -8,7 +8,7 @@
 #include <exception>
 #include <thread>
 
-#include "actors/process_group.h"
+#include "tensorplay/distributed/process_group.h"
 
 namespace dist = tensorplay::distributed;
 

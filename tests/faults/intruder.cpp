@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "actors/detail/caf_messages.h"
-#include "actors/detail/caf_system.h"
+#include "tensorplay/wire/detail/caf_messages.h"
+#include "tensorplay/wire/detail/caf_system.h"
 
 namespace pd = tensorplay::pipelining::detail;
 

@@ -17,10 +17,10 @@
 #include <thread>
 #include <vector>
 
-#include "actors/process_group.h"
-#include "actors/schedule.h"
-#include "stages/pipeline.h"
-#include "tensors/tensors.h"
+#include "tensorplay/distributed/process_group.h"
+#include "tensorplay/pipelining/pipeline.h"
+#include "tensorplay/pipelining/runtime/schedule.h"
+#include "tensorplay/tensor.h"
 
 namespace tp = tensorplay;
 namespace pp = tensorplay::pipelining;

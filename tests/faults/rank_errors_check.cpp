@@ -12,11 +12,11 @@
 #include <thread>
 #include <typeinfo>
 
-#include "actors/process_group.h"
-#include "actors/schedule.h"
-#include "schedules/csv.h"
-#include "schedules/errors.h"
-#include "tensors/tensors.h"
+#include "tensorplay/distributed/process_group.h"
+#include "tensorplay/pipelining/runtime/schedule.h"
+#include "tensorplay/schedules/csv.h"
+#include "tensorplay/schedules/errors.h"
+#include "tensorplay/tensor.h"
 
 namespace tp = tensorplay;
 namespace pp = tensorplay::pipelining;

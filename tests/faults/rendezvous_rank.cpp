@@ -1,7 +1,7 @@
 // One rank of a hand-started job for the rendezvous checks: joins with init_process_group (bounded
-// by TENSORPLAY_RDZV_TIMEOUT, or by --timeout-ms when given) and prints how the rendezvous ended and
-// after how many milliseconds. Exits 0 when it joined, 1 when it failed.
-// Usage: rendezvous_rank [--timeout-ms MS]     (its place comes from RANK, WORLD_SIZE, ...)
+// by TENSORPLAY_RDZV_TIMEOUT, or by --timeout-ms when given) and prints how the rendezvous ended
+// and after how many milliseconds. Exits 0 when it joined, 1 when it failed. Usage: rendezvous_rank
+// [--timeout-ms MS]     (its place comes from RANK, WORLD_SIZE, ...)
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -9,8 +9,8 @@
 #include <exception>
 #include <string>
 
-#include "actors/launch_env.h"
-#include "actors/process_group.h"
+#include "tensorplay/distributed/launch_env.h"
+#include "tensorplay/distributed/process_group.h"
 
 namespace dist = tensorplay::distributed;
 
@@ -38,14 +38,13 @@ int main(int argc, char** argv) {
   }
   try {
     dist::init_process_group(options);
-    std::printf("rendezvous rank %s: joined after %lld ms\n", rank.c_str(),
-                elapsed_ms(started));
+    std::printf("rendezvous rank %s: joined after %lld ms\n", rank.c_str(), elapsed_ms(started));
     std::fflush(stdout);
     dist::destroy_process_group();
     return 0;
   } catch (const std::exception& e) {
-    std::printf("rendezvous rank %s: failed after %lld ms: %s\n", rank.c_str(),
-                elapsed_ms(started), e.what());
+    std::printf("rendezvous rank %s: failed after %lld ms: %s\n", rank.c_str(), elapsed_ms(started),
+                e.what());
     std::fflush(stdout);
     return 1;
   }

@@ -7,7 +7,7 @@
 set -euo pipefail
 src=$1 work=$2 seconds=${3:-30}
 target=fuzz_notification
-sources=(tests/fuzz/fuzz_notification.cpp actors/wire_note.cpp)
+sources=(tests/fuzz/fuzz_notification.cpp tensorplay/wire/notification_codec.cpp)
 if [ $# -ge 5 ]; then
   target=$4
   sources=("${@:5}")

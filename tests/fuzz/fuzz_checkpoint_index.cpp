@@ -1,15 +1,16 @@
-// libFuzzer target for the layout-free checkpoint index (stages/checkpoint_index.h), which a
-// loader reads from a shared folder. Properties: parsing never crashes or reads out of bounds
-// (ASan, UBSan); what parses names only bytes inside its data file and formats back to the same
-// index. Half of the inputs are raw text; the other half corrupt a valid index at the positions
-// the bytes name (and fix its checksum line half of those times), so the field checks are reached.
+// libFuzzer target for the layout-free checkpoint index
+// (tensorplay/pipelining/checkpoints/checkpoint_index.h), which a loader reads from a shared
+// folder. Properties: parsing never crashes or reads out of bounds (ASan, UBSan); what parses names
+// only bytes inside its data file and formats back to the same index. Half of the inputs are raw
+// text; the other half corrupt a valid index at the positions the bytes name (and fix its checksum
+// line half of those times), so the field checks are reached.
 #include <cstdint>
 #include <cstdlib>
 #include <string>
 
-#include "stages/checkpoint.h"
-#include "stages/checkpoint_index.h"
-#include "stages/checkpoint_io.h"
+#include "tensorplay/pipelining/checkpoints/checkpoint.h"
+#include "tensorplay/pipelining/checkpoints/checkpoint_index.h"
+#include "tensorplay/pipelining/checkpoints/checkpoint_io.h"
 
 namespace pp = tensorplay::pipelining;
 

@@ -8,7 +8,7 @@
 #include <cstring>
 #include <string>
 
-#include "actors/detail/wire_note.h"
+#include "tensorplay/wire/notification_codec.h"
 
 namespace pp = tensorplay::pipelining;
 

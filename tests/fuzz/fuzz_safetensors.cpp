@@ -1,10 +1,9 @@
-// libFuzzer target for the safetensors reader (tensors/detail/safetensors_format.h), which reads
-// files from anywhere. Properties: parsing never crashes or reads out of bounds (ASan, UBSan);
-// what parses lies inside the file, every tensor's bytes decode, and the header written back for
-// the parsed layout parses to the same layout.
-// Half of the inputs are taken as raw files; the other half build a valid file from the next
-// bytes and then corrupt it at the positions the rest names, so the fuzzer reaches the layout
-// checks quickly.
+// libFuzzer target for the safetensors reader (tensorplay/core/detail/safetensors_format.h), which
+// reads files from anywhere. Properties: parsing never crashes or reads out of bounds (ASan,
+// UBSan); what parses lies inside the file, every tensor's bytes decode, and the header written
+// back for the parsed layout parses to the same layout. Half of the inputs are taken as raw files;
+// the other half build a valid file from the next bytes and then corrupt it at the positions the
+// rest names, so the fuzzer reaches the layout checks quickly.
 #include <cstdint>
 #include <cstdlib>
 #include <map>
@@ -12,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "tensors/detail/safetensors_format.h"
+#include "tensorplay/core/detail/safetensors_format.h"
 
 namespace st = tensorplay::detail;
 

@@ -34,7 +34,9 @@ constexpr int kSanitizerSlowdown = 1;
 
 /// Runs `call` on its own thread and waits at most `bound`; returns the exception it threw (null
 /// when it returned). A call still running after `bound` fails the test; its thread is left
-/// behind (detached) so the suite goes on and the process exit ends it.
+/// behind (detached) so the suite goes on and the process exit ends it. `call` makes no Catch2
+/// assertion (they are not thread-safe): it hands what it saw to the caller (through values it
+/// owns a share of, since a late thread outlives the test) or throws.
 inline std::exception_ptr run_bounded(const std::function<void()>& call,
                                       std::chrono::seconds bound = kBound) {
   auto done = std::make_shared<std::promise<std::exception_ptr>>();
@@ -57,10 +59,11 @@ inline std::exception_ptr run_bounded(const std::function<void()>& call,
 }
 
 /// Checks that `call` throws an `E` (or a type derived from it) within `bound`, whose message
-/// holds every one of `words`.
+/// holds every one of `words`; returns that message, for further checks. `call` runs on a thread
+/// of its own (run_bounded).
 template <typename E>
-void expect_error(const std::function<void()>& call, const std::vector<std::string>& words,
-                  std::chrono::seconds bound = kBound) {
+std::string expect_error(const std::function<void()>& call, const std::vector<std::string>& words,
+                         std::chrono::seconds bound = kBound) {
   std::exception_ptr error = run_bounded(call, bound);
   if (!error) FAIL("expected an error, but the call succeeded");
   try {
@@ -72,11 +75,13 @@ void expect_error(const std::function<void()>& call, const std::vector<std::stri
       INFO("expected the words '" << word << "'");
       CHECK(message.find(word) != std::string::npos);
     }
+    return message;
   } catch (const std::exception& e) {
     FAIL("expected " << typeid(E).name() << ", got " << typeid(e).name() << ": " << e.what());
   } catch (...) {
     FAIL("expected " << typeid(E).name() << ", got a non-standard exception");
   }
+  return {};  // not reached: FAIL ends the test case
 }
 
 /// What a tool printed (standard output and error together) and its exit status.

@@ -13,14 +13,14 @@
 #include <stdexcept>
 
 #include "misuse_support.h"
-#include "tensors/tensors.h"
+#include "tensorplay/tensor.h"
 
 namespace tp = tensorplay;
 using misuse::expect_error;
 
 namespace {
 
-// Where the fields of one version-2 record sit in a file (see tensors/serialize.h).
+// Where the fields of one version-2 record sit in a file (see tensorplay/core/serialize.h).
 struct RecordLayout {
   size_t header_begin, dims_begin, rank, data_length_at, header_crc_at, data_begin, data_bytes,
       data_crc_at;

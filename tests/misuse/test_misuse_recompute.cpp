@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "misuse_support.h"
-#include "stages/pipeline_stage.h"
-#include "tensors/tensors.h"
+#include "tensorplay/pipelining/pipeline_stage.h"
+#include "tensorplay/tensor.h"
 
 namespace tp = tensorplay;
 namespace pp = tensorplay::pipelining;

@@ -6,11 +6,11 @@
 #include <future>
 #include <thread>
 
-#include "actors/schedule.h"
 #include "misuse_support.h"
-#include "stages/build_stage.h"
-#include "stages/pipeline.h"
-#include "tensors/tensors.h"
+#include "tensorplay/pipelining/build_stage.h"
+#include "tensorplay/pipelining/pipeline.h"
+#include "tensorplay/pipelining/runtime/schedule.h"
+#include "tensorplay/tensor.h"
 
 namespace tp = tensorplay;
 namespace pp = tensorplay::pipelining;

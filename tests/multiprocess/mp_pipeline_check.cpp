@@ -14,12 +14,12 @@
 #include <string>
 #include <thread>
 
-#include "actors/device_mesh.h"
-#include "actors/process_group.h"
-#include "actors/schedule.h"
-#include "stages/pipe_split.h"
-#include "stages/pipeline.h"
-#include "tensors/tensors.h"
+#include "tensorplay/distributed/init_device_mesh.h"
+#include "tensorplay/distributed/process_group.h"
+#include "tensorplay/pipelining/pipe_split.h"
+#include "tensorplay/pipelining/pipeline.h"
+#include "tensorplay/pipelining/runtime/schedule.h"
+#include "tensorplay/tensor.h"
 
 namespace tp = tensorplay;
 namespace pp = tensorplay::pipelining;

@@ -1,14 +1,15 @@
-// Compares the model tensors of two layout-free checkpoints (stages/named_checkpoint.h) by name,
-// whatever layouts wrote them: exits 0 when both hold the same names and shapes and every value
-// is within the relative tolerance, 1 naming the first tensor that differs. With "per-tensor",
-// a difference is relative to the tensor's largest magnitude (for runs whose rounding differs,
-// where values near zero have no meaningful relative difference).
-// Usage: named_checkpoint_compare DIR_A DIR_B STEP TOLERANCE [per-tensor]
+// Compares the model tensors of two layout-free checkpoints
+// (tensorplay/pipelining/checkpoints/named_checkpoint.h) by name, whatever layouts wrote them:
+// exits 0 when both hold the same names and shapes and every value is within the relative
+// tolerance, 1 naming the first tensor that differs. With "per-tensor", a difference is relative to
+// the tensor's largest magnitude (for runs whose rounding differs, where values near zero have no
+// meaningful relative difference). Usage: named_checkpoint_compare DIR_A DIR_B STEP TOLERANCE
+// [per-tensor]
 #include <cmath>
 #include <cstdio>
 #include <string>
 
-#include "stages/named_checkpoint.h"
+#include "tensorplay/pipelining/checkpoints/named_checkpoint.h"
 
 namespace pp = tensorplay::pipelining;
 

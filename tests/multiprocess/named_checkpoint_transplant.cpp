@@ -1,8 +1,9 @@
-// Sets the tensors of a layout-free checkpoint (stages/named_checkpoint.h) to another one's, by
-// kind and name, keeping the target's writers, files and layout: the reshard matrix's reference
-// resumes layout B from a checkpoint that B itself wrote, holding layout A's state exactly,
-// without the loader mapping one layout onto another. Prints how many tensors changed, by kind.
-// Usage: named_checkpoint_transplant FROM_DIR TO_DIR STEP
+// Sets the tensors of a layout-free checkpoint
+// (tensorplay/pipelining/checkpoints/named_checkpoint.h) to another one's, by kind and name,
+// keeping the target's writers, files and layout: the reshard matrix's reference resumes layout B
+// from a checkpoint that B itself wrote, holding layout A's state exactly, without the loader
+// mapping one layout onto another. Prints how many tensors changed, by kind. Usage:
+// named_checkpoint_transplant FROM_DIR TO_DIR STEP
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -14,9 +15,9 @@
 #include <utility>
 #include <vector>
 
-#include "stages/checkpoint.h"
-#include "stages/checkpoint_index.h"
-#include "stages/checkpoint_io.h"
+#include "tensorplay/pipelining/checkpoints/checkpoint.h"
+#include "tensorplay/pipelining/checkpoints/checkpoint_index.h"
+#include "tensorplay/pipelining/checkpoints/checkpoint_io.h"
 
 namespace fs = std::filesystem;
 namespace pp = tensorplay::pipelining;

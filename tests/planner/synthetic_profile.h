@@ -4,7 +4,7 @@
 
 #include <vector>
 
-#include "planner/profile.h"
+#include "tensorplay/pipelining/planner/profile.h"
 
 namespace planner_test {
 

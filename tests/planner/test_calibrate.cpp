@@ -1,14 +1,15 @@
-// Tests for planner/calibrate.h: the fit on synthetic measured timelines (a known compute factor
-// and per-action time recovered), and one real run of a small GPT calibrating its profile.
+// Tests for tensorplay/pipelining/planner/calibrate.h: the fit on synthetic measured timelines (a
+// known compute factor and per-action time recovered), and one real run of a small GPT calibrating
+// its profile.
 #include <catch2/catch.hpp>
 
-#include "planner/calibrate.h"
-#include "planner/detail/plan_costs.h"
-#include "planner/plan.h"
-#include "planner/profile_run.h"
 #include "synthetic_profile.h"
-#include "tensors/nn/gpt.h"
-#include "tensors/tensors.h"
+#include "tensorplay/nn/gpt.h"
+#include "tensorplay/pipelining/planner/calibrate.h"
+#include "tensorplay/pipelining/planner/detail/plan_costs.h"
+#include "tensorplay/pipelining/planner/plan.h"
+#include "tensorplay/pipelining/planner/profile_run.h"
+#include "tensorplay/tensor.h"
 
 namespace tp = tensorplay;
 namespace pp = tensorplay::pipelining;

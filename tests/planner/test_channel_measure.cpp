@@ -1,9 +1,10 @@
-// Tests for planner/channel_measure.h: the UCX ping-pong over loopback gives a positive latency
-// and bandwidth per transport selection, and a transport this host lacks is left out, with why.
+// Tests for tensorplay/pipelining/planner/channel_measure.h: the UCX ping-pong over loopback gives
+// a positive latency and bandwidth per transport selection, and a transport this host lacks is left
+// out, with why.
 #include <catch2/catch.hpp>
 #include <chrono>
 
-#include "planner/channel_measure.h"
+#include "tensorplay/pipelining/planner/channel_measure.h"
 
 namespace pp = tensorplay::pipelining;
 using namespace std::chrono_literals;

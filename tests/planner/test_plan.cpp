@@ -1,13 +1,14 @@
-// Tests for planner/plan.h: searches over hand-made profiles whose best configuration is worked
-// out on paper (1F1B with p equal stages of F and B over m microbatches takes (m + p - 1)(F + B)).
+// Tests for tensorplay/pipelining/planner/plan.h: searches over hand-made profiles whose best
+// configuration is worked out on paper (1F1B with p equal stages of F and B over m microbatches
+// takes (m + p - 1)(F + B)).
 #include <catch2/catch.hpp>
 
-#include "planner/detail/plan_costs.h"
-#include "planner/plan.h"
-#include "schedules/generators.h"
-#include "schedules/memory_model.h"
-#include "schedules/simulator.h"
 #include "synthetic_profile.h"
+#include "tensorplay/pipelining/planner/detail/plan_costs.h"
+#include "tensorplay/pipelining/planner/plan.h"
+#include "tensorplay/schedules/generators.h"
+#include "tensorplay/schedules/memory_model.h"
+#include "tensorplay/schedules/simulator.h"
 
 namespace pp = tensorplay::pipelining;
 namespace sc = tensorplay::schedules;

@@ -1,9 +1,10 @@
-// Tests for planner/plan_apply.h: schedule options and stage settings from a plan.
+// Tests for tensorplay/pipelining/planner/plan_apply.h: schedule options and stage settings from a
+// plan.
 #include <catch2/catch.hpp>
 
-#include "planner/plan_apply.h"
 #include "synthetic_profile.h"
-#include "tensors/tensors.h"
+#include "tensorplay/pipelining/planner/plan_apply.h"
+#include "tensorplay/tensor.h"
 
 namespace tp = tensorplay;
 namespace pp = tensorplay::pipelining;

@@ -1,9 +1,10 @@
-// Tests for planner/plan_file.h: the plan's JSON round trip and its checks against a model.
+// Tests for tensorplay/pipelining/planner/plan_file.h: the plan's JSON round trip and its checks
+// against a model.
 #include <catch2/catch.hpp>
 #include <cstdio>
 
-#include "planner/plan_file.h"
 #include "synthetic_profile.h"
+#include "tensorplay/pipelining/planner/plan_file.h"
 
 namespace pp = tensorplay::pipelining;
 namespace sc = tensorplay::schedules;

@@ -1,8 +1,9 @@
-// Tests for planner/plan_report.h: the best few with their figures, and the losers by reason.
+// Tests for tensorplay/pipelining/planner/plan_report.h: the best few with their figures, and the
+// losers by reason.
 #include <catch2/catch.hpp>
 
-#include "planner/plan_report.h"
 #include "synthetic_profile.h"
+#include "tensorplay/pipelining/planner/plan_report.h"
 
 namespace pp = tensorplay::pipelining;
 namespace sc = tensorplay::schedules;

@@ -1,10 +1,11 @@
-// Tests for planner/profile.h: the JSON round trip, speedup interpolation, and clear errors.
+// Tests for tensorplay/pipelining/planner/profile.h: the JSON round trip, speedup interpolation,
+// and clear errors.
 #include <catch2/catch.hpp>
 #include <cstdio>
 #include <fstream>
 
-#include "planner/profile.h"
 #include "synthetic_profile.h"
+#include "tensorplay/pipelining/planner/profile.h"
 
 namespace pp = tensorplay::pipelining;
 

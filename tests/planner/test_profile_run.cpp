@@ -1,10 +1,10 @@
-// Tests for planner/profile_run.h: profiling a small GPT cut at its blocks.
+// Tests for tensorplay/pipelining/planner/profile_run.h: profiling a small GPT cut at its blocks.
 #include <catch2/catch.hpp>
 #include <chrono>
 
-#include "planner/profile_run.h"
-#include "tensors/nn/gpt.h"
-#include "tensors/tensors.h"
+#include "tensorplay/nn/gpt.h"
+#include "tensorplay/pipelining/planner/profile_run.h"
+#include "tensorplay/tensor.h"
 
 namespace tp = tensorplay;
 namespace pp = tensorplay::pipelining;

@@ -1,11 +1,12 @@
-// Tests for planner/step_comparison.h: a plan's simulated step set beside a measured one.
+// Tests for tensorplay/pipelining/planner/step_comparison.h: a plan's simulated step set beside a
+// measured one.
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <limits>
 
-#include "planner/plan_file.h"
-#include "planner/step_comparison.h"
 #include "synthetic_profile.h"
+#include "tensorplay/pipelining/planner/plan_file.h"
+#include "tensorplay/pipelining/planner/step_comparison.h"
 
 namespace pp = tensorplay::pipelining;
 namespace sc = tensorplay::schedules;

@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "schedules/action.h"
+#include "tensorplay/schedules/action.h"
 
 namespace schedules_test {
 

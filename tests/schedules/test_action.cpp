@@ -3,7 +3,7 @@
 #include <type_traits>
 #include <unordered_set>
 
-#include "schedules/action.h"
+#include "tensorplay/schedules/action.h"
 
 using namespace tensorplay::schedules;
 

@@ -5,9 +5,9 @@
 #include <memory>
 #include <stdexcept>
 
-#include "schedules/policy.h"
-#include "schedules/schedule_kind.h"
-#include "schedules/simulator.h"
+#include "tensorplay/schedules/policy.h"
+#include "tensorplay/schedules/schedule_kind.h"
+#include "tensorplay/schedules/simulator.h"
 
 using namespace tensorplay::schedules;
 

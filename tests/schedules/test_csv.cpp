@@ -1,9 +1,9 @@
 #include <catch2/catch.hpp>
 #include <cstdio>
 
-#include "schedules/csv.h"
-#include "schedules/lowering.h"
-#include "schedules/schedule_kind.h"
+#include "tensorplay/schedules/csv.h"
+#include "tensorplay/schedules/lowering.h"
+#include "tensorplay/schedules/schedule_kind.h"
 
 using namespace tensorplay::schedules;
 

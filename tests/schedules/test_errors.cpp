@@ -1,6 +1,6 @@
 #include <catch2/catch.hpp>
 
-#include "schedules/errors.h"
+#include "tensorplay/schedules/errors.h"
 
 using namespace tensorplay::schedules;
 

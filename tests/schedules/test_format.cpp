@@ -1,6 +1,6 @@
 #include <catch2/catch.hpp>
 
-#include "schedules/format.h"
+#include "tensorplay/schedules/format.h"
 
 using namespace tensorplay::schedules;
 

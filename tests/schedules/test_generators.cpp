@@ -5,10 +5,10 @@
 #include <string>
 
 #include "order_rows.h"
-#include "schedules/csv.h"
-#include "schedules/generators.h"
-#include "schedules/schedule_kind.h"
-#include "schedules/validator.h"
+#include "tensorplay/schedules/csv.h"
+#include "tensorplay/schedules/generators.h"
+#include "tensorplay/schedules/schedule_kind.h"
+#include "tensorplay/schedules/validator.h"
 
 using namespace tensorplay::schedules;
 using schedules_test::rows;

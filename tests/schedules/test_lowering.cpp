@@ -1,9 +1,9 @@
 #include <catch2/catch.hpp>
 
 #include "order_rows.h"
-#include "schedules/errors.h"
-#include "schedules/lowering.h"
-#include "schedules/schedule_kind.h"
+#include "tensorplay/schedules/errors.h"
+#include "tensorplay/schedules/lowering.h"
+#include "tensorplay/schedules/schedule_kind.h"
 
 using namespace tensorplay::schedules;
 

@@ -4,10 +4,10 @@
 #include <catch2/catch.hpp>
 #include <stdexcept>
 
-#include "schedules/memory_model.h"
-#include "schedules/schedule_kind.h"
-#include "schedules/simulator.h"
-#include "schedules/timeline_export.h"
+#include "tensorplay/schedules/memory_model.h"
+#include "tensorplay/schedules/schedule_kind.h"
+#include "tensorplay/schedules/simulator.h"
+#include "tensorplay/schedules/timeline_export.h"
 
 using namespace tensorplay::schedules;
 
@@ -169,6 +169,25 @@ TEST_CASE("memory model: no bytes given predicts nothing and bad costs are named
   CHECK(bare.peak_bytes.empty());
   CHECK_THROWS_WITH(predict_memory(bare, {0, 1}, with_bytes(10, 0).memory),
                     Catch::Contains("record_timeline"));
+}
+
+TEST_CASE("memory model: a result of another pipeline is refused before it is replayed",
+          "[memory_model]") {
+  // 1F1B on 2 ranks: its placement is {0, 1}; its events name ranks 0 and 1 and stages 0 and 1.
+  SimulationOptions options;
+  options.record_timeline = true;
+  const SimulationResult r = simulate_order(generate_order(ScheduleKind::OneFOneB, 2, 1, 2), {0, 1},
+                                            2, CostModel::uniform(1, 1, 1), options);
+  const MemoryCosts memory = with_bytes(10, 1).memory;
+  CHECK(predict_memory(r, {0, 1}, memory).peak_bytes.size() == 2);
+  CHECK_THROWS_WITH(predict_memory(r, {0, 1, 2}, memory),
+                    Catch::Contains("stage 2 is placed on rank 2 but the result has 2 ranks"));
+  CHECK_THROWS_WITH(predict_memory(r, {0}, memory),
+                    Catch::Contains("the timeline's 1F0 is not an action of the 1 stages"));
+  SimulationResult other_rank = r;
+  other_rank.timeline.back().rank = 5;
+  CHECK_THROWS_WITH(predict_memory(other_rank, {0, 1}, memory),
+                    Catch::Contains("the timeline has rank 5 but the result has 2 ranks"));
 }
 
 TEST_CASE("memory costs: kept bytes follow the recompute switch per stage", "[memory_model]") {

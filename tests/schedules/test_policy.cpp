@@ -1,7 +1,7 @@
 #include <catch2/catch.hpp>
 
-#include "schedules/generators.h"
-#include "schedules/policy.h"
+#include "tensorplay/schedules/generators.h"
+#include "tensorplay/schedules/policy.h"
 
 using namespace tensorplay::schedules;
 

@@ -2,10 +2,10 @@
 // policy, a user's), and the simulator runs what the runtime would.
 #include <catch2/catch.hpp>
 
-#include "schedules/generators.h"
-#include "schedules/policy_factory.h"
-#include "schedules/schedule_kind.h"
-#include "schedules/simulator.h"
+#include "tensorplay/schedules/generators.h"
+#include "tensorplay/schedules/policy_factory.h"
+#include "tensorplay/schedules/schedule_kind.h"
+#include "tensorplay/schedules/simulator.h"
 
 using namespace tensorplay::schedules;
 

@@ -1,6 +1,6 @@
 #include <catch2/catch.hpp>
 
-#include "schedules/ready_set.h"
+#include "tensorplay/schedules/ready_set.h"
 
 using namespace tensorplay::schedules;
 

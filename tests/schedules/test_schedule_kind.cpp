@@ -1,6 +1,6 @@
 #include <catch2/catch.hpp>
 
-#include "schedules/schedule_kind.h"
+#include "tensorplay/schedules/schedule_kind.h"
 
 using namespace tensorplay::schedules;
 

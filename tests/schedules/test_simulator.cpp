@@ -5,10 +5,10 @@
 #include <optional>
 #include <string>
 
-#include "schedules/errors.h"
-#include "schedules/policy.h"
-#include "schedules/schedule_kind.h"
-#include "schedules/simulator.h"
+#include "tensorplay/schedules/errors.h"
+#include "tensorplay/schedules/policy.h"
+#include "tensorplay/schedules/schedule_kind.h"
+#include "tensorplay/schedules/simulator.h"
 
 using namespace tensorplay::schedules;
 
@@ -229,7 +229,63 @@ TEST_CASE("simulate checks its arguments", "[simulator]") {
   CHECK_THROWS_AS(simulate_order(order, {0, 2}, 2, kUnit), std::invalid_argument);
   CostModel bad = kUnit;
   bad.forward = {1, 2, 3};
-  CHECK_THROWS_WITH(simulate_order(order, {0, 1, 1, 0, 0}, 2, bad), Catch::Contains("'forward'"));
+  // The cost model's own check, made before any cost is read (not a lookup's complaint about
+  // stage 3, which would mean the tables were built from the list first).
+  CHECK_THROWS_WITH(simulate_order(order, {0, 1, 1, 0, 0}, 2, bad),
+                    Catch::Contains("'forward' has 3 values; give one value or one per stage (5)"));
+}
+
+TEST_CASE("simulate checks its arguments before it asks a policy anything", "[simulator]") {
+  // Forwards to a static-order policy and counts the calls it gets.
+  class Counting : public SchedulePolicy {
+   public:
+    Counting(std::unique_ptr<SchedulePolicy> inner, int& calls)
+        : inner_(std::move(inner)), calls_(calls) {}
+    std::optional<Action> next(const ReadySet& ready) override {
+      ++calls_;
+      return inner_->next(ready);
+    }
+    void completed(const Action& action) override {
+      ++calls_;
+      inner_->completed(action);
+    }
+    bool finished() const override { return inner_->finished(); }
+    void reset() override {
+      ++calls_;
+      inner_->reset();
+    }
+    std::string describe_wait(const ReadySet& ready) const override {
+      return inner_->describe_wait(ready);
+    }
+    std::size_t total_actions() const override { return inner_->total_actions(); }
+
+   private:
+    std::unique_ptr<SchedulePolicy> inner_;
+    int& calls_;
+  };
+  int calls = 0;
+  std::vector<std::unique_ptr<SchedulePolicy>> owned;
+  std::vector<SchedulePolicy*> policies;
+  for (RankOrder& rank : generate_order(ScheduleKind::GPipe, 3, 1, 2)) {
+    owned.push_back(std::make_unique<Counting>(make_static_order_policy(std::move(rank)), calls));
+    policies.push_back(owned.back().get());
+  }
+  const std::vector<int> placement = {0, 1, 2};
+  SimulationOptions options;
+  options.record_timeline = true;
+  CHECK(simulate(policies, placement, 2, kUnit, options).makespan == 12);
+  REQUIRE(calls > 0);
+  calls = 0;
+  // A null policy after good ones: the good ones are not reset first.
+  CHECK_THROWS_WITH(simulate({policies[0], policies[1], nullptr}, placement, 2, kUnit, options),
+                    Catch::Contains("null policy"));
+  CHECK(calls == 0);
+  // A memory model with 2 values for 3 stages: refused before the step is simulated, not after.
+  CostModel costs = kUnit;
+  costs.memory.activation_bytes = {1, 2};
+  CHECK_THROWS_WITH(simulate(policies, placement, 2, costs, options),
+                    Catch::Contains("'activation_bytes' has 2 values"));
+  CHECK(calls == 0);
 }
 
 TEST_CASE("the simulator is fast enough for big pipelines", "[simulator]") {

@@ -1,7 +1,7 @@
 #include <catch2/catch.hpp>
 
-#include "schedules/schedule_kind.h"
-#include "schedules/timeline_export.h"
+#include "tensorplay/schedules/schedule_kind.h"
+#include "tensorplay/schedules/timeline_export.h"
 
 using namespace tensorplay::schedules;
 

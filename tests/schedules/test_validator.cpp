@@ -1,8 +1,8 @@
 #include <catch2/catch.hpp>
 
-#include "schedules/errors.h"
-#include "schedules/generators.h"
-#include "schedules/validator.h"
+#include "tensorplay/schedules/errors.h"
+#include "tensorplay/schedules/generators.h"
+#include "tensorplay/schedules/validator.h"
 
 using namespace tensorplay::schedules;
 

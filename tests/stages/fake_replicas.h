@@ -12,7 +12,7 @@
 #include <thread>
 #include <vector>
 
-#include "stages/replica_exchange.h"
+#include "tensorplay/pipelining/checkpoints/replica_exchange.h"
 
 namespace stages_test {
 
@@ -60,6 +60,8 @@ class FakeReplicas final : public tensorplay::pipelining::ReplicaExchange {
 };
 
 /// Runs `work(replica)` for `n` replicas, one thread each; returns each one's error ("" if none).
+/// `work` makes no Catch2 assertion (they are not thread-safe): it records what it saw, or throws,
+/// and the test's thread asserts on that once run_replicas returns.
 inline std::vector<std::string> run_replicas(
     int n, const std::function<void(std::shared_ptr<FakeReplicas>)>& work,
     size_t piece = tensorplay::pipelining::ReplicaExchange::kPieceBytes) {

@@ -13,11 +13,11 @@
 #include <string>
 #include <vector>
 
-#include "stages/build_stage.h"
-#include "stages/pipe_split.h"
-#include "stages/pipeline.h"
-#include "stages/tied_parameters.h"
-#include "tensors/tensors.h"
+#include "tensorplay/pipelining/build_stage.h"
+#include "tensorplay/pipelining/pipe_split.h"
+#include "tensorplay/pipelining/pipeline.h"
+#include "tensorplay/pipelining/tied_parameters.h"
+#include "tensorplay/tensor.h"
 
 namespace stages_test {
 

@@ -6,7 +6,7 @@
 #include <fstream>
 
 #include "models.h"
-#include "stages/checkpoint.h"
+#include "tensorplay/pipelining/checkpoints/checkpoint.h"
 #include "tensors/temp_path.h"
 
 using namespace stages_test;

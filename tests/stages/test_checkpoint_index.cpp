@@ -3,9 +3,9 @@
 #include <catch2/catch.hpp>
 #include <cstdio>
 
-#include "stages/checkpoint.h"
-#include "stages/checkpoint_index.h"
-#include "stages/checkpoint_io.h"
+#include "tensorplay/pipelining/checkpoints/checkpoint.h"
+#include "tensorplay/pipelining/checkpoints/checkpoint_index.h"
+#include "tensorplay/pipelining/checkpoints/checkpoint_io.h"
 
 namespace pp = tensorplay::pipelining;
 

@@ -5,8 +5,8 @@
 #include <catch2/catch.hpp>
 #include <filesystem>
 
-#include "stages/checkpoint.h"
-#include "stages/checkpoint_io.h"
+#include "tensorplay/pipelining/checkpoints/checkpoint.h"
+#include "tensorplay/pipelining/checkpoints/checkpoint_io.h"
 
 namespace pp = tensorplay::pipelining;
 namespace io = tensorplay::pipelining::checkpoint_io;

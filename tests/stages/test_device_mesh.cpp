@@ -2,8 +2,8 @@
 // printing, clear errors for bad shapes and names, and each replica's share of a batch.
 #include <catch2/catch.hpp>
 
-#include "stages/device_mesh.h"
-#include "tensors/tensors.h"
+#include "tensorplay/distributed/device_mesh.h"
+#include "tensorplay/tensor.h"
 
 namespace tp = tensorplay;
 namespace dist = tensorplay::distributed;

@@ -6,9 +6,9 @@
 #include <nlohmann/json.hpp>
 
 #include "models.h"
-#include "tensors/nn/gpt2_pretrained_parts.h"
-#include "tensors/nn/hugging_face.h"
-#include "tensors/nn/llama.h"
+#include "tensorplay/nn/hf/gpt2_pretrained_parts.h"
+#include "tensorplay/nn/hf/hugging_face.h"
+#include "tensorplay/nn/llama.h"
 
 using namespace stages_test;
 namespace fs = std::filesystem;

@@ -6,8 +6,8 @@
 #include <nlohmann/json.hpp>
 
 #include "models.h"
-#include "tensors/nn/hugging_face_llama.h"
-#include "tensors/nn/llama_pretrained_parts.h"
+#include "tensorplay/nn/hf/hugging_face_llama.h"
+#include "tensorplay/nn/hf/llama_pretrained_parts.h"
 
 using namespace stages_test;
 namespace fs = std::filesystem;

@@ -2,7 +2,7 @@
 // the stages hold the blocks they should, tied embedding and head form one group, and the stages
 // together reproduce the model's outputs and gradients.
 #include "models.h"
-#include "tensors/nn/llama.h"
+#include "tensorplay/nn/llama.h"
 
 using namespace stages_test;
 

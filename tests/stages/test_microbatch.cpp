@@ -2,8 +2,8 @@
 // replicated and non-tensor inputs, reducers, errors.
 #include <catch2/catch.hpp>
 
-#include "stages/microbatch.h"
-#include "tensors/tensors.h"
+#include "tensorplay/pipelining/microbatch.h"
+#include "tensorplay/tensor.h"
 
 namespace tp = tensorplay;
 namespace pp = tensorplay::pipelining;

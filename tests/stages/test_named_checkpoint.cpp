@@ -10,9 +10,9 @@
 
 #include "fake_replicas.h"
 #include "models.h"
-#include "stages/checkpoint_index.h"
-#include "stages/checkpoint_io.h"
-#include "stages/named_checkpoint.h"
+#include "tensorplay/pipelining/checkpoints/checkpoint_index.h"
+#include "tensorplay/pipelining/checkpoints/checkpoint_io.h"
+#include "tensorplay/pipelining/checkpoints/named_checkpoint.h"
 #include "tensors/temp_path.h"
 
 using namespace stages_test;

@@ -1,7 +1,7 @@
 // Tests for pipe_digest.h: what a Pipe's digest holds, its text form and hash, and the first
 // difference between two ranks' digests in words (cuts, boundaries, parameters, graph).
 #include "models.h"
-#include "stages/pipe_digest.h"
+#include "tensorplay/pipelining/pipe_digest.h"
 
 using namespace stages_test;
 

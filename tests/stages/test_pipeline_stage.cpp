@@ -5,12 +5,12 @@
 #include <string>
 #include <thread>
 
-#include "stages/build_stage.h"
-#include "stages/pipeline.h"
-#include "stages/pipeline_stage.h"
-#include "tensors/cpu_threads.h"
-#include "tensors/knobs.h"
-#include "tensors/tensors.h"
+#include "tensorplay/base/knobs.h"
+#include "tensorplay/core/cpu_threads.h"
+#include "tensorplay/pipelining/build_stage.h"
+#include "tensorplay/pipelining/pipeline.h"
+#include "tensorplay/pipelining/pipeline_stage.h"
+#include "tensorplay/tensor.h"
 
 namespace tp = tensorplay;
 namespace pp = tensorplay::pipelining;

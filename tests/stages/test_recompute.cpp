@@ -4,8 +4,8 @@
 #include <vector>
 
 #include "models.h"
-#include "stages/recompute.h"
-#include "tensors/tensors.h"
+#include "tensorplay/pipelining/recompute.h"
+#include "tensorplay/tensor.h"
 
 namespace tp = tensorplay;
 namespace pp = tensorplay::pipelining;

@@ -1,6 +1,6 @@
 // Tests for split_policy.h: parameter-count and cost balancing, cost estimates, bad policies.
 #include "models.h"
-#include "stages/tracer.h"
+#include "tensorplay/pipelining/tracer.h"
 
 using namespace stages_test;
 

@@ -1,8 +1,8 @@
 // Tests for tracer.h: what the graph records (inputs, parameters, buffers, constants, module
 // paths through uncalled containers, pipe_split positions, dead ops) and its errors.
 #include "models.h"
-#include "stages/tracer.h"
-#include "tensors/nn/module_list.h"
+#include "tensorplay/nn/module_list.h"
+#include "tensorplay/pipelining/tracer.h"
 
 using namespace stages_test;
 

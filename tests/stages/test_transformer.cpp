@@ -5,8 +5,8 @@
 #include <optional>
 
 #include "models.h"
-#include "tensors/nn/gpt.h"
-#include "tensors/nn/module_list.h"
+#include "tensorplay/nn/gpt.h"
+#include "tensorplay/nn/module_list.h"
 
 using namespace stages_test;
 

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "tensors/backend.h"
-#include "tensors/tensors.h"
+#include "tensorplay/core/backend.h"
+#include "tensorplay/tensor.h"
 
 namespace cuda_test {
 

@@ -17,8 +17,8 @@
 #include <iostream>
 #include <sstream>
 
-#include "tensors/nn/hugging_face.h"
-#include "tensors/tensors.h"
+#include "tensorplay/nn/hf/hugging_face.h"
+#include "tensorplay/tensor.h"
 
 namespace tp = tensorplay;
 namespace nn = tensorplay::nn;

@@ -5,7 +5,7 @@
 #include <utility>
 #include <vector>
 
-#include "tensors/tensors.h"
+#include "tensorplay/tensor.h"
 
 namespace gpt_task {
 

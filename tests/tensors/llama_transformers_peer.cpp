@@ -12,8 +12,8 @@
 #include <iostream>
 #include <sstream>
 
-#include "tensors/nn/hugging_face_llama.h"
-#include "tensors/tensors.h"
+#include "tensorplay/nn/hf/hugging_face_llama.h"
+#include "tensorplay/tensor.h"
 
 namespace tp = tensorplay;
 namespace nn = tensorplay::nn;

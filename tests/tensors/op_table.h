@@ -13,8 +13,8 @@
 #include <utility>
 #include <vector>
 
-#include "tensors/tensors.h"
-#include "tensors/trace_hook.h"
+#include "tensorplay/core/trace_hook.h"
+#include "tensorplay/tensor.h"
 
 namespace optest {
 

@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
-#include "tensors/autograd/node.h"
-#include "tensors/cpu_isa.h"
-#include "tensors/tensors.h"
+#include "tensorplay/autograd/node.h"
+#include "tensorplay/core/cpu_isa.h"
+#include "tensorplay/tensor.h"
 
 namespace tp = tensorplay;
 

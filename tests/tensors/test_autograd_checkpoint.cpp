@@ -5,7 +5,7 @@
 #include <functional>
 #include <thread>
 
-#include "tensors/tensors.h"
+#include "tensorplay/tensor.h"
 
 namespace tp = tensorplay;
 

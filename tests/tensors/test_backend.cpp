@@ -1,7 +1,7 @@
 // Tests for backend.h: a kernel a device table does not provide fails with a clear message.
 #include <catch2/catch.hpp>
 
-#include "tensors/backend.h"
+#include "tensorplay/core/backend.h"
 
 namespace tp = tensorplay;
 

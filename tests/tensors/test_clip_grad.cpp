@@ -1,7 +1,7 @@
 // Tests for optim/clip_grad.h: the global norm, scaling only above max_norm.
 #include <catch2/catch.hpp>
 
-#include "tensors/tensors.h"
+#include "tensorplay/tensor.h"
 
 namespace tp = tensorplay;
 

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "tensors/cpu_isa.h"
-#include "tensors/tensors.h"
+#include "tensorplay/core/cpu_isa.h"
+#include "tensorplay/tensor.h"
 
 namespace tp = tensorplay;
 

@@ -7,9 +7,9 @@
 #include <thread>
 #include <vector>
 
-#include "tensors/cpu_threads.h"
-#include "tensors/knobs.h"
-#include "tensors/tensors.h"
+#include "tensorplay/base/knobs.h"
+#include "tensorplay/core/cpu_threads.h"
+#include "tensorplay/tensor.h"
 
 namespace tp = tensorplay;
 

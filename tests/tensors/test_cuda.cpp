@@ -8,9 +8,9 @@
 #include <vector>
 
 #include "cuda_test_support.h"
-#include "tensors/cuda_memory.h"
-#include "tensors/knobs.h"
-#include "tensors/tensors.h"
+#include "tensorplay/base/knobs.h"
+#include "tensorplay/core/cuda_memory.h"
+#include "tensorplay/tensor.h"
 
 namespace tp = tensorplay;
 

@@ -12,7 +12,7 @@
 #include <thread>
 #include <unordered_map>
 
-#include "tensors/cuda/caching_pool.h"
+#include "tensorplay/cuda/caching_pool.h"
 
 namespace {
 

@@ -3,7 +3,7 @@
 #include <catch2/catch.hpp>
 #include <vector>
 
-#include "tensors/cuda/device_guard_logic.h"
+#include "tensorplay/cuda/device_guard_logic.h"
 
 namespace {
 

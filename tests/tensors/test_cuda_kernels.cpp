@@ -1,12 +1,12 @@
-// Every kernel of the table (tensors/backend.h) run on CUDA against the CPU kernel on the same
-// random data, ggml-style: one case list per kernel group, tolerances stated per check. Without a
-// GPU each case WARNs "no CUDA device: skipped" and returns.
+// Every kernel of the table (tensorplay/core/backend.h) run on CUDA against the CPU kernel on the
+// same random data, ggml-style: one case list per kernel group, tolerances stated per check.
+// Without a GPU each case WARNs "no CUDA device: skipped" and returns.
 #include <catch2/catch.hpp>
 #include <string>
 #include <vector>
 
 #include "cuda_test_support.h"
-#include "tensors/tensors.h"
+#include "tensorplay/tensor.h"
 
 namespace tp = tensorplay;
 

@@ -1,5 +1,6 @@
-// The pinned staging ring (tensors/cuda/staging_ring.h) against a stand-in device whose copies run
-// late, as a DMA engine's do: a slot refilled before the device read it would show in the bytes.
+// The pinned staging ring (tensorplay/cuda/staging_ring.h) against a stand-in device whose copies
+// run late, as a DMA engine's do: a slot refilled before the device read it would show in the
+// bytes.
 #include <catch2/catch.hpp>
 #include <cstdint>
 #include <deque>
@@ -7,7 +8,7 @@
 #include <numeric>
 #include <vector>
 
-#include "tensors/cuda/staging_ring.h"
+#include "tensorplay/cuda/staging_ring.h"
 
 namespace {
 

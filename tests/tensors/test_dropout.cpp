@@ -1,7 +1,7 @@
 // Tests for ops/dropout.h: seeded masks, scaling, identity cases, bad probabilities.
 #include <catch2/catch.hpp>
 
-#include "tensors/tensors.h"
+#include "tensorplay/tensor.h"
 
 namespace tp = tensorplay;
 

@@ -1,7 +1,7 @@
 // Tests for ops/elementwise.h beyond the op table: broadcasting errors and rank-8 broadcasting.
 #include <catch2/catch.hpp>
 
-#include "tensors/tensors.h"
+#include "tensorplay/tensor.h"
 
 namespace tp = tensorplay;
 

@@ -1,7 +1,7 @@
 // Tests for ops/embedding.h beyond the op table: id checks and gradients only to the weight.
 #include <catch2/catch.hpp>
 
-#include "tensors/tensors.h"
+#include "tensorplay/tensor.h"
 
 namespace tp = tensorplay;
 

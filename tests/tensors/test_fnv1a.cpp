@@ -3,7 +3,7 @@
 #include <catch2/catch.hpp>
 #include <string>
 
-#include "tensors/detail/fnv1a.h"
+#include "tensorplay/core/detail/fnv1a.h"
 
 namespace td = tensorplay::detail;
 

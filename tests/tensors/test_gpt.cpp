@@ -6,7 +6,7 @@
 
 #include "cuda_test_support.h"
 #include "gpt_task.h"
-#include "tensors/tensors.h"
+#include "tensorplay/tensor.h"
 
 namespace tp = tensorplay;
 namespace nn = tensorplay::nn;

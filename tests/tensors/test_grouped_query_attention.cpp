@@ -5,8 +5,8 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 
-#include "tensors/nn/grouped_query_attention.h"
-#include "tensors/tensors.h"
+#include "tensorplay/nn/grouped_query_attention.h"
+#include "tensorplay/tensor.h"
 
 namespace tp = tensorplay;
 namespace nn = tensorplay::nn;

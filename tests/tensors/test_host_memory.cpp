@@ -3,7 +3,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "tensors/tensors.h"
+#include "tensorplay/tensor.h"
 
 namespace tp = tensorplay;
 

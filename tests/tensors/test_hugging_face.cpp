@@ -10,8 +10,8 @@
 #include <sstream>
 
 #include "temp_path.h"
-#include "tensors/nn/hugging_face.h"
-#include "tensors/tensors.h"
+#include "tensorplay/nn/hf/hugging_face.h"
+#include "tensorplay/tensor.h"
 
 namespace tp = tensorplay;
 namespace nn = tensorplay::nn;

@@ -1,7 +1,7 @@
 // Tests for nn/layer_norm.h: parameters, normalised output, bad sizes.
 #include <catch2/catch.hpp>
 
-#include "tensors/tensors.h"
+#include "tensorplay/tensor.h"
 
 namespace tp = tensorplay;
 namespace nn = tensorplay::nn;

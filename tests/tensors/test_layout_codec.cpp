@@ -2,8 +2,8 @@
 // read past or allocated for.
 #include <catch2/catch.hpp>
 
-#include "tensors/detail/layout_codec.h"
-#include "tensors/tensors.h"
+#include "tensorplay/core/detail/layout_codec.h"
+#include "tensorplay/tensor.h"
 
 namespace tp = tensorplay;
 

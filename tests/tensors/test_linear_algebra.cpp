@@ -1,7 +1,7 @@
 // Tests for ops/linear_algebra.h beyond the op table: shape errors, dtypes, the fused bias.
 #include <catch2/catch.hpp>
 
-#include "tensors/tensors.h"
+#include "tensorplay/tensor.h"
 
 namespace tp = tensorplay;
 

@@ -3,9 +3,9 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 
-#include "tensors/nn/llama.h"
-#include "tensors/nn/llama_block.h"
-#include "tensors/tensors.h"
+#include "tensorplay/nn/llama.h"
+#include "tensorplay/nn/llama_block.h"
+#include "tensorplay/tensor.h"
 
 namespace tp = tensorplay;
 namespace nn = tensorplay::nn;

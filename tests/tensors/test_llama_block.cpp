@@ -2,8 +2,8 @@
 // from the children, and gradients reaching every parameter.
 #include <catch2/catch.hpp>
 
-#include "tensors/nn/llama_block.h"
-#include "tensors/tensors.h"
+#include "tensorplay/nn/llama_block.h"
+#include "tensorplay/tensor.h"
 
 namespace tp = tensorplay;
 namespace nn = tensorplay::nn;

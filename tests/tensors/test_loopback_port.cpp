@@ -9,7 +9,7 @@
 #include <catch2/catch.hpp>
 #include <fstream>
 
-#include "tensors/loopback_port.h"
+#include "tensorplay/base/loopback_port.h"
 
 TEST_CASE("a free loopback port lies below the ephemeral range and can be bound",
           "[loopback_port]") {

@@ -4,7 +4,7 @@
 #include <memory>
 #include <thread>
 
-#include "tensors/tensors.h"
+#include "tensorplay/tensor.h"
 
 namespace tp = tensorplay;
 using tp::MemoryKind;

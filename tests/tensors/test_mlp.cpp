@@ -1,7 +1,7 @@
 // Tests for nn/mlp.h: names, shapes, the computation itself.
 #include <catch2/catch.hpp>
 
-#include "tensors/tensors.h"
+#include "tensorplay/tensor.h"
 
 namespace tp = tensorplay;
 namespace nn = tensorplay::nn;

@@ -1,7 +1,7 @@
 // Tests for nn/module_list.h: names, indexing, typed access, not callable.
 #include <catch2/catch.hpp>
 
-#include "tensors/tensors.h"
+#include "tensorplay/tensor.h"
 
 namespace tp = tensorplay;
 namespace nn = tensorplay::nn;

@@ -1,7 +1,7 @@
 // Tests for nn/attention.h: names and shapes, causality (no influence from later positions).
 #include <catch2/catch.hpp>
 
-#include "tensors/tensors.h"
+#include "tensorplay/tensor.h"
 
 namespace tp = tensorplay;
 namespace nn = tensorplay::nn;

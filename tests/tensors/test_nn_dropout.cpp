@@ -1,7 +1,7 @@
 // Tests for nn/dropout.h: training vs eval, scaling, seeded generator.
 #include <catch2/catch.hpp>
 
-#include "tensors/tensors.h"
+#include "tensorplay/tensor.h"
 
 namespace tp = tensorplay;
 namespace nn = tensorplay::nn;

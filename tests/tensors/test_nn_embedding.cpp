@@ -1,7 +1,7 @@
 // Tests for nn/embedding.h: lookup shape and rows, gradient into the table.
 #include <catch2/catch.hpp>
 
-#include "tensors/tensors.h"
+#include "tensorplay/tensor.h"
 
 namespace tp = tensorplay;
 namespace nn = tensorplay::nn;

@@ -3,7 +3,7 @@
 #include <filesystem>
 
 #include "temp_path.h"
-#include "tensors/tensors.h"
+#include "tensorplay/tensor.h"
 
 namespace tp = tensorplay;
 namespace nn = tensorplay::nn;

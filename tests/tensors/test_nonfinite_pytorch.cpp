@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "tensors/tensors.h"
+#include "tensorplay/tensor.h"
 
 namespace tp = tensorplay;
 

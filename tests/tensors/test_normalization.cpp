@@ -1,7 +1,7 @@
 // Tests for ops/normalization.h beyond the op table: statistics of the output, bad shapes.
 #include <catch2/catch.hpp>
 
-#include "tensors/tensors.h"
+#include "tensorplay/tensor.h"
 
 namespace tp = tensorplay;
 

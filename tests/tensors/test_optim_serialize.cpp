@@ -5,7 +5,7 @@
 
 #include "gpt_task.h"
 #include "temp_path.h"
-#include "tensors/tensors.h"
+#include "tensorplay/tensor.h"
 
 namespace tp = tensorplay;
 namespace nn = tensorplay::nn;

@@ -4,7 +4,7 @@
 #include <catch2/catch.hpp>
 #include <cstring>
 
-#include "tensors/tensors.h"
+#include "tensorplay/tensor.h"
 
 namespace tp = tensorplay;
 namespace optim = tensorplay::optim;

@@ -3,7 +3,7 @@
 #include <catch2/catch.hpp>
 #include <thread>
 
-#include "tensors/tensors.h"
+#include "tensorplay/tensor.h"
 
 namespace tp = tensorplay;
 

@@ -1,7 +1,7 @@
 // Tests for ops/reduction.h beyond the op table: keepdim shapes and bad dimensions.
 #include <catch2/catch.hpp>
 
-#include "tensors/tensors.h"
+#include "tensorplay/tensor.h"
 
 namespace tp = tensorplay;
 

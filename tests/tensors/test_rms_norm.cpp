@@ -3,8 +3,8 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 
-#include "tensors/nn/rms_norm.h"
-#include "tensors/tensors.h"
+#include "tensorplay/nn/rms_norm.h"
+#include "tensorplay/tensor.h"
 
 namespace tp = tensorplay;
 namespace nn = tensorplay::nn;

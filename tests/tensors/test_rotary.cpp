@@ -4,8 +4,8 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 
-#include "tensors/nn/rotary.h"
-#include "tensors/tensors.h"
+#include "tensorplay/nn/rotary.h"
+#include "tensorplay/tensor.h"
 
 namespace tp = tensorplay;
 namespace nn = tensorplay::nn;

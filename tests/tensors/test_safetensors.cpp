@@ -11,8 +11,8 @@
 #include <sstream>
 
 #include "temp_path.h"
-#include "tensors/detail/safetensors_format.h"
-#include "tensors/tensors.h"
+#include "tensorplay/core/detail/safetensors_format.h"
+#include "tensorplay/tensor.h"
 
 namespace tp = tensorplay;
 namespace fs = std::filesystem;

@@ -6,7 +6,7 @@
 #include <fstream>
 
 #include "temp_path.h"
-#include "tensors/data/sentencepiece_tokenizer.h"
+#include "tensorplay/data/sentencepiece_tokenizer.h"
 
 namespace data = tensorplay::data;
 namespace fs = std::filesystem;

@@ -9,7 +9,7 @@
 #include <sstream>
 
 #include "temp_path.h"
-#include "tensors/tensors.h"
+#include "tensorplay/tensor.h"
 
 namespace tp = tensorplay;
 

@@ -1,7 +1,7 @@
 // Tests for optim/sgd.h: PyTorch's SGD update with momentum, dampening, Nesterov, weight decay.
 #include <catch2/catch.hpp>
 
-#include "tensors/tensors.h"
+#include "tensorplay/tensor.h"
 
 namespace tp = tensorplay;
 namespace optim = tensorplay::optim;

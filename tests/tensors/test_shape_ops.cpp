@@ -1,7 +1,7 @@
 // Tests for ops/shape_ops.h beyond the op table: permute/transpose results and errors.
 #include <catch2/catch.hpp>
 
-#include "tensors/tensors.h"
+#include "tensorplay/tensor.h"
 
 namespace tp = tensorplay;
 

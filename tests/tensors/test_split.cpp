@@ -1,7 +1,7 @@
 // Tests for ops/split.h beyond the op table: piece counts like PyTorch's, views on dim 0, errors.
 #include <catch2/catch.hpp>
 
-#include "tensors/tensors.h"
+#include "tensorplay/tensor.h"
 
 namespace tp = tensorplay;
 

@@ -1,7 +1,7 @@
 // Tests for state_dict.h: insertion order, lookup, duplicate keys.
 #include <catch2/catch.hpp>
 
-#include "tensors/tensors.h"
+#include "tensorplay/tensor.h"
 
 namespace tp = tensorplay;
 

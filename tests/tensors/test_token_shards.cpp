@@ -6,7 +6,7 @@
 #include <fstream>
 
 #include "temp_path.h"
-#include "tensors/data/token_shards.h"
+#include "tensorplay/data/token_shards.h"
 
 namespace data = tensorplay::data;
 namespace fs = std::filesystem;

@@ -6,7 +6,7 @@
 #include <set>
 
 #include "temp_path.h"
-#include "tensors/data/token_window_loader.h"
+#include "tensorplay/data/token_window_loader.h"
 
 namespace data = tensorplay::data;
 namespace fs = std::filesystem;

@@ -1,7 +1,7 @@
 // Tests for nn/transformer_block.h: child names and order, the pre-norm residual computation.
 #include <catch2/catch.hpp>
 
-#include "tensors/tensors.h"
+#include "tensorplay/tensor.h"
 
 namespace tp = tensorplay;
 namespace nn = tensorplay::nn;

@@ -1,10 +1,10 @@
-// Keys for the channel tests: transfers named as the pipeline names them (actors/pipeline_tag.h),
-// so that the channels' errors read as they do in a schedule.
+// Keys for the channel tests: transfers named as the pipeline names them
+// (tensorplay/wire/pipeline_tag.h), so that the channels' errors read as they do in a schedule.
 #pragma once
 
 #include <cstdint>
 
-#include "actors/pipeline_tag.h"
+#include "tensorplay/wire/pipeline_tag.h"
 
 namespace tensorplay::testing {
 

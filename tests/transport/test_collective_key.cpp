@@ -4,8 +4,8 @@
 #include <random>
 #include <unordered_set>
 
-#include "transport/collective_key.h"
-#include "transport/ucx_channel.h"
+#include "tensorplay/transport/collective_key.h"
+#include "tensorplay/transport/ucx_channel.h"
 
 namespace tr = tensorplay::transport;
 using tr::RingPhase;

@@ -3,8 +3,8 @@
 #include <thread>
 
 #include "pipeline_keys.h"
-#include "tensors/tensors.h"
-#include "transport/local_channel.h"
+#include "tensorplay/tensor.h"
+#include "tensorplay/transport/local_channel.h"
 
 namespace tp = tensorplay;
 namespace tr = tensorplay::transport;

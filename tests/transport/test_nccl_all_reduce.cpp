@@ -2,10 +2,10 @@
 // clear refusal without NCCL), and on a GPU a group of one that sums in place.
 #include <catch2/catch.hpp>
 
-#include "tensors/device_info.h"
-#include "tensors/tensors.h"
-#include "transport/nccl_all_reduce.h"
-#include "transport/nccl_channel.h"
+#include "tensorplay/core/device_info.h"
+#include "tensorplay/tensor.h"
+#include "tensorplay/transport/nccl_all_reduce.h"
+#include "tensorplay/transport/nccl_channel.h"
 
 namespace tp = tensorplay;
 namespace tr = tensorplay::transport;

@@ -19,8 +19,8 @@
 #include <vector>
 
 #include "pipeline_keys.h"
-#include "tensors/tensors.h"
-#include "transport/nccl_channel.h"
+#include "tensorplay/tensor.h"
+#include "tensorplay/transport/nccl_channel.h"
 
 namespace tp = tensorplay;
 namespace tr = tensorplay::transport;

@@ -1,6 +1,6 @@
-// The NCCL channel's link layout (transport/detail/nccl_links.h) without a GPU: a model of NCCL's
-// queues shows the deadlocks of one queue per direction (skip connections) and of one per peer
-// (V placements), and that one link per (direction, sender, receiver) runs the same traffic
+// The NCCL channel's link layout (tensorplay/transport/detail/nccl_links.h) without a GPU: a model
+// of NCCL's queues shows the deadlocks of one queue per direction (skip connections) and of one per
+// peer (V placements), and that one link per (direction, sender, receiver) runs the same traffic
 // through; link order and the CTA budget.
 #include <catch2/catch.hpp>
 #include <deque>
@@ -9,7 +9,7 @@
 #include <set>
 #include <vector>
 
-#include "transport/detail/nccl_links.h"
+#include "tensorplay/transport/detail/nccl_links.h"
 
 namespace {
 

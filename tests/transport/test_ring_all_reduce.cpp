@@ -10,9 +10,9 @@
 #include <string>
 #include <thread>
 
-#include "tensors/tensors.h"
-#include "transport/ring_all_reduce.h"
-#include "transport/ucx_channel.h"
+#include "tensorplay/tensor.h"
+#include "tensorplay/transport/ring_all_reduce.h"
+#include "tensorplay/transport/ucx_channel.h"
 
 namespace tp = tensorplay;
 namespace tr = tensorplay::transport;

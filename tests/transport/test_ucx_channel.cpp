@@ -17,10 +17,10 @@
 #include <thread>
 
 #include "pipeline_keys.h"
-#include "tensors/knobs.h"
-#include "tensors/tensors.h"
-#include "transport/local_channel.h"
-#include "transport/ucx_channel.h"
+#include "tensorplay/base/knobs.h"
+#include "tensorplay/tensor.h"
+#include "tensorplay/transport/local_channel.h"
+#include "tensorplay/transport/ucx_channel.h"
 
 namespace tp = tensorplay;
 namespace tr = tensorplay::transport;

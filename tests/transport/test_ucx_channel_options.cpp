@@ -5,8 +5,8 @@
 #include <cstring>
 
 #include "pipeline_keys.h"
-#include "tensors/tensors.h"
-#include "transport/ucx_channel.h"
+#include "tensorplay/tensor.h"
+#include "tensorplay/transport/ucx_channel.h"
 
 namespace tp = tensorplay;
 namespace tr = tensorplay::transport;

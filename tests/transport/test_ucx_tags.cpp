@@ -4,8 +4,8 @@
 #include <cstdint>
 
 #include "pipeline_keys.h"
-#include "transport/collective_key.h"
-#include "transport/ucx_channel.h"
+#include "tensorplay/transport/collective_key.h"
+#include "tensorplay/transport/ucx_channel.h"
 
 namespace tr = tensorplay::transport;
 using tensorplay::testing::Direction;

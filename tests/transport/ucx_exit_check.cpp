@@ -20,8 +20,8 @@
 #include <string>
 #include <thread>
 
-#include "tensors/tensors.h"
-#include "transport/ucx_channel.h"
+#include "tensorplay/tensor.h"
+#include "tensorplay/transport/ucx_channel.h"
 
 namespace tp = tensorplay;
 namespace tr = tensorplay::transport;

@@ -10,7 +10,7 @@
 #include <stdexcept>
 #include <string_view>
 
-#include "tensors/knobs.h"
+#include "tensorplay/base/knobs.h"
 
 namespace tensorplay::launch {
 namespace {

@@ -7,8 +7,8 @@
 #include <map>
 #include <stdexcept>
 
-#include "tensors/knobs.h"
-#include "tensors/loopback_port.h"
+#include "tensorplay/base/knobs.h"
+#include "tensorplay/base/loopback_port.h"
 
 extern char** environ;
 
@@ -16,7 +16,7 @@ namespace tensorplay::launch {
 namespace {
 
 // A free loopback port below the kernel's ephemeral range, released for rank 0 to take
-// (tensors/loopback_port.h says why there).
+// (tensorplay/base/loopback_port.h says why there).
 int pick_free_port() {
   try {
     return free_loopback_port();
@@ -95,8 +95,8 @@ std::vector<std::string> rank_environment(const LaunchOptions& options, const Jo
                     options.nnodes > 1
                         ? "tp-launch-" + job.master_addr + ":" + std::to_string(job.master_port)
                         : launch_id);
-  // tensorplay's knobs under their names (tensors/knobs.h); an old name inherited for one of them
-  // would only make the rank warn that it differs.
+  // tensorplay's knobs under their names (tensorplay/base/knobs.h); an old name inherited for one
+  // of them would only make the rank warn that it differs.
   auto set_knob = [&](Knob knob, const std::string& value) {
     const KnobSpec& spec = knob_spec(knob);
     variables[std::string(spec.name)] = value;

@@ -22,7 +22,7 @@ struct JobEnvironment {
 /// cluster token (TENSORPLAY_CLUSTER_TOKEN from the environment, or 32 hex digits from
 /// /dev/urandom).
 /// Throws std::runtime_error when the system refuses either, or when a knob the ranks would read
-/// holds a bad value (tensors/knobs.h).
+/// holds a bad value (tensorplay/base/knobs.h).
 JobEnvironment resolve_job_environment(const LaunchOptions& options);
 
 /// The same job started again after a failure: a fresh rendezvous port when the launcher chose

@@ -9,8 +9,8 @@
 #include <iostream>
 
 #include "../cli_checks.h"
-#include "planner/plan_file.h"
-#include "planner/plan_report.h"
+#include "tensorplay/pipelining/planner/plan_file.h"
+#include "tensorplay/pipelining/planner/plan_report.h"
 
 namespace pp = tensorplay::pipelining;
 namespace sc = tensorplay::schedules;

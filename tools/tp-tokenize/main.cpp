@@ -1,7 +1,7 @@
 // tp-tokenize: tokenizes text files with a SentencePiece BPE model (trained on them, or loaded)
 // into token shards in nanoGPT's format (header-free uint16, uint32 when the vocabulary needs it)
 // or llm.c's, plus tokens.json naming their type, vocabulary and tokenizer; the training loader
-// (tensors/data/token_window_loader.h) and train_gpt --data read the folder.
+// (tensorplay/data/token_window_loader.h) and train_gpt --data read the folder.
 //
 //   tp-tokenize book.txt --out shards --tokenizer bpe:4096
 //   tp-tokenize a.txt b.txt --out shards --tokenizer shards/tokenizer.model --shard-tokens 1000000
@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "tensors/data/sentencepiece_tokenizer.h"
-#include "tensors/data/token_shards.h"
+#include "tensorplay/data/sentencepiece_tokenizer.h"
+#include "tensorplay/data/token_shards.h"
 #include "tools/cli_checks.h"
 
 namespace data = tensorplay::data;

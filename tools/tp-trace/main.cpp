@@ -31,12 +31,12 @@
 #include <utility>
 #include <vector>
 
-#include "actors/memory_track.h"
-#include "actors/trace_log.h"
-#include "planner/plan.h"
-#include "planner/plan_file.h"
-#include "planner/profile.h"
-#include "planner/step_comparison.h"
+#include "tensorplay/observe/memory_track.h"
+#include "tensorplay/observe/trace_log.h"
+#include "tensorplay/pipelining/planner/plan.h"
+#include "tensorplay/pipelining/planner/plan_file.h"
+#include "tensorplay/pipelining/planner/profile.h"
+#include "tensorplay/pipelining/planner/step_comparison.h"
 #include "tools/cli_checks.h"
 #include "tools/timeline_output.h"
 #include "tools/tp-trace/predicted.h"

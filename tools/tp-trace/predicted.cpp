@@ -3,7 +3,7 @@
 
 #include <cmath>
 
-#include "schedules/timeline_export.h"
+#include "tensorplay/schedules/timeline_export.h"
 
 namespace tensorplay::tools {
 namespace {

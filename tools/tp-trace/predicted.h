@@ -5,8 +5,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "planner/step_comparison.h"
-#include "schedules/simulator.h"
+#include "tensorplay/pipelining/planner/step_comparison.h"
+#include "tensorplay/schedules/simulator.h"
 #include "tools/timeline_output.h"
 
 namespace tensorplay::tools {

@@ -1,0 +1,10 @@
+// Thread-local grad mode.
+#include "tensorplay/autograd/grad_mode.h"
+
+namespace tensorplay::autograd {
+namespace {
+thread_local bool grad_mode_enabled = true;
+}
+bool grad_enabled() { return grad_mode_enabled; }
+void set_grad_enabled(bool enabled) { grad_mode_enabled = enabled; }
+}  // namespace tensorplay::autograd

@@ -1,0 +1,10 @@
+// The distributed namespace: process groups, the device mesh, collectives and the launch
+// environment (torch.distributed's counterpart).
+// Include this from user code; library code includes the headers it needs.
+#pragma once
+
+#include "tensorplay/distributed/device_mesh.h"
+#include "tensorplay/distributed/group_replica_exchange.h"
+#include "tensorplay/distributed/init_device_mesh.h"
+#include "tensorplay/distributed/launch_env.h"
+#include "tensorplay/distributed/process_group.h"

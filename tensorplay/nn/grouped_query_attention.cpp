@@ -1,0 +1,101 @@
+// Grouped-query causal self-attention module with rotary positions.
+#include "tensorplay/nn/grouped_query_attention.h"
+
+#include <stdexcept>
+#include <vector>
+
+#include "tensorplay/core/ops/attention.h"
+#include "tensorplay/core/ops/shape_ops.h"
+
+namespace tensorplay::nn {
+namespace {
+
+void check_options(const GroupedQueryAttentionOptions& o) {
+  auto fail = [](const std::string& what) {
+    throw std::invalid_argument("GroupedQueryAttention: " + what);
+  };
+  if (o.width <= 0 || o.heads <= 0 || o.kv_heads <= 0 || o.context_length <= 0)
+    fail("width, heads, kv_heads and context_length must be positive, got " +
+         std::to_string(o.width) + ", " + std::to_string(o.heads) + ", " +
+         std::to_string(o.kv_heads) + ", " + std::to_string(o.context_length));
+  if (o.width % o.heads != 0)
+    fail("heads (" + std::to_string(o.heads) + ") must divide width (" + std::to_string(o.width) +
+         ")");
+  if (o.heads % o.kv_heads != 0)
+    fail("kv_heads (" + std::to_string(o.kv_heads) + ") must divide heads (" +
+         std::to_string(o.heads) + ")");
+  if ((o.width / o.heads) % 2 != 0)
+    fail("the head size width / heads (" + std::to_string(o.width / o.heads) +
+         ") must be even for rotary positions");
+}
+
+// x [B, ..., kv, ...] with each head of dimension `head_dim` repeated `groups` times in place
+// (head h of the result is head h / groups of x). The batch stays -1 so that a traced stage
+// replays on microbatches of any size.
+Tensor repeat_heads(const Tensor& x, int64_t head_dim, int64_t groups) {
+  if (groups == 1) return x;
+  Shape out = x.shape();
+  const int64_t kv = out[head_dim];
+  const int64_t inner = numel_range(out, head_dim + 1, x.dim());
+  std::vector<Tensor> copies(static_cast<size_t>(groups), x.reshape({-1, kv, 1, inner}));
+  out[0] = -1;
+  out[head_dim] = kv * groups;
+  return cat(copies, 2).reshape(out);
+}
+
+}  // namespace
+
+Tensor repeat_kv(const Tensor& x, int64_t groups) {
+  if (x.dim() != 4 || groups <= 0)
+    throw std::invalid_argument("repeat_kv: expected [B, kv_heads, T, D] and groups > 0, got " +
+                                to_string(x.shape()) + " and " + std::to_string(groups));
+  return repeat_heads(x, 1, groups);
+}
+
+Tensor repeat_kv_tokens_first(const Tensor& x, int64_t groups) {
+  if (x.dim() != 4 || groups <= 0)
+    throw std::invalid_argument(
+        "repeat_kv_tokens_first: expected [B, T, kv_heads, D] and groups > 0, got " +
+        to_string(x.shape()) + " and " + std::to_string(groups));
+  return repeat_heads(x, 2, groups);
+}
+
+GroupedQueryAttentionImpl::GroupedQueryAttentionImpl(GroupedQueryAttentionOptions options)
+    : options_(options) {
+  check_options(options);
+  const int64_t d = head_dim(), w = options.width;
+  const LinearOptions no_bias{.bias = false};
+  q_proj = register_module("q_proj", Linear(w, options.heads * d, no_bias));
+  k_proj = register_module("k_proj", Linear(w, options.kv_heads * d, no_bias));
+  v_proj = register_module("v_proj", Linear(w, options.kv_heads * d, no_bias));
+  o_proj = register_module("o_proj", Linear(options.heads * d, w, no_bias));
+  rotary_emb =
+      register_module("rotary_emb", RotaryEmbedding(d, options.context_length, options.rope_theta));
+  rotary_emb->time_dim = 1;  // queries and keys stay [B, T, heads, D]
+}
+
+Tensor GroupedQueryAttentionImpl::forward(const Tensor& x) {
+  const int64_t w = options_.width, heads = options_.heads, kv = options_.kv_heads;
+  if (x.dim() != 3 || x.size(2) != w || x.size(1) > options_.context_length)
+    throw std::invalid_argument(
+        "GroupedQueryAttention: expected input [B, T, " + std::to_string(w) +
+        "] with T <= " + std::to_string(options_.context_length) + ", got " + to_string(x.shape()));
+  const int64_t time = x.size(1), d = head_dim();
+  // [B, T, heads * D] -> [B, T, heads, D], a view: the heads stay where the projection wrote
+  // them. The batch size stays -1 so that a traced stage replays on microbatches of any size.
+  auto split_heads = [&](const Tensor& y, int64_t n) { return y.reshape({-1, time, n, d}); };
+  Tensor q = rotary_emb(split_heads(q_proj(x), heads));
+  Tensor k = rotary_emb(split_heads(k_proj(x), kv));
+  Tensor v = split_heads(v_proj(x), kv);
+  Tensor y = scaled_dot_product_attention_tokens_first(q, repeat_kv_tokens_first(k, heads / kv),
+                                                       repeat_kv_tokens_first(v, heads / kv),
+                                                       /*causal=*/true);
+  return o_proj(y.reshape({-1, time, heads * d}));
+}
+
+std::string GroupedQueryAttentionImpl::extra_repr() const {
+  return "width=" + std::to_string(options_.width) + ", heads=" + std::to_string(options_.heads) +
+         ", kv_heads=" + std::to_string(options_.kv_heads);
+}
+
+}  // namespace tensorplay::nn

@@ -1,0 +1,130 @@
+// profile_stage_memory: each action of one microbatch runs in a scope of a private account whose
+// peak is reset at the action's start, so held and transient bytes read off directly.
+#include "tensorplay/observe/memory_profile.h"
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+#include "tensorplay/core/memory_accounting.h"
+
+namespace tensorplay::pipelining {
+namespace {
+
+std::vector<Tensor> zeros_of(const std::vector<TensorMeta>& metas, Device device) {
+  std::vector<Tensor> out;
+  for (const TensorMeta& m : metas)
+    out.push_back(zeros(m.shape, {.dtype = m.dtype, .device = device}));
+  return out;
+}
+
+// Activation bytes held now, and the most held during the action since `start`.
+struct Meter {
+  MemoryAccount& account;
+  int64_t held() const { return account.current(MemoryKind::Activation); }
+  // Starts an action: returns the bytes held at its start.
+  int64_t start() {
+    account.reset_peaks();
+    return held();
+  }
+  int64_t transient(int64_t at_start) const {
+    return std::max<int64_t>(0, account.peak(MemoryKind::Activation) - std::max(at_start, held()));
+  }
+};
+
+void check_profilable(const PipelineStage& stage, const MemoryProfileOptions& options) {
+  if (stage.stashed_microbatches() != 0)
+    throw std::logic_error("profile_stage_memory: stage " + std::to_string(stage.stage_index()) +
+                           " holds " + std::to_string(stage.stashed_microbatches()) +
+                           " microbatch(es); profile it between steps");
+  if (stage.is_last() && (!options.loss_fn || !options.target.defined()))
+    throw std::invalid_argument(
+        "profile_stage_memory: the last stage needs the loss function and one microbatch's "
+        "target (MemoryProfileOptions) to run its backward");
+}
+
+}  // namespace
+
+StageMemoryProfile profile_stage_memory(PipelineStage& stage, const MemoryProfileOptions& options) {
+  check_profilable(stage, options);
+  std::vector<Tensor> params = stage.module().parameters();
+  std::vector<Tensor> saved_grads;
+  for (const Tensor& p : params) saved_grads.push_back(p.grad());
+  // What the neighbours send, made outside the account. The inputs are the stage's: a copy
+  // received from another process, or, within one, a tensor its maker let go of (a stage keeps
+  // only its outputs' history). Output gradients are the stage's only as copies (within a process
+  // they stay charged to the stage that made them), as the runtime does.
+  std::vector<Tensor> inputs = zeros_of(stage.input_meta(), stage.device());
+  std::vector<Tensor> grads;
+  if (!stage.is_last()) grads = zeros_of(stage.output_meta(), stage.device());
+  const bool copies = options.across_processes;
+  auto account = std::make_shared<MemoryAccount>();
+  StageMemoryProfile out;
+  out.stage = stage.stage_index();
+  {
+    MemoryScope scope(account);
+    Meter meter{*account};
+    int64_t at = meter.start();
+    if (!stage.is_first()) adopt_memory(inputs);
+    std::vector<Tensor> outputs = stage.forward(0, inputs);
+    if (stage.is_last()) {
+      stage.compute_loss(0, options.target.to(stage.device()), options.loss_fn);
+      for (const Tensor& t : outputs) out.retained_bytes += static_cast<int64_t>(t.nbytes());
+    } else {
+      // Sent on: the next stage's once it takes them, unless the stage's own graph holds them too
+      // (then they stay in its activation bytes).
+      for (const Tensor& t : outputs)
+        if (t.defined() && t.impl().storage.use_count() == 1)
+          out.sent_bytes += static_cast<int64_t>(t.nbytes());
+      outputs.clear();
+    }
+    inputs.clear();
+    out.transient_bytes = meter.transient(at);
+    out.activation_bytes = meter.held() - at - out.retained_bytes;
+    at = meter.start();
+    if (copies) adopt_memory(grads);
+    stage.backward_input(0, std::exchange(grads, {}));  // the input gradients are sent back
+    out.transient_bytes = std::max(out.transient_bytes, meter.transient(at));
+    out.weight_stash_bytes = std::max<int64_t>(
+        0, meter.held() - (at - out.activation_bytes - out.retained_bytes) - out.retained_bytes);
+    at = meter.start();
+    stage.backward_weight(0);
+    out.transient_bytes = std::max(out.transient_bytes, meter.transient(at));
+  }
+  stage.clear();
+  for (size_t i = 0; i < params.size(); ++i) params[i].set_grad(saved_grads[i]);
+  for (const Tensor& p : params) out.parameter_bytes += static_cast<int64_t>(p.nbytes());
+  for (const auto& [name, b] : stage.module().named_buffers())
+    out.parameter_bytes += static_cast<int64_t>(b.nbytes());
+  return out;
+}
+
+schedules::MemoryCosts memory_costs_from(const std::vector<StageMemoryProfile>& profiles,
+                                         double optimizer_state_factor) {
+  if (profiles.empty()) throw std::invalid_argument("memory_costs_from: no stage profiles");
+  schedules::MemoryCosts costs;
+  costs.activation_bytes.clear();
+  costs.weight_stash_bytes.clear();
+  costs.transient_bytes.clear();
+  costs.retained_bytes.clear();
+  costs.sent_bytes.clear();
+  costs.fixed_bytes.clear();
+  for (size_t s = 0; s < profiles.size(); ++s) {
+    const StageMemoryProfile& p = profiles[s];
+    if (p.stage != static_cast<int>(s))
+      throw std::invalid_argument("memory_costs_from: profile " + std::to_string(s) +
+                                  " is of stage " + std::to_string(p.stage) +
+                                  "; give one profile per stage, in stage order");
+    costs.activation_bytes.push_back(static_cast<double>(p.activation_bytes));
+    costs.weight_stash_bytes.push_back(static_cast<double>(p.weight_stash_bytes));
+    costs.transient_bytes.push_back(static_cast<double>(p.transient_bytes));
+    costs.retained_bytes.push_back(static_cast<double>(p.retained_bytes));
+    costs.sent_bytes.push_back(static_cast<double>(p.sent_bytes));
+    costs.fixed_bytes.push_back(static_cast<double>(p.parameter_bytes) *
+                                (2.0 + optimizer_state_factor));
+  }
+  return costs;
+}
+
+}  // namespace tensorplay::pipelining

@@ -1,0 +1,56 @@
+// Measuring what one microbatch holds on a stage: its forward, backward (or I and W) run once on
+// zeros under a private memory account, giving the memory model's bytes
+// (tensorplay/schedules/memory_costs.h).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "tensorplay/pipelining/pipeline_stage.h"
+#include "tensorplay/schedules/memory_costs.h"
+
+namespace tensorplay::pipelining {
+
+/// One microbatch's bytes on one stage, as the stage is set up (its recompute policy included).
+struct StageMemoryProfile {
+  int stage = 0;
+  /// Held from the end of its F to its backward (what F keeps; its received input too when it
+  /// is a copy from another process).
+  int64_t activation_bytes = 0;
+  /// Held from the end of I to the end of W (what I keeps for W).
+  int64_t weight_stash_bytes = 0;
+  /// The most an action holds while it runs beyond what was held at its start (workspaces,
+  /// rebuilt activations of a recomputing stage, gradients on their way).
+  int64_t transient_bytes = 0;
+  /// Held until the step ends: the last stage's outputs, which the step returns.
+  int64_t retained_bytes = 0;
+  /// Held until the next stage takes them: the outputs of a stage before the last.
+  int64_t sent_bytes = 0;
+  int64_t parameter_bytes = 0;  ///< parameters and buffers
+};
+
+/// What the last stage needs to run its backward once.
+struct MemoryProfileOptions {
+  LossFn loss_fn;  ///< the schedule's loss
+  Tensor target;   ///< one microbatch's target for it
+  /// The stage's output gradients come from another process: the stage holds its own copies
+  /// (within a process they stay charged to the stage that made them). Its inputs are its own
+  /// either way: their maker keeps only their history.
+  bool across_processes = false;
+};
+
+/// Runs one microbatch (microbatch index 0) through `stage` on zeros: F, then I and W. The
+/// stage's parameter gradients are restored afterwards and its stash left empty; random
+/// generators its modules draw from (dropout) advance. Throws std::logic_error when the stage
+/// holds a microbatch, std::invalid_argument when the last stage gets no loss or target.
+StageMemoryProfile profile_stage_memory(PipelineStage& stage,
+                                        const MemoryProfileOptions& options = {});
+
+/// The memory model's costs from profiles of every stage (index = stage): activation, weight
+/// stash and transient bytes as measured; fixed bytes the parameters, their gradients and
+/// `optimizer_state_factor` times the parameters (AdamW: 2, SGD with momentum: 1).
+schedules::MemoryCosts memory_costs_from(const std::vector<StageMemoryProfile>& profiles,
+                                         double optimizer_state_factor = 0);
+
+}  // namespace tensorplay::pipelining

@@ -1,8 +1,0 @@
-// Names of element types.
-#include "tensors/dtype.h"
-
-namespace tensorplay {
-
-std::string to_string(DType dtype) { return dtype == DType::Float32 ? "float32" : "bfloat16"; }
-
-}  // namespace tensorplay
