@@ -5,10 +5,12 @@ set -euo pipefail
 packages=(build-essential cmake ninja-build libcaf-dev libucx-dev ucx-utils catch2 libspdlog-dev
           libopenblas-dev libdnnl-dev libhwy-dev libcli11-dev nlohmann-json3-dev zlib1g-dev clang
           libclang-rt-14-dev
-          # SentencePiece: the BPE tokenizer of token shards (tensors/data, tools/tp-tokenize).
+          # SentencePiece: the BPE tokenizer of token shards (tensorplay/data, tools/tp-tokenize).
           libsentencepiece-dev
           # Gloo, PyTorch's CPU collectives: the reference bench_allreduce_backends measures against.
-          libgloo-dev)
+          libgloo-dev
+          # The docs: Doxygen builds the API reference; python3 runs the docs check.
+          doxygen python3)
 
 missing=()
 for p in "${packages[@]}"; do

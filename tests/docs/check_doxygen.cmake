@@ -1,0 +1,16 @@
+# Builds the API reference and fails on any Doxygen warning (its log file must stay empty).
+# Run as: cmake -DDOXYGEN=<doxygen> -DDOXYFILE=<Doxyfile> -DLOG=<its WARN_LOGFILE> -P check_doxygen.cmake
+cmake_minimum_required(VERSION 3.25)
+file(REMOVE ${LOG})
+execute_process(COMMAND ${DOXYGEN} ${DOXYFILE} RESULT_VARIABLE rc OUTPUT_QUIET ERROR_VARIABLE err)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "doxygen failed (${rc}): ${err}")
+endif()
+if(EXISTS ${LOG})
+  file(READ ${LOG} warnings)
+  string(STRIP "${warnings}" warnings)
+  if(warnings)
+    message(FATAL_ERROR "the API reference has warnings (fix the /// docs they name):\n${warnings}")
+  endif()
+endif()
+message(STATUS "API reference: no warnings")
