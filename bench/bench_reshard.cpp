@@ -5,7 +5,7 @@
 // Each load runs as a job would: its ranks (4 here) join one job in this process
 // (distributed::join_job on loopback, one thread each, each its own actor system and UCX worker),
 // then load at once, the replicas of a stage splitting the reading and exchanging their shares
-// (tensorplay/distributed/group_replica_exchange.h); a load's time is the wall time from the first
+// (tensorplay/pipelining/runtime/group_replica_exchange.h); a load's time is the wall time from the first
 // rank's start to the last rank's end (joining and connecting before it not counted). Prints one
 // JSON line per measurement, the last with "bench" and "ratio" (resharded load time over
 // same-layout load time). Cold (the default): before each load and the cat the files are written
@@ -32,7 +32,7 @@
 #include <vector>
 
 #include "page_cache.h"
-#include "tensorplay/distributed/group_replica_exchange.h"
+#include "tensorplay/pipelining/runtime/group_replica_exchange.h"
 #include "tensorplay/distributed/launch_env.h"
 #include "tensorplay/distributed/process_group.h"
 #include "tensorplay/pipelining/build_stage.h"
@@ -124,7 +124,7 @@ void run_rank(const std::string& dir, int rank, int pp_size, int dp, int port,
     return;
   }
   bytes = pp::load_named_checkpoint(dir, {stage}, opt, std::nullopt,
-                                    {.replicas = dist::replica_exchange(Stages{stage})})
+                                    {.replicas = pp::replica_exchange(Stages{stage})})
               .bytes_read;
   end = Clock::now();
   world.barrier();

@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "tensorplay/observe/memory_profile.h"
 #include "tensorplay/pipelining/pipeline.h"
+#include "tensorplay/pipelining/runtime/memory_profile.h"
 #include "tensorplay/pipelining/runtime/schedule.h"
 #include "tensorplay/schedules/schedule_kind.h"
 #include "tensorplay/tensor.h"

@@ -11,7 +11,7 @@
 #include <thread>
 #include <vector>
 
-#include "tensorplay/autograd/node.h"
+#include "tensorplay/core/autograd/node.h"
 #include "tensorplay/pipelining/pipeline_stage.h"
 #include "tensorplay/schedules/cost_model.h"
 #include "tensorplay/tensor.h"

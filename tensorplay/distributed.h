@@ -4,7 +4,7 @@
 #pragma once
 
 #include "tensorplay/distributed/device_mesh.h"
-#include "tensorplay/distributed/group_replica_exchange.h"
 #include "tensorplay/distributed/init_device_mesh.h"
+#include "tensorplay/distributed/init_options.h"
 #include "tensorplay/distributed/launch_env.h"
 #include "tensorplay/distributed/process_group.h"

@@ -2,9 +2,9 @@
 // Include this from user code; library code includes the headers it needs.
 #pragma once
 
-#include "tensorplay/autograd/checkpoint.h"
-#include "tensorplay/autograd/engine.h"
-#include "tensorplay/autograd/grad_mode.h"
+#include "tensorplay/core/autograd/checkpoint.h"
+#include "tensorplay/core/autograd/engine.h"
+#include "tensorplay/core/autograd/grad_mode.h"
 #include "tensorplay/core/cpu_threads.h"
 #include "tensorplay/core/cuda_memory.h"
 #include "tensorplay/core/device_info.h"
@@ -31,6 +31,7 @@
 #include "tensorplay/core/serialize.h"
 #include "tensorplay/core/state_dict.h"
 #include "tensorplay/core/tensor.h"
+#include "tensorplay/core/tensor_memory.h"
 #include "tensorplay/nn/activation.h"
 #include "tensorplay/nn/attention.h"
 #include "tensorplay/nn/checkpoint_wrapper.h"

@@ -1,6 +1,6 @@
 # Checks the layers of docs/design.md: every folder of tensorplay/ belongs to one layer, and a file
 # includes only its own layer and the layers below it; inside the runtime layer its folders are
-# ordered too (wire < observe < distributed < hooks < runtime). Also: schedules/ stays pure logic,
+# ordered too (wire < observe < distributed < runtime). Also: schedules/ stays pure logic,
 # transport/ includes nothing of the pipeline and its public headers name no pipeline vocabulary,
 # and CAF and CUDA headers stay out of public headers.
 # Run as: cmake -DSOURCE_DIR=<repo> -P check_layering.cmake
@@ -9,14 +9,14 @@ cmake_minimum_required(VERSION 3.25)
 # holds another; each with the layer it belongs to. A folder's detail/ belongs to the folder.
 set(folders
   base:base tensor:tensors
-  core:tensors autograd:tensors nn:tensors optim:tensors data:tensors cpu_kernels:tensors
+  core:tensors nn:tensors optim:tensors data:tensors cpu_kernels:tensors
   cuda:tensors
   schedules:schedules
   transport:transport
   distributed/device_mesh:stages
   pipelining/checkpoints:stages
   pipelining/planner:planner
-  pipelining/runtime:runtime pipelining/hooks:runtime
+  pipelining/runtime:runtime
   pipelining:stages
   wire:wire observe:observe distributed:distributed)
 # What each layer may include (its own folders included).

@@ -33,7 +33,6 @@
 #include "plan_job.h"
 #include "run_figures.h"
 #include "step_watch.h"
-#include "tensorplay/distributed/group_replica_exchange.h"
 #include "tensorplay/distributed/init_device_mesh.h"
 #include "tensorplay/distributed/process_group.h"
 #include "tensorplay/observe/message_log.h"
@@ -41,6 +40,7 @@
 #include "tensorplay/pipelining/pipeline.h"
 #include "tensorplay/pipelining/planner/plan_apply.h"
 #include "tensorplay/pipelining/recompute.h"
+#include "tensorplay/pipelining/runtime/group_replica_exchange.h"
 #include "tensorplay/pipelining/runtime/schedule.h"
 #include "tensorplay/schedules/timeline_export.h"
 #include "tensorplay/tensor.h"
@@ -496,7 +496,7 @@ int resume_step(const Options& o, Job& job, const pp::NamedCheckpointOptions& ch
     return 0;
   // With --dp, each replica of a stage reads its share of the tensors, then they exchange them.
   pp::NamedCheckpointOptions load_options = checkpoint_options;
-  load_options.replicas = dist::replica_exchange(job.stages);
+  load_options.replicas = pp::replica_exchange(job.stages);
   const pp::NamedCheckpointInfo info =
       pp::load_named_checkpoint(o.checkpoint_dir, job.stages, *job.opt, std::nullopt, load_options);
   if (prints)

@@ -11,7 +11,6 @@
 
 #include "hwy/targets.h"
 #include "tensorplay/base/knobs.h"
-#include "tensorplay/cpu_kernels/vector_kernels.h"
 
 namespace tensorplay {
 namespace {
@@ -117,8 +116,6 @@ void set_cpu_isa(const std::string& isa) {
   apply(find(isa, "set_cpu_isa"));
 }
 
-namespace cpu_kernels::vec {
-bool active() { return ensure_chosen().hwy_mask != 0; }
-}  // namespace cpu_kernels::vec
+bool cpu_isa_is_vector() { return ensure_chosen().hwy_mask != 0; }
 
 }  // namespace tensorplay

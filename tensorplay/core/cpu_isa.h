@@ -19,4 +19,7 @@ std::vector<std::string> available_cpu_isas();
 /// products' own dispatch (oneDNN) follows only the first choice made in a process.
 void set_cpu_isa(const std::string& isa);
 
+/// Whether the chosen target runs the vector kernels (every target but "scalar").
+bool cpu_isa_is_vector();
+
 }  // namespace tensorplay

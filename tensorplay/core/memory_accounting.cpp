@@ -4,9 +4,6 @@
 
 #include <utility>
 
-#include "tensorplay/core/storage.h"
-#include "tensorplay/core/tensor.h"
-
 namespace tensorplay {
 namespace {
 
@@ -78,42 +75,6 @@ MemoryScope::MemoryScope(std::shared_ptr<MemoryAccount> account) {
 
 MemoryScope::~MemoryScope() {
   if (active_) current_account = std::move(previous_);
-}
-
-void adopt_memory(const std::vector<Tensor>& tensors) {
-  if (!current_account) return;
-  for (const Tensor& t : tensors) {
-    if (!t.defined() || !t.impl().storage) continue;
-    Storage& s = *t.impl().storage;
-    if (s.memory_account()) continue;  // made by (and charged to) a stage of this process
-    s.recharge(current_account, MemoryKind::Activation);
-  }
-}
-
-void take_over_memory(const std::vector<Tensor>& tensors) {
-  if (!current_account) return;
-  for (const Tensor& t : tensors) {
-    if (!t.defined() || !t.impl().storage) continue;
-    Storage& s = *t.impl().storage;
-    // Held elsewhere too (the maker's stash): it stays where it is charged.
-    if (s.memory_account() == current_account || t.impl().storage.use_count() != 1) continue;
-    s.recharge(current_account, MemoryKind::Activation);
-  }
-}
-
-void disown_memory(const std::vector<Tensor>& tensors) {
-  for (const Tensor& t : tensors) {
-    if (!t.defined() || !t.impl().storage) continue;
-    Storage& s = *t.impl().storage;
-    if (s.memory_account()) s.recharge(nullptr, s.memory_kind());
-  }
-}
-
-void mark_gradient_memory(const Tensor& tensor) {
-  if (!tensor.defined() || !tensor.impl().storage) return;
-  Storage& s = *tensor.impl().storage;
-  if (!s.memory_account() || s.memory_kind() == MemoryKind::Gradient) return;
-  s.recharge(s.memory_account(), MemoryKind::Gradient);
 }
 
 }  // namespace tensorplay

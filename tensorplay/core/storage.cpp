@@ -83,4 +83,8 @@ void Storage::recharge(std::shared_ptr<MemoryAccount> account, MemoryKind kind) 
   kind_ = kind;
 }
 
+void Storage::charge_as_gradient() {
+  if (account_ && kind_ != MemoryKind::Gradient) recharge(account_, MemoryKind::Gradient);
+}
+
 }  // namespace tensorplay

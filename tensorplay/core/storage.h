@@ -47,6 +47,8 @@ class Storage {
   MemoryKind memory_kind() const { return kind_; }
   /// Charges its bytes to `account` as `kind` from now on (crediting the previous account).
   void recharge(std::shared_ptr<MemoryAccount> account, MemoryKind kind);
+  /// Moves its bytes to the Gradient kind of the account they are charged to (none: nothing).
+  void charge_as_gradient();
 
  private:
   void* data_ = nullptr;

@@ -1,4 +1,5 @@
-// Tensor handle methods and factories. Methods with autograd delegate to the ops in ops/.
+// Tensor handle methods and factories. Methods with autograd (to, reshape, slice0, clone) are
+// defined with their ops in ops/.
 #include "tensorplay/core/tensor.h"
 
 #include <atomic>
@@ -7,11 +8,8 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "tensorplay/autograd/engine.h"
 #include "tensorplay/core/backend.h"
 #include "tensorplay/core/memory_accounting.h"
-#include "tensorplay/core/ops/conversion.h"
-#include "tensorplay/core/ops/shape_ops.h"
 
 namespace tensorplay {
 
@@ -68,7 +66,7 @@ void Tensor::set_grad(const Tensor& grad) {
     throw std::invalid_argument("set_grad: gradient shape " + to_string(grad.shape()) +
                                 " differs from tensor shape " + to_string(shape()));
   impl().grad = grad.defined() ? grad.impl_ptr() : nullptr;
-  mark_gradient_memory(grad);
+  if (grad.defined() && grad.impl().storage) grad.impl().storage->charge_as_gradient();
 }
 
 uint64_t Tensor::register_post_accumulate_grad_hook(PostAccumulateGradHook hook) const {
@@ -96,30 +94,6 @@ Tensor Tensor::detach() const {
   out->dtype = impl().dtype;
   return Tensor(std::move(out));
 }
-
-void Tensor::backward(const Tensor& grad) const {
-  autograd::backward({*this}, grad.defined() ? std::vector<Tensor>{grad} : std::vector<Tensor>{});
-}
-
-Tensor Tensor::to(Device target) const {
-  if (device() == target) return *this;
-  return tensorplay::to_device(*this, target);
-}
-
-Tensor Tensor::to(DType target) const {
-  if (dtype() == target) return *this;
-  return tensorplay::to_dtype(*this, target);
-}
-
-Tensor Tensor::reshape(Shape new_shape) const {
-  return tensorplay::reshape(*this, std::move(new_shape));
-}
-
-Tensor Tensor::slice0(int64_t start, int64_t end) const {
-  return tensorplay::slice0(*this, start, end);
-}
-
-Tensor Tensor::clone() const { return tensorplay::clone(*this); }
 
 bool Tensor::shares_storage(const Tensor& other) const {
   return impl().storage == other.impl().storage && impl().offset == other.impl().offset;

@@ -7,11 +7,12 @@
 #include <cstdint>
 
 #include "tensorplay/core/backend.h"
+#include "tensorplay/core/cpu_isa.h"
 
 namespace tensorplay::cpu_kernels::vec {
 
 /// Whether the vector kernels run (false when TENSORPLAY_CPU_ISA=scalar).
-bool active();
+inline bool active() { return cpu_isa_is_vector(); }
 
 /// out[i] = a[i * a_step] op b[i * b_step] for i < n, with steps 0 (a scalar) or 1.
 void binary_row(BinaryOp op, const float* a, int a_step, const float* b, int b_step, float* out,

@@ -8,9 +8,9 @@
 
 namespace tensorplay::pipelining::detail {
 
-bool wants_nccl_for(const GroupRuntime& runtime, const std::vector<PipelineStage*>& stages) {
+bool wants_nccl_for(const GroupRuntime& runtime, const std::vector<Device>& devices) {
   bool wants = runtime.backend() == "nccl" && transport::nccl_available();
-  for (const PipelineStage* s : stages) wants = wants && s->device().is_cuda();
+  for (const Device& device : devices) wants = wants && device.is_cuda();
   return wants;
 }
 

@@ -1,4 +1,4 @@
-// A rank's runtime in a job: joining (the rendezvous itself is in rendezvous_join.cpp), leaving,
+// A rank's runtime in a job: leaving (joining is in rendezvous_join.cpp, beside the rendezvous),
 // the process's default one, and the collectives' bookkeeping (exchanges, streams, call numbers).
 #include "tensorplay/distributed/detail/group_runtime.h"
 
@@ -10,17 +10,20 @@
 #include "tensorplay/core/cpu_threads.h"
 #include "tensorplay/core/detail/fnv1a.h"
 #include "tensorplay/core/device_info.h"
-#include "tensorplay/distributed/detail/process_actor.h"
-#include "tensorplay/distributed/detail/rendezvous.h"
 #include "tensorplay/observe/message_log.h"
 #include "tensorplay/transport/collective_key.h"
 #include "tensorplay/transport/ucx_channel.h"
-#include "tensorplay/wire/detail/caf_system.h"
 #include "tensorplay/wire/pipeline_tag.h"
 
 namespace tensorplay::distributed::detail {
 
 using pipelining::detail::collective_atom;
+
+std::string join_ranks(const std::vector<int>& ranks) {
+  std::string out;
+  for (int r : ranks) out += (out.empty() ? "" : ", ") + std::to_string(r);
+  return "[" + out + "]";
+}
 
 uint64_t group_hash(const std::vector<int>& ranks) {
   uint64_t h = tensorplay::detail::kFnvOffsetBasis;
@@ -37,46 +40,6 @@ uint64_t group_hash(const std::vector<int>& ranks) {
 
 // -- joining and leaving
 // ---------------------------------------------------------------------------
-
-namespace {
-
-/// The job id every rank's message log records: the launcher's; for ranks started by hand, one
-/// they all derive from rank 0's process; alone, this process's own.
-std::string job_id_of(const GroupRuntime& c) {
-  if (!c.env().job_id.empty() || c.env().world_size == 1 || !c.peers().at(0).actor)
-    return c.env().job_id;
-  // A hash of rank 0's node id (its host and process).
-  return "rank0-" +
-         std::to_string(tensorplay::detail::fnv1a64(to_string(c.peers()[0].actor.node())));
-}
-
-}  // namespace
-
-std::shared_ptr<GroupRuntime> GroupRuntime::join(const InitOptions& options, bool own_system) {
-  const auto start = std::chrono::steady_clock::now();
-  std::shared_ptr<GroupRuntime> c(new GroupRuntime());
-  if (own_system) {
-    c->own_config_ = pipelining::detail::make_actor_system_config();
-    c->own_system_ = std::make_unique<caf::actor_system>(*c->own_config_);
-    c->system_ = c->own_system_.get();
-  } else {
-    c->system_ = &pipelining::detail::process_actor_system();
-  }
-  c->env_ = options.env ? *options.env : read_launch_env();
-  c->timeout_ = options.timeout.value_or(kDefaultTimeout);
-  c->backend_ = options.backend == "auto" ? (cuda_available() ? "nccl" : "ucx") : options.backend;
-  if (c->env_.world_size > 1) {
-    // The rendezvous: .timeout where given, else the launcher's TENSORPLAY_RDZV_TIMEOUT.
-    const auto timeout = options.timeout.value_or(c->env_.rdzv_timeout.value_or(kDefaultTimeout));
-    c->ucx_ = std::make_shared<transport::UcxChannel>(c->env_.rank, c->env_.world_size);
-    connect_to_job(*c, RdzvDeadline{timeout, start + timeout});  // on failure, c leaves
-  } else {
-    c->table_.peers.resize(1);
-    c->table_.peers[0].host = host_name();
-  }
-  c->env_.job_id = job_id_of(*c);
-  return c;
-}
 
 GroupRuntime::~GroupRuntime() {
   close();

@@ -4,7 +4,6 @@
 #include <stdexcept>
 
 #include "tensorplay/distributed/detail/group_runtime.h"
-#include "tensorplay/pipelining/build_stage.h"
 
 namespace tensorplay::distributed {
 

@@ -8,8 +8,6 @@
 
 #include "tensorplay/distributed/device_mesh.h"
 #include "tensorplay/distributed/process_group.h"
-#include "tensorplay/pipelining/pipe.h"
-#include "tensorplay/pipelining/pipeline_stage.h"
 
 namespace tensorplay::distributed {
 

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <stdexcept>
 
-#include "tensorplay/autograd/grad_mode.h"
+#include "tensorplay/core/autograd/grad_mode.h"
 #include "tensorplay/core/ops/elementwise.h"
 #include "tensorplay/core/random.h"
 #include "tensorplay/nn/transformer_block.h"

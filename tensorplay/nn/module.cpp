@@ -5,8 +5,8 @@
 #include <stdexcept>
 #include <unordered_set>
 
-#include "tensorplay/autograd/checkpoint.h"
-#include "tensorplay/autograd/grad_mode.h"
+#include "tensorplay/core/autograd/checkpoint.h"
+#include "tensorplay/core/autograd/grad_mode.h"
 #include "tensorplay/core/trace_hook.h"
 
 namespace tensorplay::nn {

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <stdexcept>
 
-#include "tensorplay/autograd/grad_mode.h"
+#include "tensorplay/core/autograd/grad_mode.h"
 #include "tensorplay/core/ops/activation.h"
 #include "tensorplay/core/ops/elementwise.h"
 #include "tensorplay/cpu_kernels/optimizer_kernels.h"

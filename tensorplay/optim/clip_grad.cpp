@@ -6,7 +6,7 @@
 #include <stdexcept>
 #include <utility>
 
-#include "tensorplay/autograd/grad_mode.h"
+#include "tensorplay/core/autograd/grad_mode.h"
 #include "tensorplay/core/ops/activation.h"
 #include "tensorplay/core/ops/elementwise.h"
 #include "tensorplay/core/ops/reduction.h"

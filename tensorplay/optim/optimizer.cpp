@@ -3,7 +3,7 @@
 
 #include <stdexcept>
 
-#include "tensorplay/autograd/grad_mode.h"
+#include "tensorplay/core/autograd/grad_mode.h"
 
 namespace tensorplay::optim {
 

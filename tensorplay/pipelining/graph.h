@@ -9,7 +9,7 @@
 
 #include "tensorplay/core/tensor.h"
 #include "tensorplay/core/trace_hook.h"
-#include "tensorplay/pipelining/pipeline_stage.h"
+#include "tensorplay/pipelining/tensor_meta.h"
 
 namespace tensorplay::pipelining {
 

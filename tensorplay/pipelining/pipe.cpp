@@ -149,7 +149,9 @@ Pipe::Pipe(std::shared_ptr<const Graph> graph, std::vector<int> cuts, nn::Module
         plans[s].modules.push_back({path, m->type_name(), m->extra_repr()});
     stages_.push_back(std::make_shared<StageModule>(graph_, std::move(plans[s])));
   }
-  digest_ = std::make_shared<const PipeDigest>(digest_of(*this));
+  std::vector<const StageModule*> modules;
+  for (const auto& stage : stages_) modules.push_back(stage.get());
+  digest_ = std::make_shared<const PipeDigest>(digest_of(*graph_, cuts_, modules));
 }
 
 const std::shared_ptr<StageModule>& Pipe::stage_module_ptr(int i) const {

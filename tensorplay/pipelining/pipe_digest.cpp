@@ -7,7 +7,8 @@
 #include <stdexcept>
 
 #include "tensorplay/core/detail/fnv1a.h"
-#include "tensorplay/pipelining/pipe.h"
+#include "tensorplay/pipelining/graph.h"
+#include "tensorplay/pipelining/stage_module.h"
 
 namespace tensorplay::pipelining {
 
@@ -64,25 +65,16 @@ std::string list_difference(const std::string& what, const std::vector<std::stri
 
 }  // namespace
 
-std::string compact_string(const TensorMeta& meta) {
-  std::string out = to_string(meta.dtype) + "[";
-  for (size_t i = 0; i < meta.shape.size(); ++i) {
-    if (i) out += ',';
-    out += std::to_string(meta.shape[i]);
-  }
-  return out + "]";
-}
-
 uint64_t digest_hash(std::string_view bytes) { return tensorplay::detail::fnv1a64(bytes); }
 
-PipeDigest digest_of(const Pipe& pipe) {
-  const Graph& g = pipe.graph();
+PipeDigest digest_of(const Graph& g, const std::vector<int>& cuts,
+                     const std::vector<const StageModule*>& stages) {
   PipeDigest d;
   for (int v : g.inputs) d.inputs.push_back(named(g.values[v].name, g.values[v].meta));
   for (size_t n = 0; n < g.nodes.size(); ++n) d.nodes.push_back(node_line(g, n));
-  for (int c : pipe.cuts()) d.cuts.push_back({c, begins_at(g, c)});
-  for (int s = 0; s < pipe.num_stages(); ++s) {
-    const StageModule& module = pipe.stage_module(s);
+  for (int c : cuts) d.cuts.push_back({c, begins_at(g, c)});
+  for (const StageModule* stage_module : stages) {
+    const StageModule& module = *stage_module;
     PipeDigest::Stage stage;
     const auto in_names = module.input_names(), out_names = module.output_names();
     const auto in_meta = module.input_meta(), out_meta = module.output_meta();

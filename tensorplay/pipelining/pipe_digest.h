@@ -7,11 +7,12 @@
 #include <string_view>
 #include <vector>
 
-#include "tensorplay/pipelining/pipeline_stage.h"
+#include "tensorplay/pipelining/tensor_meta.h"
 
 namespace tensorplay::pipelining {
 
-class Pipe;
+struct Graph;
+class StageModule;
 
 /// A comparable description of a split model. Two ranks whose digests are equal built the same
 /// graph, cut at the same nodes, with the same values crossing each boundary and the same
@@ -47,14 +48,12 @@ struct PipeDigest {
   uint64_t hash() const;
 };
 
-/// The digest of `pipe`.
-PipeDigest digest_of(const Pipe& pipe);
+/// The digest of a Pipe: its traced graph `g`, its `cuts` and its stages' modules, in order.
+PipeDigest digest_of(const Graph& g, const std::vector<int>& cuts,
+                     const std::vector<const StageModule*>& stages);
 
 /// FNV-1a, 64 bits, of `bytes` (to compare texts cheaply; not against an adversary).
 uint64_t digest_hash(std::string_view bytes);
-
-/// "float32[2,16]": how digests and mismatch messages write a value's dtype and shape.
-std::string compact_string(const TensorMeta& meta);
 
 /// The first cut where `a` (built on `a_rank`, e.g. "rank 0") and `b` differ, in words ("rank 0
 /// cuts before layers.1, rank 1 before layers.2"); empty when the cuts agree.

@@ -4,17 +4,13 @@
 #include <optional>
 #include <stdexcept>
 
-#include "tensorplay/autograd/checkpoint.h"
-#include "tensorplay/autograd/grad_mode.h"
+#include "tensorplay/core/autograd/checkpoint.h"
+#include "tensorplay/core/autograd/grad_mode.h"
 #include "tensorplay/core/cpu_threads.h"
 #include "tensorplay/core/storage.h"
 #include "tensorplay/pipelining/stage_module.h"
 
 namespace tensorplay::pipelining {
-
-std::string to_string(const TensorMeta& meta) {
-  return tensorplay::to_string(meta.shape) + " " + tensorplay::to_string(meta.dtype);
-}
 
 namespace {
 std::string stage_name(int index) { return "stage " + std::to_string(index); }

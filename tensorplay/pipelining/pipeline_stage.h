@@ -10,12 +10,13 @@
 #include <string>
 #include <vector>
 
-#include "tensorplay/autograd/engine.h"
+#include "tensorplay/core/autograd/engine.h"
 #include "tensorplay/core/memory_accounting.h"
 #include "tensorplay/core/tensor.h"
 #include "tensorplay/distributed/device_mesh.h"
 #include "tensorplay/nn/module.h"
 #include "tensorplay/pipelining/recompute.h"
+#include "tensorplay/pipelining/tensor_meta.h"
 
 namespace tensorplay::pipelining {
 
@@ -38,14 +39,6 @@ using DwRunner = std::function<void()>;
 /// work still to come. (PyTorch's runner computes the weight gradients itself; here autograd's
 /// split backward computes them, and the runner adds to that.)
 using DwBuilder = std::function<DwRunner()>;
-
-/// Shape and dtype of one value crossing a stage boundary.
-struct TensorMeta {
-  Shape shape;
-  DType dtype = DType::Float32;
-  bool operator==(const TensorMeta&) const = default;
-};
-std::string to_string(const TensorMeta& meta);
 
 /// Thrown when a microbatch's input does not match what the stage was built for.
 class StageInputError : public std::invalid_argument {

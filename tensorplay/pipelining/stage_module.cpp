@@ -7,7 +7,7 @@
 #include <stdexcept>
 #include <unordered_map>
 
-#include "tensorplay/autograd/checkpoint.h"
+#include "tensorplay/core/autograd/checkpoint.h"
 #include "tensorplay/core/ops/shape_ops.h"
 
 namespace tensorplay::pipelining {

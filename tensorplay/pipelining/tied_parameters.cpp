@@ -6,7 +6,7 @@
 #include <string>
 #include <utility>
 
-#include "tensorplay/autograd/grad_mode.h"
+#include "tensorplay/core/autograd/grad_mode.h"
 #include "tensorplay/core/ops/elementwise.h"
 
 namespace tensorplay::pipelining {

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "tensorplay/schedules/memory_costs.h"
-#include "tensorplay/schedules/simulator.h"
+#include "tensorplay/schedules/simulation_result.h"
 
 namespace tensorplay::schedules {
 

@@ -468,24 +468,6 @@ class Simulation {
 
 }  // namespace
 
-std::string format_rank_figures(const SimulationResult& result, const std::string& unit) {
-  std::ostringstream out;
-  const size_t ranks = result.busy.size();
-  for (size_t rank = 0; rank < ranks && rank < 64; ++rank)
-    out << "  rank " << rank << ": busy " << result.busy[rank] << unit << ", idle "
-        << result.idle[rank] << unit << ", peak activations " << result.peak_activations[rank]
-        << (rank < result.peak_bytes.size()
-                ? ", peak bytes " + std::to_string(static_cast<long long>(result.peak_bytes[rank]))
-                : std::string())
-        << "\n";
-  if (ranks > 64) out << "  ... " << ranks - 64 << " more ranks\n";
-  return out.str();
-}
-
-double SimulationResult::rank_bubble_fraction(int rank) const {
-  return makespan > 0 ? idle.at(rank) / makespan : 0.0;
-}
-
 SimulationResult simulate(const std::vector<SchedulePolicy*>& policies,
                           const std::vector<int>& stage_to_rank, int num_microbatches,
                           const CostModel& costs, const SimulationOptions& options) {

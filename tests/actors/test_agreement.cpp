@@ -1,14 +1,14 @@
-// Tests for the construction meeting's check (tensorplay/wire/detail/agreement.h) on facts made by
-// hand: ranks that built alike pass without sending more than hashes; ranks that differ get a
-// ScheduleError naming both ranks and the first difference.
+// Tests for the construction meeting's check (tensorplay/pipelining/runtime/detail/agreement.h) on
+// facts made by hand: ranks that built alike pass without sending more than hashes; ranks that
+// differ get a ScheduleError naming both ranks and the first difference.
 #include <catch2/catch.hpp>
 
 #include "tensorplay/pipelining/pipe_digest.h"
 #include "tensorplay/pipelining/pipeline.h"
+#include "tensorplay/pipelining/runtime/detail/agreement.h"
 #include "tensorplay/schedules/errors.h"
 #include "tensorplay/schedules/schedule_kind.h"
 #include "tensorplay/tensor.h"
-#include "tensorplay/wire/detail/agreement.h"
 
 namespace tp = tensorplay;
 namespace pp = tensorplay::pipelining;

@@ -7,8 +7,8 @@
 
 #include "in_process_job.h"
 #include "tensorplay/pipelining/build_stage.h"
-#include "tensorplay/pipelining/hooks/detail/schedule_hooks.h"
 #include "tensorplay/pipelining/pipeline.h"
+#include "tensorplay/pipelining/runtime/detail/data_parallel_hook.h"
 #include "tensorplay/pipelining/runtime/schedule.h"
 #include "tensorplay/tensor.h"
 

@@ -1,11 +1,11 @@
-// Tests for the data-parallel gradient reducer (tensorplay/pipelining/hooks/detail/grad_reducer.h)
+// Tests for the data-parallel gradient reducer (tensorplay/pipelining/runtime/detail/grad_reducer.h)
 // in one process, with a stand-in all-reduce: buckets by stage, dtype and size in the order
 // backward finishes them, handed over during the backward when overlapping, averaged gradients
 // equal to the local ones for identical replicas, no_sync steps left alone, failures reported.
 #include <catch2/catch.hpp>
 #include <mutex>
 
-#include "tensorplay/pipelining/hooks/detail/grad_reducer.h"
+#include "tensorplay/pipelining/runtime/detail/grad_reducer.h"
 #include "tensorplay/pipelining/runtime/schedule.h"
 #include "tensorplay/tensor.h"
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 
-#include "tensorplay/observe/memory_profile.h"
+#include "tensorplay/pipelining/runtime/memory_profile.h"
 #include "tensorplay/pipelining/runtime/schedule.h"
 #include "tensorplay/schedules/simulator.h"
 #include "tensorplay/tensor.h"

@@ -5,8 +5,8 @@
 #include <catch2/catch.hpp>
 
 #include "log_capture.h"
-#include "tensorplay/observe/memory_profile.h"
 #include "tensorplay/pipelining/pipeline.h"
+#include "tensorplay/pipelining/runtime/memory_profile.h"
 #include "tensorplay/pipelining/runtime/schedule.h"
 #include "tensorplay/tensor.h"
 

@@ -11,12 +11,12 @@
 #include <stdexcept>
 
 #include "in_process_job.h"
-#include "tensorplay/distributed/group_replica_exchange.h"
 #include "tensorplay/pipelining/build_stage.h"
 #include "tensorplay/pipelining/checkpoints/checkpoint_index.h"
 #include "tensorplay/pipelining/checkpoints/checkpoint_io.h"
 #include "tensorplay/pipelining/checkpoints/named_checkpoint.h"
 #include "tensorplay/pipelining/pipeline.h"
+#include "tensorplay/pipelining/runtime/group_replica_exchange.h"
 #include "tensorplay/tensor.h"
 #include "tensors/temp_path.h"
 
@@ -105,7 +105,7 @@ std::vector<std::string> load_pp2_dp2(const std::string& dir, std::vector<Rank>&
         const dist::DeviceMesh mesh =
             dist::DeviceMesh("cpu", {2, 2}, {"pp", "dp"}, world.global_rank()).with_job(job.job());
         me.stages.front()->set_mesh(mesh);
-        auto replicas = dist::replica_exchange(me.stages);
+        auto replicas = pp::replica_exchange(me.stages);
         // No Catch2 assertion on a rank's thread: an error, which the caller checks.
         if (replicas == nullptr)
           throw std::runtime_error("rank " + std::to_string(world.global_rank()) +
@@ -235,7 +235,7 @@ TEST_CASE("reshard: a replica that never loads makes its peer fail within the gr
         dist::DeviceMesh("cpu", {1, 2}, {"pp", "dp"}, 0).with_job(job.job());
     for (const auto& stage : stages) stage->set_mesh(mesh);
     pp::load_named_checkpoint(dir.path, stages, opt, std::nullopt,
-                              {.replicas = dist::replica_exchange(stages)});
+                              {.replicas = pp::replica_exchange(stages)});
   });
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

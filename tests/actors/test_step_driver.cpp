@@ -4,7 +4,7 @@
 #include <deque>
 #include <thread>
 
-#include "tensorplay/pipelining/hooks/detail/step_hooks.h"
+#include "tensorplay/pipelining/runtime/detail/step_hooks.h"
 #include "tensorplay/pipelining/runtime/detail/step_driver.h"
 #include "tensorplay/pipelining/runtime/schedule.h"
 

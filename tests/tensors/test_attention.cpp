@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "tensorplay/autograd/node.h"
+#include "tensorplay/core/autograd/node.h"
 #include "tensorplay/core/cpu_isa.h"
 #include "tensorplay/tensor.h"
 

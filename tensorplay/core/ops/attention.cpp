@@ -11,7 +11,7 @@
 #include <optional>
 #include <stdexcept>
 
-#include "tensorplay/autograd/node.h"
+#include "tensorplay/core/autograd/node.h"
 #include "tensorplay/core/ops/detail/op_support.h"
 #include "tensorplay/core/ops/shape_ops.h"
 #include "tensorplay/core/trace_hook.h"

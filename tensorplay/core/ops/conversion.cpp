@@ -1,7 +1,7 @@
 // Device and dtype conversion ops.
 #include "tensorplay/core/ops/conversion.h"
 
-#include "tensorplay/autograd/node.h"
+#include "tensorplay/core/autograd/node.h"
 #include "tensorplay/core/backend.h"
 #include "tensorplay/core/trace_hook.h"
 
@@ -56,6 +56,18 @@ Tensor to_dtype(const Tensor& x, DType dtype) {
   out = autograd::attach(out, std::make_shared<ToDtypeBackward>(x.dtype()), {x});
   return trace::record("to_dtype", {x}, out,
                        [dtype](const std::vector<Tensor>& in) { return to_dtype(in[0], dtype); });
+}
+
+// Tensor's methods that are these ops.
+
+Tensor Tensor::to(Device target) const {
+  if (device() == target) return *this;
+  return tensorplay::to_device(*this, target);
+}
+
+Tensor Tensor::to(DType target) const {
+  if (dtype() == target) return *this;
+  return tensorplay::to_dtype(*this, target);
 }
 
 }  // namespace tensorplay

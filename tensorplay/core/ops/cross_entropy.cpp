@@ -7,7 +7,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "tensorplay/autograd/node.h"
+#include "tensorplay/core/autograd/node.h"
 #include "tensorplay/core/ops/detail/op_support.h"
 #include "tensorplay/core/ops/loss.h"
 #include "tensorplay/core/trace_hook.h"

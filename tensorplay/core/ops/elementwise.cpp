@@ -1,7 +1,7 @@
 // Elementwise binary ops: broadcasting in forward, gradients summed back to each input's shape.
 #include "tensorplay/core/ops/elementwise.h"
 
-#include "tensorplay/autograd/node.h"
+#include "tensorplay/core/autograd/node.h"
 #include "tensorplay/core/ops/detail/op_support.h"
 #include "tensorplay/core/trace_hook.h"
 

@@ -1,7 +1,7 @@
 // sum and mean; their gradients broadcast the output gradient back over the reduced dimension.
 #include "tensorplay/core/ops/reduction.h"
 
-#include "tensorplay/autograd/node.h"
+#include "tensorplay/core/autograd/node.h"
 #include "tensorplay/core/ops/detail/op_support.h"
 #include "tensorplay/core/trace_hook.h"
 

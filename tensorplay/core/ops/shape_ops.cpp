@@ -5,7 +5,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "tensorplay/autograd/node.h"
+#include "tensorplay/core/autograd/node.h"
 #include "tensorplay/core/backend.h"
 #include "tensorplay/core/ops/detail/op_support.h"
 #include "tensorplay/core/trace_hook.h"
@@ -280,5 +280,17 @@ Tensor transpose(const Tensor& x, int64_t d0, int64_t d1) {
   std::swap(perm[d0], perm[d1]);
   return permute(x, perm);
 }
+
+// Tensor's methods that are these ops.
+
+Tensor Tensor::reshape(Shape new_shape) const {
+  return tensorplay::reshape(*this, std::move(new_shape));
+}
+
+Tensor Tensor::slice0(int64_t start, int64_t end) const {
+  return tensorplay::slice0(*this, start, end);
+}
+
+Tensor Tensor::clone() const { return tensorplay::clone(*this); }
 
 }  // namespace tensorplay

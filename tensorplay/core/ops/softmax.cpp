@@ -2,7 +2,7 @@
 // so no transpose is needed; the backward reads only the saved output.
 #include "tensorplay/core/ops/softmax.h"
 
-#include "tensorplay/autograd/node.h"
+#include "tensorplay/core/autograd/node.h"
 #include "tensorplay/core/ops/detail/op_support.h"
 #include "tensorplay/core/trace_hook.h"
 

@@ -9,7 +9,6 @@
 #include <vector>
 
 #include "tensorplay/core/tensor.h"
-#include "tensorplay/pipelining/pipeline_stage.h"
 
 namespace tensorplay::transport {
 class Channel;
@@ -24,9 +23,9 @@ namespace tensorplay::pipelining::detail {
 
 using distributed::detail::GroupRuntime;
 
-/// Whether this process would move `stages`' tensors over NCCL: the job of `runtime` was joined
-/// with the "nccl" backend, NCCL is usable here, and every stage is on a GPU.
-bool wants_nccl_for(const GroupRuntime& runtime, const std::vector<PipelineStage*>& stages);
+/// Whether this process would move tensors on `devices` over NCCL: the job of `runtime` was
+/// joined with the "nccl" backend, NCCL is usable here, and every device is a GPU.
+bool wants_nccl_for(const GroupRuntime& runtime, const std::vector<Device>& devices);
 
 /// Whether every member of the group of global `ranks` wants NCCL (`mine`: this member's
 /// answer); a collective, `what` names it in errors.

@@ -14,8 +14,9 @@
 #include <string>
 #include <vector>
 
+#include "tensorplay/distributed/device_mesh.h"
+#include "tensorplay/distributed/init_options.h"
 #include "tensorplay/distributed/launch_env.h"
-#include "tensorplay/distributed/process_group.h"
 #include "tensorplay/transport/ucx_channel.h"
 #include "tensorplay/wire/detail/caf_messages.h"
 
@@ -212,6 +213,9 @@ GroupRuntime* runtime_of(const DeviceMesh& mesh);
 std::shared_ptr<GroupRuntime> shared_runtime_of(const DeviceMesh& mesh);
 /// What a mesh of `runtime`'s job records as its job: null for the default runtime.
 std::shared_ptr<const void> job_of(const std::shared_ptr<GroupRuntime>& runtime);
+
+/// "[0, 1, 3]".
+std::string join_ranks(const std::vector<int>& ranks);
 
 /// A group's id from its global ranks: the same on every member, every bit mixed.
 uint64_t group_hash(const std::vector<int>& ranks);

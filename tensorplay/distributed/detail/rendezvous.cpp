@@ -14,12 +14,6 @@ bool same_token(const std::string& a, const std::string& b) {
   return diff == 0;
 }
 
-std::string join_ranks(const std::vector<int>& ranks) {
-  std::string out;
-  for (int r : ranks) out += (out.empty() ? "" : ", ") + std::to_string(r);
-  return "[" + out + "]";
-}
-
 namespace {
 
 std::string claimed(const PeerEntry& entry) {

@@ -116,7 +116,4 @@ void connect_to_job(GroupRuntime& c, const RdzvDeadline& deadline);
 /// This host's name.
 std::string host_name();
 
-/// "[0, 1, 3]".
-std::string join_ranks(const std::vector<int>& ranks);
-
 }  // namespace tensorplay::distributed::detail

@@ -12,7 +12,7 @@
 #include <stdexcept>
 #include <vector>
 
-#include "tensorplay/autograd/grad_mode.h"
+#include "tensorplay/core/autograd/grad_mode.h"
 #include "tensorplay/core/ops/shape_ops.h"
 #include "tensorplay/core/safetensors.h"
 #include "tensorplay/nn/hf/detail/config_reader.h"

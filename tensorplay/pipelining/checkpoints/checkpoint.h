@@ -12,16 +12,10 @@
 
 #include "tensorplay/core/random.h"
 #include "tensorplay/optim/optimizer.h"
+#include "tensorplay/pipelining/checkpoints/checkpoint_error.h"
 #include "tensorplay/pipelining/pipeline_stage.h"
 
 namespace tensorplay::pipelining {
-
-/// A checkpoint that cannot be written or read: missing, incomplete, truncated, corrupted, or
-/// made for other stages. The message names the file and what to do.
-class CheckpointError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
 
 /// What a checkpoint holds besides the stages and the optimizer.
 struct CheckpointOptions {

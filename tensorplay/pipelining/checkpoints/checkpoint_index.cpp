@@ -5,7 +5,7 @@
 #include <limits>
 #include <sstream>
 
-#include "tensorplay/pipelining/checkpoints/checkpoint.h"
+#include "tensorplay/pipelining/checkpoints/checkpoint_error.h"
 #include "tensorplay/pipelining/checkpoints/checkpoint_io.h"
 
 namespace tensorplay::pipelining {

@@ -15,7 +15,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "tensorplay/pipelining/checkpoints/checkpoint.h"
+#include "tensorplay/pipelining/checkpoints/checkpoint_error.h"
 
 namespace tensorplay::pipelining::checkpoint_io {
 namespace {

@@ -8,6 +8,7 @@
 #include <set>
 #include <unordered_map>
 
+#include "tensorplay/pipelining/checkpoints/checkpoint_error.h"
 #include "tensorplay/pipelining/checkpoints/checkpoint_io.h"
 #include "tensorplay/pipelining/checkpoints/named_checkpoint_steps.h"
 

@@ -12,6 +12,7 @@
 #include "tensorplay/core/random.h"
 #include "tensorplay/optim/optimizer.h"
 #include "tensorplay/pipelining/checkpoints/checkpoint.h"
+#include "tensorplay/pipelining/checkpoints/named_checkpoint_info.h"
 #include "tensorplay/pipelining/checkpoints/replica_exchange.h"
 #include "tensorplay/pipelining/pipeline_stage.h"
 
@@ -29,26 +30,13 @@ struct NamedCheckpointOptions {
   /// Saving: the writer's layout in words ("pp 2 x dp 2"), for messages; empty: "N stages".
   std::string layout;
   /// Loading: the data-parallel replicas of the stages being loaded (every replica passes its
-  /// own view of the same group, e.g. distributed::replica_exchange(dp_group) from
-  /// tensorplay/distributed/group_replica_exchange.h). Each replica then reads only its share of
-  /// the model and optimizer tensors (dealt out by bytes, alike on every replica; generators and
-  /// optimizer options, a few bytes, are read whole by each), and the replicas exchange their
-  /// shares, so each ends with exactly what a whole read gives. Null or of one replica: read it all
-  /// here.
+  /// own view of the same group, e.g. pipelining::replica_exchange(dp_group) from
+  /// tensorplay/pipelining/runtime/group_replica_exchange.h). Each replica then reads only its
+  /// share of the model and optimizer tensors (dealt out by bytes, alike on every replica;
+  /// generators and optimizer options, a few bytes, are read whole by each), and the replicas
+  /// exchange their shares, so each ends with exactly what a whole read gives. Null or of one
+  /// replica: read it all here.
   std::shared_ptr<ReplicaExchange> replicas;
-};
-
-/// What load_named_checkpoint restored, and who wrote it.
-struct NamedCheckpointInfo {
-  int64_t step = 0;
-  /// Samples consumed when it was saved; -1 for a version-2 checkpoint (which has no count).
-  int64_t samples_consumed = -1;
-  int num_stages = 0;  ///< the writer's stage count
-  std::string layout;  ///< the writer's layout in words
-  int version =
-      3;  ///< 3: layout-free; 2: per-stage (tensorplay/pipelining/checkpoints/checkpoint.h)
-  /// Bytes this process read from the data files (layout-free checkpoints; 0 for version 2).
-  uint64_t bytes_read = 0;
 };
 
 /// Layout on disk, under `dir`:

@@ -7,7 +7,8 @@
 #include <tuple>
 #include <unordered_map>
 
-#include "tensorplay/autograd/grad_mode.h"
+#include "tensorplay/core/autograd/grad_mode.h"
+#include "tensorplay/pipelining/checkpoints/checkpoint_error.h"
 #include "tensorplay/pipelining/checkpoints/checkpoint_io.h"
 #include "tensorplay/pipelining/checkpoints/named_checkpoint.h"
 #include "tensorplay/pipelining/checkpoints/named_checkpoint_share.h"

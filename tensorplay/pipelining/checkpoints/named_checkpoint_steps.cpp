@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <set>
 
+#include "tensorplay/pipelining/checkpoints/checkpoint_error.h"
 #include "tensorplay/pipelining/checkpoints/checkpoint_io.h"
 
 namespace tensorplay::pipelining {

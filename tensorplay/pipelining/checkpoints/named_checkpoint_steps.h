@@ -9,8 +9,10 @@
 #include <utility>
 #include <vector>
 
+#include "tensorplay/core/random.h"
 #include "tensorplay/pipelining/checkpoints/checkpoint_index.h"
-#include "tensorplay/pipelining/checkpoints/named_checkpoint.h"
+#include "tensorplay/pipelining/checkpoints/named_checkpoint_info.h"
+#include "tensorplay/pipelining/pipeline_stage.h"
 
 namespace tensorplay::pipelining {
 

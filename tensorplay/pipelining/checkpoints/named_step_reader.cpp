@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <filesystem>
 
+#include "tensorplay/pipelining/checkpoints/checkpoint_error.h"
 #include "tensorplay/pipelining/checkpoints/checkpoint_io.h"
 
 namespace tensorplay::pipelining {

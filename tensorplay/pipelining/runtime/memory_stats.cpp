@@ -9,6 +9,7 @@
 #include <unordered_set>
 
 #include "tensorplay/core/memory_accounting.h"
+#include "tensorplay/core/tensor_memory.h"
 #include "tensorplay/optim/optimizer.h"
 #include "tensorplay/pipelining/pipeline_stage.h"
 #include "tensorplay/pipelining/runtime/step_data.h"

@@ -33,7 +33,7 @@ ProcessRanks::ProcessRanks(std::shared_ptr<distributed::detail::GroupRuntime> ru
   // traffic one way between two ranks. Looped and V placements send both ways between a pair
   // within one direction, where two large sends issued before their receives would wait on
   // each other; they stage device tensors through host memory over UCX instead.
-  bool wants_nccl = wants_nccl_for(*runtime_, spec.local_stages()) &&
+  bool wants_nccl = wants_nccl_for(*runtime_, spec.local_devices()) &&
                     schedules::is_single_stage_per_rank(spec.kind);
   std::vector<RankFacts> facts = meet(local_error, wants_nccl);
   bool all_nccl = true;

@@ -7,11 +7,11 @@
 
 #include "tensorplay/distributed/detail/group_runtime.h"
 #include "tensorplay/pipelining/pipe_digest.h"
+#include "tensorplay/pipelining/runtime/detail/agreement.h"
 #include "tensorplay/pipelining/runtime/detail/process_ranks.h"
 #include "tensorplay/pipelining/runtime/detail/remote_error.h"
 #include "tensorplay/schedules/errors.h"
 #include "tensorplay/transport/tensor_descriptor.h"
-#include "tensorplay/wire/detail/agreement.h"
 #include "tensorplay/wire/pipeline_tag.h"
 
 namespace tensorplay::pipelining::detail {

@@ -6,7 +6,8 @@
 #include <stdexcept>
 #include <utility>
 
-#include "tensorplay/autograd/grad_mode.h"
+#include "tensorplay/core/autograd/grad_mode.h"
+#include "tensorplay/core/tensor_memory.h"
 #include "tensorplay/observe/message_log.h"
 #include "tensorplay/pipelining/pipe_digest.h"
 #include "tensorplay/pipelining/runtime/memory_stats.h"

@@ -8,7 +8,7 @@
 
 #include "tensorplay/schedules/detail/static_order_policy.h"
 #include "tensorplay/schedules/detail/step_costs.h"
-#include "tensorplay/schedules/simulator.h"
+#include "tensorplay/schedules/simulation_result.h"
 
 namespace tensorplay::schedules::detail {
 

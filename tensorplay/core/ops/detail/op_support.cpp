@@ -4,7 +4,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "tensorplay/autograd/node.h"
+#include "tensorplay/core/autograd/node.h"
 #include "tensorplay/core/ops/conversion.h"
 
 namespace tensorplay::detail {

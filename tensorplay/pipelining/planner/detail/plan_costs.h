@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "tensorplay/pipelining/planner/plan.h"
+#include "tensorplay/pipelining/planner/plan_request.h"
 #include "tensorplay/pipelining/planner/profile.h"
 #include "tensorplay/schedules/cost_model.h"
 #include "tensorplay/schedules/memory_costs.h"

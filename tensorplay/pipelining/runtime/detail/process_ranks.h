@@ -8,8 +8,8 @@
 
 #include "tensorplay/pipelining/pipe_digest.h"
 #include "tensorplay/pipelining/runtime/detail/actor_ranks.h"
+#include "tensorplay/pipelining/runtime/detail/agreement.h"
 #include "tensorplay/transport/channel.h"
-#include "tensorplay/wire/detail/agreement.h"
 
 namespace tensorplay::distributed::detail {
 class GroupRuntime;

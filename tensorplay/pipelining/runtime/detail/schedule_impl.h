@@ -8,10 +8,11 @@
 #include <string>
 #include <vector>
 
-#include "tensorplay/pipelining/hooks/detail/schedule_hooks.h"
+#include "tensorplay/pipelining/runtime/detail/data_parallel_hook.h"
 #include "tensorplay/pipelining/runtime/detail/rank_runtime.h"
 #include "tensorplay/pipelining/runtime/detail/schedule_spec.h"
 #include "tensorplay/pipelining/runtime/detail/step_driver.h"
+#include "tensorplay/pipelining/runtime/detail/tied_gradient_hook.h"
 #include "tensorplay/pipelining/runtime/schedule.h"
 
 namespace tensorplay::pipelining {

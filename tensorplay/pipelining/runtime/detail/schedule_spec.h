@@ -29,6 +29,12 @@ struct ScheduleSpec {
   std::string name() const { return std::string(schedules::schedule_name(kind)); }
   /// This process's stages, as plain pointers.
   std::vector<PipelineStage*> local_stages() const { return stage_pointers(stages); }
+  /// The devices of this process's stages, in order.
+  std::vector<Device> local_devices() const {
+    std::vector<Device> out;
+    for (const PipelineStage* s : local_stages()) out.push_back(s->device());
+    return out;
+  }
   /// Rank `rank`'s stages among this process's.
   std::vector<PipelineStage*> stages_of(int rank) const;
   /// The worker of schedule rank `rank` over `channel` (stage_worker.h: `stage_to_peer`,

@@ -1,5 +1,5 @@
 // Thread-local grad mode.
-#include "tensorplay/autograd/grad_mode.h"
+#include "tensorplay/core/autograd/grad_mode.h"
 
 namespace tensorplay::autograd {
 namespace {

@@ -1,5 +1,5 @@
 // The schedule's step hooks, run in the order added at each fixed point of a training step.
-#include "tensorplay/pipelining/hooks/detail/step_hooks.h"
+#include "tensorplay/pipelining/runtime/detail/step_hooks.h"
 
 namespace tensorplay::pipelining::detail {
 

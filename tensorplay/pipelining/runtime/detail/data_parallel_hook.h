@@ -1,23 +1,17 @@
-// The schedule's step hooks: tied-parameter gradient sums and data-parallel averaging, each built
-// from the schedule's spec and run by the driver at the fixed points of a training step.
+// The data-parallel hook: averages gradients over the replicas of the stages' "dp" dimension,
+// buckets while the backward runs and the rest when the step's ranks have finished.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "tensorplay/pipelining/hooks/detail/grad_reducer.h"
-#include "tensorplay/pipelining/hooks/detail/step_hooks.h"
+#include "tensorplay/pipelining/runtime/detail/grad_reducer.h"
 #include "tensorplay/pipelining/runtime/detail/schedule_spec.h"
+#include "tensorplay/pipelining/runtime/detail/step_hooks.h"
 
 namespace tensorplay::pipelining::detail {
-
-/// Sums each tied parameter's gradient over its copies when a step's ranks stop, as the unsplit
-/// model's one parameter would hold it: in this process (embedded, also after a failure once the
-/// ranks are quiet), or across the processes holding a copy through an all-reduce among exactly
-/// them (`group_ranks`: the schedule's global ranks; empty in the embedded runtime).
-std::unique_ptr<StepHook> make_tied_gradient_hook(const ScheduleSpec& spec,
-                                                  const std::vector<int>& group_ranks);
 
 /// Averages gradients over the replicas of the stages' device mesh "dp" dimension: buckets go
 /// while the backward runs, the rest (and the tied parameters, summed by then) when the step's

@@ -3,7 +3,7 @@
 // runs has the forward recomputed on a fresh graph; node k of the recomputation becomes the twin
 // that node k of the forward runs in its place, so the original graph, its edges and its order
 // stay as they were.
-#include "tensorplay/autograd/checkpoint.h"
+#include "tensorplay/core/autograd/checkpoint.h"
 
 #include <algorithm>
 #include <memory>
@@ -11,8 +11,8 @@
 #include <string>
 #include <unordered_set>
 
-#include "tensorplay/autograd/grad_mode.h"
-#include "tensorplay/autograd/node.h"
+#include "tensorplay/core/autograd/grad_mode.h"
+#include "tensorplay/core/autograd/node.h"
 #include "tensorplay/core/random.h"
 #include "tensorplay/core/trace_hook.h"
 

@@ -1,6 +1,6 @@
 // profile_stage_memory: each action of one microbatch runs in a scope of a private account whose
 // peak is reset at the action's start, so held and transient bytes read off directly.
-#include "tensorplay/observe/memory_profile.h"
+#include "tensorplay/pipelining/runtime/memory_profile.h"
 
 #include <algorithm>
 #include <stdexcept>
@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "tensorplay/core/memory_accounting.h"
+#include "tensorplay/core/tensor_memory.h"
 
 namespace tensorplay::pipelining {
 namespace {

@@ -1,4 +1,4 @@
-// Data-parallel gradient averaging for a schedule's local stages (private to pipelining/hooks/):
+// Data-parallel gradient averaging for a schedule's local stages (private to pipelining/runtime/):
 // buckets of gradients all-reduced over the stage's dp group, each started once its gradients are
 // final.
 #pragma once
@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "tensorplay/pipelining/pipeline_stage.h"
-#include "tensorplay/pipelining/runtime/schedule.h"
+#include "tensorplay/pipelining/runtime/schedule_options.h"
 
 namespace tensorplay::pipelining::detail {
 

@@ -1,9 +1,9 @@
 // Node bookkeeping: sequence numbers and attaching a node to an op's output.
-#include "tensorplay/autograd/node.h"
+#include "tensorplay/core/autograd/node.h"
 
 #include <atomic>
 
-#include "tensorplay/autograd/grad_mode.h"
+#include "tensorplay/core/autograd/grad_mode.h"
 
 namespace tensorplay::autograd {
 namespace {

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "tensorplay/pipelining/pipeline_stage.h"
+#include "tensorplay/pipelining/tensor_meta.h"
 #include "tensorplay/schedules/action.h"
 
 namespace tensorplay::pipelining::detail {

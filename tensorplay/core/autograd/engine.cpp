@@ -3,7 +3,7 @@
 // inputs (I) and stashes the other edges of those nodes for later (W); because every node computes
 // each input's gradient independently, and leaves accumulate in the same order, I then W gives
 // the same bits as a full backward.
-#include "tensorplay/autograd/engine.h"
+#include "tensorplay/core/autograd/engine.h"
 
 #include <functional>
 #include <queue>
@@ -11,9 +11,10 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "tensorplay/autograd/node.h"
+#include "tensorplay/core/autograd/node.h"
 #include "tensorplay/core/backend.h"
 #include "tensorplay/core/memory_accounting.h"
+#include "tensorplay/core/tensor_memory.h"
 
 namespace tensorplay::autograd {
 
@@ -381,3 +382,12 @@ void backward_weight(WeightGradStash&& stash) {
 }
 
 }  // namespace tensorplay::autograd
+
+namespace tensorplay {
+
+// Tensor's method that is the engine.
+void Tensor::backward(const Tensor& grad) const {
+  autograd::backward({*this}, grad.defined() ? std::vector<Tensor>{grad} : std::vector<Tensor>{});
+}
+
+}  // namespace tensorplay

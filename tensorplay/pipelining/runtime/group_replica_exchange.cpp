@@ -1,9 +1,13 @@
 // replica_exchange: a process group behind the checkpoints' ReplicaExchange.
-#include "tensorplay/distributed/group_replica_exchange.h"
+#include "tensorplay/pipelining/runtime/group_replica_exchange.h"
 
 #include <stdexcept>
 
-namespace tensorplay::distributed {
+namespace tensorplay::pipelining {
+
+using distributed::DeviceMesh;
+using distributed::ProcessGroup;
+
 namespace {
 
 class GroupReplicas final : public pipelining::ReplicaExchange {
@@ -24,19 +28,19 @@ class GroupReplicas final : public pipelining::ReplicaExchange {
 
 }  // namespace
 
-std::shared_ptr<pipelining::ReplicaExchange> replica_exchange(const ProcessGroup& group) {
+std::shared_ptr<ReplicaExchange> replica_exchange(const ProcessGroup& group) {
   if (group.rank() < 0)
     throw std::invalid_argument("replica_exchange: rank " + std::to_string(group.global_rank()) +
                                 " is not a member of the group");
   return std::make_shared<GroupReplicas>(group);
 }
 
-std::shared_ptr<pipelining::ReplicaExchange> replica_exchange(
-    const std::vector<std::shared_ptr<pipelining::PipelineStage>>& stages, const std::string& dim) {
+std::shared_ptr<ReplicaExchange> replica_exchange(
+    const std::vector<std::shared_ptr<PipelineStage>>& stages, const std::string& dim) {
   if (stages.empty() || !stages.front()) return nullptr;
   const DeviceMesh& mesh = stages.front()->get_mesh();
   if (!mesh.has_dim(dim) || mesh.size(dim) == 1) return nullptr;
   return replica_exchange(ProcessGroup(mesh[dim]));
 }
 
-}  // namespace tensorplay::distributed
+}  // namespace tensorplay::pipelining

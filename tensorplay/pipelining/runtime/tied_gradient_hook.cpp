@@ -1,10 +1,11 @@
 // The tied-gradient hook: a tied parameter's copies (one per stage that uses it) end each step
 // holding the sum of their gradients, in this process or across the processes holding a copy.
+#include "tensorplay/pipelining/runtime/detail/tied_gradient_hook.h"
+
 #include <map>
 #include <set>
 
 #include "tensorplay/distributed/process_group.h"
-#include "tensorplay/pipelining/hooks/detail/schedule_hooks.h"
 #include "tensorplay/pipelining/tied_parameters.h"
 
 namespace tensorplay::pipelining::detail {

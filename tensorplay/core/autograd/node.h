@@ -14,9 +14,9 @@ namespace tensorplay::autograd {
 class Node;
 
 namespace detail {
-/// What a checkpoint (tensorplay/autograd/checkpoint.h) leaves on the nodes of its forward, whose
-/// saved tensors it dropped: run() recomputes that forward once and hands each of the nodes its
-/// twin from the recomputation.
+/// What a checkpoint (tensorplay/core/autograd/checkpoint.h) leaves on the nodes of its forward,
+/// whose saved tensors it dropped: run() recomputes that forward once and hands each of the nodes
+/// its twin from the recomputation.
 class PendingRecompute {
  public:
   virtual ~PendingRecompute() = default;

@@ -1,13 +1,13 @@
 // Data-parallel gradient averaging: buckets built per stage, handed over by gradient hooks and
 // dw_builder runners, all-reduced in bucket order on one thread.
-#include "tensorplay/pipelining/hooks/detail/grad_reducer.h"
+#include "tensorplay/pipelining/runtime/detail/grad_reducer.h"
 
 #include <algorithm>
 #include <bit>
 #include <set>
 #include <stdexcept>
 
-#include "tensorplay/autograd/grad_mode.h"
+#include "tensorplay/core/autograd/grad_mode.h"
 #include "tensorplay/core/backend.h"
 #include "tensorplay/core/ops/elementwise.h"
 

@@ -1,13 +1,14 @@
 // The data-parallel hook: the gradient reducer over the stages' mesh "dp" dimension, built and
 // checked against the other replicas, the flat all-reduce it runs (NCCL for device gradients where
 // every replica has it, else the ring over UCX), and a failed step abandoned on every replica.
+#include "tensorplay/pipelining/runtime/detail/data_parallel_hook.h"
+
 #include <algorithm>
 #include <atomic>
 #include <string>
 
 #include "tensorplay/distributed/detail/group_backend.h"
 #include "tensorplay/distributed/detail/group_runtime.h"
-#include "tensorplay/pipelining/hooks/detail/schedule_hooks.h"
 #include "tensorplay/transport/nccl_all_reduce.h"
 
 namespace tensorplay::pipelining::detail {
@@ -48,7 +49,7 @@ const distributed::DeviceMesh& stages_mesh(const ScheduleSpec& spec) {
 FlatAllReduce flat_all_reduce(GroupRuntime& runtime, const ScheduleSpec& spec,
                               const std::vector<int>& ranks, int me, uint32_t stream) {
   const std::string name = spec.name();
-  bool all_nccl = all_want_nccl(runtime, ranks, wants_nccl_for(runtime, spec.local_stages()),
+  bool all_nccl = all_want_nccl(runtime, ranks, wants_nccl_for(runtime, spec.local_devices()),
                                 name + " dp backend");
   std::shared_ptr<transport::NcclAllReduce> nccl;
   if (all_nccl)
