@@ -26,8 +26,8 @@ grep -q "^plan: predicted .* s per step, measured" "$scratch/run.out" ||
   { cat "$scratch/run.out"; fail "no predicted against measured step"; }
 
 # tp-trace: the plan's simulated step beside the run's last training step (3; a forward-only
-# evaluation step follows it in the log). Every figure is there with a finite error (a JSON null
-# would be an infinite or undefined one), and the predicted step is positive.
+# evaluation follows it in the log, which tp-trace skips). Every figure is there with a finite
+# error (a JSON null would be an infinite or undefined one), and the predicted step is positive.
 predicted=(--plan "$scratch/plan.json" --profile "$scratch/profile.json")
 json=$("$tp_trace" "$scratch/logs" --step 3 "${predicted[@]}" --json --trace "$scratch/both.json" \
   --svg "$scratch/both.svg" 2> "$scratch/trace.err") || { cat "$scratch/trace.err"; fail "tp-trace --plan failed"; }
@@ -49,8 +49,13 @@ grep -qE "^  rank 1: step $number / $number us \([-+]$number%\), busy" <<<"$text
   fail "tp-trace --plan: no per-rank comparison: $text"
 grep -q "transfers predicted over the profile's in_process channel (ranks in one process)" \
   <<<"$text" || fail "tp-trace --plan: an embedded run not predicted over in_process: $text"
-# The evaluation step ran forwards only: not the plan's step, and tp-trace says so.
-if "$tp_trace" "$scratch/logs" --step 4 "${predicted[@]}" > /dev/null 2> "$scratch/trace.err"; then
+# By default tp-trace reads the last training step (3), not the evaluation logged after it.
+json=$("$tp_trace" "$scratch/logs" "${predicted[@]}" --json 2> "$scratch/trace.err") ||
+  { cat "$scratch/trace.err"; fail "tp-trace --plan without --step failed"; }
+grep -q '"step":3,"log_step":3,"steps_logged":3,"evaluations_logged":1' <<<"$json" ||
+  fail "tp-trace did not default to the last training step: $json"
+# The evaluation ran forwards only: not the plan's step, and tp-trace says so when asked for it.
+if "$tp_trace" "$scratch/logs" --eval 1 "${predicted[@]}" > /dev/null 2> "$scratch/trace.err"; then
   fail "tp-trace compared an evaluation step with a training step"
 fi
 grep -q "the measured step ran .* F and the prediction .* B" "$scratch/trace.err" ||
