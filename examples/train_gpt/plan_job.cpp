@@ -64,6 +64,37 @@ pp::Plan auto_plan(const Options& o, int64_t vocab, int world) {
 
 }  // namespace
 
+std::string profile_model_name(const Options& o) {
+  return "train_gpt GPT (" + std::to_string(o.layers) + " blocks, width " +
+         std::to_string(o.width) + ")";
+}
+
+namespace {
+
+// A plan file is for the model it was profiled on: the same blocks (a plan for 4 blocks cuts a
+// model of 6 as if the last two were not there) and, for train_gpt's own plans, the same width.
+void check_plan_model(const pp::Plan& plan, const Options& o) {
+  const std::string fix =
+      ": pass the flags it was made with, or make a plan for this model (train_gpt --profile-out "
+      "FILE with these flags, then tp-plan --profile FILE)";
+  const std::string mine = profile_model_name(o);
+  if (plan.model.rfind("train_gpt GPT (", 0) == 0 && plan.model != mine)
+    throw std::invalid_argument("--plan " + o.plan + " was made for a " + plan.model +
+                                ", but --layers " + std::to_string(o.layers) + " --width " +
+                                std::to_string(o.width) + " make a " + mine + fix);
+  std::vector<std::string> segments;
+  for (const std::string& name : plan.segments)
+    if (!name.empty()) segments.push_back(name);
+  if (!segments.empty() && segments != split_candidates(o))
+    throw std::invalid_argument("--plan " + o.plan + " was made for a model whose stages may " +
+                                "begin at " + std::to_string(segments.size()) + " places (" +
+                                segments.front() + " to " + segments.back() + "), but --layers " +
+                                std::to_string(o.layers) + " gives " +
+                                std::to_string(split_candidates(o).size()) + fix);
+}
+
+}  // namespace
+
 std::vector<std::string> split_candidates(const Options& o) {
   std::vector<std::string> names;
   for (int64_t b = 0; b < o.layers; ++b) names.push_back("blocks." + std::to_string(b));
@@ -84,8 +115,7 @@ pp::Profile profile_gpt(const Options& o, int64_t vocab) {
   pp::ProfileOptions options;
   options.candidates = split_candidates(o);
   options.device = tp::Device(o.device);
-  options.model_name = "train_gpt GPT (" + std::to_string(o.layers) + " blocks, width " +
-                       std::to_string(o.width) + ")";
+  options.model_name = profile_model_name(o);
   options.loss_fn = [vocab](const tp::Tensor& logits, const tp::Tensor& targets) {
     return tp::cross_entropy(logits.reshape({-1, vocab}), targets.reshape({-1}));
   };
@@ -111,8 +141,10 @@ std::optional<pp::Plan> resolve_plan(Options& o, int64_t vocab, int world) {
   pp::Plan plan = o.plan == "auto" ? auto_plan(o, vocab, world) : pp::load_plan(o.plan);
   const int ranks = world > 1 ? world / o.dp : plan.ranks;  // embedded: any count fits
   pp::check_plan(plan, split_candidates(o), ranks, o.batch / o.dp);
+  if (o.plan != "auto") check_plan_model(plan, o);
   o.schedule = std::string(tp::schedules::schedule_name(plan.schedule));
   o.stages = plan.num_stages();
+  o.stages_from = "--plan " + o.plan;
   o.microbatches = plan.microbatches;
   o.blas_threads = plan.threads;
   return plan;

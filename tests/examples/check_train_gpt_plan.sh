@@ -2,7 +2,8 @@
 # train_gpt with plans, end to end on a small model: --profile-out writes a profile tp-plan reads,
 # the plan it writes runs (train_gpt --plan FILE, and --plan auto), the run reports the predicted
 # and measured step, tp-trace sets the plan's simulated step beside the run's message log, and a
-# plan cutting at blocks the model lacks is an error naming them.
+# plan cutting at blocks the model lacks, or made for a model of other sizes, is an error naming
+# them.
 # Usage: check_train_gpt_plan.sh TRAIN_GPT TP_PLAN TP_TRACE SCRATCH_DIR
 set -euo pipefail
 train_gpt=$1 tp_plan=$2 tp_trace=$3 scratch=$4
@@ -78,4 +79,11 @@ if "$train_gpt" "${small[@]}" --plan "$scratch/other.json" > "$scratch/other.out
 fi
 grep -q "which this model does not have" "$scratch/other.out" ||
   { cat "$scratch/other.out"; fail "the mismatch is not named"; }
+# A plan for 2 blocks on a model of 3 cut the model as if the third were not there, silently.
+bigger=(--layers 3 "${small[@]:2}")
+status=0
+"$train_gpt" "${bigger[@]}" --plan "$scratch/plan.json" > "$scratch/bigger.out" 2>&1 || status=$?
+[ "$status" -eq 1 ] || { cat "$scratch/bigger.out"; fail "a plan for 2 blocks ran on 3 ($status)"; }
+grep -qF "was made for a train_gpt GPT (2 blocks, width 32), but --layers 3 --width 32 make a" \
+  "$scratch/bigger.out" || { cat "$scratch/bigger.out"; fail "the model mismatch is not named"; }
 echo "ok"
