@@ -36,6 +36,7 @@
 #include "options.h"
 #include "plan_job.h"
 #include "run_figures.h"
+#include "run_metrics.h"
 #include "step_watch.h"
 #include "tensorplay/base/knobs.h"
 #include "tensorplay/distributed/group_replica_exchange.h"
@@ -687,6 +688,7 @@ struct TrainLoop {
   bool saves = false;           // checkpoints go to --checkpoint-dir
   bool prints = false;          // this rank prints the progress
   std::string out_dir;
+  train_gpt::MetricsFile* metrics = nullptr;  // the step scalars' JSON lines (the printing rank)
 };
 
 // One step's progress line: loss, validation loss, throughput, bubble, time left.
@@ -731,6 +733,18 @@ void train_steps(TrainLoop& loop, RunResult& result) {
     const bool validate =
         step == result.last_step || (o.val_interval > 0 && step % o.val_interval == 0);
     if (validate) result.val_loss = validation_loss(job, loop.corpus, loop.watch);
+    if (loop.metrics) {
+      train_gpt::StepScalars scalars{.step = step,
+                                     .loss = result.loss,
+                                     .lr = o.lr_at(step),
+                                     .tokens_per_second = o.batch * o.context / dt};
+      if (validate) scalars.val_loss = result.val_loss;
+      if (timeline) scalars.bubble = step_bubble(*timeline);
+      if (memory)
+        for (const pp::RankMemoryStats& r : memory->ranks)
+          scalars.peak_bytes[r.rank] = static_cast<double>(r.peak_bytes);
+      loop.metrics->add(scalars);
+    }
     // The loss is recorded before the checkpoint: a run stopped between the two (an elastic
     // round ending) resumes after the checkpoint's step, which must not lose that step's loss.
     // Stopped before the checkpoint, it recomputes the step and records the same loss again.
@@ -846,10 +860,21 @@ int run(Options o) {
                   o.checkpoint_dir.c_str(), result.first_step - 1, o.steps);
     return 0;
   }
-  TrainLoop loop{o, job, corpus, data, checkpoint_options, watching, saves, prints, out_dir};
+  std::optional<train_gpt::MetricsFile> metrics;
+  if (prints) metrics.emplace(out_dir, /*fresh=*/result.first_step == 1);
+  TrainLoop loop{o,        job,   corpus, data,    checkpoint_options,
+                 watching, saves, prints, out_dir, metrics ? &*metrics : nullptr};
   train_steps(loop, result);
 
   finish(o, job, corpus, plan ? &*plan : nullptr, result, watching, prints);
+  if (metrics) {
+    const std::string svg = out_dir + "/loss.svg";
+    train_gpt::draw_loss_svg(metrics->path(), svg);
+    std::printf(
+        "wrote %s (training and validation loss against steps) and %s (each step's "
+        "scalars as JSON lines)\n",
+        svg.c_str(), metrics->path().c_str());
+  }
   if (prints && result.last_step < o.steps)
     std::printf(
         "\nstopped after step %d of %d (--stop-after %d), its checkpoint in %s; go on with:\n  "

@@ -4,7 +4,8 @@
 # (a stopped run names the command that goes on, a finished run refuses, a fresh run will not
 # overwrite checkpoints without --overwrite, a damaged checkpoint points to --resume-from); the
 # pipeline line naming its recomputation; --init-from naming the flags it overrode; and tp-trace
-# reading train_gpt's step N as --step N, skipping the validations between.
+# reading train_gpt's step N as --step N, skipping the validations between; metrics.jsonl and
+# loss.svg beside the checkpoints.
 # Usage: check_train_gpt_user.sh TRAIN_GPT TP_TRACE SCRATCH_DIR
 set -euo pipefail
 train_gpt=$1 tp_trace=$2 scratch=$3
@@ -57,6 +58,7 @@ grep -qF -- "--resume" <<<"$go_on" || fail "the command to go on does not resume
 if grep -qF -- "--stop-after" <<<"$go_on"; then fail "the command to go on stops again: $go_on"; fi
 eval "$go_on" >resumed.out 2>&1 || { cat resumed.out; fail "the printed command failed: $go_on"; }
 grep -q "^resumed step 2 written by" resumed.out || { cat resumed.out; fail "it did not resume"; }
+cp run/metrics.jsonl stopped_metrics.jsonl
 
 refused "the run in --checkpoint-dir run has finished: its checkpoint is step 4 and --steps is 4" \
   "${run[@]}" --steps 4 --resume
@@ -95,4 +97,22 @@ grep -q '"step":2,"log_step":2' <<<"$("$tp_trace" logs --step 2 --json)" ||
 grep -q '"evaluation":1,"log_step":3' <<<"$("$tp_trace" logs --eval 1 --json)" ||
   fail "tp-trace --eval 1 is not the first validation"
 
-echo "train_gpt: flags checked, resumes explained, tp-trace counts training steps"
+# -- metrics: a JSON line of scalars per step, and the loss curve -----------------------------------
+# The resumed run above (steps 3 and 4 after a stop at 2, then --overwrite to step 2): its lines.
+python3 - run/metrics.jsonl <<'PY' || fail "metrics.jsonl: $(cat run/metrics.jsonl)"
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1])]
+assert [l["step"] for l in lines] == [1, 2], lines
+for l in lines:
+    for key in ("loss", "lr", "tokens_per_second", "bubble", "peak_bytes"):
+        assert key in l, (key, l)
+    assert set(l["peak_bytes"]) == {"0", "1"}, l
+assert "val_loss" in lines[-1] and "val_loss" not in lines[0], lines
+PY
+grep -q 'class="training"' run/loss.svg && grep -q 'class="validation"' run/loss.svg ||
+  fail "loss.svg lacks the training or validation curve"
+grep -q "^wrote run/loss.svg" over.out || { cat over.out; fail "no line naming loss.svg"; }
+# A resumed run appends: the stopped run's steps and the resumed run's, in order.
+python3 -c 'import json,sys; s=[json.loads(l)["step"] for l in open(sys.argv[1])]; assert s == [1, 2, 3, 4], s' \
+  stopped_metrics.jsonl || fail "a resumed run did not append its steps: $(cat stopped_metrics.jsonl)"
+echo "train_gpt: flags checked, resumes explained, tp-trace counts training steps, metrics drawn"
