@@ -28,8 +28,35 @@ std::string scalars_json(const StepScalars& s) {
   return j.dump();
 }
 
+namespace {
+
+// `dir`, the event files of the runs before this one removed when it starts over (`fresh`), as
+// it truncates the JSON lines.
+const std::string& without_old_event_files(const std::string& dir, bool fresh) {
+  if (!fresh) return dir;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec))
+    if (entry.path().filename().string().rfind("events.out.tfevents.", 0) == 0)
+      std::filesystem::remove(entry.path(), ec);
+  return dir;
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, double>> scalar_tags(const StepScalars& s) {
+  std::vector<std::pair<std::string, double>> tags = {{"loss", s.loss}};
+  if (s.val_loss) tags.push_back({"val_loss", *s.val_loss});
+  tags.push_back({"lr", s.lr});
+  tags.push_back({"tokens_per_second", s.tokens_per_second});
+  if (s.bubble) tags.push_back({"bubble", *s.bubble});
+  for (const auto& [rank, bytes] : s.peak_bytes)
+    tags.push_back({"peak_bytes/rank_" + std::to_string(rank), bytes});
+  return tags;
+}
+
 MetricsFile::MetricsFile(const std::string& dir, bool fresh)
-    : path_((std::filesystem::path(dir) / "metrics.jsonl").string()) {
+    : path_((std::filesystem::path(dir) / "metrics.jsonl").string()),
+      events_(without_old_event_files(dir, fresh)) {
   std::ofstream out(path_, fresh ? std::ios::trunc : std::ios::app);
   if (!out) throw std::runtime_error("cannot write '" + path_ + "'");
 }
@@ -38,6 +65,7 @@ void MetricsFile::add(const StepScalars& s) {
   std::ofstream out(path_, std::ios::app);
   out << scalars_json(s) << '\n';
   if (!out) throw std::runtime_error("cannot write '" + path_ + "'");
+  events_.add_scalars(s.step, scalar_tags(s));
 }
 
 namespace {

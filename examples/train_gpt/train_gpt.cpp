@@ -871,9 +871,9 @@ int run(Options o) {
     const std::string svg = out_dir + "/loss.svg";
     train_gpt::draw_loss_svg(metrics->path(), svg);
     std::printf(
-        "wrote %s (training and validation loss against steps) and %s (each step's "
-        "scalars as JSON lines)\n",
-        svg.c_str(), metrics->path().c_str());
+        "wrote %s (training and validation loss against steps), %s (each step's scalars as "
+        "JSON lines) and %s (tensorboard --logdir %s)\n",
+        svg.c_str(), metrics->path().c_str(), metrics->events_path().c_str(), out_dir.c_str());
   }
   if (prints && result.last_step < o.steps)
     std::printf(

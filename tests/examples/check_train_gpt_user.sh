@@ -4,11 +4,12 @@
 # (a stopped run names the command that goes on, a finished run refuses, a fresh run will not
 # overwrite checkpoints without --overwrite, a damaged checkpoint points to --resume-from); the
 # pipeline line naming its recomputation; --init-from naming the flags it overrode; and tp-trace
-# reading train_gpt's step N as --step N, skipping the validations between; metrics.jsonl and
-# loss.svg beside the checkpoints.
+# reading train_gpt's step N as --step N, skipping the validations between; metrics.jsonl, an
+# event file of the same scalars and loss.svg beside the checkpoints.
 # Usage: check_train_gpt_user.sh TRAIN_GPT TP_TRACE SCRATCH_DIR
 set -euo pipefail
 train_gpt=$1 tp_trace=$2 scratch=$3
+here=$(cd "$(dirname "$0")" && pwd)
 rm -rf "$scratch" && mkdir -p "$scratch"
 cd "$scratch"
 small=(--layers 2 --width 32 --heads 2 --context 16 --batch 8 --microbatches 2 --stages 2
@@ -112,6 +113,9 @@ PY
 grep -q 'class="training"' run/loss.svg && grep -q 'class="validation"' run/loss.svg ||
   fail "loss.svg lacks the training or validation curve"
 grep -q "^wrote run/loss.svg" over.out || { cat over.out; fail "no line naming loss.svg"; }
+# The same scalars in a TensorBoard event file: TFRecord framing with its CRC32Cs, read back here.
+python3 "$here/check_train_gpt_events.py" run ||
+  fail "the event file does not hold the scalars of metrics.jsonl"
 # A resumed run appends: the stopped run's steps and the resumed run's, in order.
 python3 -c 'import json,sys; s=[json.loads(l)["step"] for l in open(sys.argv[1])]; assert s == [1, 2, 3, 4], s' \
   stopped_metrics.jsonl || fail "a resumed run did not append its steps: $(cat stopped_metrics.jsonl)"
