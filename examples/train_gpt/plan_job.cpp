@@ -2,6 +2,7 @@
 #include "plan_job.h"
 
 #include <cstdio>
+#include <filesystem>
 #include <stdexcept>
 #include <string_view>
 
@@ -24,12 +25,31 @@ namespace {
 constexpr int kEmbeddedRanks = 2;  // --plan auto in one process plans for two stage actors
 constexpr std::string_view kFailed = "failed: ";  // rank 0's answer when it could not plan
 
-// Profiles here and plans `request`, printing the best few.
+// Profiles here and plans `request`, printing the best few; keeps the plan and the profile in
+// --log-dir (else --checkpoint-dir) for a later tp-trace --plan --profile.
 pp::Plan plan_here(const Options& o, int64_t vocab, const pp::PlanRequest& request) {
+  std::printf("plan auto: profiling the GPT's %lld blocks (a few seconds)...\n",
+              static_cast<long long>(o.layers));
+  std::fflush(stdout);
   const pp::Profile profile = profile_gpt(o, vocab);
   const pp::PlanResult result = pp::plan(profile, request);
   std::printf("plan auto:\n%s", pp::format_plan_report(result, 3).c_str());
-  return pp::make_plan(profile, result.best(), request.batch);
+  if (o.dp > 1)
+    std::printf(
+        "plan auto: planned one replica's pipeline of %d ranks on %lld sequences a step (--batch "
+        "over --dp %d); the gradient averaging between replicas is not in the prediction\n",
+        request.world, static_cast<long long>(request.batch), o.dp);
+  pp::Plan plan = pp::make_plan(profile, result.best(), request.batch);
+  const std::string dir = o.log_dir.empty() ? o.checkpoint_dir : o.log_dir;
+  if (!dir.empty()) {
+    std::filesystem::create_directories(dir);
+    const std::string plan_path = dir + "/plan_auto.json", profile_path = dir + "/profile.json";
+    pp::save_plan(plan, plan_path);
+    pp::save_profile(profile, profile_path);
+    std::printf("plan auto: wrote %s and %s (tp-trace --plan %s --profile %s)\n", plan_path.c_str(),
+                profile_path.c_str(), plan_path.c_str(), profile_path.c_str());
+  }
+  return plan;
 }
 
 // Under tp-launch: rank 0 profiles its host and plans for ranks in processes of their own (their

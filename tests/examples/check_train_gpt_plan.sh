@@ -67,9 +67,17 @@ fi
 grep -q -- "--plan and --profile go together" "$scratch/trace.err" ||
   fail "unexpected error: $(cat "$scratch/trace.err")"
 
-"$train_gpt" "${small[@]}" --plan auto > "$scratch/auto.out" 2>&1 ||
+"$train_gpt" "${small[@]}" --plan auto --log-dir "$scratch/auto_logs" > "$scratch/auto.out" 2>&1 ||
   { cat "$scratch/auto.out"; fail "--plan auto failed"; }
 grep -q "^plan auto:" "$scratch/auto.out" || fail "--plan auto printed no plan"
+grep -q "^plan auto: profiling the GPT's 2 blocks" "$scratch/auto.out" ||
+  fail "--plan auto was silent while profiling"
+# It keeps the plan and the profile beside the message log, for tp-trace to set beside the run.
+"$tp_trace" "$scratch/auto_logs" --plan "$scratch/auto_logs/plan_auto.json" \
+  --profile "$scratch/auto_logs/profile.json" > "$scratch/auto_trace.out" 2>&1 ||
+  { cat "$scratch/auto_trace.out"; fail "tp-trace with --plan auto's plan and profile failed"; }
+grep -q "transfers predicted over" "$scratch/auto_trace.out" ||
+  { cat "$scratch/auto_trace.out"; fail "no prediction beside --plan auto's run"; }
 grep -q "transfers over the in_process channel" "$scratch/auto.out" ||
   fail "--plan auto in one process did not plan over in_process"
 
