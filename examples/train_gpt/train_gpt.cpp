@@ -861,19 +861,21 @@ int run(Options o) {
     return 0;
   }
   std::optional<train_gpt::MetricsFile> metrics;
-  if (prints) metrics.emplace(out_dir, /*fresh=*/result.first_step == 1);
+  // Beside the checkpoints, else in --log-dir: folders this run owns (never the working folder).
+  const std::string metrics_dir = saves ? o.checkpoint_dir : o.log_dir;
+  if (prints && !metrics_dir.empty()) metrics.emplace(metrics_dir, result.first_step == 1);
   TrainLoop loop{o,        job,   corpus, data,    checkpoint_options,
                  watching, saves, prints, out_dir, metrics ? &*metrics : nullptr};
   train_steps(loop, result);
 
   finish(o, job, corpus, plan ? &*plan : nullptr, result, watching, prints);
   if (metrics) {
-    const std::string svg = out_dir + "/loss.svg";
+    const std::string svg = metrics_dir + "/loss.svg";
     train_gpt::draw_loss_svg(metrics->path(), svg);
     std::printf(
         "wrote %s (training and validation loss against steps), %s (each step's scalars as "
         "JSON lines) and %s (tensorboard --logdir %s)\n",
-        svg.c_str(), metrics->path().c_str(), metrics->events_path().c_str(), out_dir.c_str());
+        svg.c_str(), metrics->path().c_str(), metrics->events_path().c_str(), metrics_dir.c_str());
   }
   if (prints && result.last_step < o.steps)
     std::printf(

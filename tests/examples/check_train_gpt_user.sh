@@ -113,6 +113,9 @@ PY
 grep -q 'class="training"' run/loss.svg && grep -q 'class="validation"' run/loss.svg ||
   fail "loss.svg lacks the training or validation curve"
 grep -q "^wrote run/loss.svg" over.out || { cat over.out; fail "no line naming loss.svg"; }
+# Without checkpoints the metrics go to --log-dir, and without one nowhere (not the working folder).
+[ -s logs/metrics.jsonl ] || fail "no metrics.jsonl in --log-dir"
+[ ! -e metrics.jsonl ] && [ ! -e loss.svg ] || fail "a run without checkpoints wrote its metrics here"
 # The same scalars in a TensorBoard event file: TFRecord framing with its CRC32Cs, read back here.
 python3 "$here/check_train_gpt_events.py" run ||
   fail "the event file does not hold the scalars of metrics.jsonl"
