@@ -879,9 +879,10 @@ int run(Options o) {
   }
   if (prints && result.last_step < o.steps)
     std::printf(
-        "\nstopped after step %d of %d (--stop-after %d), its checkpoint in %s; go on with:\n  "
+        "\nstopped after step %d of %d (--stop-after %d), its checkpoint in %s; go on with%s:\n  "
         "%s\n",
         result.last_step, o.steps, o.stop_after, o.checkpoint_dir.c_str(),
+        job.distributed() ? " (under tp-launch, as this run was started)" : "",
         train_gpt::continue_command(o.command).c_str());
   std::fflush(stdout);
   return 0;
