@@ -433,8 +433,6 @@ void write_text(const std::string& path, const std::string& text) {
   if (!out) throw std::runtime_error("cannot write '" + path + "'");
 }
 
-std::string mib(double bytes) { return sc::format_bytes(bytes); }
-
 void print_header(const Options& o, const Job& job, const Corpus& corpus) {
   const double entropy = corpus.unigram_entropy();
   int64_t parameters = 0;
@@ -512,7 +510,7 @@ void print_summary(const Options& o, const Job& job, const RunResult& run, doubl
         "microbatches, about %s\n",
         r, f.busy_us / 1e3 / figures.bubble_steps, f.idle_us / 1e3 / figures.bubble_steps,
         total > 0 ? 100.0 * f.busy_us / total : 0.0, f.peak_activations,
-        mib(f.peak_activations * mean_bytes).c_str());
+        sc::format_bytes(f.peak_activations * mean_bytes).c_str());
   }
 }
 
@@ -560,18 +558,25 @@ bool resumes_by_itself(const Options& o) {
   return dist::read_launch_env().restart_count > 0 || o.pp_auto || o.dp_auto;
 }
 
-// The steps of the checkpoint folders (step_NNNNNNNN) under `dir`, in increasing order.
-std::vector<int64_t> checkpoint_folder_steps(const std::string& dir) {
-  std::vector<int64_t> steps;
+// The checkpoint folders (step_NNNNNNNN) under `dir` by step, in increasing order.
+std::vector<std::pair<int64_t, std::filesystem::path>> checkpoint_folders(const std::string& dir) {
+  std::vector<std::pair<int64_t, std::filesystem::path>> folders;
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
     const std::string name = entry.path().filename().string();
     if (!entry.is_directory() || name.rfind("step_", 0) != 0 || name.size() < 6 ||
         name.size() > 23 || name.find_first_not_of("0123456789", 5) != std::string::npos)
       continue;
-    steps.push_back(std::stoll(name.substr(5)));
+    folders.push_back({std::stoll(name.substr(5)), entry.path()});
   }
-  std::sort(steps.begin(), steps.end());
+  std::sort(folders.begin(), folders.end());
+  return folders;
+}
+
+// Their steps.
+std::vector<int64_t> checkpoint_folder_steps(const std::string& dir) {
+  std::vector<int64_t> steps;
+  for (const auto& [step, path] : checkpoint_folders(dir)) steps.push_back(step);
   return steps;
 }
 
@@ -616,11 +621,7 @@ void claim_checkpoint_dir(const Options& o, int rank) {
         steps_text(steps) + "), which this run would overwrite: pass --resume to continue it, " +
         "--overwrite to delete them and start over, or another --checkpoint-dir");
   if (rank != 0) return;
-  for (int64_t step : steps) {
-    char name[32];
-    std::snprintf(name, sizeof(name), "step_%08lld", static_cast<long long>(step));
-    std::filesystem::remove_all(std::filesystem::path(dir) / name);
-  }
+  for (const auto& [step, path] : checkpoint_folders(dir)) std::filesystem::remove_all(path);
   std::printf("--overwrite: deleted the checkpoints of %s in %s\n", steps_text(steps).c_str(),
               dir.c_str());
 }
