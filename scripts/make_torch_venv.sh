@@ -33,7 +33,7 @@ EOF
     "$py" -m pip install torch
   fi
 fi
-"$py" -m pip install transformers safetensors numpy
+"$py" -m pip install transformers safetensors numpy tensorboard
 
 "$py" -c 'import torch, transformers, safetensors
 print("make_torch_venv: torch", torch.__version__, "transformers", transformers.__version__)'

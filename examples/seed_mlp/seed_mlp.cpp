@@ -14,6 +14,7 @@
 
 #include "examples/exit_with_message.h"
 #include "tensorplay/distributed/init_device_mesh.h"
+#include "tensorplay/distributed/launch_env.h"
 #include "tensorplay/distributed/process_group.h"
 #include "tensorplay/pipelining/build_stage.h"
 #include "tensorplay/pipelining/pipeline.h"
@@ -72,6 +73,13 @@ int run(int argc, char** argv) {
   }
   const int64_t dim = 128, batch = 32;
   tp::manual_seed(0);
+  // Two stages, one a process (per replica with --dp): said before any rank waits for the others.
+  if (const int world = tp::distributed::read_launch_env().world_size; world > 1 && world != 2 * dp)
+    throw std::invalid_argument(
+        "seed_mlp cuts its model into 2 stages, one a process" +
+        std::string(dp > 1 ? " in each of --dp " + std::to_string(dp) + " replicas" : "") +
+        ": start it on " + std::to_string(2 * dp) + " processes (tp-launch --nproc-per-node " +
+        std::to_string(2 * dp) + "), not " + std::to_string(world));
 
   // The launcher's environment when started by tp-launch (or torchrun, Slurm, mpirun); without
   // it, a group of one and the embedded runtime.

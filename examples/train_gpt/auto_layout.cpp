@@ -22,8 +22,13 @@ bool fits(const Options& o, int pp, int dp, int stages_per_rank, double model_by
 
 void resolve_layout(Options& o, int world, int stages_per_rank, double model_bytes,
                     double memory_per_rank) {
+  const auto set_stages = [&](int pp, const std::string& from) {
+    o.stages = pp * stages_per_rank;
+    o.stages_from =
+        from + " x " + std::to_string(stages_per_rank) + " stages per rank of " + o.schedule;
+  };
   if (world == 1) {  // the embedded runtime: one process runs every rank of one replica
-    if (o.pp > 0) o.stages = o.pp * stages_per_rank;
+    if (o.pp > 0) set_stages(o.pp, "--pp " + std::to_string(o.pp));
     if (o.dp_auto) o.dp = 1;
     return;
   }
@@ -59,7 +64,18 @@ void resolve_layout(Options& o, int world, int stages_per_rank, double model_byt
                                   std::to_string(world) + " processes: pass --dp auto");
     pp = world / o.dp;
   }
-  if (pp > 0) o.stages = pp * stages_per_rank;
+  if (pp > 0 && !o.pp_auto && static_cast<int64_t>(pp) * o.dp != world)
+    throw std::invalid_argument(
+        "--pp " + std::to_string(pp) +
+        (o.dp > 1 ? " x --dp " + std::to_string(o.dp) : std::string()) + " needs " +
+        std::to_string(static_cast<int64_t>(pp) * o.dp) + " processes, but tp-launch started " +
+        std::to_string(world) +
+        ": start that many (tp-launch --nproc-per-node), or pass --pp auto");
+  if (pp > 0)
+    set_stages(pp, o.pp_auto || o.pp == 0
+                       ? "--pp auto (" + std::to_string(world) + " processes / dp " +
+                             std::to_string(o.dp) + " = " + std::to_string(pp) + ")"
+                       : "--pp " + std::to_string(pp));
 }
 
 double gpt_training_bytes(const Options& o, int64_t vocab) {

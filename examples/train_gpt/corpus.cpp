@@ -126,7 +126,7 @@ class ShardCorpus : public Corpus {
   std::string describe() const override {
     return path_ + " (token shards): vocabulary " + std::to_string(vocab_) +
            (tokenizer_ ? "" : ", no tokenizer to decode samples with") +
-           "; validation on windows of the same shards";
+           "; nothing held out: validation reads other windows of the same shards";
   }
   int64_t vocab_size() const override { return vocab_; }
   std::pair<tp::Tensor, tp::Tensor> batch(int64_t batch, int64_t context, tp::Generator&,
@@ -168,7 +168,7 @@ bool is_shards(const std::string& data) {
 
 std::unique_ptr<Corpus> open_corpus(const std::string& data, const std::string& tokenizer,
                                     double held_out, int64_t context, uint64_t seed,
-                                    const std::string& work_dir, bool resume) {
+                                    const std::string& work_dir, bool resume, bool verbose) {
   if (is_shards(data)) {
     if (tokenizer != "char")
       throw std::invalid_argument("--tokenizer " + tokenizer + ": --data " + data +
@@ -190,8 +190,8 @@ std::unique_ptr<Corpus> open_corpus(const std::string& data, const std::string& 
       return std::make_unique<BpeTextCorpus>(data, data::SentencePieceTokenizer(model), model,
                                              held_out, context);
     return std::make_unique<BpeTextCorpus>(
-        data, data::SentencePieceTokenizer::train(data, std::stoll(digits), model), model, held_out,
-        context);
+        data, data::SentencePieceTokenizer::train(data, std::stoll(digits), model, verbose), model,
+        held_out, context);
   }
   if (fs::path(tokenizer).extension() != ".model")
     throw std::invalid_argument("--tokenizer " + tokenizer +

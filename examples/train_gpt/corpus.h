@@ -50,9 +50,9 @@ std::pair<tensorplay::Tensor, tensorplay::Tensor> sample_windows(const std::vect
 /// `work_dir`/tokenizer.model; a resumed run reads the one written there) or loaded
 /// ("FILE.model"); or a folder (or file) of token shards (tp-tokenize's), sampled through a memory
 /// map, whose tokens.json names the tokenizer. Throws std::invalid_argument naming a --tokenizer
-/// that is none of these.
+/// that is none of these. SentencePiece's training logs only when `verbose`.
 std::unique_ptr<Corpus> open_corpus(const std::string& data, const std::string& tokenizer,
                                     double held_out, int64_t context, uint64_t seed,
-                                    const std::string& work_dir, bool resume);
+                                    const std::string& work_dir, bool resume, bool verbose = false);
 
 }  // namespace train_gpt

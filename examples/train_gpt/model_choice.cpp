@@ -90,6 +90,30 @@ void with_config(const ModelChoice& model, F&& f) {
   }
 }
 
+// The model-size flags given that --init-from's folder overrides, with the folder's values.
+std::string overridden_flags(const Options& o, const ModelChoice& choice) {
+  std::string out;
+  const auto note = [&](const std::string& flag, const std::string& given,
+                        const std::string& folder) {
+    if (given != folder)
+      out += (out.empty() ? "" : ", ") + flag + " " + given + " (the folder's: " + folder + ")";
+  };
+  int64_t width = 0, heads = 0;
+  with_config(choice, [&](const auto& config, tp::DType) {
+    width = config.width;
+    heads = config.n_head;
+  });
+  for (const std::string& flag : o.given_model_flags) {
+    if (flag == "--model") note(flag, o.model, choice.kind);
+    if (flag == "--layers") note(flag, std::to_string(o.layers), std::to_string(choice.layers));
+    if (flag == "--width") note(flag, std::to_string(o.width), std::to_string(width));
+    if (flag == "--heads") note(flag, std::to_string(o.heads), std::to_string(heads));
+    if (flag != "--model" && flag != "--layers" && flag != "--width" && flag != "--heads")
+      out += (out.empty() ? "" : ", ") + flag + " (the folder's config.json decides)";
+  }
+  return out;
+}
+
 // --init-from's model: loaded whole, or by_stage built of its config (its weights are read by
 // load_stage_parts), so that the initialisation draws the same random numbers either way.
 ModelChoice from_folder(const Options& o, int64_t vocab, tp::DType dtype, bool by_stage) {
@@ -108,6 +132,7 @@ ModelChoice from_folder(const Options& o, int64_t vocab, tp::DType dtype, bool b
     choice = llama_choice(model);
   }
   if (by_stage && dtype != tp::DType::Float32) choice.module->to(dtype);
+  choice.overridden = overridden_flags(o, choice);
   choice.description += ", from " + o.init_from + (by_stage ? " (each stage its own tensors)" : "");
   return choice;
 }

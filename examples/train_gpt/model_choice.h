@@ -21,6 +21,9 @@ struct ModelChoice {
   std::string block_prefix;  ///< the blocks' ModuleList: "blocks" (GPT) or "layers" (Llama)
   int64_t layers = 0;
   std::string description;  ///< "GPT, 4 blocks, width 128, 4 heads, context 64"
+  /// With --init-from: the flags given that its folder overrode ("--layers 6 (the folder has 2),
+  /// ..."); empty when none was.
+  std::string overridden;
 };
 
 /// A new model of --model's kind and the sizes of the flags, for a vocabulary of `vocab`, or the

@@ -20,6 +20,36 @@ float Options::lr_at(int step) const {
 
 namespace {
 
+// A whole number of at least `min`; CLI11's own range checks print their bound with 309 digits.
+CLI::Validator at_least(long long min) {
+  return CLI::Validator(
+      [min](std::string& text) -> std::string {
+        const std::string want =
+            "expected a whole number of at least " + std::to_string(min) + ", got '" + text + "'";
+        if (text.empty() || text.size() > 18 ||
+            text.find_first_not_of("0123456789", text[0] == '-' ? 1 : 0) != std::string::npos ||
+            text == "-")
+          return want;
+        return std::stoll(text) >= min ? "" : want;
+      },
+      ">= " + std::to_string(min));
+}
+
+// A number above 0 (or at least 0 with `zero`), read as strtod reads it.
+CLI::Validator real_above(bool zero) {
+  return CLI::Validator(
+      [zero](std::string& text) -> std::string {
+        char* end = nullptr;
+        const double value = std::strtod(text.c_str(), &end);
+        if (text.empty() || *end != '\0' || !std::isfinite(value) || value < 0 ||
+            (!zero && value == 0))
+          return std::string("expected a number ") + (zero ? "of at least 0" : "above 0") +
+                 ", got '" + text + "'";
+        return "";
+      },
+      zero ? ">= 0" : "> 0");
+}
+
 std::string positive_or_auto(const std::string& text) {
   if (text == "auto") return "";
   if (!text.empty() && text.size() < 6 &&
@@ -44,18 +74,17 @@ void add_model_options(CLI::App& app, Options& o) {
   app.add_option("--export", o.export_dir,
                  "write the trained model as a Hugging Face folder that transformers loads");
   app.add_option("--kv-heads", o.kv_heads, "Llama key-value heads (0: --heads)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(at_least(0));
   app.add_option("--mlp-width", o.mlp_width, "Llama MLP width (0: 8/3 --width, rounded up to 8)")
-      ->check(CLI::NonNegativeNumber);
-  app.add_option("--rope-theta", o.rope_theta, "Llama rotary base")->check(CLI::PositiveNumber);
+      ->check(at_least(0));
+  app.add_option("--rope-theta", o.rope_theta, "Llama rotary base")->check(real_above(false));
   app.add_option("--tie", o.tie, "the head shares the token embedding (true or false)");
   app.add_option("--held-out", o.held_out, "fraction of the text kept for validation")
       ->check(CLI::Range(0.01, 0.5));
-  app.add_option("--layers", o.layers, "transformer blocks")->check(CLI::PositiveNumber);
-  app.add_option("--width", o.width, "embedding width")->check(CLI::PositiveNumber);
-  app.add_option("--heads", o.heads, "attention heads (must divide --width)")
-      ->check(CLI::PositiveNumber);
-  app.add_option("--context", o.context, "characters per sequence")->check(CLI::PositiveNumber);
+  app.add_option("--layers", o.layers, "transformer blocks")->check(at_least(1));
+  app.add_option("--width", o.width, "embedding width")->check(at_least(1));
+  app.add_option("--heads", o.heads, "attention heads (must divide --width)")->check(at_least(1));
+  app.add_option("--context", o.context, "characters per sequence")->check(at_least(1));
   app.add_option("--dropout", o.dropout, "dropout probability")->check(CLI::Range(0.0, 0.9));
   app.add_option("--dtype", o.dtype, "float32 or bfloat16")
       ->check(CLI::IsMember({"float32", "bfloat16"}));
@@ -65,14 +94,13 @@ void add_model_options(CLI::App& app, Options& o) {
 // `dp` and `pp` take the text of --dp and --pp (a number or auto).
 void add_pipeline_options(CLI::App& app, Options& o, std::string& dp, std::string& pp) {
   app.add_option("--stages", o.stages, "pipeline stages (cut at block boundaries)")
-      ->check(CLI::PositiveNumber);
+      ->check(at_least(1));
   app.add_option("--schedule", o.schedule,
                  "GPipe, 1F1B, Interleaved1F1B, LoopedBFS, InterleavedZeroBubble, "
                  "ZBVZeroBubble, DualPipeV, VHalf or VMin");
-  app.add_option("--microbatches", o.microbatches, "microbatches per step")
-      ->check(CLI::PositiveNumber);
+  app.add_option("--microbatches", o.microbatches, "microbatches per step")->check(at_least(1));
   app.add_option("--batch", o.batch, "sequences per step (over all data-parallel replicas)")
-      ->check(CLI::PositiveNumber);
+      ->check(at_least(1));
   app.add_option("--dp", dp,
                  "data-parallel replicas of the pipeline, or auto: tp-launch starts (pipeline "
                  "ranks) x dp processes on a {pp, dp} device mesh; each replica trains on its "
@@ -86,7 +114,7 @@ void add_pipeline_options(CLI::App& app, Options& o, std::string& dp, std::strin
   app.add_option("--device", o.device, "cpu, cuda or cuda:N");
   app.add_option("--blas-threads", o.blas_threads,
                  "product threads of each computing thread (oneDNN)")
-      ->check(CLI::PositiveNumber);
+      ->check(at_least(1));
   app.add_flag("--unsplit", o.unsplit,
                "train the whole model in this thread without a pipeline (the baseline)");
   app.add_option("--recompute", o.recompute,
@@ -107,7 +135,7 @@ void add_pipeline_options(CLI::App& app, Options& o, std::string& dp, std::strin
                  "the schedule, cut, stages, microbatches, recomputation and threads");
   app.add_option("--memory-cap", o.memory_cap,
                  "--plan auto: bytes each rank may hold (0: no cap); configurations over it lose")
-      ->check(CLI::NonNegativeNumber);
+      ->check(real_above(true));
   app.add_option("--profile-out", o.profile_out,
                  "profile the GPT (per block times and bytes) into this JSON file for tp-plan, "
                  "then exit");
@@ -116,12 +144,12 @@ void add_pipeline_options(CLI::App& app, Options& o, std::string& dp, std::strin
 // The optimizer and the length of the run.
 void add_training_options(CLI::App& app, Options& o) {
   app.add_option("--steps", o.steps, "optimizer steps in all (a resumed run goes on to it)")
-      ->check(CLI::PositiveNumber);
-  app.add_option("--lr", o.lr, "peak learning rate (AdamW)")->check(CLI::PositiveNumber);
+      ->check(at_least(1));
+  app.add_option("--lr", o.lr, "peak learning rate (AdamW)")->check(real_above(false));
   app.add_option("--min-lr", o.min_lr, "learning rate at the end of the cosine decay");
-  app.add_option("--warmup", o.warmup, "steps of linear warm-up")->check(CLI::NonNegativeNumber);
+  app.add_option("--warmup", o.warmup, "steps of linear warm-up")->check(at_least(0));
   app.add_option("--clip", o.clip, "gradient clipping: largest global norm (0: off)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(real_above(true));
   app.add_option("--weight-decay", o.weight_decay, "AdamW weight decay");
   app.add_option("--seed", o.seed, "seed of the weights, the batches and the samples");
 }
@@ -132,27 +160,37 @@ void add_output_options(CLI::App& app, Options& o) {
                  "where checkpoints, the timeline and the trace go (empty: no checkpoints)");
   app.add_option("--checkpoint-interval", o.checkpoint_interval,
                  "save every N steps (0: only at the end)")
-      ->check(CLI::NonNegativeNumber);
-  app.add_flag("--resume", o.resume, "continue from the newest complete checkpoint");
+      ->check(at_least(0));
+  app.add_flag("--resume", o.resume,
+               "continue from the newest complete checkpoint in --checkpoint-dir (up to --steps)");
+  app.add_option("--resume-from", o.resume_from,
+                 "continue from this step's checkpoint instead of the newest (an earlier one, when "
+                 "the newest is damaged); implies --resume")
+      ->check(at_least(1));
+  app.add_flag("--overwrite", o.overwrite,
+               "start over in a --checkpoint-dir that holds checkpoints of an earlier run, "
+               "deleting them (without it such a run refuses to start)");
   app.add_option("--stop-after", o.stop_after,
                  "stop after this step with a checkpoint, as if interrupted (--resume goes on)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(at_least(0));
   app.add_option("--log-dir", o.log_dir, "write the message log to DIR/messages_rank_R.log");
   app.add_option("--trace-step", o.trace_step,
                  "write this step's timeline (SVG) and Chrome trace (0: none)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(at_least(0));
   app.add_option("--val-interval", o.val_interval,
                  "validation loss every N steps (0: only at the end)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(at_least(0));
   app.add_option("--val-batches", o.val_batches, "held-out batches per validation")
-      ->check(CLI::PositiveNumber);
+      ->check(at_least(1));
   app.add_option("--sample-chars", o.sample_chars, "characters generated at the end (0: none)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(at_least(0));
   app.add_option("--temperature", o.temperature, "temperature of the sampled text")
-      ->check(CLI::PositiveNumber);
+      ->check(real_above(false));
   app.add_option("--prompt", o.prompt, "text the samples start from");
   app.add_flag("--json", o.json, "print the summary as one JSON line too");
   app.add_flag("--quiet", o.quiet, "no line per step");
+  app.add_flag("--verbose", o.verbose,
+               "also the libraries' own logs (SentencePiece's, while it trains a tokenizer)");
   app.add_option("--losses-file", o.losses_file,
                  "append each step's loss to this file with every digit (\"step loss\" lines)");
 }
@@ -174,13 +212,75 @@ Options parse_options(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    std::exit(app.exit(e));
+    // --help is a success; a bad flag (CLI11's message names it) exits 1 like every other error.
+    std::exit(app.exit(e) == 0 ? 0 : 1);
   }
+  o.command.assign(argv, argv + argc);
+  o.trace_step_given = app.count("--trace-step") > 0;
+  for (const char* flag : {"--model", "--layers", "--width", "--heads", "--kv-heads", "--mlp-width",
+                           "--rope-theta", "--tie"})
+    if (app.count(flag) > 0) o.given_model_flags.push_back(flag);
+  if (o.resume_from > 0) o.resume = true;
   o.dp_auto = dp == "auto";
   o.dp = o.dp_auto ? 1 : std::stoi(dp);
   o.pp_auto = pp == "auto";
   o.pp = o.pp_auto || pp.empty() ? 0 : std::stoi(pp);
   return o;
+}
+
+void check_options(const Options& o) {
+  const std::string steps = " --steps " + std::to_string(o.steps);
+  if (o.stop_after > o.steps)
+    throw std::invalid_argument("--stop-after " + std::to_string(o.stop_after) + " is past" +
+                                steps +
+                                " (the run ends there): lower --stop-after or raise --steps");
+  if (o.trace_step_given && o.trace_step > o.steps)
+    throw std::invalid_argument("--trace-step " + std::to_string(o.trace_step) + " is past" +
+                                steps +
+                                ": no step's timeline would be written; pass a step up to " +
+                                std::to_string(o.steps) + " (0: none)");
+  if (o.resume_from > o.steps)
+    throw std::invalid_argument("--resume-from " + std::to_string(o.resume_from) + " is past" +
+                                steps + ": raise --steps to train on from it");
+  if (o.resume && o.overwrite)
+    throw std::invalid_argument(
+        "--resume continues the run in --checkpoint-dir and --overwrite deletes it: pass one");
+  const std::string needs = o.resume ? "--resume" : "--stop-after";
+  if ((o.resume || o.stop_after > 0) && o.checkpoint_dir.empty())
+    throw std::invalid_argument(needs + " needs checkpoints: pass a --checkpoint-dir");
+  if (o.unsplit && (o.resume || o.stop_after > 0))
+    throw std::invalid_argument(needs + " needs checkpoints, which --unsplit does not write");
+}
+
+std::string continue_command(const std::vector<std::string>& command) {
+  std::vector<std::string> kept;
+  bool resumes = false;
+  for (size_t i = 0; i < command.size(); ++i) {
+    const std::string& a = command[i];
+    // --stop-after and --resume-from (the run goes on from its newest checkpoint now).
+    if (i > 0 && (a == "--stop-after" || a == "--resume-from")) {
+      ++i;  // and its value
+      continue;
+    }
+    if (i > 0 && (a.starts_with("--stop-after=") || a.starts_with("--resume-from="))) continue;
+    if (i > 0 && a == "--resume") resumes = true;
+    kept.push_back(a);
+  }
+  if (!resumes) kept.push_back("--resume");
+  std::string out;
+  for (const std::string& a : kept) {
+    const bool plain = !a.empty() && a.find_first_not_of(
+                                         "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMN"
+                                         "OPQRSTUVWXYZ0123456789_-./:=,+@%") == std::string::npos;
+    std::string quoted = a;
+    if (!plain) {
+      quoted = "'";
+      for (char c : a) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+      quoted += "'";
+    }
+    out += (out.empty() ? "" : " ") + quoted;
+  }
+  return out;
 }
 
 }  // namespace train_gpt

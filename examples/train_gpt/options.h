@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace train_gpt {
 
@@ -39,6 +40,9 @@ struct Options {
   /// --dp auto pick them from the world size (auto_layout.h).
   int pp = 0;
   bool pp_auto = false, dp_auto = false;
+  /// How --stages was set when not by that flag ("--pp 3 x 2 stages per rank of ZBVZeroBubble",
+  /// "the plan p.json"), for errors to name the flag the user passed; empty: --stages itself.
+  std::string stages_from;
   std::string device = "cpu";
   int blas_threads = 1;
   bool unsplit = false;  ///< train the whole model in this thread, without a pipeline
@@ -62,9 +66,12 @@ struct Options {
   std::string checkpoint_dir = "train_gpt_run";
   int checkpoint_interval = 100;  ///< 0: only at the end
   bool resume = false;
+  int resume_from = 0;     ///< --resume-from: the checkpoint step to resume (0: the newest)
+  bool overwrite = false;  ///< start over in a --checkpoint-dir that holds checkpoints
   int stop_after = 0;  ///< stop (with a checkpoint) after this step, as if interrupted; 0: never
   std::string log_dir;
-  int trace_step = 20;  ///< 0: none
+  int trace_step = 20;            ///< 0: none
+  bool trace_step_given = false;  ///< --trace-step was passed (the default may pass --steps)
   int val_interval = 50;
   int val_batches = 4;
   int sample_chars = 300;
@@ -73,13 +80,28 @@ struct Options {
   bool json = false;        ///< also print the summary as one JSON line
   bool quiet = false;       ///< no per-step lines
   std::string losses_file;  ///< append "step loss" per step, with every digit (empty: none)
+  bool verbose = false;     ///< also the libraries' own logs (SentencePiece's training)
+  /// The command line as given (the program first), for the command that goes on after a stop.
+  std::vector<std::string> command;
+  /// The model-size flags given on the command line (--layers, --width, ...): --init-from says
+  /// which of them its folder overrides.
+  std::vector<std::string> given_model_flags;
 
   /// The learning rate of `step` (1-based): linear warm-up over `warmup` steps, then cosine decay
   /// from lr to min_lr at the last step.
   float lr_at(int step) const;
 };
 
-/// Parses argv (CLI11); on --help or a bad flag prints and exits, as CLI11 does.
+/// Parses argv (CLI11). On --help prints and exits 0; on a bad flag prints CLI11's message naming
+/// it and exits 1, as every error of train_gpt does.
 Options parse_options(int argc, char** argv);
+
+/// Checks the flags against each other before any work starts; throws std::invalid_argument
+/// naming the flags given and what to change.
+void check_options(const Options& o);
+
+/// The command that continues a run stopped by --stop-after: `command` without --stop-after and
+/// --resume-from, with --resume, each argument quoted for a POSIX shell where it needs it.
+std::string continue_command(const std::vector<std::string>& command);
 
 }  // namespace train_gpt

@@ -2,6 +2,7 @@
 #include "plan_job.h"
 
 #include <cstdio>
+#include <filesystem>
 #include <stdexcept>
 #include <string_view>
 
@@ -24,12 +25,31 @@ namespace {
 constexpr int kEmbeddedRanks = 2;  // --plan auto in one process plans for two stage actors
 constexpr std::string_view kFailed = "failed: ";  // rank 0's answer when it could not plan
 
-// Profiles here and plans `request`, printing the best few.
+// Profiles here and plans `request`, printing the best few; keeps the plan and the profile in
+// --log-dir (else --checkpoint-dir) for a later tp-trace --plan --profile.
 pp::Plan plan_here(const Options& o, int64_t vocab, const pp::PlanRequest& request) {
+  std::printf("plan auto: profiling the GPT's %lld blocks (a few seconds)...\n",
+              static_cast<long long>(o.layers));
+  std::fflush(stdout);
   const pp::Profile profile = profile_gpt(o, vocab);
   const pp::PlanResult result = pp::plan(profile, request);
   std::printf("plan auto:\n%s", pp::format_plan_report(result, 3).c_str());
-  return pp::make_plan(profile, result.best(), request.batch);
+  if (o.dp > 1)
+    std::printf(
+        "plan auto: planned one replica's pipeline of %d ranks on %lld sequences a step (--batch "
+        "over --dp %d); the gradient averaging between replicas is not in the prediction\n",
+        request.world, static_cast<long long>(request.batch), o.dp);
+  pp::Plan plan = pp::make_plan(profile, result.best(), request.batch);
+  const std::string dir = o.log_dir.empty() ? o.checkpoint_dir : o.log_dir;
+  if (!dir.empty()) {
+    std::filesystem::create_directories(dir);
+    const std::string plan_path = dir + "/plan_auto.json", profile_path = dir + "/profile.json";
+    pp::save_plan(plan, plan_path);
+    pp::save_profile(profile, profile_path);
+    std::printf("plan auto: wrote %s and %s (tp-trace --plan %s --profile %s)\n", plan_path.c_str(),
+                profile_path.c_str(), plan_path.c_str(), profile_path.c_str());
+  }
+  return plan;
 }
 
 // Under tp-launch: rank 0 profiles its host and plans for ranks in processes of their own (their
@@ -64,6 +84,37 @@ pp::Plan auto_plan(const Options& o, int64_t vocab, int world) {
 
 }  // namespace
 
+std::string profile_model_name(const Options& o) {
+  return "train_gpt GPT (" + std::to_string(o.layers) + " blocks, width " +
+         std::to_string(o.width) + ")";
+}
+
+namespace {
+
+// A plan file is for the model it was profiled on: the same blocks (a plan for 4 blocks cuts a
+// model of 6 as if the last two were not there) and, for train_gpt's own plans, the same width.
+void check_plan_model(const pp::Plan& plan, const Options& o) {
+  const std::string fix =
+      ": pass the flags it was made with, or make a plan for this model (train_gpt --profile-out "
+      "FILE with these flags, then tp-plan --profile FILE)";
+  const std::string mine = profile_model_name(o);
+  if (plan.model.rfind("train_gpt GPT (", 0) == 0 && plan.model != mine)
+    throw std::invalid_argument("--plan " + o.plan + " was made for a " + plan.model +
+                                ", but --layers " + std::to_string(o.layers) + " --width " +
+                                std::to_string(o.width) + " make a " + mine + fix);
+  std::vector<std::string> segments;
+  for (const std::string& name : plan.segments)
+    if (!name.empty()) segments.push_back(name);
+  if (!segments.empty() && segments != split_candidates(o))
+    throw std::invalid_argument("--plan " + o.plan + " was made for a model whose stages may " +
+                                "begin at " + std::to_string(segments.size()) + " places (" +
+                                segments.front() + " to " + segments.back() + "), but --layers " +
+                                std::to_string(o.layers) + " gives " +
+                                std::to_string(split_candidates(o).size()) + fix);
+}
+
+}  // namespace
+
 std::vector<std::string> split_candidates(const Options& o) {
   std::vector<std::string> names;
   for (int64_t b = 0; b < o.layers; ++b) names.push_back("blocks." + std::to_string(b));
@@ -84,8 +135,7 @@ pp::Profile profile_gpt(const Options& o, int64_t vocab) {
   pp::ProfileOptions options;
   options.candidates = split_candidates(o);
   options.device = tp::Device(o.device);
-  options.model_name = "train_gpt GPT (" + std::to_string(o.layers) + " blocks, width " +
-                       std::to_string(o.width) + ")";
+  options.model_name = profile_model_name(o);
   options.loss_fn = [vocab](const tp::Tensor& logits, const tp::Tensor& targets) {
     return tp::cross_entropy(logits.reshape({-1, vocab}), targets.reshape({-1}));
   };
@@ -111,8 +161,10 @@ std::optional<pp::Plan> resolve_plan(Options& o, int64_t vocab, int world) {
   pp::Plan plan = o.plan == "auto" ? auto_plan(o, vocab, world) : pp::load_plan(o.plan);
   const int ranks = world > 1 ? world / o.dp : plan.ranks;  // embedded: any count fits
   pp::check_plan(plan, split_candidates(o), ranks, o.batch / o.dp);
+  if (o.plan != "auto") check_plan_model(plan, o);
   o.schedule = std::string(tp::schedules::schedule_name(plan.schedule));
   o.stages = plan.num_stages();
+  o.stages_from = "--plan " + o.plan;
   o.microbatches = plan.microbatches;
   o.blas_threads = plan.threads;
   return plan;

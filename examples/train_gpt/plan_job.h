@@ -13,6 +13,9 @@
 
 namespace train_gpt {
 
+/// The name a profile of the GPT of `o` gives its model (plans carry it, and --plan checks it).
+std::string profile_model_name(const Options& o);
+
 /// Where a stage of the GPT may begin: every block, and ln_f (the head on its own).
 std::vector<std::string> split_candidates(const Options& o);
 

@@ -9,11 +9,14 @@
 //   ./train_gpt --resume                          # continue from the newest checkpoint
 //   tp-launch --nproc-per-node 2 -- ./train_gpt   # one rank (two stages of the V) per process
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iomanip>
@@ -21,6 +24,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -32,7 +36,9 @@
 #include "options.h"
 #include "plan_job.h"
 #include "run_figures.h"
+#include "run_metrics.h"
 #include "step_watch.h"
+#include "tensorplay/base/knobs.h"
 #include "tensorplay/distributed/init_device_mesh.h"
 #include "tensorplay/distributed/process_group.h"
 #include "tensorplay/observe/message_log.h"
@@ -77,14 +83,30 @@ double mean_of(const std::vector<tp::Tensor>& losses) {
   return losses.empty() ? NAN : sum / losses.size();
 }
 
+// "--stages 6", or "--stages 6 (from --pp 3 x 2 stages per rank of ZBVZeroBubble)" when another
+// flag set it: errors name the flag the user passed.
+std::string stages_flag(const Options& o) {
+  return "--stages " + std::to_string(o.stages) +
+         (o.stages_from.empty() ? std::string() : " (from " + o.stages_from + ")");
+}
+
+// "--layers 4", or "4 blocks (from --init-from DIR)".
+std::string layers_flag(const Options& o, int64_t layers) {
+  return o.init_from.empty()
+             ? "--layers " + std::to_string(layers)
+             : std::to_string(layers) + " blocks (from --init-from " + o.init_from + ")";
+}
+
 // Cuts before blocks.k for evenly spaced k: stage s holds blocks [s L / S, (s+1) L / S); the first
 // stage also holds the embeddings, the last one ln_f and the head.
-pp::PipelineOptions cut_at_blocks(const std::string& prefix, int64_t layers, int stages) {
+pp::PipelineOptions cut_at_blocks(const Options& o, const std::string& prefix, int64_t layers) {
+  const int stages = o.stages;
   if (stages > layers)
-    throw std::invalid_argument("--stages " + std::to_string(stages) + " is more than --layers " +
-                                std::to_string(layers) +
-                                " (the model's blocks): each stage needs at least one block (lower "
-                                "--stages or raise --layers)");
+    throw std::invalid_argument(
+        stages_flag(o) + " is more than " + layers_flag(o, layers) +
+        " (the model's blocks): each stage needs at least one block (" +
+        (o.stages_from.empty() ? "lower --stages" : "lower --pp, or run on fewer processes") +
+        ", or raise --layers)");
   pp::PipelineOptions split;
   for (int s = 1; s < stages; ++s)
     split.split_spec[prefix + "." + std::to_string(s * layers / stages)] =
@@ -142,6 +164,36 @@ std::vector<double> activation_bytes_per_microbatch(
   return bytes;
 }
 
+// --recompute type:Name,...: every name must be a module type of the model (a name matching none
+// would recompute nothing, silently).
+void check_recompute_types(tp::nn::Module& model, const pp::RecomputePolicy& policy) {
+  if (policy.mode != pp::RecomputePolicy::Mode::ByType) return;
+  std::set<std::string> present;
+  for (const auto& [path, module] : model.named_modules()) present.insert(module->type_name());
+  for (const std::string& type : policy.types) {
+    if (present.count(type)) continue;
+    std::string names;
+    for (const std::string& name : present) names += (names.empty() ? "" : ", ") + name;
+    throw std::invalid_argument("--recompute type:" + type +
+                                " names no module type of this model, so nothing would be "
+                                "recomputed; its types are " +
+                                names);
+  }
+}
+
+// A plan's recomputation in words: "none", "full", or "full in stages 1, 3".
+std::string plan_recompute_text(const pp::Plan& plan) {
+  std::string stages;
+  int count = 0;
+  for (size_t s = 0; s < plan.recompute.size(); ++s)
+    if (plan.recompute[s]) {
+      stages += (count++ ? ", " : "") + std::to_string(s);
+    }
+  if (count == 0) return "none";
+  if (count == static_cast<int>(plan.recompute.size())) return "full";
+  return "full in stage" + std::string(count > 1 ? "s " : " ") + stages;
+}
+
 // The job: the model split into this process's stages, the schedule, the optimizer.
 struct Job {
   Job(const Options& o, const Corpus& corpus, const pp::Plan* plan = nullptr)
@@ -159,6 +211,7 @@ struct Job {
       return tp::cross_entropy(logits.reshape({-1, v}), targets.reshape({-1}));
     };
     const auto recompute = pp::RecomputePolicy::parse(o.recompute);
+    check_recompute_types(*model, recompute);
     if (o.unsplit) {
       if (world > 1)
         throw std::invalid_argument("--unsplit runs in one process, without tp-launch");
@@ -174,9 +227,9 @@ struct Job {
                       : sc::is_single_stage_per_rank(kind) ? 1
                                                            : sc::default_stages_per_rank(kind);
     if (o.stages % stages_per_rank != 0)
-      throw std::invalid_argument("--schedule " + o.schedule + " holds " +
-                                  std::to_string(stages_per_rank) +
-                                  " stages per rank: --stages must be a multiple of it");
+      throw std::invalid_argument(
+          "--schedule " + o.schedule + " holds " + std::to_string(stages_per_rank) +
+          " stages per rank: " + stages_flag(o) + " must be a multiple of it");
     ranks = o.stages / stages_per_rank;
     if (o.batch % (o.microbatches * o.dp) != 0)
       throw std::invalid_argument(
@@ -185,17 +238,27 @@ struct Job {
           (o.dp > 1 ? " per replica times --dp " + std::to_string(o.dp) : std::string()));
     auto pipe = pp::pipeline(model, {tp::zeros({o.batch / o.dp / o.microbatches, o.context})},
                              plan ? pp::PipelineOptions{.split_spec = plan->split_spec()}
-                                  : cut_at_blocks(choice.block_prefix, choice.layers, o.stages));
+                                  : cut_at_blocks(o, choice.block_prefix, choice.layers));
     if (world == 1 && o.dp == 1) {
       stages = pp::build_stages(pipe, {device});
     } else {
+      if (world == 1)
+        throw std::invalid_argument(
+            "--dp " + std::to_string(o.dp) +
+            " runs each replica's ranks in processes of their own: start train_gpt under "
+            "tp-launch --nproc-per-node " +
+            std::to_string(ranks * o.dp) + " (" + std::to_string(ranks) +
+            " pipeline ranks x --dp " + std::to_string(o.dp) + "), or leave --dp out");
       if (world != ranks * o.dp)
         throw std::invalid_argument(
             "tp-launch started " + std::to_string(world) + " processes, but " + o.schedule +
-            " over --stages " + std::to_string(o.stages) + " needs " + std::to_string(ranks) +
-            " (one rank each)" +
+            " over " + stages_flag(o) + " needs " + std::to_string(ranks) + " pipeline ranks (" +
+            std::to_string(stages_per_rank) + " stage" + (stages_per_rank > 1 ? "s" : "") +
+            " per rank)" +
             (o.dp > 1 ? " times --dp " + std::to_string(o.dp) + ": " + std::to_string(ranks * o.dp)
-                      : std::string()));
+                      : std::string()) +
+            "; pass --pp auto to fit the pipeline to the processes, or start " +
+            std::to_string(ranks * o.dp) + " of them");
       if (device.is_cuda()) device = dist::local_devices().at(0);
       // Ranks row-major over {pp, dp}: a stage's replicas are consecutive ranks.
       mesh = dist::init_device_mesh(device.is_cuda() ? "cuda" : "cpu", {ranks, o.dp}, {"pp", "dp"});
@@ -207,10 +270,13 @@ struct Job {
           device, mesh);
       if (!o.init_from.empty()) train_gpt::load_stage_parts(o, choice, stages);
     }
-    if (plan)
+    if (plan) {
       pp::apply_plan(*plan, stages);  // each stage's recomputation and threads
-    else
+      recompute_text = plan_recompute_text(*plan);
+    } else {
       for (const auto& stage : stages) stage->set_recompute(recompute);
+      recompute_text = recompute.to_string();
+    }
     activation_bytes = activation_bytes_per_microbatch(stages);
     schedule = std::make_unique<pp::PipelineSchedule>(
         stages, o.microbatches, loss_fn, kind,
@@ -287,6 +353,7 @@ struct Job {
   pp::LossFn loss_fn;
   std::vector<std::shared_ptr<pp::PipelineStage>> stages;
   std::vector<double> activation_bytes;
+  std::string recompute_text = "none";  // the recomputation the stages run, in words
   std::unique_ptr<pp::PipelineSchedule> schedule;
   std::unique_ptr<tp::optim::AdamW> opt;
   train_gpt::DropoutGenerators dropout_generators;
@@ -366,12 +433,6 @@ void write_text(const std::string& path, const std::string& text) {
   if (!out) throw std::runtime_error("cannot write '" + path + "'");
 }
 
-std::string mib(double bytes) {
-  char text[32];
-  std::snprintf(text, sizeof(text), "%.2f MiB", bytes / (1024.0 * 1024.0));
-  return text;
-}
-
 void print_header(const Options& o, const Job& job, const Corpus& corpus) {
   const double entropy = corpus.unigram_entropy();
   int64_t parameters = 0;
@@ -384,6 +445,9 @@ void print_header(const Options& o, const Job& job, const Corpus& corpus) {
         entropy, corpus.unit(), entropy / std::log(2.0));
   std::printf("model: %s, %s, %lld parameters\n", job.choice.description.c_str(), o.dtype.c_str(),
               static_cast<long long>(parameters));
+  if (!job.choice.overridden.empty())
+    std::printf("--init-from %s overrides %s\n", o.init_from.c_str(),
+                job.choice.overridden.c_str());
   if (o.unsplit) {
     std::printf("run: unsplit, one thread, batch %lld, on %s\n", static_cast<long long>(o.batch),
                 o.device.c_str());
@@ -391,14 +455,15 @@ void print_header(const Options& o, const Job& job, const Corpus& corpus) {
   }
   std::printf(
       "pipeline: %d stages cut at blocks, %s over %d ranks (%s), %d microbatches of %lld "
-      "sequences, %d BLAS thread(s), on %s\n",
+      "sequences, recompute %s, %d BLAS thread(s), on %s\n",
       o.stages, std::string(sc::schedule_name(job.kind)).c_str(), job.ranks,
       job.distributed() ? "one process each" : "one process, embedded runtime", o.microbatches,
-      static_cast<long long>(o.batch / o.dp / o.microbatches), o.blas_threads, o.device.c_str());
-  if (o.recompute != "none")
+      static_cast<long long>(o.batch / o.dp / o.microbatches), job.recompute_text.c_str(),
+      o.blas_threads, o.device.c_str());
+  if (job.recompute_text != "none")
     std::printf(
         "recomputation: %s (the chosen modules keep only their inputs until the backward)\n",
-        o.recompute.c_str());
+        job.recompute_text.c_str());
   if (o.dp > 1)
     std::printf(
         "data parallel: %d replicas of the pipeline (%s), %lld sequences each, gradients "
@@ -427,8 +492,9 @@ void print_summary(const Options& o, const Job& job, const RunResult& run, doubl
       "\nsummary: %d steps in %s; %.0f tokens/s, %.1f ms per step (steps after the first)\n",
       run.last_step - run.first_step + 1, duration_text(run.wall_seconds).c_str(),
       tokens_per_step / run.seconds_per_step(), run.seconds_per_step() * 1e3);
-  std::printf("loss %.4f, validation loss %.4f, unigram entropy %.4f nats per %s\n", run.loss,
-              run.val_loss, entropy, unit);
+  std::printf("loss %.4f, validation loss %.4f", run.loss, run.val_loss);
+  if (!std::isnan(entropy)) std::printf(", unigram entropy %.4f nats per %s", entropy, unit);
+  std::printf("\n");
   run.memory.print();
   const RunFigures& figures = run.figures;
   if (!figures.bubble_steps) return;
@@ -444,7 +510,7 @@ void print_summary(const Options& o, const Job& job, const RunResult& run, doubl
         "microbatches, about %s\n",
         r, f.busy_us / 1e3 / figures.bubble_steps, f.idle_us / 1e3 / figures.bubble_steps,
         total > 0 ? 100.0 * f.busy_us / total : 0.0, f.peak_activations,
-        mib(f.peak_activations * mean_bytes).c_str());
+        sc::format_bytes(f.peak_activations * mean_bytes).c_str());
   }
 }
 
@@ -485,20 +551,126 @@ void resolve_layout(Options& o, int64_t vocab) {
       train_gpt::gpt_training_bytes(o, vocab), memory);
 }
 
-// The step to go on from: the newest complete checkpoint, whatever layout wrote it, with --resume,
-// when a launcher started the ranks again after a failure (tp-launch --max-restarts, torchrun),
-// or when the layout is left to the world size (--pp auto, --dp auto) and there is one; else 0.
+// Whether the run goes on from a checkpoint without --resume: when a launcher started the ranks
+// again after a failure (tp-launch --max-restarts, torchrun), or when the layout is left to the
+// world size (--pp auto, --dp auto) and there is one.
+bool resumes_by_itself(const Options& o) {
+  return dist::read_launch_env().restart_count > 0 || o.pp_auto || o.dp_auto;
+}
+
+// The checkpoint folders (step_NNNNNNNN) under `dir` by step, in increasing order.
+std::vector<std::pair<int64_t, std::filesystem::path>> checkpoint_folders(const std::string& dir) {
+  std::vector<std::pair<int64_t, std::filesystem::path>> folders;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (!entry.is_directory() || name.rfind("step_", 0) != 0 || name.size() < 6 ||
+        name.size() > 23 || name.find_first_not_of("0123456789", 5) != std::string::npos)
+      continue;
+    folders.push_back({std::stoll(name.substr(5)), entry.path()});
+  }
+  std::sort(folders.begin(), folders.end());
+  return folders;
+}
+
+// Their steps.
+std::vector<int64_t> checkpoint_folder_steps(const std::string& dir) {
+  std::vector<int64_t> steps;
+  for (const auto& [step, path] : checkpoint_folders(dir)) steps.push_back(step);
+  return steps;
+}
+
+// "step 4", "steps 4, 8 and 12" (the last few) for messages naming the checkpoints a folder holds.
+std::string steps_text(const std::vector<int64_t>& steps) {
+  std::string out = steps.size() == 1 ? "step " : "steps ";
+  const size_t from = steps.size() > 6 ? steps.size() - 6 : 0;
+  if (from > 0) out += "..., ";
+  for (size_t i = from; i < steps.size(); ++i)
+    out += std::to_string(steps[i]) + (i + 2 == steps.size()   ? " and "
+                                       : i + 1 == steps.size() ? ""
+                                                               : ", ");
+  return out;
+}
+
+// Before any work: --checkpoint-dir must be a folder this process can write, and a run that
+// starts over must not overwrite an earlier run's checkpoints unless --overwrite says so (rank 0
+// then deletes them, before the ranks meet to build the pipeline).
+void claim_checkpoint_dir(const Options& o, int rank) {
+  const std::string& dir = o.checkpoint_dir;
+  const std::string fix =
+      "; pass a --checkpoint-dir you can write (or --checkpoint-dir '' for no checkpoints)";
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec)
+    throw std::invalid_argument("--checkpoint-dir " + dir + ": cannot create it (" + ec.message() +
+                                ")" + fix);
+  if (!std::filesystem::is_directory(dir))
+    throw std::invalid_argument("--checkpoint-dir " + dir + " is a file, not a folder" + fix);
+  const std::string probe =
+      (std::filesystem::path(dir) / (".write_check." + std::to_string(::getpid()))).string();
+  if (!std::ofstream(probe))
+    throw std::invalid_argument("--checkpoint-dir " + dir + ": cannot write in it (" +
+                                std::strerror(errno) + ")" + fix);
+  std::filesystem::remove(probe, ec);
+  if (o.resume || resumes_by_itself(o)) return;
+  const std::vector<int64_t> steps = checkpoint_folder_steps(dir);
+  if (steps.empty()) return;
+  if (!o.overwrite)
+    throw std::invalid_argument(
+        "--checkpoint-dir " + dir + " holds the checkpoints of an earlier run (" +
+        steps_text(steps) + "), which this run would overwrite: pass --resume to continue it, " +
+        "--overwrite to delete them and start over, or another --checkpoint-dir");
+  if (rank != 0) return;
+  for (const auto& [step, path] : checkpoint_folders(dir)) std::filesystem::remove_all(path);
+  std::printf("--overwrite: deleted the checkpoints of %s in %s\n", steps_text(steps).c_str(),
+              dir.c_str());
+}
+
+// The step to go on from: --resume-from's, else the newest complete checkpoint, whatever layout
+// wrote it, with --resume or when the run resumes by itself and there is one; else 0. A finished
+// run (its checkpoint at --steps or past it) is an error saying how to go further.
 int resume_step(const Options& o, Job& job, const pp::NamedCheckpointOptions& checkpoint_options,
                 bool prints) {
-  const bool auto_resume = dist::read_launch_env().restart_count > 0 || o.pp_auto || o.dp_auto;
-  if (!o.resume && !(auto_resume && pp::latest_named_checkpoint(o.checkpoint_dir,
-                                                                job.stages.front()->num_stages())))
-    return 0;
+  std::optional<int64_t> step;
+  if (o.resume_from > 0) {
+    step = o.resume_from;
+  } else {
+    const auto latest =
+        pp::latest_named_checkpoint(o.checkpoint_dir, job.stages.front()->num_stages());
+    if (!o.resume && !(resumes_by_itself(o) && latest)) return 0;
+    if (latest) step = latest->step;  // else load_named_checkpoint says what is missing
+  }
+  // A launcher restarting ranks of a run that just finished: nothing is left, and a failure would
+  // only make it restart them again (run() says so and ends).
+  if (step && *step >= o.steps && !o.resume && dist::read_launch_env().restart_count > 0)
+    return static_cast<int>(*step);
+  if (step && *step >= o.steps)
+    throw std::invalid_argument(
+        "the run in --checkpoint-dir " + o.checkpoint_dir + " has finished: its checkpoint is " +
+        "step " + std::to_string(*step) + " and --steps is " + std::to_string(o.steps) +
+        "; pass --steps with more (--resume --steps " + std::to_string(*step + o.steps) +
+        " trains on), or --overwrite to start over");
+  if (step && o.stop_after > 0 && o.stop_after <= *step)
+    throw std::invalid_argument("--stop-after " + std::to_string(o.stop_after) +
+                                " is not past the checkpoint it resumes, step " +
+                                std::to_string(*step) + ": pass a later step");
   // With --dp, each replica of a stage reads its share of the tensors, then they exchange them.
   pp::NamedCheckpointOptions load_options = checkpoint_options;
   load_options.replicas = pp::replica_exchange(job.stages);
-  const pp::NamedCheckpointInfo info =
-      pp::load_named_checkpoint(o.checkpoint_dir, job.stages, *job.opt, std::nullopt, load_options);
+  pp::NamedCheckpointInfo info;
+  try {
+    info = pp::load_named_checkpoint(o.checkpoint_dir, job.stages, *job.opt, step, load_options);
+  } catch (const pp::CheckpointError& e) {
+    std::vector<int64_t> earlier;
+    for (int64_t s : checkpoint_folder_steps(o.checkpoint_dir))
+      if (!step || s < *step) earlier.push_back(s);
+    throw std::runtime_error(
+        std::string(e.what()) +
+        (earlier.empty() ? std::string("; no earlier checkpoint: pass --overwrite to start over")
+                         : "; --resume-from " + std::to_string(earlier.back()) +
+                               " resumes from an earlier one (" + o.checkpoint_dir +
+                               " also holds " + steps_text(earlier) + ")"));
+  }
   if (prints)
     std::printf("resumed step %lld written by %s as %s (from %s)\n",
                 static_cast<long long>(info.step), info.layout.c_str(),
@@ -517,6 +689,7 @@ struct TrainLoop {
   bool saves = false;           // checkpoints go to --checkpoint-dir
   bool prints = false;          // this rank prints the progress
   std::string out_dir;
+  train_gpt::MetricsFile* metrics = nullptr;  // the step scalars' JSON lines (the printing rank)
 };
 
 // One step's progress line: loss, validation loss, throughput, bubble, time left.
@@ -544,7 +717,11 @@ void train_steps(TrainLoop& loop, RunResult& result) {
     const Clock::time_point t0 = Clock::now();
     result.loss = job.train_step(x, y, o.lr_at(step));
     const double dt = seconds_since(t0);
-    if (job.schedule) result.memory.add(job.schedule->memory_stats(job.opt.get()));
+    std::optional<pp::MemoryStats> memory;
+    if (job.schedule) {
+      memory = job.schedule->memory_stats(job.opt.get());
+      result.memory.add(*memory);
+    }
     if (step > result.first_step) {
       result.timed_seconds += dt;
       ++result.timed_steps;
@@ -557,6 +734,18 @@ void train_steps(TrainLoop& loop, RunResult& result) {
     const bool validate =
         step == result.last_step || (o.val_interval > 0 && step % o.val_interval == 0);
     if (validate) result.val_loss = validation_loss(job, loop.corpus, loop.watch);
+    if (loop.metrics) {
+      train_gpt::StepScalars scalars{.step = step,
+                                     .loss = result.loss,
+                                     .lr = o.lr_at(step),
+                                     .tokens_per_second = o.batch * o.context / dt};
+      if (validate) scalars.val_loss = result.val_loss;
+      if (timeline) scalars.bubble = step_bubble(*timeline);
+      if (memory)
+        for (const pp::RankMemoryStats& r : memory->ranks)
+          scalars.peak_bytes[r.rank] = static_cast<double>(r.peak_bytes);
+      loop.metrics->add(scalars);
+    }
     // The loss is recorded before the checkpoint: a run stopped between the two (an elastic
     // round ending) resumes after the checkpoint's step, which must not lose that step's loss.
     // Stopped before the checkpoint, it recomputes the step and records the same loss again.
@@ -605,11 +794,23 @@ void finish(const Options& o, Job& job, const Corpus& corpus, const pp::Plan* pl
 }
 
 int run(Options o) {
+  train_gpt::check_options(o);
+  // A bad environment knob is refused here as tp-launch refuses it, not read past.
+  for (const tp::KnobSpec& spec : tp::knob_table())
+    if (std::string problem = tp::process_knobs().problem(spec.knob); !problem.empty())
+      throw std::invalid_argument(problem);
   dist::init_process_group();
+  if (dist::get_world_size() == 1 && o.dp > 1 && !o.unsplit)
+    throw std::invalid_argument(
+        "--dp " + std::to_string(o.dp) +
+        " runs each replica's ranks in processes of their own: start train_gpt under tp-launch "
+        "--nproc-per-node (pipeline ranks x dp), or leave --dp out");
+  const bool saves = !o.checkpoint_dir.empty() && !o.unsplit && o.profile_out.empty();
+  if (saves) claim_checkpoint_dir(o, dist::get_rank());
   const std::unique_ptr<Corpus> corpus_ptr =
       train_gpt::open_corpus(o.data, o.tokenizer, o.held_out, o.context, o.seed,
                              o.checkpoint_dir.empty() ? "." : o.checkpoint_dir,
-                             o.resume || dist::read_launch_env().restart_count > 0);
+                             o.resume || dist::read_launch_env().restart_count > 0, o.verbose);
   const Corpus& corpus = *corpus_ptr;
   if (!o.profile_out.empty()) {
     pp::save_profile(train_gpt::profile_gpt(o, corpus.vocab_size()), o.profile_out);
@@ -639,7 +840,6 @@ int run(Options o) {
   train_gpt::StepWatch* watching = watch ? &*watch : nullptr;
 
   // -- start, or resume from the newest complete checkpoint ---------------------------------------
-  const bool saves = !o.checkpoint_dir.empty() && !o.unsplit;
   tp::Generator data(o.seed + 1);
   pp::NamedCheckpointOptions checkpoint_options{.generators = {{"data", &data}}};
   // Only the generators of this process's stages: another's copy here never draws.
@@ -655,10 +855,37 @@ int run(Options o) {
   std::filesystem::create_directories(out_dir);
 
   // -- train -------------------------------------------------------------------------------------
-  TrainLoop loop{o, job, corpus, data, checkpoint_options, watching, saves, prints, out_dir};
+  if (result.first_step > o.steps) {  // restarted after its last step (resume_step)
+    if (prints)
+      std::printf("the run in %s has finished: its checkpoint is step %d of --steps %d\n",
+                  o.checkpoint_dir.c_str(), result.first_step - 1, o.steps);
+    return 0;
+  }
+  std::optional<train_gpt::MetricsFile> metrics;
+  // Beside the checkpoints, else in --log-dir: folders this run owns (never the working folder).
+  const std::string metrics_dir = saves ? o.checkpoint_dir : o.log_dir;
+  if (prints && !metrics_dir.empty()) metrics.emplace(metrics_dir, result.first_step == 1);
+  TrainLoop loop{o,        job,   corpus, data,    checkpoint_options,
+                 watching, saves, prints, out_dir, metrics ? &*metrics : nullptr};
   train_steps(loop, result);
 
   finish(o, job, corpus, plan ? &*plan : nullptr, result, watching, prints);
+  if (metrics) {
+    const std::string svg = metrics_dir + "/loss.svg";
+    train_gpt::draw_loss_svg(metrics->path(), svg);
+    std::printf(
+        "wrote %s (training and validation loss against steps), %s (each step's scalars as "
+        "JSON lines) and %s (tensorboard --logdir %s)\n",
+        svg.c_str(), metrics->path().c_str(), metrics->events_path().c_str(), metrics_dir.c_str());
+  }
+  if (prints && result.last_step < o.steps)
+    std::printf(
+        "\nstopped after step %d of %d (--stop-after %d), its checkpoint in %s; go on with%s:\n  "
+        "%s\n",
+        result.last_step, o.steps, o.stop_after, o.checkpoint_dir.c_str(),
+        job.distributed() ? " (under tp-launch, as this run was started)" : "",
+        train_gpt::continue_command(o.command).c_str());
+  std::fflush(stdout);
   return 0;
 }
 

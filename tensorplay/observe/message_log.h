@@ -19,7 +19,8 @@ namespace tensorplay::pipelining {
 /// again, with the same run id U, when the process learns its job at init_process_group): J is
 /// the job's id (the same on every rank of a job), U this process start's, A the launcher's
 /// restart count and W the number of processes in the job (1 for an embedded run, whose one
-/// process logs every rank).
+/// process logs every rank). A rank's step begins with `event=recv what=step`, or `what=eval` for
+/// an evaluation (PipelineSchedule::eval, forward only); S counts a schedule's calls of both kinds.
 std::shared_ptr<spdlog::logger> message_log();
 
 /// Also appends the message log to `path` (one file per rank under a launcher's log directory;

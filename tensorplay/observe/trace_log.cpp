@@ -417,4 +417,22 @@ std::vector<uint64_t> logged_steps(const std::vector<LogEvent>& events) {
   return {steps.begin(), steps.end()};
 }
 
+std::vector<uint64_t> evaluation_steps(const std::vector<LogEvent>& events) {
+  std::set<uint64_t> steps;
+  for (const LogEvent& e : events)
+    if (e.event == "recv" && e.what == "eval") steps.insert(e.step);
+  return {steps.begin(), steps.end()};
+}
+
+std::vector<TrainingStep> training_steps(const std::vector<LogEvent>& events) {
+  const std::vector<uint64_t> evaluations = evaluation_steps(events);
+  std::vector<TrainingStep> out;
+  for (uint64_t step : logged_steps(events)) {
+    if (std::binary_search(evaluations.begin(), evaluations.end(), step)) continue;
+    const auto before = std::lower_bound(evaluations.begin(), evaluations.end(), step);
+    out.push_back({step - static_cast<uint64_t>(before - evaluations.begin()), step});
+  }
+  return out;
+}
+
 }  // namespace tensorplay::pipelining

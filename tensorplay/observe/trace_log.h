@@ -110,6 +110,21 @@ std::vector<uint64_t> complete_steps(const JobLog& log);
 /// The steps that have events other than clock lines, in increasing order.
 std::vector<uint64_t> logged_steps(const std::vector<LogEvent>& events);
 
+/// The steps logged as evaluations (forward only: their `recv` line reads `what=eval`), in
+/// increasing order. The log numbers a schedule's calls, training and evaluation alike.
+std::vector<uint64_t> evaluation_steps(const std::vector<LogEvent>& events);
+
+/// How a trainer counts the log's steps: training steps (PipelineSchedule::step) from 1, the
+/// evaluations between them left out. `log_step` numbers are the log's own.
+struct TrainingStep {
+  uint64_t number = 0;    ///< the training step's number: 1 for the first step trained
+  uint64_t log_step = 0;  ///< its `step=` in the log
+};
+
+/// The log's training steps (logged_steps less evaluation_steps) in increasing order, each
+/// numbered as a trainer counts it: its log step less the evaluations logged before it.
+std::vector<TrainingStep> training_steps(const std::vector<LogEvent>& events);
+
 /// Step `step`'s compute actions as they ran (from one schedule's log: each schedule numbers its
 /// own steps): each start paired with its finish on the same rank, times in microseconds from the
 /// step's first start; clock lines are ignored. The figures follow the simulator's definitions:

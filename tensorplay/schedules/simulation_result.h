@@ -54,7 +54,11 @@ struct SimulationResult {
 };
 
 /// "  rank R: busy B, idle I, peak activations P" lines for the first 64 ranks (then a count of the
-/// rest), each time followed by `unit` ("" for cost-model units, " us" for microseconds).
+/// rest), each time followed by `unit` ("" for cost-model units, " us" for microseconds), and
+/// ", peak bytes 9.38 MiB" when the memory model ran.
 std::string format_rank_figures(const SimulationResult& result, const std::string& unit = "");
+
+/// A byte count for people: "410 B", "1.50 KiB", "9.38 MiB", "1.20 GiB" (powers of 1024).
+std::string format_bytes(double bytes);
 
 }  // namespace tensorplay::schedules

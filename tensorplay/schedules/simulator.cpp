@@ -1,6 +1,8 @@
 #include "tensorplay/schedules/simulator.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <optional>
 #include <sstream>
 #include <stdexcept>

@@ -47,6 +47,25 @@ TEST_CASE("the message log is off by default", "[message_log]") {
   CHECK(run_one_step(/*debug=*/false).empty());
 }
 
+TEST_CASE("an evaluation's steps are logged as such", "[message_log]") {
+  const std::string log = log_capture::capture_message_log(
+      [] {
+        std::vector<std::shared_ptr<pp::PipelineStage>> stages;
+        for (int i = 0; i < 2; ++i)
+          stages.push_back(
+              std::make_shared<pp::PipelineStage>(tp::nn::Linear(4, 4).ptr(), i, 2, tp::cpu(),
+                                                  std::vector<tp::Tensor>{tp::zeros({2, 4})}));
+        pp::ScheduleGPipe schedule(stages, 2, tp::nn::mse_loss);
+        schedule.step({tp::randn({4, 4})}, {.target = tp::randn({4, 4})});
+        schedule.eval({tp::randn({4, 4})});
+      },
+      /*debug=*/true);
+  CHECK_THAT(log, Catch::Contains("rank=0 step=1 event=recv what=step") &&
+                      Catch::Contains("rank=1 step=2 event=recv what=eval"));
+  std::istringstream in(log);
+  CHECK(pp::evaluation_steps(pp::parse_message_log(in)) == std::vector<uint64_t>{2});
+}
+
 TEST_CASE("at debug level the log has every receive, start, finish and send", "[message_log]") {
   std::string log = run_one_step(/*debug=*/true);
   CHECK_THAT(log, Catch::Contains("rank=0 step=") && Catch::Contains("event=recv what=step"));

@@ -41,6 +41,26 @@ TEST_CASE("message-log lines parse, other lines are skipped", "[trace_log]") {
                     Catch::Contains("is outside"));
 }
 
+TEST_CASE("evaluations are counted apart: training steps numbered as the trainer counts them",
+          "[trace_log]") {
+  // Training steps 1 and 2, an evaluation (log step 3), training step 3 (log step 4), another
+  // evaluation (5).
+  std::string text;
+  for (int step = 1; step <= 5; ++step)
+    text += "rank=0 step=" + std::to_string(step) +
+            " event=recv what=" + (step == 3 || step == 5 ? "eval" : "step") +
+            " t_us=" + std::to_string(step) + "\n";
+  const auto events = parse(text);
+  CHECK(pp::evaluation_steps(events) == std::vector<uint64_t>{3, 5});
+  const std::vector<pp::TrainingStep> training = pp::training_steps(events);
+  REQUIRE(training.size() == 3);
+  CHECK((training[0].number == 1 && training[0].log_step == 1));
+  CHECK((training[1].number == 2 && training[1].log_step == 2));
+  CHECK((training[2].number == 3 && training[2].log_step == 4));
+  // A log written before evaluations were marked: every step a training step.
+  CHECK(pp::training_steps(parse("rank=0 step=2 event=recv what=step t_us=1\n")).at(0).number == 2);
+}
+
 TEST_CASE("a step's timeline has the simulator's figures", "[trace_log]") {
   // Rank 0: F0 [0,10), F1 [10,20), B0 [30,40), B1 [40,50). Rank 1: F0 [12,22), B0 [22,30).
   auto events = parse(

@@ -32,6 +32,12 @@ TEST_CASE("misuse: seed_mlp exits with its message on an error", "[misuse][examp
   expect_exit_with_message(run_tool(kBadEnv + SEED_MLP_PATH " 1"), {"seed_mlp: ", "WORLD_SIZE"});
   expect_exit_with_message(run_tool(std::string(SEED_MLP_PATH) + " ten"),
                            {"seed_mlp: ", "'ten' is not a step count", "usage"});
+  // Three processes for two stages: every rank says so before any waits for the others (rank 2
+  // failed with "stage_index 2 is out of range" while the others waited for it).
+  expect_exit_with_message(
+      run_tool("env RANK=2 WORLD_SIZE=3 LOCAL_RANK=2 LOCAL_WORLD_SIZE=3 MASTER_ADDR=127.0.0.1 "
+               "MASTER_PORT=1 " SEED_MLP_PATH " 1"),
+      {"seed_mlp: ", "2 stages, one a process", "start it on 2 processes", "not 3"});
 }
 
 TEST_CASE("misuse: train_gpt exits with its message on an error", "[misuse][examples]") {

@@ -249,6 +249,52 @@ TEST_CASE("misuse: tp-trace on one log holding two appended runs", "[misuse][too
   std::filesystem::remove(path);
 }
 
+// Rank `rank`'s lines of an evaluation logged as step `step`: forward only, its recv line marked.
+std::string rank_eval(int rank, int step, int shift) {
+  std::string out;
+  auto line = [&](const std::string& event, const std::string& what, int t) {
+    out += "[12:00:00.000000] [tensorplay] rank=" + std::to_string(rank) +
+           " step=" + std::to_string(step) + " event=" + event + " what=" + what +
+           " t_us=" + std::to_string(1000 + shift + t) + "\n";
+  };
+  const std::string forward = std::to_string(rank) + "F0";
+  line("recv", "eval", 0);
+  line("start", forward, rank == 0 ? 0 : 10);
+  line("finish", forward, rank == 0 ? 10 : 15);
+  line("done", "step", 20);
+  return out;
+}
+
+TEST_CASE("misuse: tp-trace skips evaluations unless asked for them", "[misuse][tools]") {
+  // A validation after training step 1 is the log's step 2: tp-trace read it by default (forward
+  // only), and --step counted it, so the trainer's step 2 was --step 3.
+  std::vector<std::string> texts;
+  for (int rank : {0, 1})
+    texts.push_back(run_header(rank, "job", "u" + std::to_string(rank), 2) + rank_step(rank) +
+                    rank_eval(rank, 2, 500) + as_step(rank_step(rank, 1000), 3) +
+                    rank_eval(rank, 4, 1500));
+  std::string dir = write_log_dir("evaluations", texts);
+  for (const std::string flags : {"", " --step 2"}) {
+    ToolResult r = run_tool(kTrace + " " + dir + flags + " --json");
+    INFO(r.output);
+    CHECK(r.status == 0);
+    CHECK(r.output.find("\"step\":2,\"log_step\":3,\"steps_logged\":2,\"evaluations_logged\":2") !=
+          std::string::npos);
+    CHECK(r.output.find("\"actions\":4") != std::string::npos);
+  }
+  ToolResult evaluation = run_tool(kTrace + " " + dir + " --eval 2");
+  INFO(evaluation.output);
+  CHECK(evaluation.status == 0);
+  CHECK(evaluation.output.find("evaluation 2 (log step 4) (2 training steps and 2 evaluations "
+                               "logged; forward only): 2 ranks, 2 actions") != std::string::npos);
+  expect_tool_error(run_tool(kTrace + " " + dir + " --step 3"),
+                    {"step 3 is not in the log", "training steps 1 to 2", "--eval K"});
+  expect_tool_error(run_tool(kTrace + " " + dir + " --eval 3"),
+                    {"--eval 3 is not in the log", "evaluations 1 to 2"});
+  expect_tool_error(run_tool(kTrace + " " + dir + " --eval 1 --step 1"), {"pass one of them"});
+  std::filesystem::remove_all(dir);
+}
+
 TEST_CASE("misuse: tp-trace with a rank's log cut in half, empty or missing", "[misuse][tools]") {
   // Each reported the step for "1 ranks", with a bubble from rank 0 alone.
   const std::string rank0 = run_header(0, "job", "u0", 2) + rank_step(0);
@@ -258,7 +304,7 @@ TEST_CASE("misuse: tp-trace with a rank's log cut in half, empty or missing", "[
     ToolResult r = run_tool(kTrace + " " + dir);
     expect_tool_error(r, {"step 1 cannot be measured",
                           "rank 1 logged only part of step 1 in '" + dir + "/messages_rank_1.log'",
-                          "no step is whole in every rank's log"});
+                          "no training step is whole in every rank's log"});
     CHECK(r.output.find("makespan") == std::string::npos);
     std::filesystem::remove_all(dir);
   }
@@ -279,18 +325,22 @@ TEST_CASE("misuse: tp-trace with a rank's log cut in half, empty or missing", "[
     CHECK(r.output.find("makespan") == std::string::npos);
     std::filesystem::remove_all(dir);
   }
-  SECTION("a later step cut: an earlier whole step still reads, with a note") {
+  SECTION("a later step cut: the last whole step reads by default, with a note") {
     const std::string step2 = as_step(rank_step(1, 1000), 2);
     std::string dir = write_log_dir("later_cut", {rank0 + as_step(rank_step(0, 1000), 2),
                                                   rank1 + step2.substr(0, step2.size() / 2)});
-    expect_tool_error(run_tool(kTrace + " " + dir),
-                      {"step 2 cannot be measured", "rank 1 logged only part of step 2",
-                       "the last step whole in every rank's log before it is 1 (--step 1)"});
-    ToolResult r = run_tool(kTrace + " " + dir + " --step 1");
-    INFO(r.output);
-    CHECK(r.status == 0);
-    CHECK(r.output.find("the logs' last step, 2, is not whole") != std::string::npos);
-    CHECK(r.output.find("2 ranks, 4 actions") != std::string::npos);
+    expect_tool_error(
+        run_tool(kTrace + " " + dir + " --step 2"),
+        {"step 2 cannot be measured", "rank 1 logged only part of step 2",
+         "the last training step whole in every rank's log before it is 1 (--step 1)"});
+    for (const std::string flags : {"", " --step 1"}) {
+      ToolResult r = run_tool(kTrace + " " + dir + flags);
+      INFO(r.output);
+      CHECK(r.status == 0);
+      CHECK(r.output.find("step 1 (2 training steps logged)") != std::string::npos);
+      CHECK(r.output.find("the logs' last step (log step 2) is not whole") != std::string::npos);
+      CHECK(r.output.find("2 ranks, 4 actions") != std::string::npos);
+    }
     std::filesystem::remove_all(dir);
   }
 }

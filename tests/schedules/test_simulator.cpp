@@ -310,6 +310,19 @@ TEST_CASE("format_rank_figures prints a line per rank with the unit", "[simulato
   r.idle.assign(70, 0);
   r.peak_activations.assign(70, 1);
   CHECK_THAT(format_rank_figures(r), Catch::EndsWith("  ... 6 more ranks\n"));
+  r.busy = {3};
+  r.idle = {1};
+  r.peak_activations = {2};
+  r.peak_bytes = {4.0 * 1024 * 1024};
+  CHECK(format_rank_figures(r) ==
+        "  rank 0: busy 3, idle 1, peak activations 2, peak bytes 4.00 MiB\n");
+}
+
+TEST_CASE("format_bytes counts in powers of 1024", "[simulator]") {
+  CHECK(format_bytes(410) == "410 B");
+  CHECK(format_bytes(1536) == "1.50 KiB");
+  CHECK(format_bytes(9.38 * 1024 * 1024) == "9.38 MiB");
+  CHECK(format_bytes(1.2 * 1024 * 1024 * 1024) == "1.20 GiB");
 }
 
 TEST_CASE("theory: V-Half and V-Min run between ZBV's step time and 1F1B's", "[simulator]") {

@@ -14,6 +14,10 @@ grep -q '"makespan":33' <<<"$out" || fail "tp-sim 1F1B p=4 m=8: expected makespa
 out=$("$sim" --schedule 1F1B --ranks 4 --microbatches 8 --memory act=100,stash=100,fixed=10 --json)
 grep -q '"peak_bytes":\[410.0,310.0,210.0,110.0\]' <<<"$out" ||
   fail "tp-sim --memory: expected peak bytes [410,310,210,110], got $out"
+# Its text gives bytes in KiB, MiB, GiB: 4 microbatches of 1 MiB on rank 0, not 4194304.
+out=$("$sim" --schedule 1F1B --ranks 4 --microbatches 8 --memory act=1M,stash=1M)
+grep -q "rank 0: .*, peak bytes 4.00 MiB" <<<"$out" && grep -q "rank 3: .*, peak bytes 1.00 MiB" <<<"$out" ||
+  fail "tp-sim --memory: expected peak bytes 4.00 MiB and 1.00 MiB, got $out"
 # Sent outputs stay with their maker until the next stage's F takes them (tests/schedules).
 out=$("$sim" --schedule GPipe --ranks 3 --microbatches 2 --latency 0.5 \
   --memory act=100,stash=100,sent=10 --json)

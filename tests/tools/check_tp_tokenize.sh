@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tp-tokenize end to end: a BPE model trained on a text, shards that decode back to it (--verify),
 # tokens.json naming their type, a second run with the saved model giving the same shards, llm.c's
-# format, and a bad option refused by name.
+# format, a bad option refused by name, and SentencePiece's log only with --verbose.
 #   check_tp_tokenize.sh <tp-tokenize> <work dir>
 set -euo pipefail
 tool=$1 work=$2
@@ -13,7 +13,12 @@ for i in $(seq 1 300); do
 done >"$work/text.txt"
 printf 'Grüße aus 東京\n' >>"$work/text.txt"
 
-out=$("$tool" "$work/text.txt" --out "$work/a" --tokenizer bpe:300 --shard-tokens 2000 --verify 2>/dev/null)
+out=$("$tool" "$work/text.txt" --out "$work/a" --tokenizer bpe:300 --shard-tokens 2000 --verify \
+  2>"$work/train.err")
+# SentencePiece's training log (hundreds of lines) only with --verbose.
+[ ! -s "$work/train.err" ] || fail "SentencePiece logged without --verbose: $(head -3 "$work/train.err")"
+"$tool" "$work/text.txt" --out "$work/v" --tokenizer bpe:300 --verbose >/dev/null 2>"$work/verbose.err"
+[ "$(wc -l <"$work/verbose.err")" -gt 10 ] || fail "--verbose did not show SentencePiece's log"
 grep -q '"verified":true' <<<"$out" || fail "no verified round trip: $out"
 grep -q '"dtype":"uint16"' <<<"$out" || fail "expected uint16 shards: $out"
 [ -f "$work/a/shard_00000.bin" ] && [ -f "$work/a/shard_00001.bin" ] || fail "expected 2+ shards"

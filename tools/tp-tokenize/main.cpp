@@ -31,6 +31,7 @@ struct Options {
   int64_t shard_tokens = 100'000'000;
   std::string format = "nanogpt";
   bool verify = false;
+  bool verbose = false;  // SentencePiece's training log
 };
 
 std::string read_file(const std::string& path) {
@@ -53,7 +54,8 @@ data::SentencePieceTokenizer make_tokenizer(const Options& o) {
     for (const auto& input : o.inputs) joined << read_file(input) << "\n";
   }
   auto tokenizer = data::SentencePieceTokenizer::train(
-      corpus, static_cast<int64_t>(vocab), (fs::path(o.out) / "tokenizer.model").string());
+      corpus, static_cast<int64_t>(vocab), (fs::path(o.out) / "tokenizer.model").string(),
+      o.verbose);
   if (o.inputs.size() > 1) fs::remove(corpus);
   return tokenizer;
 }
@@ -136,6 +138,7 @@ int main(int argc, char** argv) {
   app.add_option("--format", o.format, "nanogpt (header-free) or llmc (256-int32 header)")
       ->capture_default_str();
   app.add_flag("--verify", o.verify, "decode the written shards and compare with the input");
+  app.add_flag("--verbose", o.verbose, "also SentencePiece's training log (hundreds of lines)");
   try {
     tensorplay::tools::reject_unknown_flags(app, argc, argv);
     app.parse(argc, argv);

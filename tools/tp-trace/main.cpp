@@ -8,8 +8,9 @@
 // different hosts line up.
 //
 //   SPDLOG_LEVEL=debug ./train 2> run.log
-//   tp-trace run.log                       # the last logged step
+//   tp-trace run.log                       # the last training step every rank logged whole
 //   tp-trace run.log --step 3 --json --trace step3.json --svg step3.svg
+//   tp-trace run.log --eval 1              # the first evaluation (forward only) instead
 //   tp-trace run.log --run 1               # the first run of a log appended to
 //   tp-launch --nproc-per-node 2 --log-dir logs ./train && tp-trace logs
 //   tp-trace logs --plan plan.json --profile gpt.json --svg both.svg   # predicted vs measured
@@ -48,7 +49,8 @@ namespace {
 
 struct Options {
   std::vector<std::string> logs;
-  long long step = -1;  // -1: the last logged step
+  long long step = -1;  // a training step, counted as the trainer does; -1: the last whole one
+  long long eval = -1;  // --eval K: the K-th evaluation logged instead; -1: none
   long long run = 0;
   bool run_given = false;
   tensorplay::tools::TimelineOutput out;
@@ -179,8 +181,86 @@ struct Prediction {
   std::string channel;  // the profile's channel the transfers were timed with
 };
 
-void report(const Options& opt, const ts::SimulationResult& result, uint64_t step,
-            size_t steps_logged, bool processes);
+// The step tp-trace reads: a training step (numbered as the trainer counts them, evaluations
+// left out) or, with --eval, an evaluation; what the log holds of each kind.
+struct ChosenStep {
+  uint64_t log_step = 0;  // its step= in the log
+  uint64_t number = 0;    // the training step's number, or the evaluation's (from 1)
+  bool evaluation = false;
+  size_t training_logged = 0, evaluations_logged = 0;
+};
+
+void report(const Options& opt, const ts::SimulationResult& result, const ChosenStep& chosen,
+            bool processes);
+
+// "training steps 1 to 9" for the error naming what the log has.
+std::string training_range(const std::vector<pp::TrainingStep>& training) {
+  if (training.empty()) return "no training step";
+  if (training.size() == 1) return "training step " + std::to_string(training.front().number);
+  return "training steps " + std::to_string(training.front().number) + " to " +
+         std::to_string(training.back().number);
+}
+
+// --step, --eval or the default (the last training step every rank logged whole) as a log step.
+ChosenStep choose_step(const Options& opt, const pp::JobLog& log) {
+  const std::vector<pp::TrainingStep> training = pp::training_steps(log.events);
+  const std::vector<uint64_t> evaluations = pp::evaluation_steps(log.events);
+  ChosenStep chosen{.training_logged = training.size(), .evaluations_logged = evaluations.size()};
+  if (opt.eval >= 0) {
+    if (evaluations.empty())
+      throw std::runtime_error("--eval " + std::to_string(opt.eval) +
+                               ": the log holds no evaluation (forward-only step); it has " +
+                               training_range(training));
+    if (opt.eval < 1 || static_cast<size_t>(opt.eval) > evaluations.size())
+      throw std::runtime_error("--eval " + std::to_string(opt.eval) +
+                               " is not in the log; it has evaluations 1 to " +
+                               std::to_string(evaluations.size()));
+    chosen.evaluation = true;
+    chosen.number = static_cast<uint64_t>(opt.eval);
+    chosen.log_step = evaluations[opt.eval - 1];
+    return chosen;
+  }
+  if (training.empty())
+    throw std::runtime_error("the log holds no training step, only " +
+                             std::to_string(evaluations.size()) +
+                             " evaluation(s) (forward only); pass --eval K to read one");
+  if (opt.step >= 0) {
+    for (const pp::TrainingStep& t : training)
+      if (t.number == static_cast<uint64_t>(opt.step)) {
+        chosen.number = t.number;
+        chosen.log_step = t.log_step;
+        return chosen;
+      }
+    throw std::runtime_error("step " + std::to_string(opt.step) + " is not in the log; it has " +
+                             training_range(training) +
+                             (evaluations.empty() ? std::string()
+                                                  : " (and " + std::to_string(evaluations.size()) +
+                                                        " evaluation(s): --eval K)"));
+  }
+  // The last training step every rank logged whole; the last one logged when none is (its gaps
+  // are then reported).
+  const std::vector<uint64_t> whole = pp::complete_steps(log);
+  chosen.number = training.back().number;
+  chosen.log_step = training.back().log_step;
+  for (auto t = training.rbegin(); t != training.rend(); ++t)
+    if (std::binary_search(whole.begin(), whole.end(), t->log_step)) {
+      chosen.number = t->number;
+      chosen.log_step = t->log_step;
+      break;
+    }
+  return chosen;
+}
+
+// How errors and notes name the step read: "step 3", "step 3 (log step 4)" when evaluations
+// came before it, or "evaluation 1 (log step 2)".
+std::string step_name(const ChosenStep& chosen) {
+  if (chosen.evaluation)
+    return "evaluation " + std::to_string(chosen.number) + " (log step " +
+           std::to_string(chosen.log_step) + ")";
+  return "step " + std::to_string(chosen.number) +
+         (chosen.log_step == chosen.number ? std::string()
+                                           : " (log step " + std::to_string(chosen.log_step) + ")");
+}
 
 // Whether the ranks ran in processes of their own: their events came from files of their own
 // (tp-launch --log-dir), not all from one process's log.
@@ -194,7 +274,12 @@ int run(const Options& opt) {
   if (opt.step < -1)
     throw std::invalid_argument("--step " + std::to_string(opt.step) +
                                 " is negative; give a step number >= 0, or leave --step out for "
-                                "the last step logged");
+                                "the last training step logged");
+  if (opt.step >= 0 && opt.eval >= 0)
+    throw std::invalid_argument("--step and --eval both name a step; pass one of them");
+  if (opt.eval == 0 || opt.eval < -1)
+    throw std::invalid_argument("--eval " + std::to_string(opt.eval) +
+                                " is not an evaluation number; evaluations count from 1");
   if (opt.run_given && opt.run < 1)
     throw std::invalid_argument("--run " + std::to_string(opt.run) +
                                 " is not a run number; runs count from 1 (leave --run out for "
@@ -209,28 +294,26 @@ int run(const Options& opt) {
     throw std::runtime_error(
         "no message-log lines found; run the program with SPDLOG_LEVEL=debug and pass its "
         "standard error, or launch it with tp-launch --log-dir DIR and pass DIR");
-  uint64_t step = opt.step < 0 ? steps.back() : static_cast<uint64_t>(opt.step);
-  if (std::find(steps.begin(), steps.end(), step) == steps.end())
-    throw std::runtime_error("step " + std::to_string(step) + " is not in the log; it has steps " +
-                             std::to_string(steps.front()) + " to " + std::to_string(steps.back()));
+  const ChosenStep chosen = choose_step(opt, log);
+  const uint64_t step = chosen.log_step;
   // Figures from some of the ranks would not be the step's: name the ranks missing or cut.
   if (std::string gaps = pp::step_gaps(log, step); !gaps.empty()) {
-    std::string whole = "no step is whole in every rank's log";
-    for (uint64_t s : pp::complete_steps(log))
-      if (s < step)
-        whole = "the last step whole in every rank's log before it is " + std::to_string(s) +
-                " (--step " + std::to_string(s) + ")";
-    throw std::runtime_error("step " + std::to_string(step) + " cannot be measured: " + gaps +
-                             "; " + whole);
+    std::string whole = "no training step is whole in every rank's log";
+    const std::vector<uint64_t> complete = pp::complete_steps(log);
+    for (const pp::TrainingStep& t : pp::training_steps(log.events))
+      if (t.log_step < step && std::binary_search(complete.begin(), complete.end(), t.log_step))
+        whole = "the last training step whole in every rank's log before it is " +
+                std::to_string(t.number) + " (--step " + std::to_string(t.number) + ")";
+    throw std::runtime_error(step_name(chosen) + " cannot be measured: " + gaps + "; " + whole);
   }
   if (step != steps.back())
     if (std::string gaps = pp::step_gaps(log, steps.back()); !gaps.empty())
-      std::cerr << "tp-trace: note: the logs' last step, " << steps.back()
-                << ", is not whole: " << gaps << "\n";
+      std::cerr << "tp-trace: note: the logs' last step (log step " << steps.back()
+                << ") is not whole: " << gaps << "\n";
   ts::SimulationResult result = pp::step_timeline(events, step);
   check_intervals(result, step, file_of_rank);
   result.memory_track = pp::memory_track(events, step);  // drawn as a line and a counter
-  report(opt, result, step, steps.size(), separate_processes(file_of_rank));
+  report(opt, result, chosen, separate_processes(file_of_rank));
   return 0;
 }
 
@@ -257,10 +340,10 @@ std::optional<Prediction> predict(const Options& opt, const ts::SimulationResult
   return p;
 }
 
-void report(const Options& opt, const ts::SimulationResult& result, uint64_t step,
-            size_t steps_logged, bool processes) {
+void report(const Options& opt, const ts::SimulationResult& result, const ChosenStep& chosen,
+            bool processes) {
   const std::optional<Prediction> predicted = predict(opt, result, processes);
-  const std::string title = "step " + std::to_string(step) + " (us)";
+  const std::string title = step_name(chosen) + " (us)";
   // Times are microseconds: one cost-model unit per microsecond in the trace.
   if (predicted)
     tensorplay::tools::write_side_by_side(opt.out, result, predicted->step, title);
@@ -269,8 +352,10 @@ void report(const Options& opt, const ts::SimulationResult& result, uint64_t ste
   const size_t ranks = result.busy.size();
   if (opt.out.json) {
     nlohmann::ordered_json j;
-    j["step"] = step;
-    j["steps_logged"] = steps_logged;
+    j[chosen.evaluation ? "evaluation" : "step"] = chosen.number;
+    j["log_step"] = chosen.log_step;
+    j["steps_logged"] = chosen.training_logged;
+    j["evaluations_logged"] = chosen.evaluations_logged;
     j["ranks"] = ranks;
     j["actions"] = result.actions;
     j["makespan_us"] = result.makespan;
@@ -288,8 +373,12 @@ void report(const Options& opt, const ts::SimulationResult& result, uint64_t ste
     std::cout << j.dump() << "\n";
     return;
   }
-  std::cout << "step " << step << " (" << steps_logged << " logged): " << ranks << " ranks, "
-            << result.actions << " actions\n"
+  std::cout << step_name(chosen) << " (" << chosen.training_logged << " training steps"
+            << (chosen.evaluations_logged
+                    ? " and " + std::to_string(chosen.evaluations_logged) + " evaluations"
+                    : std::string())
+            << " logged" << (chosen.evaluation ? "; forward only" : "") << "): " << ranks
+            << " ranks, " << result.actions << " actions\n"
             << "  makespan " << result.makespan << " us, bubble " << result.bubble_fraction * 100
             << "%\n";
   std::cout << ts::format_rank_figures(result, " us");
@@ -309,7 +398,12 @@ int main(int argc, char** argv) {
                  "or directories of messages_rank_*.log (tp-launch --log-dir)")
       ->required()
       ->check(CLI::ExistingPath);
-  app.add_option("--step", opt.step, "the step to show (default: the last one logged)");
+  app.add_option("--step", opt.step,
+                 "the training step to show, counted as the trainer counts them (evaluations "
+                 "left out; default: the last one every rank logged whole)");
+  app.add_option("--eval", opt.eval,
+                 "show the K-th evaluation (a forward-only pass, PipelineSchedule::eval) instead; "
+                 "counts from 1");
   app.add_option("--run", opt.run,
                  "the run to read from each log, counting from 1, when a log holds several "
                  "(the program started again with the same log; default: the newest)");

@@ -1,6 +1,6 @@
 // ReplicaExchange: how the data-parallel replicas of a stage share work, seen from pipelining/ (no
 // process groups here): who they are and collectives over them.
-// distributed/group_replica_exchange.h makes one from a group.
+// pipelining/runtime/group_replica_exchange.h makes one from a group.
 #pragma once
 
 #include <cstddef>

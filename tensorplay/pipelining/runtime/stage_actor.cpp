@@ -10,6 +10,7 @@
 #include "tensorplay/distributed/detail/group_runtime.h"
 #include "tensorplay/observe/message_log.h"
 #include "tensorplay/pipelining/runtime/detail/local_messages.h"
+#include "tensorplay/pipelining/runtime/step_data.h"
 #include "tensorplay/wire/notification_codec.h"
 
 namespace tensorplay::pipelining::detail {
@@ -220,7 +221,9 @@ void begin(StageActor* self, uint64_t step, StepHandle data, StepTallyHandle tal
   st.tally = std::move(tally);
   st.step = step;
   st.failed = false;
-  if (message_log_enabled()) log_event(st.worker->rank(), step, "recv", "step");
+  // An evaluation (forward only) is logged as such: tp-trace counts training steps apart.
+  if (message_log_enabled())
+    log_event(st.worker->rank(), step, "recv", data && !data->training ? "eval" : "step");
   st.worker->begin_step(std::move(data));
   if (!st.gone.empty()) self->delayed_send(self, kGoneGrace, check_gone_atom::value, step);
   if (auto it = st.failed_elsewhere.find(step); it != st.failed_elsewhere.end()) {
