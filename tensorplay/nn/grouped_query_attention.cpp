@@ -18,15 +18,18 @@ void check_options(const GroupedQueryAttentionOptions& o) {
     fail("width, heads, kv_heads and context_length must be positive, got " +
          std::to_string(o.width) + ", " + std::to_string(o.heads) + ", " +
          std::to_string(o.kv_heads) + ", " + std::to_string(o.context_length));
-  if (o.width % o.heads != 0)
+  if (o.head_dim < 0 || o.sliding_window < 0)
+    fail("head_dim and sliding_window must be positive (or 0 for none), got " +
+         std::to_string(o.head_dim) + " and " + std::to_string(o.sliding_window));
+  if (o.head_dim == 0 && o.width % o.heads != 0)
     fail("heads (" + std::to_string(o.heads) + ") must divide width (" + std::to_string(o.width) +
-         ")");
+         "), or head_dim must be given");
   if (o.heads % o.kv_heads != 0)
     fail("kv_heads (" + std::to_string(o.kv_heads) + ") must divide heads (" +
          std::to_string(o.heads) + ")");
-  if ((o.width / o.heads) % 2 != 0)
-    fail("the head size width / heads (" + std::to_string(o.width / o.heads) +
-         ") must be even for rotary positions");
+  const int64_t d = o.head_dim > 0 ? o.head_dim : o.width / o.heads;
+  if (d % 2 != 0)
+    fail("the head size (" + std::to_string(d) + ") must be even for rotary positions");
 }
 
 // x [B, ..., kv, ...] with each head of dimension `head_dim` repeated `groups` times in place
@@ -64,13 +67,18 @@ GroupedQueryAttentionImpl::GroupedQueryAttentionImpl(GroupedQueryAttentionOption
     : options_(options) {
   check_options(options);
   const int64_t d = head_dim(), w = options.width;
-  const LinearOptions no_bias{.bias = false};
-  q_proj = register_module("q_proj", Linear(w, options.heads * d, no_bias));
-  k_proj = register_module("k_proj", Linear(w, options.kv_heads * d, no_bias));
-  v_proj = register_module("v_proj", Linear(w, options.kv_heads * d, no_bias));
-  o_proj = register_module("o_proj", Linear(options.heads * d, w, no_bias));
-  rotary_emb =
-      register_module("rotary_emb", RotaryEmbedding(d, options.context_length, options.rope_theta));
+  const LinearOptions qkv{.bias = options.qkv_bias}, o{.bias = options.o_bias};
+  q_proj = register_module("q_proj", Linear(w, options.heads * d, qkv));
+  k_proj = register_module("k_proj", Linear(w, options.kv_heads * d, qkv));
+  v_proj = register_module("v_proj", Linear(w, options.kv_heads * d, qkv));
+  o_proj = register_module("o_proj", Linear(options.heads * d, w, o));
+  if (options.qk_norm) {
+    q_norm = register_module("q_norm", RMSNorm(d, options.norm_eps));
+    k_norm = register_module("k_norm", RMSNorm(d, options.norm_eps));
+  }
+  rotary_emb = register_module(
+      "rotary_emb",
+      RotaryEmbedding(d, options.context_length, options.rope_theta, options.rope_scaling));
   rotary_emb->time_dim = 1;  // queries and keys stay [B, T, heads, D]
 }
 
@@ -81,11 +89,23 @@ Tensor GroupedQueryAttentionImpl::forward(const Tensor& x) {
         "GroupedQueryAttention: expected input [B, T, " + std::to_string(w) +
         "] with T <= " + std::to_string(options_.context_length) + ", got " + to_string(x.shape()));
   const int64_t time = x.size(1), d = head_dim();
+  if (options_.sliding_window > 0 && time > options_.sliding_window)
+    throw std::invalid_argument(
+        "GroupedQueryAttention: sequence length " + std::to_string(time) +
+        " exceeds the sliding window (" + std::to_string(options_.sliding_window) +
+        "); tensorplay's attention has no sliding-window mask: use sequences of at most " +
+        std::to_string(options_.sliding_window) + " tokens");
   // [B, T, heads * D] -> [B, T, heads, D], a view: the heads stay where the projection wrote
   // them. The batch size stays -1 so that a traced stage replays on microbatches of any size.
   auto split_heads = [&](const Tensor& y, int64_t n) { return y.reshape({-1, time, n, d}); };
-  Tensor q = rotary_emb(split_heads(q_proj(x), heads));
-  Tensor k = rotary_emb(split_heads(k_proj(x), kv));
+  Tensor q = split_heads(q_proj(x), heads);
+  Tensor k = split_heads(k_proj(x), kv);
+  if (options_.qk_norm) {
+    q = q_norm(q);
+    k = k_norm(k);
+  }
+  q = rotary_emb(q);
+  k = rotary_emb(k);
   Tensor v = split_heads(v_proj(x), kv);
   Tensor y = scaled_dot_product_attention_tokens_first(q, repeat_kv_tokens_first(k, heads / kv),
                                                        repeat_kv_tokens_first(v, heads / kv),
@@ -95,7 +115,12 @@ Tensor GroupedQueryAttentionImpl::forward(const Tensor& x) {
 
 std::string GroupedQueryAttentionImpl::extra_repr() const {
   return "width=" + std::to_string(options_.width) + ", heads=" + std::to_string(options_.heads) +
-         ", kv_heads=" + std::to_string(options_.kv_heads);
+         ", kv_heads=" + std::to_string(options_.kv_heads) +
+         ", head_dim=" + std::to_string(head_dim()) + (options_.qkv_bias ? ", qkv_bias" : "") +
+         (options_.o_bias ? ", o_bias" : "") + (options_.qk_norm ? ", qk_norm" : "") +
+         (options_.sliding_window > 0
+              ? ", sliding_window=" + std::to_string(options_.sliding_window)
+              : "");
 }
 
 }  // namespace tensorplay::nn
