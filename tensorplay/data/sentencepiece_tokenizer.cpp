@@ -30,7 +30,7 @@ SentencePieceTokenizer& SentencePieceTokenizer::operator=(SentencePieceTokenizer
 
 SentencePieceTokenizer SentencePieceTokenizer::train(const std::string& corpus_path,
                                                      int64_t vocab_size,
-                                                     const std::string& model_path) {
+                                                     const std::string& model_path, bool log) {
   const std::string suffix = ".model";
   if (model_path.size() <= suffix.size() ||
       model_path.compare(model_path.size() - suffix.size(), suffix.size(), suffix) != 0)
@@ -58,6 +58,8 @@ SentencePieceTokenizer SentencePieceTokenizer::train(const std::string& corpus_p
       {"input_sentence_size", "2000000"},
       {"shuffle_input_sentence", "true"},
       {"hard_vocab_limit", "false"},
+      // SentencePiece's training log (a line per step, on stderr) only when asked for.
+      {"minloglevel", log ? "0" : "1"},
   };
   const auto status = sentencepiece::SentencePieceTrainer::Train(options);
   if (!status.ok())

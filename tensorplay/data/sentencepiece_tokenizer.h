@@ -28,9 +28,9 @@ class SentencePieceTokenizer {
   /// beside it) and returns it. vocab_size counts the 256 byte pieces and `<unk>`, `<s>`, `</s>`,
   /// so it must exceed 259 plus the corpus's distinct characters outside them. Throws
   /// std::invalid_argument for a bad name or size, std::runtime_error with SentencePiece's
-  /// message when training fails.
+  /// message when training fails. SentencePiece's training log goes to stderr only with `log`.
   static SentencePieceTokenizer train(const std::string& corpus_path, int64_t vocab_size,
-                                      const std::string& model_path);
+                                      const std::string& model_path, bool log = false);
 
   /// Token ids of `text`.
   std::vector<int32_t> encode(std::string_view text) const;

@@ -13,8 +13,12 @@ for i in $(seq 1 300); do
 done >"$work/text.txt"
 printf 'Grüße aus 東京\n' >>"$work/text.txt"
 
-out=$("$tool" "$work/text.txt" --out "$work/a" --tokenizer bpe:300 --shard-tokens 2000 --verify 2>/dev/null)
+out=$("$tool" "$work/text.txt" --out "$work/a" --tokenizer bpe:300 --shard-tokens 2000 --verify \
+      2>"$work/train_err.txt")
 grep -q '"verified":true' <<<"$out" || fail "no verified round trip: $out"
+grep -q '"verified": true' "$work/a/tokens.json" || fail "tokens.json does not say verified"
+[ ! -s "$work/train_err.txt" ] || fail "SentencePiece's training log on stderr unasked: \
+$(head -3 "$work/train_err.txt")"
 grep -q '"dtype":"uint16"' <<<"$out" || fail "expected uint16 shards: $out"
 [ -f "$work/a/shard_00000.bin" ] && [ -f "$work/a/shard_00001.bin" ] || fail "expected 2+ shards"
 [ -f "$work/a/tokenizer.model" ] && [ -f "$work/a/tokens.json" ] || fail "no tokenizer or tokens.json"
@@ -29,4 +33,16 @@ if "$tool" "$work/text.txt" --out "$work/d" --format parquet 2>"$work/err.txt"; 
   fail "--format parquet was accepted"
 fi
 grep -q "give nanogpt or llmc" "$work/err.txt" || fail "unexpected error: $(cat "$work/err.txt")"
+# A folder names itself: one without a tokenizer, and one given as the text.
+mkdir -p "$work/no_tokenizer"
+if "$tool" "$work/text.txt" --out "$work/e" --tokenizer "$work/no_tokenizer" 2>"$work/err.txt"; then
+  fail "a folder without a tokenizer was accepted"
+fi
+grep -q "$work/no_tokenizer holds neither tokenizer.json nor tokenizer.model" "$work/err.txt" ||
+  fail "unexpected error: $(cat "$work/err.txt")"
+if "$tool" "$work/text.txt" --out "$work/f" --tokenizer "$work/nothing.model" 2>"$work/err.txt"; then
+  fail "a missing tokenizer file was accepted"
+fi
+grep -q "$work/nothing.model: no such file or folder" "$work/err.txt" ||
+  fail "unexpected error: $(cat "$work/err.txt")"
 echo "check_tp_tokenize: ok"
