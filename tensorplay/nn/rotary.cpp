@@ -199,24 +199,29 @@ RotaryEmbeddingImpl::RotaryEmbeddingImpl(int64_t head_dim_, int64_t context_leng
                                 std::to_string(theta));
   check_rotary_scaling(scaling);
   // Under "dynamic" these are the tables of sequences within the original context (unscaled).
+  // Past kEagerRows positions they are computed when a sequence needs them: a Llama 3.1 config
+  // (131,072 positions) would otherwise hold 128 MiB of tables per layer.
   Tensor c, s;
   fill_tables(rotary_frequencies(head_dim, theta, scaling, context_length), head_dim,
-              context_length, c, s);
+              std::min(context_length, kEagerRows), c, s);
   cos = register_buffer("cos", c, /*persistent=*/false);
   sin = register_buffer("sin", s, /*persistent=*/false);
 }
 
-void RotaryEmbeddingImpl::dynamic_tables(int64_t time, Tensor& cos_out, Tensor& sin_out) {
-  if (dynamic_time_ != time || !dynamic_cos_.defined() || dynamic_cos_.device() != cos.device()) {
+void RotaryEmbeddingImpl::computed_tables(int64_t time, Tensor& cos_out, Tensor& sin_out) {
+  if (computed_time_ != time || !computed_cos_.defined() ||
+      computed_cos_.device() != cos.device()) {
     Tensor c, s;
-    fill_tables(rotary_frequencies(head_dim, theta, scaling, context_length, time), head_dim, time,
-                c, s);
-    dynamic_cos_ = c.to(cos.device());
-    dynamic_sin_ = s.to(cos.device());
-    dynamic_time_ = time;
+    // Dynamic frequencies follow the sequence's length; the others are the buffers' own.
+    const int64_t length = scaling.type == "dynamic" ? time : 0;
+    fill_tables(rotary_frequencies(head_dim, theta, scaling, context_length, length), head_dim,
+                time, c, s);
+    computed_cos_ = c.to(cos.device());
+    computed_sin_ = s.to(cos.device());
+    computed_time_ = time;
   }
-  cos_out = dynamic_cos_;
-  sin_out = dynamic_sin_;
+  cos_out = computed_cos_;
+  sin_out = computed_sin_;
 }
 
 Tensor RotaryEmbeddingImpl::forward(const Tensor& x) {
@@ -229,9 +234,9 @@ Tensor RotaryEmbeddingImpl::forward(const Tensor& x) {
         "] with T <= " + std::to_string(context_length) + ", got " + to_string(x.shape()));
   const int64_t time = x.size(time_dim);
   Tensor c, s;  // [T, D], broadcast over the rest
-  if (scaling.type == "dynamic" && time > scaling.original_context_length)
-    dynamic_tables(time, c, s);
-  else {
+  if ((scaling.type == "dynamic" && time > scaling.original_context_length) || time > cos.size(0)) {
+    computed_tables(time, c, s);
+  } else {
     c = cos.slice0(0, time);
     s = sin.slice0(0, time);
   }

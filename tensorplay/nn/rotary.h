@@ -67,7 +67,8 @@ std::string describe(const RotaryScaling& scaling);
 /// rotate_half(x) = cat(-x[..., head_dim/2:], x[..., :head_dim/2]). Position t is the row's
 /// index along the second-last dimension (queries and keys laid out [B, heads, T, head_dim]).
 ///
-/// Buffers `cos` and `sin` [context_length, head_dim], non-persistent (derived, so not part of
+/// Buffers `cos` and `sin` [min(context_length, kEagerRows), head_dim] (a longer sequence takes
+/// tables computed for its length, the last such kept), non-persistent (derived, so not part of
 /// state_dict, as in transformers), computed as transformers does in float32: inverse
 /// frequencies 1 / theta^(2c / head_dim) (scaled by `scaling`, see rotary_frequencies), angles
 /// t * inverse frequency, then cos and sin (times the scaling's attention factor). Under
@@ -88,17 +89,20 @@ class RotaryEmbeddingImpl : public Module {
   /// The dimension of the input that indexes positions: -2 for [..., T, head_dim] (heads first,
   /// the default), 1 for [B, T, heads, head_dim] (tokens first, as a projection writes them).
   int64_t time_dim = -2;
-  Tensor cos;  // buffer [context_length, head_dim]
-  Tensor sin;  // buffer [context_length, head_dim]
+  /// The most positions the buffers hold.
+  static constexpr int64_t kEagerRows = 8192;
+  Tensor cos;  // buffer [min(context_length, kEagerRows), head_dim]
+  Tensor sin;  // buffer [min(context_length, kEagerRows), head_dim]
   int64_t head_dim, context_length;
   float theta;
   RotaryScaling scaling;
 
  private:
-  // Tables [time, head_dim] for a "dynamic" sequence of `time` positions, the last kept.
-  void dynamic_tables(int64_t time, Tensor& cos_out, Tensor& sin_out);
-  int64_t dynamic_time_ = 0;
-  Tensor dynamic_cos_, dynamic_sin_;
+  // Tables [time, head_dim] computed for a sequence of `time` positions (past the buffers, or
+  // "dynamic" past the original context), the last kept.
+  void computed_tables(int64_t time, Tensor& cos_out, Tensor& sin_out);
+  int64_t computed_time_ = 0;
+  Tensor computed_cos_, computed_sin_;
 };
 TENSORPLAY_MODULE(RotaryEmbedding);
 

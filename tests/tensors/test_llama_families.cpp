@@ -384,3 +384,26 @@ TEST_CASE("gpt_from_pretrained returns the model in eval mode", "[hugging_face]"
   CHECK_FALSE(loaded->is_training());
   fs::remove_all(folder);
 }
+
+TEST_CASE("RotaryEmbedding keeps tables for kEagerRows positions and computes longer ones",
+          "[rotary][llama_families]") {
+  const int64_t rows = nn::RotaryEmbeddingImpl::kEagerRows;
+  nn::RotaryEmbedding rope(4, rows + 100, 10000.0f);
+  CHECK(rope->cos.shape() == tp::Shape{rows, 4});
+  tp::manual_seed(5);
+  const tp::Tensor x = tp::randn({rows + 50, 4});
+  const std::vector<float> y = rope(x).to_vector();
+  const std::vector<float> head = rope(x.slice0(0, rows)).to_vector();
+  CHECK(std::equal(head.begin(), head.end(), y.begin()));
+  // The last row, turned by hand: channel pairs (0, 2) and (1, 3).
+  const std::vector<float> in = x.to_vector();
+  const auto t = static_cast<float>(rows + 49);
+  const std::vector<float> inverse = nn::rotary_frequencies(4, 10000.0f, {}, rows + 100).inverse;
+  for (int64_t k = 0; k < 4; ++k) {
+    const float angle = t * inverse[k % 2];
+    const double own = in[(rows + 49) * 4 + k];
+    const double other = k < 2 ? -in[(rows + 49) * 4 + k + 2] : in[(rows + 49) * 4 + k - 2];
+    CHECK(y[(rows + 49) * 4 + k] ==
+          Approx(own * std::cos(double(angle)) + other * std::sin(double(angle))).margin(1e-5));
+  }
+}
