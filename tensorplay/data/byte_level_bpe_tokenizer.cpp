@@ -14,8 +14,10 @@
 #include <limits>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <queue>
 #include <sstream>
 #include <stdexcept>
+#include <tuple>
 #include <unordered_map>
 
 namespace tensorplay::data {
@@ -315,24 +317,45 @@ std::vector<int32_t> ByteLevelBpeTokenizer::Impl::bpe(const std::string& word) c
       symbols.push_back(unk);
     i += n;
   }
-  while (symbols.size() > 1) {
-    int32_t best_rank = std::numeric_limits<int32_t>::max(), best_id = -1;
-    size_t best = 0;
-    for (size_t i = 0; i + 1 < symbols.size(); ++i) {
-      const uint64_t key =
-          (static_cast<uint64_t>(symbols[i]) << 32) | static_cast<uint32_t>(symbols[i + 1]);
-      const auto it = merges.find(key);
-      if (it != merges.end() && it->second.first < best_rank) {
-        best_rank = it->second.first;
-        best_id = it->second.second;
-        best = i;
-      }
-    }
-    if (best_id < 0) break;
-    symbols[best] = best_id;
-    symbols.erase(symbols.begin() + static_cast<std::ptrdiff_t>(best) + 1);
+  // Merges by rank, leftmost first among equals, as the tokenizers library's heap does: a linked
+  // list of symbols and a heap of candidate pairs, stale ones skipped (n log n for long words).
+  const auto n = static_cast<int>(symbols.size());
+  if (n < 2) return symbols;
+  std::vector<int> next(static_cast<size_t>(n)), prev(static_cast<size_t>(n));
+  std::vector<bool> alive(static_cast<size_t>(n), true);
+  for (int i = 0; i < n; ++i) {
+    next[i] = i + 1 < n ? i + 1 : -1;
+    prev[i] = i - 1;
   }
-  return symbols;
+  using Candidate = std::tuple<int32_t, int, int32_t>;  // rank, left position, merged id
+  std::priority_queue<Candidate, std::vector<Candidate>, std::greater<>> heap;
+  auto merge_of = [&](int left) -> const std::pair<int32_t, int32_t>* {
+    if (left < 0 || next[left] < 0) return nullptr;
+    const uint64_t key =
+        (static_cast<uint64_t>(symbols[left]) << 32) | static_cast<uint32_t>(symbols[next[left]]);
+    const auto it = merges.find(key);
+    return it == merges.end() ? nullptr : &it->second;
+  };
+  auto push = [&](int left) {
+    if (const auto* m = merge_of(left)) heap.emplace(m->first, left, m->second);
+  };
+  for (int i = 0; i + 1 < n; ++i) push(i);
+  while (!heap.empty()) {
+    const auto [rank, left, merged] = heap.top();
+    heap.pop();
+    const auto* m = alive[left] ? merge_of(left) : nullptr;
+    if (m == nullptr || m->first != rank || m->second != merged) continue;  // stale
+    const int right = next[left];
+    symbols[left] = merged;
+    alive[right] = false;
+    next[left] = next[right];
+    if (next[right] >= 0) prev[next[right]] = left;
+    push(prev[left]);
+    push(left);
+  }
+  std::vector<int32_t> out;
+  for (int i = 0; i >= 0; i = next[i]) out.push_back(symbols[i]);
+  return out;
 }
 
 // One pre-token: its bytes as byte-level characters, then BPE (cached).

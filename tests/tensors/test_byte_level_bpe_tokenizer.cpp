@@ -3,6 +3,7 @@
 // pattern and ignore_merges, NFC, what is refused (named), and tokenizers opened by path. The
 // comparison with the `tokenizers` package itself is check_tokenizer_json_transformers.py (CTest:
 // tensors_tokenizer_json_matches_transformers_tokenizers).
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
@@ -233,4 +234,14 @@ TEST_CASE("open_tokenizer reads a tokenizer.json, or a folder holding one, namin
   std::ofstream(folder / "junk.model") << "not a model";
   CHECK_THROWS_WITH(data::open_tokenizer((folder / "junk.model").string()),
                     Catch::Contains((folder / "junk.model").string()));
+}
+
+TEST_CASE("a long word merges in n log n, leftmost pairs first", "[tokenizer_json]") {
+  const Json j = tokenizer_json({{"a", "a"}, {"aa", "aa"}});
+  const data::ByteLevelBpeTokenizer t = make(j);
+  const std::vector<int32_t> ids = t.encode(std::string(200001, 'a'));
+  REQUIRE(ids.size() == 50001);
+  CHECK(std::count(ids.begin(), ids.end(), id_of(j, "aaaa")) == 50000);
+  CHECK(ids.back() == 'a');
+  CHECK(t.encode("aaa") == std::vector<int32_t>{id_of(j, "aa"), 'a'});
 }
