@@ -375,13 +375,22 @@ TEST_CASE("weights that do not fit config.json are named with the folder and the
   fs::remove_all(folder);
 }
 
-TEST_CASE("gpt_from_pretrained returns the model in eval mode", "[hugging_face]") {
+TEST_CASE("gpt_from_pretrained returns the model in eval mode and names misfit files",
+          "[hugging_face]") {
   nn::GPT gpt(
       nn::GPTConfig{.vocab_size = 31, .context_length = 8, .n_layer = 1, .n_head = 2, .width = 16});
   const std::string folder = test_files::temp_path("gpt_eval");
   nn::save_pretrained(gpt, folder);
   nn::GPT loaded = nn::gpt_from_pretrained(folder);
   CHECK_FALSE(loaded->is_training());
+  // A config.json with more layers than the weights hold names the folder's files.
+  nn::GPTConfig more = gpt->config();
+  more.n_layer = 2;
+  std::ofstream(fs::path(folder) / "config.json") << nn::gpt2_config_to_json(more);
+  CHECK_THROWS_WITH(nn::gpt_from_pretrained(folder),
+                    Catch::Contains((fs::path(folder) / "model.safetensors").string()) &&
+                        Catch::Contains((fs::path(folder) / "config.json").string()) &&
+                        Catch::Contains("transformer.h.1."));
   fs::remove_all(folder);
 }
 
