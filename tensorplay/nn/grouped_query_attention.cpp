@@ -1,11 +1,17 @@
 // Grouped-query causal self-attention module with rotary positions.
 #include "tensorplay/nn/grouped_query_attention.h"
 
+#include <algorithm>
+#include <cmath>
+#include <limits>
 #include <stdexcept>
 #include <vector>
 
 #include "tensorplay/core/ops/attention.h"
+#include "tensorplay/core/ops/elementwise.h"
+#include "tensorplay/core/ops/linear_algebra.h"
 #include "tensorplay/core/ops/shape_ops.h"
+#include "tensorplay/core/ops/softmax.h"
 
 namespace tensorplay::nn {
 namespace {
@@ -89,12 +95,6 @@ Tensor GroupedQueryAttentionImpl::forward(const Tensor& x) {
         "GroupedQueryAttention: expected input [B, T, " + std::to_string(w) +
         "] with T <= " + std::to_string(options_.context_length) + ", got " + to_string(x.shape()));
   const int64_t time = x.size(1), d = head_dim();
-  if (options_.sliding_window > 0 && time > options_.sliding_window)
-    throw std::invalid_argument(
-        "GroupedQueryAttention: sequence length " + std::to_string(time) +
-        " exceeds the sliding window (" + std::to_string(options_.sliding_window) +
-        "); tensorplay's attention has no sliding-window mask: use sequences of at most " +
-        std::to_string(options_.sliding_window) + " tokens");
   // [B, T, heads * D] -> [B, T, heads, D], a view: the heads stay where the projection wrote
   // them. The batch size stays -1 so that a traced stage replays on microbatches of any size.
   auto split_heads = [&](const Tensor& y, int64_t n) { return y.reshape({-1, time, n, d}); };
@@ -107,10 +107,30 @@ Tensor GroupedQueryAttentionImpl::forward(const Tensor& x) {
   q = rotary_emb(q);
   k = rotary_emb(k);
   Tensor v = split_heads(v_proj(x), kv);
-  Tensor y = scaled_dot_product_attention_tokens_first(q, repeat_kv_tokens_first(k, heads / kv),
-                                                       repeat_kv_tokens_first(v, heads / kv),
-                                                       /*causal=*/true);
+  k = repeat_kv_tokens_first(k, heads / kv);
+  v = repeat_kv_tokens_first(v, heads / kv);
+  Tensor y = options_.sliding_window > 0 && time > options_.sliding_window
+                 ? sliding_window_attention(q, k, v)
+                 : scaled_dot_product_attention_tokens_first(q, k, v, /*causal=*/true);
   return o_proj(y.reshape({-1, time, heads * d}));
+}
+
+Tensor GroupedQueryAttentionImpl::sliding_window_attention(const Tensor& q, const Tensor& k,
+                                                           const Tensor& v) const {
+  // The composed form with a band mask: query i sees keys j with 0 <= i - j < window, as
+  // transformers' sliding-window mask. [B, T, H, D] -> [B, H, T, D] for the products.
+  const int64_t time = q.size(1), window = options_.sliding_window, d = head_dim();
+  std::vector<float> band(static_cast<size_t>(time * time),
+                          -std::numeric_limits<float>::infinity());
+  for (int64_t i = 0; i < time; ++i)
+    for (int64_t j = std::max<int64_t>(0, i - window + 1); j <= i; ++j) band[i * time + j] = 0.0f;
+  Tensor mask = from_vector(band, {time, time}).to(q.device());
+  const Tensor qh = permute(q, {0, 2, 1, 3}), kh = permute(k, {0, 2, 1, 3}),
+               vh = permute(v, {0, 2, 1, 3});
+  Tensor scores = matmul(qh, transpose(kh, -2, -1)) * (1.0f / std::sqrt(static_cast<float>(d)));
+  if (mask.dtype() != scores.dtype()) mask = mask.to(scores.dtype());
+  const Tensor y = matmul(softmax(scores + mask, -1), vh);  // [B, H, T, D]
+  return permute(y, {0, 2, 1, 3});
 }
 
 std::string GroupedQueryAttentionImpl::extra_repr() const {

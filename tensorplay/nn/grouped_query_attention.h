@@ -23,8 +23,8 @@ struct GroupedQueryAttentionOptions {
   float norm_eps = 1e-6f;      // qk_norm's epsilon
   RotaryScaling rope_scaling;  // see RotaryScaling
   /// Mistral's sliding window: a token attends to the `sliding_window` latest tokens, itself
-  /// included. 0: none. Sequences longer than the window are refused (they would need the band
-  /// mask, which the attention kernels do not take); shorter ones are plain causal attention.
+  /// included. 0: none. Sequences longer than the window take the composed attention (products,
+  /// a band mask, softmax: the [T, T] scores held); shorter ones the causal kernels.
   int64_t sliding_window = 0;
 };
 
@@ -63,6 +63,8 @@ class GroupedQueryAttentionImpl : public Module {
   RotaryEmbedding rotary_emb{nullptr};
 
  private:
+  // Attention of q, k, v [B, T, heads, D] (k and v repeated) within the sliding window.
+  Tensor sliding_window_attention(const Tensor& q, const Tensor& k, const Tensor& v) const;
   GroupedQueryAttentionOptions options_;
 };
 TENSORPLAY_MODULE(GroupedQueryAttention);

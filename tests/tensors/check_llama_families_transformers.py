@@ -3,7 +3,7 @@
 For each case below (random weights, nothing downloaded): Llama with rope_scaling of type llama3,
 linear, dynamic and yarn at a context longer than the original rotary window, a head_dim of its
 own, Qwen2 (q, k and v biases), Qwen3 (q and k norms per head, a head_dim of its own) and Mistral
-(a sliding window longer than the context):
+(a sliding window longer than the context, and one shorter):
   - a folder written by transformers' save_pretrained (float32) loads in tensorplay, and its
     logits equal transformers' within 1e-5 relative;
   - the loss and the gradients of one step's cross entropy, by name, equal within 1e-4 relative;
@@ -101,6 +101,9 @@ CASES = [
         original_max_position_embeddings=16)), 60),
     ("mistral", "mistral", dict(max_position_embeddings=40, head_dim=20, sliding_window=64,
                                 **rope("default")), 36),
+    # A window shorter than the sequence: the band mask.
+    ("mistral_window", "mistral", dict(max_position_embeddings=48, sliding_window=12,
+                                       **rope("linear", factor=2.0)), 40),
 ]
 
 for label, model_type, fields, length in CASES:
@@ -126,6 +129,18 @@ for label, model_type, fields, length in CASES:
     peer("logits", folder, tokens_path, out)
     report(f"{label}: transformers folder, logits here", load_file(out)["logits"], reference,
            LOGITS_LIMIT)
+    if (getattr(config, "sliding_window", None) or length) < length:
+        # The window matters at this length: attention over every earlier token differs.
+        full = copy.deepcopy(config)
+        full.sliding_window = None
+        unwindowed = AutoModelForCausalLM.from_config(full)
+        unwindowed.load_state_dict(model.state_dict())
+        unwindowed.eval()
+        with torch.no_grad():
+            moved = ((unwindowed(tokens).logits - reference).abs().max() /
+                     reference.abs().max()).item()
+        check(f"{label}: the sliding window matters at {length} tokens", moved > 1e-3,
+              f"full attention's logits differ by {moved:.2e} relative")
     if config.rope_parameters["rope_type"] != "default":
         # The scaling matters at this length: unscaled rotary positions give other logits.
         plain = copy.deepcopy(config)

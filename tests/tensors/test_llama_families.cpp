@@ -1,7 +1,7 @@
 // Tests for the Llama-shaped families and rotary scaling: rotary_frequencies against the
 // formulas in double (linear, dynamic NTK, llama3, yarn), the dynamic tables of long sequences, a
 // head size apart from the width, attention biases and per-head q/k norms, the sliding window's
-// refusal, and Qwen2, Qwen3 and Mistral config.json files and folders both ways. The comparison
+// band, and Qwen2, Qwen3 and Mistral config.json files and folders both ways. The comparison
 // with transformers itself is check_llama_families_transformers.py (CTest:
 // tensors_llama_families_match_transformers).
 #include <algorithm>
@@ -188,12 +188,12 @@ TEST_CASE("GroupedQueryAttention takes a head size of its own, biases and q/k no
   nn::GroupedQueryAttention attention(nn::GroupedQueryAttentionOptions{.width = 16,
                                                                        .heads = 4,
                                                                        .kv_heads = 2,
-                                                                       .context_length = 12,
+                                                                       .context_length = 16,
                                                                        .head_dim = 6,
                                                                        .qkv_bias = true,
                                                                        .o_bias = true,
                                                                        .qk_norm = true,
-                                                                       .sliding_window = 10});
+                                                                       .sliding_window = 6});
   std::vector<std::string> names;
   for (const auto& [name, p] : attention->named_parameters())
     names.push_back(name + " " + tp::to_string(p.shape()));
@@ -202,11 +202,24 @@ TEST_CASE("GroupedQueryAttention takes a head size of its own, biases and q/k no
                                           "v_proj.weight [12, 16]", "v_proj.bias [12]",
                                           "o_proj.weight [16, 24]", "o_proj.bias [16]",
                                           "q_norm.weight [6]", "k_norm.weight [6]"});
+  // Past the window (14 tokens, a window of 6): rows within the window are causal attention's;
+  // a later row sees its 6 latest tokens only, so (rotary scores depending on relative positions
+  // alone) it is the last row of the attention of those 6 tokens.
   tp::manual_seed(4);
-  const tp::Tensor y = attention(tp::randn({2, 10, 16}));
-  CHECK(y.shape() == tp::Shape{2, 10, 16});
-  CHECK_THROWS_WITH(attention(tp::randn({1, 11, 16})),
-                    Catch::Contains("exceeds the sliding window (10)"));
+  const tp::Tensor x = tp::randn({2, 14, 16});
+  const tp::Tensor y = attention(x);
+  CHECK(y.shape() == tp::Shape{2, 14, 16});
+  auto rows = [](const tp::Tensor& t, int64_t start, int64_t n) {
+    return tp::narrow(t, 1, start, n).to_vector();
+  };
+  auto close = [](const std::vector<float>& a, const std::vector<float>& b) {
+    REQUIRE(a.size() == b.size());
+    for (size_t i = 0; i < a.size(); ++i) CHECK(a[i] == Approx(b[i]).margin(1e-5));
+  };
+  close(rows(y, 0, 6), attention(tp::narrow(x, 1, 0, 6)).to_vector());
+  close(rows(y, 13, 1), rows(attention(tp::narrow(x, 1, 8, 6)), 5, 1));
+  tp::sum(y).backward();  // the composed form has gradients
+  CHECK(attention->q_proj->weight.grad().defined());
   CHECK_THROWS_WITH(
       nn::GroupedQueryAttention(nn::GroupedQueryAttentionOptions{
           .width = 16, .heads = 4, .kv_heads = 2, .context_length = 8, .head_dim = 5}),
