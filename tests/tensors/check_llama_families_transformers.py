@@ -6,14 +6,16 @@ own, Qwen2 (q, k and v biases), Qwen3 (q and k norms per head, a head_dim of its
 (a sliding window longer than the context, and one shorter):
   - a folder written by transformers' save_pretrained (float32) loads in tensorplay, and its
     logits equal transformers' within 1e-5 relative;
-  - the loss and the gradients of one step's cross entropy, by name, equal within 1e-4 relative;
+  - the loss and the gradients of one step's cross entropy, by name, equal within 1e-4 relative,
+    for the model whole and split into 3 pipeline stages trained by 1F1B (PIPELINE_PEER);
   - a folder written by tensorplay loads in transformers with every tensor, as the same class,
     with the same logits within 1e-5 relative;
   - tensorplay's model.safetensors is byte for byte what the safetensors package writes.
 Relative: the largest absolute difference over the largest absolute reference value.
 
-Usage: check_llama_families_transformers.py PEER WORK_DIR (PEER: the llama_transformers_peer
-program).
+Usage: check_llama_families_transformers.py PEER WORK_DIR [PIPELINE_PEER] (PEER: the
+llama_transformers_peer program; PIPELINE_PEER: llama_pipeline_peer, whose check is skipped,
+saying so, when not given).
 """
 import copy
 import json
@@ -63,13 +65,16 @@ def perturb(model):
 
 
 PEER, WORK = sys.argv[1], sys.argv[2]
+PIPELINE_PEER = sys.argv[3] if len(sys.argv) > 3 and os.path.exists(sys.argv[3]) else None
+if PIPELINE_PEER is None:
+    print("no llama_pipeline_peer: the gradients of 3 pipeline stages are not checked", flush=True)
 os.makedirs(WORK, exist_ok=True)
 torch.set_num_threads(1)
 transformers.utils.logging.disable_progress_bar()
 transformers.utils.logging.set_verbosity_error()
 print(f"torch {torch.__version__}, transformers {transformers.__version__}", flush=True)
 
-SMALL = dict(vocab_size=101, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+SMALL = dict(vocab_size=101, hidden_size=64, intermediate_size=96, num_hidden_layers=3,
              num_attention_heads=4, num_key_value_heads=2, rms_norm_eps=1e-5,
              tie_word_embeddings=False, bos_token_id=None, eos_token_id=None)
 
@@ -111,7 +116,7 @@ for label, model_type, fields, length in CASES:
     sizes.update(fields)
     config = AutoConfig.for_model(model_type, **sizes)
     torch.manual_seed(0)
-    tokens = torch.randint(0, config.vocab_size, (2, length))
+    tokens = torch.randint(0, config.vocab_size, (3, length))
     targets = torch.randint(0, config.vocab_size, tokens.shape)
     tokens_path = os.path.join(WORK, f"{label}_tokens.safetensors")
     save_file({"tokens": tokens.float().contiguous(), "targets": targets.float().contiguous()},
@@ -173,6 +178,18 @@ for label, model_type, fields, length in CASES:
                 for n, g in grads.items() if n in ours)
     report(f"{label}: gradients by name, worst {worst[1]}", ours[worst[1]], grads[worst[1]],
            GRADS_LIMIT)
+    if PIPELINE_PEER:
+        out = os.path.join(WORK, f"{label}_pipeline_grads.safetensors")
+        subprocess.run([PIPELINE_PEER, folder, tokens_path, out], check=True)
+        piped = load_file(out)
+        report(f"{label}: loss of 3 stages under 1F1B", piped.pop("loss").reshape(1),
+               loss.detach().reshape(1), GRADS_LIMIT)
+        check(f"{label}: 3 stages give a gradient for each parameter, by name",
+              set(grads) == set(piped), str(sorted(set(grads) ^ set(piped))))
+        worst = max((((piped[n] - g).abs().max() / g.abs().max()).item(), n)
+                    for n, g in grads.items() if n in piped)
+        report(f"{label}: gradients of 3 stages by name, worst {worst[1]}", piped[worst[1]],
+               grads[worst[1]], GRADS_LIMIT)
 
     # tensorplay -> transformers.
     config_path = os.path.join(folder, "config.json")
