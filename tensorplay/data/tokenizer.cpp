@@ -60,9 +60,19 @@ std::string tokenizer_file(const std::string& path) {
 
 std::unique_ptr<Tokenizer> open_tokenizer(const std::string& path) {
   const std::string file = tokenizer_file(path);
-  if (looks_like_json(file))
+  if (!looks_like_json(file))
+    return std::make_unique<Held<SentencePieceTokenizer>>(SentencePieceTokenizer(file), file,
+                                                          false);
+  try {
     return std::make_unique<Held<ByteLevelBpeTokenizer>>(ByteLevelBpeTokenizer(file), file, true);
-  return std::make_unique<Held<SentencePieceTokenizer>>(SentencePieceTokenizer(file), file, false);
+  } catch (const std::invalid_argument&) {
+    // A folder whose tokenizer.json is not byte-level BPE (Llama 2's, say) may hold the
+    // SentencePiece model it was converted from.
+    const fs::path model = fs::path(path) / "tokenizer.model";
+    if (!fs::is_directory(path) || !fs::is_regular_file(model)) throw;
+    return std::make_unique<Held<SentencePieceTokenizer>>(SentencePieceTokenizer(model.string()),
+                                                          model.string(), false);
+  }
 }
 
 std::unique_ptr<Tokenizer> as_tokenizer(SentencePieceTokenizer tokenizer, std::string path) {

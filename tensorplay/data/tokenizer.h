@@ -35,8 +35,10 @@ class Tokenizer {
 std::string tokenizer_file(const std::string& path);
 
 /// The tokenizer of tokenizer_file(`path`): a tokenizer.json (a file whose text opens with '{')
-/// as ByteLevelBpeTokenizer, anything else as a SentencePiece model. Throws naming the file when
-/// it is neither (see ByteLevelBpeTokenizer and SentencePieceTokenizer for what each refuses).
+/// as ByteLevelBpeTokenizer, anything else as a SentencePiece model. A folder whose tokenizer.json
+/// is refused (not byte-level BPE, as Llama 2's) but which holds a tokenizer.model gives that
+/// model. Throws naming the file when it is neither (see ByteLevelBpeTokenizer and
+/// SentencePieceTokenizer for what each refuses).
 std::unique_ptr<Tokenizer> open_tokenizer(const std::string& path);
 
 /// `tokenizer` behind the Tokenizer interface; `path` is the file it is saved in.

@@ -245,3 +245,28 @@ TEST_CASE("a long word merges in n log n, leftmost pairs first", "[tokenizer_jso
   CHECK(ids.back() == 'a');
   CHECK(t.encode("aaa") == std::vector<int32_t>{id_of(j, "aa"), 'a'});
 }
+
+TEST_CASE("a folder whose tokenizer.json is not byte-level BPE opens its tokenizer.model",
+          "[tokenizer_json]") {
+  test_files::TempDir dir;
+  const fs::path folder(dir.path);
+  {
+    std::ofstream corpus(folder / "corpus.txt");
+    for (int i = 0; i < 200; ++i) corpus << "the quick brown fox " << i << " jumps\n";
+  }
+  data::SentencePieceTokenizer::train((folder / "corpus.txt").string(), 300,
+                                      (folder / "sp.model").string());
+  Json j = tokenizer_json({});
+  j["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", "\xE2\x96\x81"}};  // Llama 2's
+  std::ofstream(folder / "tokenizer.json") << j.dump();
+  const fs::path only_json = folder / "only_json";
+  fs::create_directories(only_json);
+  std::ofstream(only_json / "tokenizer.json") << j.dump();
+  CHECK_THROWS_WITH(data::open_tokenizer(only_json.string()),
+                    Catch::Contains("pre_tokenizer \"Metaspace\" is not supported"));
+  fs::copy_file(folder / "sp.model", folder / "tokenizer.model");
+  const auto t = data::open_tokenizer(dir.path);
+  CHECK_FALSE(t->is_tokenizer_json());
+  CHECK(t->path() == (folder / "tokenizer.model").string());
+  CHECK(t->decode(t->encode("the fox")) == "the fox");
+}
