@@ -69,6 +69,8 @@ void check_config(const LlamaConfig& c) {
 LlamaConfig filled_in(LlamaConfig c) {
   check_config(c);
   if (c.n_kv_head == 0) c.n_kv_head = c.n_head;
+  if (c.head_dim > 0 && c.width % c.n_head == 0 && c.head_dim == c.width / c.n_head)
+    c.head_dim = 0;  // the default, spelled one way (as config.json files read back)
   return c;
 }
 

@@ -65,7 +65,7 @@ class LlamaImpl : public Module {
   Tensor forward(const Tensor& idx) override;
   std::string type_name() const override { return "Llama"; }
   std::string extra_repr() const override;
-  /// The configuration, n_kv_head filled in.
+  /// The configuration, n_kv_head filled in (and a head_dim equal to width / n_head as 0).
   const LlamaConfig& config() const { return config_; }
 
   Embedding embed_tokens{nullptr};

@@ -429,3 +429,18 @@ TEST_CASE("RotaryEmbedding keeps tables for kEagerRows positions and computes lo
           Approx(own * std::cos(double(angle)) + other * std::sin(double(angle))).margin(1e-5));
   }
 }
+
+TEST_CASE("a head_dim equal to width / n_head is the default, saved and loaded as such",
+          "[llama][llama_families]") {
+  nn::LlamaConfig c = family_config("llama");
+  c.head_dim = c.width / c.n_head;
+  nn::Llama model = perturbed(c, 6);
+  CHECK(model->config().head_dim == 0);
+  const std::string folder = test_files::temp_path("family_head_dim");
+  nn::save_pretrained(model, folder);
+  nn::Llama other(c);
+  nn::load_pretrained(other, folder);
+  const tp::Tensor x = tokens(1, 7, 29);
+  CHECK(other(x).to_vector() == model(x).to_vector());
+  fs::remove_all(folder);
+}
