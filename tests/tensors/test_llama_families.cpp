@@ -444,3 +444,59 @@ TEST_CASE("a head_dim equal to width / n_head is the default, saved and loaded a
   CHECK(other(x).to_vector() == model(x).to_vector());
   fs::remove_all(folder);
 }
+
+TEST_CASE("config.json files as Qwen2.5, Qwen3, Mistral and Llama 3.2 checkpoints ship them read",
+          "[hugging_face_llama]") {
+  // Their fields as published (transformers 4), sizes as the checkpoints have them.
+  const nn::LlamaConfig qwen25 = nn::llama_config_from_json(R"({
+    "architectures": ["Qwen2ForCausalLM"], "attention_dropout": 0.0, "bos_token_id": 151643,
+    "eos_token_id": 151645, "hidden_act": "silu", "hidden_size": 3584,
+    "initializer_range": 0.02, "intermediate_size": 18944, "max_position_embeddings": 32768,
+    "max_window_layers": 28, "model_type": "qwen2", "num_attention_heads": 28,
+    "num_hidden_layers": 28, "num_key_value_heads": 4, "rms_norm_eps": 1e-06,
+    "rope_theta": 1000000.0, "sliding_window": 131072, "tie_word_embeddings": false,
+    "torch_dtype": "bfloat16", "transformers_version": "4.43.1", "use_cache": true,
+    "use_sliding_window": false, "vocab_size": 152064})");
+  CHECK(qwen25.qkv_bias);
+  CHECK(qwen25.head_size() == 128);
+  CHECK(qwen25.sliding_window == 0);
+  const nn::LlamaConfig qwen3 = nn::llama_config_from_json(R"({
+    "architectures": ["Qwen3ForCausalLM"], "attention_bias": false, "attention_dropout": 0.0,
+    "bos_token_id": 151643, "eos_token_id": 151645, "head_dim": 128, "hidden_act": "silu",
+    "hidden_size": 4096, "initializer_range": 0.02, "intermediate_size": 12288,
+    "max_position_embeddings": 40960, "max_window_layers": 36, "model_type": "qwen3",
+    "num_attention_heads": 32, "num_hidden_layers": 36, "num_key_value_heads": 8,
+    "rms_norm_eps": 1e-06, "rope_scaling": null, "rope_theta": 1000000,
+    "sliding_window": null, "tie_word_embeddings": false, "torch_dtype": "bfloat16",
+    "transformers_version": "4.51.0", "use_cache": true, "use_sliding_window": false,
+    "vocab_size": 151936})");
+  CHECK(qwen3.qk_norm);
+  CHECK(qwen3.head_size() == 128);
+  const nn::LlamaConfig mistral = nn::llama_config_from_json(R"({
+    "architectures": ["MistralForCausalLM"], "bos_token_id": 1, "eos_token_id": 2,
+    "hidden_act": "silu", "hidden_size": 4096, "initializer_range": 0.02,
+    "intermediate_size": 14336, "max_position_embeddings": 32768, "model_type": "mistral",
+    "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 8,
+    "rms_norm_eps": 1e-05, "rope_theta": 10000.0, "sliding_window": 4096,
+    "tie_word_embeddings": false, "torch_dtype": "bfloat16", "transformers_version": "4.34.0",
+    "use_cache": true, "vocab_size": 32000})");
+  CHECK(mistral.sliding_window == 4096);
+  CHECK(mistral.n_kv_head == 8);
+  const nn::LlamaConfig llama32 = nn::llama_config_from_json(R"({
+    "architectures": ["LlamaForCausalLM"], "attention_bias": false, "attention_dropout": 0.0,
+    "bos_token_id": 128000, "eos_token_id": 128001, "head_dim": 64, "hidden_act": "silu",
+    "hidden_size": 2048, "initializer_range": 0.02, "intermediate_size": 8192,
+    "max_position_embeddings": 131072, "mlp_bias": false, "model_type": "llama",
+    "num_attention_heads": 32, "num_hidden_layers": 16, "num_key_value_heads": 8,
+    "pretraining_tp": 1, "rms_norm_eps": 1e-05,
+    "rope_scaling": {"factor": 32.0, "high_freq_factor": 4.0, "low_freq_factor": 1.0,
+                     "original_max_position_embeddings": 8192, "rope_type": "llama3"},
+    "rope_theta": 500000.0, "tie_word_embeddings": true, "torch_dtype": "bfloat16",
+    "transformers_version": "4.45.0.dev0", "use_cache": true, "vocab_size": 128256})");
+  CHECK(llama32.rope_scaling.type == "llama3");
+  CHECK(llama32.rope_scaling.factor == 32.0);
+  CHECK(llama32.head_dim == 0);
+  // Its rotary tables: 8,192 positions held, not 131,072.
+  nn::RotaryEmbedding rope(64, llama32.context_length, llama32.rope_theta, llama32.rope_scaling);
+  CHECK(rope->cos.size(0) == nn::RotaryEmbeddingImpl::kEagerRows);
+}
