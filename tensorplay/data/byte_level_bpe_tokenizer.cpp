@@ -53,11 +53,21 @@ class Regex {
 
   // The pieces of `text` split "Isolated": each match, and each stretch between matches.
   void split(std::string_view text, std::vector<std::string_view>& out) const {
+    // A JIT stack per thread, larger than the default 32 KiB, for patterns such as \s+(?!\S)
+    // over long runs.
+    struct JitStack {
+      pcre2_jit_stack* stack = pcre2_jit_stack_create(32 * 1024, 64 * 1024 * 1024, nullptr);
+      ~JitStack() { pcre2_jit_stack_free(stack); }
+    };
+    static thread_local JitStack jit;
+    pcre2_match_context* context = pcre2_match_context_create(nullptr);
+    pcre2_jit_stack_assign(context, nullptr, jit.stack);
     pcre2_match_data* md = pcre2_match_data_create_from_pattern(code_, nullptr);
     const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
     size_t last = 0, offset = 0;
+    int rc = 0;
     while (offset <= text.size()) {
-      const int rc = pcre2_match(code_, subject, text.size(), offset, 0, md, nullptr);
+      rc = pcre2_match(code_, subject, text.size(), offset, 0, md, context);
       if (rc < 0) break;
       const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md);
       const size_t start = ov[0], end = ov[1];
@@ -71,8 +81,16 @@ class Regex {
       out.push_back(text.substr(start, end - start));
       last = offset = end;
     }
-    if (last < text.size()) out.push_back(text.substr(last));
     pcre2_match_data_free(md);
+    pcre2_match_context_free(context);
+    if (rc < 0 && rc != PCRE2_ERROR_NOMATCH) {
+      PCRE2_UCHAR message[256];
+      pcre2_get_error_message(rc, message, sizeof(message));
+      throw std::runtime_error(std::string("pre-tokenizer pattern failed at byte ") +
+                               std::to_string(offset) + " of a " + std::to_string(text.size()) +
+                               "-byte piece: " + reinterpret_cast<const char*>(message));
+    }
+    if (last < text.size()) out.push_back(text.substr(last));
   }
 
  private:

@@ -270,3 +270,13 @@ TEST_CASE("a folder whose tokenizer.json is not byte-level BPE opens its tokeniz
   CHECK(t->path() == (folder / "tokenizer.model").string());
   CHECK(t->decode(t->encode("the fox")) == "the fox");
 }
+
+TEST_CASE("long whitespace runs and long lines split as short ones do", "[tokenizer_json]") {
+  const data::ByteLevelBpeTokenizer t = make(tokenizer_json({{kSpace, kSpace}}));
+  // GPT-2's \s+(?!\S): a run of spaces before a word leaves its last space to the word.
+  const std::string text = std::string(300000, ' ') + "x" + std::string(200000, '\n') + "y";
+  const std::vector<int32_t> ids = t.encode(text);
+  CHECK(t.decode(ids) == text);
+  CHECK(ids[ids.size() - 1] == 'y');
+  CHECK(ids[ids.size() - 2] == '\n');  // the last newline, a piece of its own
+}
