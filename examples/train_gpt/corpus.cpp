@@ -1,4 +1,5 @@
-// The corpora train_gpt reads besides characters: a text as SentencePiece BPE pieces, and token
+// The corpora train_gpt reads besides characters: a text as BPE pieces (SentencePiece, or a
+// Hugging Face tokenizer.json), and token
 // shards sampled through a memory map; and the choice among them.
 #include "corpus.h"
 
@@ -10,8 +11,8 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "tensorplay/data/sentencepiece_tokenizer.h"
 #include "tensorplay/data/token_window_loader.h"
+#include "tensorplay/data/tokenizer.h"
 #include "text_corpus.h"
 
 namespace train_gpt {
@@ -41,11 +42,10 @@ std::vector<int32_t> narrow_ids(const std::vector<int64_t>& ids) {
   return {ids.begin(), ids.end()};
 }
 
-// A text file as the pieces of a SentencePiece model, the last `held_out` of them kept for
-// validation.
+// A text file as the pieces of a tokenizer, the last `held_out` of them kept for validation.
 class BpeTextCorpus : public Corpus {
  public:
-  BpeTextCorpus(const std::string& path, data::SentencePieceTokenizer tokenizer,
+  BpeTextCorpus(const std::string& path, std::unique_ptr<data::Tokenizer> tokenizer,
                 std::string tokenizer_source, double held_out, int64_t context)
       : path_(path),
         tokenizer_(std::move(tokenizer)),
@@ -54,7 +54,7 @@ class BpeTextCorpus : public Corpus {
     if (!in) throw std::runtime_error("cannot read '" + path + "'");
     std::ostringstream text;
     text << in.rdbuf();
-    const std::vector<int32_t> ids = tokenizer_.encode(text.str());
+    const std::vector<int32_t> ids = tokenizer_->encode(text.str());
     const auto split = static_cast<size_t>(static_cast<double>(ids.size()) * (1.0 - held_out));
     train_.assign(ids.begin(), ids.begin() + split);
     val_.assign(ids.begin() + split, ids.end());
@@ -69,7 +69,7 @@ class BpeTextCorpus : public Corpus {
            " tokens for training, " + std::to_string(val_.size()) + " held out, vocabulary " +
            std::to_string(vocab_size());
   }
-  int64_t vocab_size() const override { return tokenizer_.vocab_size(); }
+  int64_t vocab_size() const override { return tokenizer_->vocab_size(); }
   std::pair<tp::Tensor, tp::Tensor> batch(int64_t batch, int64_t context, tp::Generator& generator,
                                           bool held_out, int64_t) const override {
     return sample_windows(held_out ? val_ : train_, batch, context, generator);
@@ -83,15 +83,15 @@ class BpeTextCorpus : public Corpus {
     return entropy;
   }
   std::vector<int64_t> encode(const std::string& text) const override {
-    return widen(tokenizer_.encode(text));
+    return widen(tokenizer_->encode(text));
   }
   std::string decode(const std::vector<int64_t>& ids) const override {
-    return tokenizer_.decode(narrow_ids(ids));
+    return tokenizer_->decode(narrow_ids(ids));
   }
 
  private:
   std::string path_;
-  data::SentencePieceTokenizer tokenizer_;
+  std::unique_ptr<data::Tokenizer> tokenizer_;
   std::string tokenizer_source_;
   std::vector<int32_t> train_, val_;
 };
@@ -112,8 +112,7 @@ class ShardCorpus : public Corpus {
       if (!model.empty()) {
         const fs::path model_path =
             fs::path(model).is_absolute() ? fs::path(model) : folder / model;
-        if (fs::exists(model_path))
-          tokenizer_ = std::make_unique<data::SentencePieceTokenizer>(model_path.string());
+        if (fs::exists(model_path)) tokenizer_ = data::open_tokenizer(model_path.string());
       }
     }
     if (vocab_ <= 0)
@@ -154,7 +153,7 @@ class ShardCorpus : public Corpus {
   std::string path_;
   int64_t vocab_ = 0, context_ = 0;
   uint64_t seed_ = 0;
-  std::unique_ptr<data::SentencePieceTokenizer> tokenizer_;
+  std::unique_ptr<data::Tokenizer> tokenizer_;
   mutable std::unique_ptr<data::TokenWindowLoader> train_, val_;
 };
 
@@ -187,17 +186,21 @@ std::unique_ptr<Corpus> open_corpus(const std::string& data, const std::string& 
     fs::create_directories(work_dir);
     const std::string model = (fs::path(work_dir) / "tokenizer.model").string();
     if (resume && fs::exists(model))  // the tokenizer the interrupted run trained
-      return std::make_unique<BpeTextCorpus>(data, data::SentencePieceTokenizer(model), model,
-                                             held_out, context);
+      return std::make_unique<BpeTextCorpus>(data, data::open_tokenizer(model), model, held_out,
+                                             context);
     return std::make_unique<BpeTextCorpus>(
-        data, data::SentencePieceTokenizer::train(data, std::stoll(digits), model, verbose), model,
-        held_out, context);
+        data,
+        data::as_tokenizer(
+            data::SentencePieceTokenizer::train(data, std::stoll(digits), model, verbose), model),
+        model, held_out, context);
   }
-  if (fs::path(tokenizer).extension() != ".model")
+  if (!fs::exists(tokenizer))
     throw std::invalid_argument("--tokenizer " + tokenizer +
-                                ": give char, bpe:VOCAB or a SentencePiece FILE.model");
-  return std::make_unique<BpeTextCorpus>(data, data::SentencePieceTokenizer(tokenizer), tokenizer,
-                                         held_out, context);
+                                ": give char, bpe:VOCAB, a SentencePiece FILE.model, a "
+                                "tokenizer.json or a Hugging Face model folder holding one");
+  std::unique_ptr<data::Tokenizer> opened = data::open_tokenizer(tokenizer);
+  const std::string source = opened->path();
+  return std::make_unique<BpeTextCorpus>(data, std::move(opened), source, held_out, context);
 }
 
 }  // namespace train_gpt

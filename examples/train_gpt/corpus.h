@@ -47,8 +47,9 @@ std::pair<tensorplay::Tensor, tensorplay::Tensor> sample_windows(const std::vect
 
 /// The corpus --data and --tokenizer name: a text file (empty: the license texts) as characters
 /// ("char"), or as BPE pieces of a model trained on it ("bpe:VOCAB", written to
-/// `work_dir`/tokenizer.model; a resumed run reads the one written there) or loaded
-/// ("FILE.model"); or a folder (or file) of token shards (tp-tokenize's), sampled through a memory
+/// `work_dir`/tokenizer.model; a resumed run reads the one written there) or loaded (a
+/// SentencePiece "FILE.model", a Hugging Face tokenizer.json, or a model folder holding one); or
+/// a folder (or file) of token shards (tp-tokenize's), sampled through a memory
 /// map, whose tokens.json names the tokenizer. Throws std::invalid_argument naming a --tokenizer
 /// that is none of these. SentencePiece's training logs only when `verbose`.
 std::unique_ptr<Corpus> open_corpus(const std::string& data, const std::string& tokenizer,

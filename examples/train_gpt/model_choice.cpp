@@ -30,9 +30,10 @@ std::string folder_model_type(const std::string& folder) {
                                 ": no config.json (give a Hugging Face model folder)");
   const nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
   const std::string type = j.is_object() ? j.value("model_type", std::string()) : "";
-  if (type != "gpt2" && type != "llama")
+  if (type != "gpt2" && type != "llama" && type != "qwen2" && type != "qwen3" && type != "mistral")
     throw std::invalid_argument("--init-from " + folder + ": model_type \"" + type +
-                                "\"; train_gpt reads gpt2 and llama folders");
+                                "\"; train_gpt reads gpt2, llama, qwen2, qwen3 and mistral "
+                                "folders");
   return type;
 }
 
@@ -121,12 +122,14 @@ ModelChoice from_folder(const Options& o, int64_t vocab, tp::DType dtype, bool b
   if (folder_model_type(o.init_from) == "gpt2") {
     nn::GPT model = by_stage ? nn::GPT(nn::read_gpt2_config(o.init_from))
                              : nn::gpt_from_pretrained(o.init_from, dtype);
+    model->train();  // from_pretrained returns eval mode; training keeps the config's dropout
     check_fit(o.init_from, vocab, model->config().vocab_size, o.context,
               model->config().context_length);
     choice = gpt_choice(model);
   } else {
     nn::Llama model = by_stage ? nn::Llama(nn::read_llama_config(o.init_from))
                                : nn::llama_from_pretrained(o.init_from, dtype);
+    model->train();
     check_fit(o.init_from, vocab, model->config().vocab_size, o.context,
               model->config().context_length);
     choice = llama_choice(model);

@@ -64,8 +64,8 @@ void add_model_options(CLI::App& app, Options& o) {
                  "UTF-8 text file (default: the license texts in /usr/share/common-licenses)");
   app.add_option("--tokenizer", o.tokenizer,
                  "char (characters), bpe:VOCAB (a SentencePiece BPE model of VOCAB pieces trained "
-                 "on --data, saved in the checkpoint folder) or FILE.model; token shards bring "
-                 "their own");
+                 "on --data, saved in the checkpoint folder), FILE.model, a Hugging Face "
+                 "tokenizer.json or a model folder holding one; token shards bring their own");
   app.add_option("--model", o.model, "gpt2 or llama")->check(CLI::IsMember({"gpt2", "llama"}));
   app.add_option("--init-from", o.init_from,
                  "start from a Hugging Face folder (config.json + safetensors, GPT-2 or Llama): "

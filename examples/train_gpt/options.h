@@ -12,7 +12,7 @@ namespace train_gpt {
 struct Options {
   // -- text ---------------------------------------------------------------------------------------
   std::string data;  ///< UTF-8 file or token shards; empty: /usr/share/common-licenses
-  std::string tokenizer = "char";  ///< char, bpe:VOCAB or FILE.model
+  std::string tokenizer = "char";  ///< char, bpe:VOCAB, FILE.model, tokenizer.json or DIR
   double held_out = 0.1;
 
   // -- model --------------------------------------------------------------------------------------

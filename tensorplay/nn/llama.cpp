@@ -24,9 +24,40 @@ void check_config(const LlamaConfig& c) {
   positive(c.mlp_width, "mlp_width");
   if (c.n_kv_head < 0)
     fail("n_kv_head must be positive (or 0 for n_head), got " + std::to_string(c.n_kv_head));
-  if (c.width % c.n_head != 0 || (c.width / c.n_head) % 2 != 0)
+  if (c.head_dim < 0)
+    fail("head_dim must be positive (or 0 for width / n_head), got " + std::to_string(c.head_dim));
+  if (c.head_dim == 0 && (c.width % c.n_head != 0 || (c.width / c.n_head) % 2 != 0))
     fail("n_head (" + std::to_string(c.n_head) + ") must divide width (" + std::to_string(c.width) +
-         ") into an even head size (rotary positions turn channel pairs)");
+         ") into an even head size (rotary positions turn channel pairs), or head_dim must be "
+         "given");
+  if (c.head_dim % 2 != 0)
+    fail("head_dim (" + std::to_string(c.head_dim) +
+         ") must be even (rotary positions turn channel pairs)");
+  if (c.sliding_window < 0)
+    fail("sliding_window must be positive (or 0 for none), got " +
+         std::to_string(c.sliding_window));
+  if (c.model_type != "llama" && c.model_type != "qwen2" && c.model_type != "qwen3" &&
+      c.model_type != "mistral")
+    fail("model_type \"" + c.model_type +
+         "\" is not one of \"llama\", \"qwen2\", \"qwen3\" and \"mistral\"");
+  // What each family's config.json can say (so that every config saves as its family).
+  const std::string& t = c.model_type;
+  if (t == "qwen2" && (!c.qkv_bias || c.o_bias || c.qk_norm))
+    fail("a qwen2 model has biases on q_proj, k_proj and v_proj only and no qk_norm");
+  if ((t == "llama" || t == "qwen3") && c.qkv_bias != c.o_bias)
+    fail("a " + t +
+         " model has biases on all of q_proj, k_proj, v_proj and o_proj or none "
+         "(attention_bias)");
+  if (t == "mistral" && (c.qkv_bias || c.o_bias)) fail("a mistral model has no attention biases");
+  if (c.qk_norm && t != "qwen3") fail("qk_norm belongs to qwen3 models, not " + t);
+  if (t == "qwen3" && !c.qk_norm) fail("a qwen3 model has qk_norm");
+  if (c.sliding_window > 0 && t != "mistral")
+    fail("sliding_window belongs to mistral models, not " + t);
+  try {
+    check_rotary_scaling(c.rope_scaling);
+  } catch (const std::invalid_argument& e) {
+    fail(e.what());
+  }
   if (c.n_kv_head > 0 && c.n_head % c.n_kv_head != 0)
     fail("n_kv_head (" + std::to_string(c.n_kv_head) + ") must divide n_head (" +
          std::to_string(c.n_head) + ")");
@@ -38,6 +69,8 @@ void check_config(const LlamaConfig& c) {
 LlamaConfig filled_in(LlamaConfig c) {
   check_config(c);
   if (c.n_kv_head == 0) c.n_kv_head = c.n_head;
+  if (c.head_dim > 0 && c.width % c.n_head == 0 && c.head_dim == c.width / c.n_head)
+    c.head_dim = 0;  // the default, spelled one way (as config.json files read back)
   return c;
 }
 
@@ -51,7 +84,14 @@ std::string describe(const LlamaConfig& c) {
          ", mlp_width=" + std::to_string(c.mlp_width) +
          ", rope_theta=" + std::to_string(c.rope_theta) +
          ", norm_eps=" + std::to_string(c.norm_eps) +
-         ", tie_weights=" + (c.tie_weights ? "1" : "0");
+         ", tie_weights=" + (c.tie_weights ? "1" : "0") +
+         (c.head_dim > 0 ? ", head_dim=" + std::to_string(c.head_dim) : "") +
+         (c.qkv_bias ? ", qkv_bias=1" : "") + (c.o_bias ? ", o_bias=1" : "") +
+         (c.qk_norm ? ", qk_norm=1" : "") +
+         (c.sliding_window > 0 ? ", sliding_window=" + std::to_string(c.sliding_window) : "") +
+         (c.rope_scaling.type != "default" ? ", rope_scaling={" + describe(c.rope_scaling) + "}"
+                                           : "") +
+         (c.model_type != "llama" ? ", model_type=" + c.model_type : "");
 }
 
 LlamaImpl::LlamaImpl(LlamaConfig config) : config_(filled_in(config)) {
@@ -62,7 +102,14 @@ LlamaImpl::LlamaImpl(LlamaConfig config) : config_(filled_in(config)) {
                                                .heads = c.n_head,
                                                .kv_heads = c.n_kv_head,
                                                .context_length = c.context_length,
-                                               .rope_theta = c.rope_theta};
+                                               .rope_theta = c.rope_theta,
+                                               .head_dim = c.head_size(),
+                                               .qkv_bias = c.qkv_bias,
+                                               .o_bias = c.o_bias,
+                                               .qk_norm = c.qk_norm,
+                                               .norm_eps = c.norm_eps,
+                                               .rope_scaling = c.rope_scaling,
+                                               .sliding_window = c.sliding_window};
   for (int64_t i = 0; i < c.n_layer; ++i)
     layers->push_back(LlamaBlock(attention, c.mlp_width, c.norm_eps));
   norm = register_module("norm", RMSNorm(c.width, c.norm_eps));
@@ -77,8 +124,10 @@ LlamaImpl::LlamaImpl(LlamaConfig config) : config_(filled_in(config)) {
 void LlamaImpl::init_weights() {
   NoGradGuard no_grad;
   for (auto& [name, p] : named_parameters()) {
-    if (p.dim() == 1)
-      p.fill_(1.0f);  // the RMSNorm weights: Llama's Linears have no bias
+    if (name.ends_with(".bias"))
+      p.fill_(0.0f);
+    else if (p.dim() == 1)
+      p.fill_(1.0f);  // the RMSNorm weights
     else
       p.copy_(randn(p.shape()) * 0.02f);
   }

@@ -4,16 +4,19 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "tensorplay/nn/embedding.h"
 #include "tensorplay/nn/linear.h"
 #include "tensorplay/nn/module.h"
 #include "tensorplay/nn/module_list.h"
 #include "tensorplay/nn/rms_norm.h"
+#include "tensorplay/nn/rotary.h"
 
 namespace tensorplay::nn {
 
-/// Sizes of a Llama.
+/// Sizes of a Llama, and the flags by which the families of the same shape differ from it
+/// (Qwen2: qkv_bias; Qwen3: head_dim and qk_norm; Mistral: sliding_window).
 struct LlamaConfig {
   int64_t vocab_size = 0;
   int64_t context_length = 0;  // longest sequence forward accepts (max_position_embeddings)
@@ -24,7 +27,19 @@ struct LlamaConfig {
   int64_t mlp_width = 0;  // SwiGLU hidden size (intermediate_size)
   float rope_theta = 10000.0f;
   float norm_eps = 1e-6f;
-  bool tie_weights = false;  // lm_head.weight is embed_tokens.weight
+  bool tie_weights = false;    // lm_head.weight is embed_tokens.weight
+  int64_t head_dim = 0;        // channels per head (even); 0 means width / n_head
+  bool qkv_bias = false;       // q_proj, k_proj and v_proj with a bias (Qwen2)
+  bool o_bias = false;         // o_proj with a bias (with qkv_bias: Llama's attention_bias)
+  bool qk_norm = false;        // RMSNorm of each query and key head (Qwen3's q_norm, k_norm)
+  int64_t sliding_window = 0;  // Mistral's; 0: none (see GroupedQueryAttentionOptions)
+  RotaryScaling rope_scaling;  // rope_scaling / rope_parameters beyond rope_theta
+  /// The Hugging Face family the model is saved as: "llama" (LlamaForCausalLM), "qwen2",
+  /// "qwen3" or "mistral" (Qwen2ForCausalLM, ...); each constrains the flags above.
+  std::string model_type = "llama";
+
+  /// head_dim, or width / n_head when it is 0.
+  int64_t head_size() const { return head_dim > 0 ? head_dim : width / n_head; }
 
   bool operator==(const LlamaConfig&) const = default;
 };
@@ -39,18 +54,18 @@ struct LlamaConfig {
 /// by named_parameters (as "embed_tokens.weight") and under both names by state_dict.
 ///
 /// Initialisation (transformers' LlamaPreTrainedModel): every Linear and Embedding weight from
-/// N(0, 0.02), RMSNorm weights 1, drawn from the default generator parameter by parameter in
-/// named_parameters order, after the children's own constructors have drawn theirs.
+/// N(0, 0.02), biases 0, RMSNorm weights 1, drawn from the default generator parameter by parameter
+/// in named_parameters order, after the children's own constructors have drawn theirs.
 class LlamaImpl : public Module {
  public:
   /// Throws std::invalid_argument naming a size that is not positive, n_head not dividing width
-  /// (into an even head size), n_kv_head not dividing n_head, or rope_theta or norm_eps out of
-  /// range.
+  /// (into an even head size) without head_dim, an odd head_dim, n_kv_head not dividing n_head,
+  /// rope_theta, norm_eps or rope_scaling out of range, or an unknown model_type.
   explicit LlamaImpl(LlamaConfig config);
   Tensor forward(const Tensor& idx) override;
   std::string type_name() const override { return "Llama"; }
   std::string extra_repr() const override;
-  /// The configuration, n_kv_head filled in.
+  /// The configuration, n_kv_head filled in (and a head_dim equal to width / n_head as 0).
   const LlamaConfig& config() const { return config_; }
 
   Embedding embed_tokens{nullptr};

@@ -1,8 +1,10 @@
 // The correctness contract for a Llama: traced and split by pipeline() at its blocks, built into
 // stages and trained by a schedule on the stage actors, it gives the losses and gradients of the
-// unsplit model with the same microbatch accumulation, step after step, in float32 and bfloat16.
+// unsplit model with the same microbatch accumulation, step after step, in float32 and bfloat16;
+// and so do the families of its shape (Qwen2, Qwen3, Mistral) and its scaled rotary positions.
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "tensorplay/nn/llama.h"
@@ -19,15 +21,36 @@ namespace {
 
 constexpr int64_t kVocab = 16, kContext = 8;
 
-tp::nn::LlamaConfig tiny_llama(bool tied) {
-  return {.vocab_size = kVocab,
-          .context_length = kContext,
-          .n_layer = 4,
-          .n_head = 4,
-          .n_kv_head = 2,
-          .width = 16,
-          .mlp_width = 24,
-          .tie_weights = tied};
+// A tiny model of `family`: "llama", or "qwen2" (q, k, v biases), "qwen3" (q/k norms, a head
+// size apart from the width, yarn rotary), "mistral" (a sliding window, a head size of its own),
+// "llama3" and "dynamic" (Llamas with those rotary scalings, past their original window).
+tp::nn::LlamaConfig tiny_llama(bool tied, const std::string& family = "llama") {
+  tp::nn::LlamaConfig c{.vocab_size = kVocab,
+                        .context_length = kContext,
+                        .n_layer = 4,
+                        .n_head = 4,
+                        .n_kv_head = 2,
+                        .width = 16,
+                        .mlp_width = 24,
+                        .tie_weights = tied};
+  if (family == "qwen2") {
+    c.model_type = family;
+    c.qkv_bias = true;
+  } else if (family == "qwen3") {
+    c.model_type = family;
+    c.qk_norm = true;
+    c.head_dim = 6;
+    c.rope_scaling = {.type = "yarn", .factor = 4.0, .original_context_length = 2};
+  } else if (family == "mistral") {
+    c.model_type = family;
+    c.head_dim = 8;
+    c.sliding_window = 5;  // shorter than the sequence: the band mask
+  } else if (family == "llama3") {
+    c.rope_scaling = {.type = "llama3", .factor = 4.0, .original_context_length = 4};
+  } else if (family == "dynamic") {
+    c.rope_scaling = {.type = "dynamic", .factor = 2.0, .original_context_length = 4};
+  }
+  return c;
 }
 
 tp::Tensor lm_loss(const tp::Tensor& logits, const tp::Tensor& targets) {
@@ -57,12 +80,13 @@ struct Case {
   bool tied;
   tp::DType dtype = tp::DType::Float32;
   double rel = 1e-5;
+  std::string family = "llama";
 };
 
 // Trains the split model for 2 steps with SGD and compares with the unsplit twin.
 void check_llama_schedule(const Case& c) {
   tp::manual_seed(17);
-  tp::nn::Llama model(tiny_llama(c.tied)), twin(tiny_llama(c.tied));
+  tp::nn::Llama model(tiny_llama(c.tied, c.family)), twin(tiny_llama(c.tied, c.family));
   twin->load_state_dict(model->state_dict());
   model->to(c.dtype);
   twin->to(c.dtype);
@@ -125,4 +149,25 @@ TEST_CASE("a bfloat16 Llama trains split as unsplit", "[pipeline][llama]") {
                         .tied = true,
                         .dtype = tp::DType::BFloat16,
                         .rel = 2e-3});
+}
+
+TEST_CASE(
+    "Qwen2, Qwen3, Mistral and Llamas with scaled rotary positions split in 3 train like "
+    "the unsplit model",
+    "[pipeline][llama]") {
+  for (const char* family : {"qwen2", "qwen3", "mistral", "llama3", "dynamic"})
+    for (auto kind : {sc::ScheduleKind::GPipe, sc::ScheduleKind::OneFOneB}) {
+      DYNAMIC_SECTION(family << " " << sc::schedule_name(kind)) {
+        check_llama_schedule({.kind = kind, .cuts = {1, 3}, .tied = false, .family = family});
+      }
+    }
+}
+
+TEST_CASE("a Qwen3 with yarn rotary split in 4 trains like the unsplit model under each schedule",
+          "[pipeline][llama]") {
+  for (auto kind : sc::all_schedule_kinds()) {
+    DYNAMIC_SECTION(sc::schedule_name(kind)) {
+      check_llama_schedule({.kind = kind, .cuts = {1, 2, 3}, .tied = true, .family = "qwen3"});
+    }
+  }
 }

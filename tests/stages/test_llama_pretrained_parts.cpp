@@ -117,3 +117,37 @@ TEST_CASE("Llama parts that cannot be finished or loaded say why", "[llama][pret
                     Catch::Contains("holds a Llama with"));
   fs::remove_all(folder);
 }
+
+TEST_CASE("Qwen2, Qwen3 and Mistral stages write and load their parts of a folder",
+          "[llama][pretrained_parts]") {
+  for (const char* family : {"qwen2", "qwen3", "mistral"}) {
+    DYNAMIC_SECTION(family) {
+      tp::nn::LlamaConfig config = parts_config(false);
+      config.model_type = family;
+      config.qkv_bias = config.model_type == "qwen2";
+      config.qk_norm = config.model_type == "qwen3";
+      if (config.model_type != "qwen2") config.head_dim = 6;
+      if (config.model_type == "mistral") config.sliding_window = 8;
+      config.rope_scaling = {.type = "yarn", .factor = 2.0, .original_context_length = 4};
+      tp::manual_seed(74);
+      tp::nn::Llama model(config);
+      pp::Pipe pipe = three_stages(model);
+      const std::string folder = unique_folder(std::string("parts_") + family);
+      fs::remove_all(folder);
+      for (int s = 0; s < 3; ++s)
+        tp::nn::save_pretrained_part(pipe.stage_module(s), config, folder, s, 3);
+      tp::nn::finish_pretrained_parts(folder, config, tp::DType::Float32, 3);
+      tp::nn::Llama loaded = tp::nn::llama_from_pretrained(folder);
+      CHECK(loaded->config() == config);
+      const tp::Tensor x = ids(2, 8, 17);
+      CHECK(loaded(x).to_vector() == model(x).to_vector());
+
+      tp::nn::Llama other(config);  // other weights, loaded stage by stage
+      pp::Pipe other_pipe = three_stages(other);
+      for (int s = 0; s < 3; ++s)
+        tp::nn::load_pretrained_part(other_pipe.stage_module(s), config, folder);
+      CHECK(other_pipe.forward({x})[0].to_vector() == model(x).to_vector());
+      fs::remove_all(folder);
+    }
+  }
+}

@@ -130,14 +130,15 @@ TEST_CASE("a Llama config that tensorplay's Llama cannot compute is a clear erro
     CHECK_THROWS_WITH(nn::llama_config_from_json(text, "some/config.json"),
                       Catch::Contains("some/config.json") && Catch::Contains(what));
   };
-  refused(with("model_type", "mistral"), "model_type is \"mistral\", not \"llama\"");
+  refused(with("model_type", "gemma"), "model_type is \"gemma\"");
   refused(with("hidden_act", "gelu"), "hidden_act is \"gelu\"");
-  refused(with("attention_bias", true), "attention_bias is true");
   refused(with("mlp_bias", true), "mlp_bias is true");
-  refused(with("head_dim", 16), "head_dim is 16");
+  refused(with("head_dim", 7), "head_dim is 7");
   refused(with("num_key_value_heads", 3), "num_key_value_heads (3) does not divide");
   refused(with("rope_scaling", {{"rope_type", "llama3"}, {"factor", 32.0}}),
-          "rope type \"llama3\"");
+          "no original_max_position_embeddings");
+  refused(with("rope_scaling", {{"rope_type", "longrope"}, {"factor", 32.0}}),
+          "rope type \"longrope\"");
   refused(with("hidden_size", -4), "hidden_size is -4, not a positive integer");
   refused(with("rms_norm_eps", "small"), "rms_norm_eps is \"small\", not a number");
   refused("[1, 2]", "not a JSON object");

@@ -20,6 +20,7 @@ out=$("$tool" "$work/text.txt" --out "$work/a" --tokenizer bpe:300 --shard-token
 "$tool" "$work/text.txt" --out "$work/v" --tokenizer bpe:300 --verbose >/dev/null 2>"$work/verbose.err"
 [ "$(wc -l <"$work/verbose.err")" -gt 10 ] || fail "--verbose did not show SentencePiece's log"
 grep -q '"verified":true' <<<"$out" || fail "no verified round trip: $out"
+grep -q '"verified": true' "$work/a/tokens.json" || fail "tokens.json does not say verified"
 grep -q '"dtype":"uint16"' <<<"$out" || fail "expected uint16 shards: $out"
 [ -f "$work/a/shard_00000.bin" ] && [ -f "$work/a/shard_00001.bin" ] || fail "expected 2+ shards"
 [ -f "$work/a/tokenizer.model" ] && [ -f "$work/a/tokens.json" ] || fail "no tokenizer or tokens.json"
@@ -34,4 +35,16 @@ if "$tool" "$work/text.txt" --out "$work/d" --format parquet 2>"$work/err.txt"; 
   fail "--format parquet was accepted"
 fi
 grep -q "give nanogpt or llmc" "$work/err.txt" || fail "unexpected error: $(cat "$work/err.txt")"
+# A folder names itself: one without a tokenizer, and one given as the text.
+mkdir -p "$work/no_tokenizer"
+if "$tool" "$work/text.txt" --out "$work/e" --tokenizer "$work/no_tokenizer" 2>"$work/err.txt"; then
+  fail "a folder without a tokenizer was accepted"
+fi
+grep -q "$work/no_tokenizer holds neither tokenizer.json nor tokenizer.model" "$work/err.txt" ||
+  fail "unexpected error: $(cat "$work/err.txt")"
+if "$tool" "$work/text.txt" --out "$work/f" --tokenizer "$work/nothing.model" 2>"$work/err.txt"; then
+  fail "a missing tokenizer file was accepted"
+fi
+grep -q "$work/nothing.model: no such file or folder" "$work/err.txt" ||
+  fail "unexpected error: $(cat "$work/err.txt")"
 echo "check_tp_tokenize: ok"

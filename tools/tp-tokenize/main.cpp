@@ -1,11 +1,13 @@
 // tp-tokenize: tokenizes text files with a SentencePiece BPE model (trained on them, or loaded)
-// into token shards in nanoGPT's format (header-free uint16, uint32 when the vocabulary needs it)
-// or llm.c's, plus tokens.json naming their type, vocabulary and tokenizer; the training loader
+// or a Hugging Face tokenizer.json (byte-level BPE, a file or a model folder) into token shards in
+// nanoGPT's format (header-free uint16, uint32 when the vocabulary needs it) or llm.c's, plus
+// tokens.json naming their type, vocabulary and tokenizer; the training loader
 // (tensorplay/data/token_window_loader.h) and train_gpt --data read the folder.
 //
 //   tp-tokenize book.txt --out shards --tokenizer bpe:4096
 //   tp-tokenize a.txt b.txt --out shards --tokenizer shards/tokenizer.model --shard-tokens 1000000
 //   tp-tokenize book.txt --out shards --tokenizer bpe:4096 --verify   # decode and compare
+//   tp-tokenize book.txt --out shards --tokenizer some-hf-model-folder  # its tokenizer.json
 #include <CLI/CLI.hpp>
 #include <filesystem>
 #include <fstream>
@@ -15,8 +17,8 @@
 #include <string>
 #include <vector>
 
-#include "tensorplay/data/sentencepiece_tokenizer.h"
 #include "tensorplay/data/token_shards.h"
+#include "tensorplay/data/tokenizer.h"
 #include "tools/cli_checks.h"
 
 namespace data = tensorplay::data;
@@ -35,6 +37,7 @@ struct Options {
 };
 
 std::string read_file(const std::string& path) {
+  if (fs::is_directory(path)) throw std::runtime_error(path + " is a folder, not a text file");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw std::runtime_error("cannot read " + path);
   std::ostringstream text;
@@ -43,9 +46,9 @@ std::string read_file(const std::string& path) {
 }
 
 // The tokenizer --tokenizer names: bpe:VOCAB trains one on the inputs (saved in the output
-// folder), anything else is a .model file.
-data::SentencePieceTokenizer make_tokenizer(const Options& o) {
-  if (o.tokenizer.rfind("bpe:", 0) != 0) return data::SentencePieceTokenizer(o.tokenizer);
+// folder), anything else is a .model file, a tokenizer.json or a folder holding one.
+std::unique_ptr<data::Tokenizer> make_tokenizer(const Options& o) {
+  if (o.tokenizer.rfind("bpe:", 0) != 0) return data::open_tokenizer(o.tokenizer);
   const double vocab = tensorplay::tools::parse_number(o.tokenizer.substr(4), "--tokenizer bpe:");
   std::string corpus = o.inputs.front();
   if (o.inputs.size() > 1) {  // SentencePiece trains on one file: the inputs joined
@@ -53,19 +56,27 @@ data::SentencePieceTokenizer make_tokenizer(const Options& o) {
     std::ofstream joined(corpus, std::ios::binary | std::ios::trunc);
     for (const auto& input : o.inputs) joined << read_file(input) << "\n";
   }
-  auto tokenizer = data::SentencePieceTokenizer::train(
-      corpus, static_cast<int64_t>(vocab), (fs::path(o.out) / "tokenizer.model").string(),
-      o.verbose);
+  const std::string model = (fs::path(o.out) / "tokenizer.model").string();
+  auto tokenizer =
+      data::SentencePieceTokenizer::train(corpus, static_cast<int64_t>(vocab), model, o.verbose);
   if (o.inputs.size() > 1) fs::remove(corpus);
-  return tokenizer;
+  return data::as_tokenizer(std::move(tokenizer), model);
 }
 
-// Encodes `text` a line at a time (newlines kept), appending to `tokens`.
-void encode_lines(const data::SentencePieceTokenizer& tokenizer, const std::string& text,
+// Encodes `text` a line at a time (newlines kept), appending to `tokens`. A tokenizer.json's
+// patterns see across lines (runs of newlines are one piece), so it takes pieces of about a
+// megabyte that end at a newline followed by a character that is not blank, where no pattern
+// reaches across.
+void encode_lines(const data::Tokenizer& tokenizer, const std::string& text,
                   std::vector<int32_t>& tokens) {
+  const size_t least = tokenizer.is_tokenizer_json() ? size_t{1} << 20 : 0;
+  auto blank = [](char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; };
   size_t start = 0;
   while (start < text.size()) {
-    size_t end = text.find('\n', start);
+    size_t end = text.find('\n', start + least);
+    while (end != std::string::npos && least > 0 && end + 1 < text.size() &&
+           (blank(text[end + 1]) || static_cast<unsigned char>(text[end + 1]) >= 0x80))
+      end = text.find('\n', end + 1);
     end = end == std::string::npos ? text.size() : end + 1;
     const std::vector<int32_t> ids =
         tokenizer.encode(std::string_view(text).substr(start, end - start));
@@ -79,7 +90,8 @@ int run(const Options& o) {
   if (o.format != "nanogpt" && o.format != "llmc")
     throw std::invalid_argument("--format is '" + o.format + "'; give nanogpt or llmc");
   fs::create_directories(o.out);
-  const data::SentencePieceTokenizer tokenizer = make_tokenizer(o);
+  const std::unique_ptr<data::Tokenizer> made = make_tokenizer(o);
+  const data::Tokenizer& tokenizer = *made;
   const data::TokenType type = data::token_type_for(tokenizer.vocab_size());
   const auto format = o.format == "llmc" ? data::ShardFormat::LlmC : data::ShardFormat::NanoGPT;
   std::vector<int32_t> tokens;
@@ -98,15 +110,17 @@ int run(const Options& o) {
                             std::vector<int32_t>(tokens.begin() + start, tokens.begin() + end),
                             type, format);
   }
-  const std::string tokenizer_path =
-      o.tokenizer.rfind("bpe:", 0) == 0 ? "tokenizer.model" : fs::absolute(o.tokenizer).string();
+  const std::string tokenizer_path = o.tokenizer.rfind("bpe:", 0) == 0
+                                         ? "tokenizer.model"
+                                         : fs::absolute(tokenizer.path()).string();
   nlohmann::json meta = {{"dtype", data::token_type_name(type)},
                          {"vocab_size", tokenizer.vocab_size()},
                          {"tokenizer", tokenizer_path},
                          {"format", o.format},
                          {"tokens", tokens.size()},
                          {"shards", shards}};
-  std::ofstream(fs::path(o.out) / data::kTokenShardsMetaName) << meta.dump(2) << "\n";
+  const fs::path meta_path = fs::path(o.out) / data::kTokenShardsMetaName;
+  std::ofstream(meta_path) << meta.dump(2) << "\n";  // the shards' reader needs it
   if (o.verify) {
     std::vector<int32_t> read;
     for (const auto& shard : data::open_token_shards(o.out))
@@ -116,6 +130,7 @@ int run(const Options& o) {
       return 1;
     }
     meta["verified"] = true;
+    std::ofstream(meta_path) << meta.dump(2) << "\n";
   }
   std::cout << meta.dump() << "\n";
   return 0;
@@ -131,8 +146,9 @@ int main(int argc, char** argv) {
   app.add_option("--out", o.out, "output folder (shards, tokens.json, tokenizer.model)")
       ->required();
   app.add_option("--tokenizer", o.tokenizer,
-                 "bpe:VOCAB to train a BPE model of VOCAB pieces on the inputs, or a "
-                 "SentencePiece .model file")
+                 "bpe:VOCAB to train a BPE model of VOCAB pieces on the inputs, a "
+                 "SentencePiece .model file, a Hugging Face tokenizer.json, or a model folder "
+                 "holding one")
       ->capture_default_str();
   app.add_option("--shard-tokens", o.shard_tokens, "tokens per shard")->capture_default_str();
   app.add_option("--format", o.format, "nanogpt (header-free) or llmc (256-int32 header)")

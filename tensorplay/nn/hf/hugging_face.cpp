@@ -267,6 +267,7 @@ GPT gpt_from_pretrained(const std::string& folder, DType dtype) {
   GPT model(read_gpt2_config(folder));
   load_pretrained(*model, folder);
   if (dtype != DType::Float32) model->to(dtype);
+  model->eval();  // as transformers' from_pretrained: no dropout until train() is asked for
   return model;
 }
 
@@ -280,7 +281,9 @@ void load_pretrained(GPTImpl& model, const std::string& folder) {
   // [1, 1, n_positions, n_positions]: those are skipped, not read.
   SafetensorsLoadOptions options;
   options.select = [](const std::string& name) { return !is_legacy_mask(name); };
-  model.load_state_dict(from_gpt2_state_dict(load_safetensors_folder(folder, options), theirs));
+  detail::naming_files("load_pretrained", folder, [&] {
+    model.load_state_dict(from_gpt2_state_dict(load_safetensors_folder(folder, options), theirs));
+  });
 }
 
 }  // namespace tensorplay::nn

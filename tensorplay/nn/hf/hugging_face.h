@@ -74,8 +74,9 @@ inline void save_pretrained(const GPT& model, const std::string& folder,
 GPTConfig read_gpt2_config(const std::string& folder);
 
 /// A GPT built from `folder`'s config.json with its weights loaded (float32, bfloat16 or float16
-/// files), its parameters converted to `dtype`. Throws naming the folder and the file when
-/// config.json or the weights are missing or do not map (see above).
+/// files), its parameters converted to `dtype`, in eval mode as transformers' from_pretrained
+/// returns it (call train() before training: dropout is off until then). Throws naming the folder
+/// and the file when config.json or the weights are missing or do not map (see above).
 GPT gpt_from_pretrained(const std::string& folder, DType dtype = DType::Float32);
 
 /// Loads `folder`'s weights into an existing `model` (keeping its device and dtype); throws

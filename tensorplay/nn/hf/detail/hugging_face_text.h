@@ -49,6 +49,28 @@ inline std::filesystem::path config_json_path(const std::string& folder, const s
   return path;
 }
 
+/// The weight file(s) of `folder` as an error names them: model.safetensors, or the shards'
+/// index with the shard files it lists.
+inline std::string weight_files(const std::string& folder) {
+  const std::filesystem::path index =
+      std::filesystem::path(folder) / "model.safetensors.index.json";
+  if (std::filesystem::exists(index)) return index.string() + " (and the shards it lists)";
+  return (std::filesystem::path(folder) / "model.safetensors").string();
+}
+
+/// Runs `load`, rethrowing a std::invalid_argument as one that names `folder`'s config.json and
+/// weight files: "`what`: FOLDER/config.json and FOLDER/model.safetensors: ...".
+template <typename F>
+void naming_files(const std::string& what, const std::string& folder, F&& load) {
+  try {
+    load();
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(what + ": the weights in " + weight_files(folder) + " do not fit " +
+                                (std::filesystem::path(folder) / "config.json").string() + ": " +
+                                e.what());
+  }
+}
+
 /// "a, b, c" (the first 8, then how many in all), for error messages.
 inline std::string list_names(const std::vector<std::string>& names) {
   std::string out;
