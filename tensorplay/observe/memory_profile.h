@@ -23,6 +23,11 @@ struct StageMemoryProfile {
   /// The most an action holds while it runs beyond what was held at its start (workspaces,
   /// rebuilt activations of a recomputing stage, gradients on their way).
   int64_t transient_bytes = 0;
+  /// The same for each action alone: F (dropout masks and workspaces freed by its end), I (its
+  /// workspace, the input gradients, rebuilt activations) and W. transient_bytes is the largest.
+  int64_t forward_transient_bytes = 0;
+  int64_t input_transient_bytes = 0;
+  int64_t weight_transient_bytes = 0;
   /// Held until the step ends: the last stage's outputs, which the step returns.
   int64_t retained_bytes = 0;
   /// Held until the next stage takes them: the outputs of a stage before the last.
@@ -48,8 +53,8 @@ StageMemoryProfile profile_stage_memory(PipelineStage& stage,
                                         const MemoryProfileOptions& options = {});
 
 /// The memory model's costs from profiles of every stage (index = stage): activation, weight
-/// stash and transient bytes as measured; fixed bytes the parameters, their gradients and
-/// `optimizer_state_factor` times the parameters (AdamW: 2, SGD with momentum: 1).
+/// stash and transient bytes (each action's own) as measured; fixed bytes the parameters, their
+/// gradients and `optimizer_state_factor` times the parameters (AdamW: 2, SGD with momentum: 1).
 schedules::MemoryCosts memory_costs_from(const std::vector<StageMemoryProfile>& profiles,
                                          double optimizer_state_factor = 0);
 
