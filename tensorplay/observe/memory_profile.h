@@ -28,6 +28,8 @@ struct StageMemoryProfile {
   int64_t forward_transient_bytes = 0;
   int64_t input_transient_bytes = 0;
   int64_t weight_transient_bytes = 0;
+  /// The same for a full backward B (I and W at once), run on a second forward.
+  int64_t full_backward_transient_bytes = 0;
   /// Held until the step ends: the last stage's outputs, which the step returns.
   int64_t retained_bytes = 0;
   /// Held until the next stage takes them: the outputs of a stage before the last.
@@ -45,7 +47,8 @@ struct MemoryProfileOptions {
   bool across_processes = false;
 };
 
-/// Runs one microbatch (microbatch index 0) through `stage` on zeros: F, then I and W. The
+/// Runs one microbatch (microbatch index 0) through `stage` on zeros: F, then I and W, then F and
+/// B again. The
 /// stage's parameter gradients are restored afterwards and its stash left empty; random
 /// generators its modules draw from (dropout) advance. Throws std::logic_error when the stage
 /// holds a microbatch, std::invalid_argument when the last stage gets no loss or target.

@@ -33,7 +33,8 @@ bool MemoryCosts::empty() const {
   return all_zero(activation_bytes) && all_zero(recompute_activation_bytes) &&
          all_zero(weight_stash_bytes) && all_zero(transient_bytes) && all_zero(retained_bytes) &&
          all_zero(sent_bytes) && all_zero(fixed_bytes) && all_zero(forward_transient_bytes) &&
-         all_zero(input_transient_bytes) && all_zero(weight_transient_bytes);
+         all_zero(input_transient_bytes) && all_zero(weight_transient_bytes) &&
+         all_zero(full_backward_transient_bytes);
 }
 
 double MemoryCosts::of(const std::vector<double>& values, int stage) {
@@ -64,6 +65,7 @@ double MemoryCosts::weight_transient(int stage) const {
 }
 
 double MemoryCosts::full_backward_transient(int stage) const {
+  if (!full_backward_transient_bytes.empty()) return of(full_backward_transient_bytes, stage);
   return std::max(input_transient(stage), weight_transient(stage));
 }
 
@@ -101,6 +103,7 @@ void MemoryCosts::check(int num_stages) const {
   check_optional_list(forward_transient_bytes, "forward_transient_bytes", n);
   check_optional_list(input_transient_bytes, "input_transient_bytes", n);
   check_optional_list(weight_transient_bytes, "weight_transient_bytes", n);
+  check_optional_list(full_backward_transient_bytes, "full_backward_transient_bytes", n);
   if (recompute.size() > 1 && recompute.size() < n)
     throw std::invalid_argument(
         "memory costs: 'recompute' has " + std::to_string(recompute.size()) +

@@ -24,9 +24,10 @@ struct MemoryCosts {
   /// Held only while the stage's I runs (its workspace, the input gradients on their way, the
   /// rebuilt activations of a recomputing stage); empty: transient_bytes.
   std::vector<double> input_transient_bytes;
-  /// Held only while the stage's W runs; empty: transient_bytes. A full backward B holds the
-  /// larger of I's and W's.
+  /// Held only while the stage's W runs; empty: transient_bytes.
   std::vector<double> weight_transient_bytes;
+  /// Held only while the stage's full backward B runs; empty: the larger of I's and W's.
+  std::vector<double> full_backward_transient_bytes;
   /// Bytes an F keeps until the step ends (the last stage's outputs, which the step returns).
   std::vector<double> retained_bytes = {0.0};
   /// Bytes of the stage's outputs on their way to the next stage: held by the stage from its F

@@ -194,6 +194,10 @@ TEST_CASE("predictions from the profiles hold within 10% on a model with dropout
              << (outputs ? " returning outputs" : "") << ", rank " << r << ": measured "
              << m.peaks[r] << ", predicted " << sim.peak_activation_bytes[r]);
         CHECK(sim.peak_activation_bytes[r] == Approx(m.peaks[r]).epsilon(0.10));
+        // 1F1B's last rank peaks in a full backward B, whose own workspace the profile measures
+        // (charging it the larger of I's and W's left it 8% under).
+        if (kind == sc::ScheduleKind::OneFOneB && r == kRanks - 1)
+          CHECK(sim.peak_activation_bytes[r] == Approx(m.peaks[r]).epsilon(0.02));
       }
     }
   }
@@ -206,8 +210,8 @@ TEST_CASE("recomputation never raises a rank's or a stage's peak", "[memory_caps
     const Measured plain = measure(make_stages(kRanks * per_rank, "none"), kind);
     const Measured full = measure(make_stages(kRanks * per_rank, "full"), kind);
     for (int r = 0; r < kRanks; ++r) {
-      INFO(sc::schedule_name(kind) << " rank " << r << ": plain " << plain.peaks[r]
-                                   << ", recomputing " << full.peaks[r]);
+      INFO(sc::schedule_name(kind)
+           << " rank " << r << ": plain " << plain.peaks[r] << ", recomputing " << full.peaks[r]);
       CHECK(full.peaks[r] <= plain.peaks[r]);
     }
     for (int s = 0; s < kRanks * per_rank; ++s) {

@@ -106,9 +106,10 @@ TEST_CASE("the simulator's prediction from profiles is close to the measured ste
                    << ", predicted " << predicted.peak_activation_bytes[r]);
       const double m = static_cast<double>(measured.ranks[r].peak_activation_bytes);
       // GPipe's forwards here take microseconds, less than a message's way to the next rank:
-      // outputs pile up on their way (up to one per microbatch), which a simulation with uniform
-      // costs does not see.
-      const double within = kind == sc::ScheduleKind::GPipe ? 0.20 : 0.15;
+      // outputs pile up on their way (up to one per microbatch, as the threads happen to run),
+      // which a simulation with uniform costs does not see. 1F1B's ranks each wait for the
+      // others, and each action is charged its own workspace: within 5%.
+      const double within = kind == sc::ScheduleKind::GPipe ? 0.20 : 0.05;
       CHECK(predicted.peak_activation_bytes[r] == Approx(m).epsilon(within));
     }
   }
