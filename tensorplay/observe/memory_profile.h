@@ -48,10 +48,9 @@ struct MemoryProfileOptions {
 };
 
 /// Runs one microbatch (microbatch index 0) through `stage` on zeros: F, then I and W, then F and
-/// B again. The
-/// stage's parameter gradients are restored afterwards and its stash left empty; random
-/// generators its modules draw from (dropout) advance. Throws std::logic_error when the stage
-/// holds a microbatch, std::invalid_argument when the last stage gets no loss or target.
+/// B again. The stage's parameter gradients are restored afterwards and its stash left empty;
+/// random generators its modules draw from (dropout) advance. Throws std::logic_error when the
+/// stage holds a microbatch, std::invalid_argument when the last stage gets no loss or target.
 StageMemoryProfile profile_stage_memory(PipelineStage& stage,
                                         const MemoryProfileOptions& options = {});
 

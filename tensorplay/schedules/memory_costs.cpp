@@ -73,7 +73,7 @@ std::vector<double> MemoryCosts::workspace_per_stage(int num_stages) const {
   std::vector<double> out;
   for (int s = 0; s < num_stages; ++s) {
     const double rebuilt = recomputes(s) ? of(activation_bytes, s) : 0.0;
-    out.push_back(std::max({forward_transient(s), input_transient(s) + rebuilt,
+    out.push_back(std::max({forward_transient(s), input_transient(s) + rebuilt, weight_transient(s),
                             full_backward_transient(s) + rebuilt}));
   }
   return out;

@@ -292,3 +292,18 @@ TEST_CASE("the stages whose every forward comes right before its own backward", 
       make_action(0, ActionKind::FullBackward, 1), make_action(0, ActionKind::FullBackward, 2)};
   CHECK(stages_with_backward_after_each_forward(mixed).empty());
 }
+
+TEST_CASE("memory costs: a stage's workspace is the most any of its actions holds",
+          "[memory_model]") {
+  MemoryCosts c;
+  c.activation_bytes = {100};
+  c.forward_transient_bytes = {30};
+  c.input_transient_bytes = {10};
+  c.weight_transient_bytes = {60};
+  c.full_backward_transient_bytes = {40};
+  CHECK(c.workspace_per_stage(2) == std::vector<double>{60, 60});
+  c.recompute = {0, 1};  // I and B rebuild the 100 bytes
+  CHECK(c.workspace_per_stage(2) == std::vector<double>{60, 140});
+  c.sent_bytes = {8};
+  CHECK(c.sent_per_stage(2) == std::vector<double>{8, 0});  // the last stage sends nothing
+}
