@@ -274,7 +274,7 @@ std::vector<Tensor> PipelineStage::backward_input(int mb, const std::vector<Tens
   // A recomputing stage computes every weight gradient here (its embeddings' and head's too), and
   // adds them to .grad at once rather than holding a parameter's bytes per microbatch until W: a
   // stage's I runs in its W's order, so the sums are the same bits. Its W only runs dw_runner.
-  // A stage that selects no module, or whose recomputation is skipped, is a plain stage here.
+  // A stage that selects no module is a plain stage here.
   const bool recomputing = recomputes();
   if (!roots.empty()) s.weight_work = autograd::backward_input(roots, grads, targets, recomputing);
   if (recomputing) autograd::backward_weight(std::move(s.weight_work));
@@ -284,6 +284,12 @@ std::vector<Tensor> PipelineStage::backward_input(int mb, const std::vector<Tens
   s.outputs.clear();  // the graph lives on in the weight stash
   s.loss = Tensor();
   s.inputs.clear();  // their gradients are on their way; W reads neither
+  // A stage whose recomputation is skipped ran a plain I; it runs that microbatch's weight work
+  // now, as a W right after it would: it holds no more than a plain stage at any moment, and no
+  // weight stash waits for a W the order puts later (its W only runs dw_runner). Every microbatch
+  // of the stage does so, so the sums are those of W's order, the same bits.
+  if (skip_recompute_ && !recomputed_modules_.empty())
+    autograd::backward_weight(std::move(s.weight_work));
   return result;
 }
 
