@@ -35,6 +35,7 @@ struct GptMemoryJob {
   int64_t vocab = 65;
   int64_t batch = 32;
   int microbatches = 8;
+  float dropout = 0.0f;  // after the embeddings, attention output and MLP output
 
   int64_t rows() const { return batch / microbatches; }
 
@@ -53,7 +54,7 @@ struct GptMemoryJob {
                                                .n_layer = layers,
                                                .n_head = heads,
                                                .width = width,
-                                               .dropout = 0.0f})
+                                               .dropout = dropout})
                      .ptr();
     pp::PipelineOptions split;
     for (int s = 1; s < stages; ++s)

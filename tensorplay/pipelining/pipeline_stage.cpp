@@ -146,13 +146,15 @@ std::vector<Tensor> PipelineStage::forward(int mb, const std::vector<Tensor>& in
                                 ": keyword inputs go to the first stage only");
   nn::TensorDict on_device;
   for (const auto& [name, t] : kwargs) on_device.emplace(name, t.detach().to(device_));
-  const bool recomputing = recompute_.mode != RecomputePolicy::Mode::None;
+  // A stage whose recomputation is skipped keeps every microbatch's activations, as one whose
+  // policy selects nothing.
+  const bool keep_all = (keep_activations || skip_recompute_) && !recomputed_modules_.empty();
   {
     std::optional<autograd::KeepActivationsGuard> keep;
-    if (keep_activations && recomputing) keep.emplace();
+    if (keep_all) keep.emplace();
     s.outputs = module_->forward_outputs(s.inputs, on_device);
   }
-  s.rebuilt_ahead = keep_activations && recomputing;  // nothing to rebuild
+  s.rebuilt_ahead = keep_all;  // nothing to rebuild
   std::vector<Tensor> to_send;
   for (const Tensor& out : s.outputs) to_send.push_back(out.detach());
   if (!autograd::grad_enabled()) {
@@ -268,7 +270,8 @@ std::vector<Tensor> PipelineStage::backward_input(int mb, const std::vector<Tens
   // A recomputing stage computes every weight gradient here (its embeddings' and head's too), and
   // adds them to .grad at once rather than holding a parameter's bytes per microbatch until W: a
   // stage's I runs in its W's order, so the sums are the same bits. Its W only runs dw_runner.
-  const bool recomputing = recompute_.mode != RecomputePolicy::Mode::None;
+  // A stage that selects no module is a plain stage here.
+  const bool recomputing = recomputes();
   if (!roots.empty()) s.weight_work = autograd::backward_input(roots, grads, targets, recomputing);
   if (recomputing) autograd::backward_weight(std::move(s.weight_work));
   s.input_grads_done = true;
@@ -277,6 +280,12 @@ std::vector<Tensor> PipelineStage::backward_input(int mb, const std::vector<Tens
   s.outputs.clear();  // the graph lives on in the weight stash
   s.loss = Tensor();
   s.inputs.clear();  // their gradients are on their way; W reads neither
+  // A stage whose recomputation is skipped ran a plain I; it runs that microbatch's weight work
+  // now, as a W right after it would: it holds no more than a plain stage at any moment, and no
+  // weight stash waits for a W the order puts later (its W only runs dw_runner). Every microbatch
+  // of the stage does so, so the sums are those of W's order, the same bits.
+  if (skip_recompute_ && !recomputed_modules_.empty())
+    autograd::backward_weight(std::move(s.weight_work));
   return result;
 }
 
@@ -295,7 +304,7 @@ void PipelineStage::backward_weight(int mb) {
 }
 
 bool PipelineStage::can_recompute_ahead(int mb) const {
-  if (recompute_.mode == RecomputePolicy::Mode::None) return false;
+  if (!recomputes()) return false;
   auto it = stash_.find(mb);
   return it != stash_.end() && !it->second.input_grads_done && !it->second.rebuilt_ahead;
 }
@@ -350,6 +359,16 @@ void PipelineStage::set_recompute(RecomputePolicy policy) {
   }
   recompute_ = std::move(policy);
   recomputed_modules_ = std::move(paths);
+}
+
+void PipelineStage::set_skip_recompute(bool skip) {
+  const int running = owner_->running.load();
+  const size_t stashed = owner_->stashed.load();
+  if (running > 0 || stashed > 0)
+    throw std::logic_error(stage_name(stage_index_) +
+                           ": set_skip_recompute while the stage is running or holds a microbatch; "
+                           "set it between steps");
+  skip_recompute_ = skip;
 }
 
 void PipelineStage::claim(const void* owner, const std::string& owner_name) {

@@ -144,6 +144,18 @@ class PipelineStage {
   const RecomputePolicy& recompute() const { return recompute_; }
   /// The modules recomputed under the policy (dotted paths), in the model's order.
   const std::vector<std::string>& recomputed_modules() const { return recomputed_modules_; }
+  /// Whether the stage recomputes: its policy selects a module here and its recomputation is not
+  /// skipped. A policy that selects nothing leaves the stage as it was without one.
+  bool recomputes() const { return !recomputed_modules_.empty() && !skip_recompute_; }
+  /// Skips recomputation where it would save nothing: the stage then keeps its activations and
+  /// runs its backward as a stage without recomputation, except that its I runs the
+  /// microbatch's weight work right after, as a W right after it would, so that no weight stash
+  /// waits for a later W (its W then only runs the dw_runner). A schedule sets it on a stage
+  /// whose every forward is followed at once in its rank's order by that microbatch's own
+  /// backward (schedules::stages_with_backward_after_each_forward), which would rebuild the
+  /// activations at once. Set between steps, as set_recompute.
+  void set_skip_recompute(bool skip);
+  bool recompute_skipped() const { return skip_recompute_; }
 
   // -- per-microbatch work -----------------------------------------------------------------------
 
@@ -222,6 +234,7 @@ class PipelineStage {
   std::shared_ptr<const PipeDigest> pipe_digest_;
   RecomputePolicy recompute_;
   std::vector<std::string> recomputed_modules_;
+  bool skip_recompute_ = false;
   std::shared_ptr<MemoryAccount> memory_ = std::make_shared<MemoryAccount>();
   struct Owner {
     std::mutex mutex;

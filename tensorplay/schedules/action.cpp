@@ -2,6 +2,7 @@
 
 #include <array>
 #include <charconv>
+#include <map>
 #include <stdexcept>
 
 namespace tensorplay::schedules {
@@ -162,6 +163,32 @@ RankOrder parse_rank_order(std::string_view text) {
     }
   }
   return order;
+}
+
+std::vector<int> stages_with_backward_after_each_forward(const RankOrder& order) {
+  std::map<int, bool> each;  // stage -> every forward so far followed by its backward
+  auto next_compute = [&](std::size_t i) -> const Action* {
+    for (std::size_t j = i + 1; j < order.size(); ++j)
+      if (is_compute(order[j].kind)) return &order[j];
+    return nullptr;
+  };
+  for (std::size_t i = 0; i < order.size(); ++i) {
+    const Action& a = order[i];
+    if (!a.sub_actions.empty()) {
+      for (const Action& sub : a.sub_actions)
+        if (sub.kind == ActionKind::Forward) each[sub.stage] = false;
+      continue;
+    }
+    if (a.kind != ActionKind::Forward) continue;
+    const Action* next = next_compute(i);
+    const bool followed = next != nullptr && is_backward_of(*next, a);
+    auto [it, inserted] = each.emplace(a.stage, followed);
+    if (!inserted) it->second = it->second && followed;
+  }
+  std::vector<int> out;
+  for (const auto& [stage, ok] : each)
+    if (ok) out.push_back(stage);
+  return out;
 }
 
 }  // namespace tensorplay::schedules

@@ -149,6 +149,12 @@ inline bool is_backward_of(const Action& next, const Action& forward) {
          next.sub_actions.empty() && is_input_backward(next.kind) && next.stage == forward.stage &&
          next.microbatch == forward.microbatch;
 }
+/// The stages of one rank's order whose every forward is followed at once (communication
+/// aside) by that microbatch's own backward (is_backward_of), in ascending order: recomputation
+/// saves nothing there (the backward would rebuild the activations at once), so the runtime runs
+/// them without it (PipelineStage::set_skip_recompute). A stage with a forward inside an
+/// OVERLAP_F_B is not one of them.
+std::vector<int> stages_with_backward_after_each_forward(const RankOrder& order);
 /// True for W and B: the actions that free the stashed activation of a microbatch.
 constexpr bool frees_activation(ActionKind kind) {
   return kind == ActionKind::BackwardWeight || kind == ActionKind::FullBackward;

@@ -171,6 +171,15 @@ class DynamicPolicy final : public SchedulePolicy {
 
 }  // namespace
 
+void DynamicPolicyOptions::cap_activation_bytes(double cap, const MemoryCosts& costs,
+                                                int num_stages) {
+  costs.check(num_stages);
+  max_activation_bytes = cap;
+  activation_bytes = costs.kept_per_stage(num_stages);
+  sent_bytes = costs.sent_per_stage(num_stages);
+  workspace_bytes = costs.workspace_per_stage(num_stages);
+}
+
 std::unique_ptr<SchedulePolicy> make_dynamic_policy(std::vector<int> local_stages, int num_stages,
                                                     int num_microbatches,
                                                     DynamicPolicyOptions options) {

@@ -18,6 +18,11 @@ void check_list(const std::vector<double>& values, const char* name, std::size_t
                                 "' has a negative value; bytes are >= 0");
 }
 
+// A per-action list may be empty (then transient_bytes stands for it).
+void check_optional_list(const std::vector<double>& values, const char* name, std::size_t needed) {
+  if (!values.empty()) check_list(values, name, needed);
+}
+
 bool all_zero(const std::vector<double>& values) {
   return std::all_of(values.begin(), values.end(), [](double v) { return v == 0; });
 }
@@ -27,7 +32,9 @@ bool all_zero(const std::vector<double>& values) {
 bool MemoryCosts::empty() const {
   return all_zero(activation_bytes) && all_zero(recompute_activation_bytes) &&
          all_zero(weight_stash_bytes) && all_zero(transient_bytes) && all_zero(retained_bytes) &&
-         all_zero(sent_bytes) && all_zero(fixed_bytes);
+         all_zero(sent_bytes) && all_zero(fixed_bytes) && all_zero(forward_transient_bytes) &&
+         all_zero(input_transient_bytes) && all_zero(weight_transient_bytes) &&
+         all_zero(full_backward_transient_bytes);
 }
 
 double MemoryCosts::of(const std::vector<double>& values, int stage) {
@@ -35,11 +42,47 @@ double MemoryCosts::of(const std::vector<double>& values, int stage) {
   return values.size() == 1 ? values[0] : values.at(static_cast<std::size_t>(stage));
 }
 
+bool MemoryCosts::recomputes(int stage) const {
+  return !recompute.empty() &&
+         (recompute.size() == 1 ? recompute[0] : recompute.at(static_cast<std::size_t>(stage))) !=
+             0;
+}
+
 double MemoryCosts::kept(int stage) const {
-  const bool recomputes =
-      !recompute.empty() &&
-      (recompute.size() == 1 ? recompute[0] : recompute.at(static_cast<std::size_t>(stage))) != 0;
-  return of(recomputes ? recompute_activation_bytes : activation_bytes, stage);
+  return of(recomputes(stage) ? recompute_activation_bytes : activation_bytes, stage);
+}
+
+double MemoryCosts::forward_transient(int stage) const {
+  return of(forward_transient_bytes.empty() ? transient_bytes : forward_transient_bytes, stage);
+}
+
+double MemoryCosts::input_transient(int stage) const {
+  return of(input_transient_bytes.empty() ? transient_bytes : input_transient_bytes, stage);
+}
+
+double MemoryCosts::weight_transient(int stage) const {
+  return of(weight_transient_bytes.empty() ? transient_bytes : weight_transient_bytes, stage);
+}
+
+double MemoryCosts::full_backward_transient(int stage) const {
+  if (!full_backward_transient_bytes.empty()) return of(full_backward_transient_bytes, stage);
+  return std::max(input_transient(stage), weight_transient(stage));
+}
+
+std::vector<double> MemoryCosts::workspace_per_stage(int num_stages) const {
+  std::vector<double> out;
+  for (int s = 0; s < num_stages; ++s) {
+    const double rebuilt = recomputes(s) ? of(activation_bytes, s) : 0.0;
+    out.push_back(std::max({forward_transient(s), input_transient(s) + rebuilt, weight_transient(s),
+                            full_backward_transient(s) + rebuilt}));
+  }
+  return out;
+}
+
+std::vector<double> MemoryCosts::sent_per_stage(int num_stages) const {
+  std::vector<double> out;
+  for (int s = 0; s < num_stages; ++s) out.push_back(s + 1 < num_stages ? of(sent_bytes, s) : 0.0);
+  return out;
 }
 
 std::vector<double> MemoryCosts::kept_per_stage(int num_stages) const {
@@ -57,6 +100,10 @@ void MemoryCosts::check(int num_stages) const {
   check_list(retained_bytes, "retained_bytes", n);
   check_list(sent_bytes, "sent_bytes", n);
   check_list(fixed_bytes, "fixed_bytes", n);
+  check_optional_list(forward_transient_bytes, "forward_transient_bytes", n);
+  check_optional_list(input_transient_bytes, "input_transient_bytes", n);
+  check_optional_list(weight_transient_bytes, "weight_transient_bytes", n);
+  check_optional_list(full_backward_transient_bytes, "full_backward_transient_bytes", n);
   if (recompute.size() > 1 && recompute.size() < n)
     throw std::invalid_argument(
         "memory costs: 'recompute' has " + std::to_string(recompute.size()) +

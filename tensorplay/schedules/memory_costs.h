@@ -15,8 +15,19 @@ struct MemoryCosts {
   std::vector<double> recompute_activation_bytes = {0.0};
   /// What I keeps for W (held from the end of I to the end of W).
   std::vector<double> weight_stash_bytes = {0.0};
-  /// Bytes held only while one of the stage's actions runs (workspaces, gradients on their way).
+  /// Bytes held only while one of the stage's actions runs (workspaces, gradients on their way):
+  /// every action's, where the per-action figures below are not given.
   std::vector<double> transient_bytes = {0.0};
+  /// Held only while the stage's F runs (dropout masks and workspaces freed by its end); empty:
+  /// transient_bytes.
+  std::vector<double> forward_transient_bytes;
+  /// Held only while the stage's I runs (its workspace, the input gradients on their way, the
+  /// rebuilt activations of a recomputing stage); empty: transient_bytes.
+  std::vector<double> input_transient_bytes;
+  /// Held only while the stage's W runs; empty: transient_bytes.
+  std::vector<double> weight_transient_bytes;
+  /// Held only while the stage's full backward B runs; empty: the larger of I's and W's.
+  std::vector<double> full_backward_transient_bytes;
   /// Bytes an F keeps until the step ends (the last stage's outputs, which the step returns).
   std::vector<double> retained_bytes = {0.0};
   /// Bytes of the stage's outputs on their way to the next stage: held by the stage from its F
@@ -36,6 +47,19 @@ struct MemoryCosts {
   static double of(const std::vector<double>& values, int stage);
   /// Each stage's kept() for `num_stages` stages (what a byte cap counts).
   std::vector<double> kept_per_stage(int num_stages) const;
+  /// Whether `stage` recomputes (its F keeps recompute_activation_bytes).
+  bool recomputes(int stage) const;
+  /// Transient bytes of the stage's F, I, W and B (the per-action figure, else transient_bytes).
+  double forward_transient(int stage) const;
+  double input_transient(int stage) const;
+  double weight_transient(int stage) const;
+  double full_backward_transient(int stage) const;
+  /// The most any action of each stage holds while it runs beyond what it keeps: the largest of
+  /// its transients, plus the rebuilt activations on a recomputing stage (what a byte cap
+  /// reserves for the running action).
+  std::vector<double> workspace_per_stage(int num_stages) const;
+  /// Each stage's sent_bytes (the last stage sends nothing).
+  std::vector<double> sent_per_stage(int num_stages) const;
   /// Throws std::invalid_argument naming the field when a list is empty, negative, or shorter
   /// than `num_stages` without being a single value.
   void check(int num_stages) const;

@@ -15,12 +15,6 @@ struct Effect {
   double freed = 0.0;      // at the end
 };
 
-bool recomputes(const MemoryCosts& c, int stage) {
-  if (c.recompute.empty()) return false;
-  const std::size_t i = c.recompute.size() == 1 ? 0 : static_cast<std::size_t>(stage);
-  return c.recompute.at(i) != 0;
-}
-
 // An F of a recomputing stage that keeps its activations for the backward right after it
 // (`kept_activations`) holds them as a stage that does not recompute, and that backward rebuilds
 // nothing.
@@ -29,26 +23,28 @@ void add_effect(const MemoryCosts& c, const Action& a, bool kept_activations, in
   const int s = a.stage;
   const double held = kept_activations ? MemoryCosts::of(c.activation_bytes, s) : c.kept(s);
   const double rebuilt =
-      recomputes(c, s) && !kept_activations ? MemoryCosts::of(c.activation_bytes, s) : 0.0;
+      c.recomputes(s) && !kept_activations ? MemoryCosts::of(c.activation_bytes, s) : 0.0;
   const double stash = MemoryCosts::of(c.weight_stash_bytes, s);
-  e.transient += MemoryCosts::of(c.transient_bytes, s);
   switch (a.kind) {
     case ActionKind::Forward:
+      e.transient += c.forward_transient(s);
       e.taken += held + MemoryCosts::of(c.retained_bytes, s);
       if (s + 1 < num_stages) e.taken += MemoryCosts::of(c.sent_bytes, s);  // until taken
       break;
     case ActionKind::FullBackward:
-      e.transient += rebuilt;
+      e.transient += c.full_backward_transient(s) + rebuilt;
       e.freed += held;
       break;
     case ActionKind::BackwardInput:
-      e.transient += rebuilt;
+      e.transient += c.input_transient(s) + rebuilt;
       e.freed += held - stash;  // the weight stash stays until W
       break;
     case ActionKind::BackwardWeight:
+      e.transient += c.weight_transient(s);
       e.freed += stash;
       break;
     default:
+      e.transient += MemoryCosts::of(c.transient_bytes, s);
       break;
   }
 }

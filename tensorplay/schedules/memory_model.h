@@ -21,9 +21,10 @@ struct MemoryPrediction {
 
 /// Replays `result.timeline` (simulate with record_timeline) rank by rank: an F takes what it
 /// keeps (and its retained bytes, held to the step's end, and its sent bytes, held until the next
-/// stage's F starts) when it starts; B frees it when it ends;
-/// I frees it and takes the weight stash, W frees that; every action holds its stage's transient
-/// bytes (and, on a recomputing stage, B and I the rebuilt activations) while it runs. Throws
+/// stage's F starts) when it starts; B frees it when it ends; I frees it and takes the weight
+/// stash, W frees that; each action holds its own transient bytes while it runs (F's, I's, W's
+/// and B's, B's by default the larger of I's and W's; and, on a recomputing stage, B and I the
+/// rebuilt activations, unless the F kept them for its backward right after it). Throws
 /// std::invalid_argument when the timeline is empty but actions ran, the costs do not cover the
 /// stages, or a stage's rank, an event's rank or an event's stage is not one of `result`'s ranks
 /// or `stage_to_rank`'s stages (all checked before any is used).

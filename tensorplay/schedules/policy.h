@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "tensorplay/schedules/action.h"
+#include "tensorplay/schedules/memory_costs.h"
 #include "tensorplay/schedules/ready_set.h"
 
 namespace tensorplay::schedules {
@@ -52,13 +53,30 @@ struct DynamicPolicyOptions {
   /// Most activations the rank may hold at once (an F's activation is held until its W or B
   /// ends); 0 means no cap. Must be at least the number of local stages.
   int max_stashed_activations = 0;
-  /// Most activation bytes the rank may hold at once (0: no cap): a new microbatch is admitted
-  /// only while the bytes held and reserved plus what it keeps on every local stage fit. Needs
-  /// `activation_bytes`; must be at least one microbatch's bytes over the local stages.
+  /// Most activation bytes the rank may hold at once (0: no cap), counted as the runtime's
+  /// memory_stats() counts a rank's peak_activation_bytes: what its stages keep for their
+  /// backwards, their outputs on their way to the next stage, and the workspace of the action
+  /// running. A new microbatch is admitted only while the bytes held and reserved, plus what it
+  /// keeps and sends on every local stage, plus the largest workspace of a local stage, fit, so
+  /// the rank's peak never exceeds the cap. Not counted: the outputs a step returns (the last
+  /// stage's; ask for none with StepOptions::return_outputs = false). Needs `activation_bytes`;
+  /// a cap below what one microbatch needs at its peak (kept + sent over the local stages plus
+  /// the largest workspace) is refused at construction, naming the least cap that holds.
   double max_activation_bytes = 0;
   /// Bytes an F keeps on each stage until its W or B (index = stage, or one value for every
   /// stage), e.g. MemoryCosts::kept_per_stage or a measured step's peak over its microbatches.
   std::vector<double> activation_bytes;
+  /// Bytes of each stage's outputs on their way to the next stage (index = stage, or one value;
+  /// empty: none): the cap counts them with the microbatch until its backward frees it.
+  std::vector<double> sent_bytes;
+  /// The most an action of each stage holds while it runs beyond what it keeps (index = stage,
+  /// or one value; empty: none): the backward's workspace, recomputed activations, gradients on
+  /// their way. MemoryCosts::workspace_per_stage gives it.
+  std::vector<double> workspace_bytes;
+
+  /// Sets the byte cap and the bytes it counts from memory costs (kept, sent and workspace bytes
+  /// of each of the `num_stages` stages).
+  void cap_activation_bytes(double cap, const MemoryCosts& costs, int num_stages);
 };
 
 /// Our own schedule: any ready action, backward (I or B) before forward, later stages first, W

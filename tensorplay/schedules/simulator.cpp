@@ -77,7 +77,8 @@ class Simulation {
         options_(options) {
     const int ranks = static_cast<int>(policies.size());
     for (int stage = 0; stage < num_stages_; ++stage)
-      has_recompute_ = has_recompute_ || costs_.ahead(stage) > 0 || costs_.recomputation(stage) > 0;
+      has_recompute_ = has_recompute_ || costs_.ahead(stage) > 0 ||
+                       costs_.recomputation(stage) > 0 || recomputes_memory(stage);
     states_.reserve(ranks);
     for (int rank = 0; rank < ranks; ++rank) {
       policies[rank]->reset();
@@ -256,6 +257,14 @@ class Simulation {
     push(now + duration, rank, EventKind::ComputeDone, 0, 0);
   }
 
+  // Whether the memory model has `stage` recompute (its F then keeps its activations before its
+  // own backward, whatever the time costs say).
+  bool recomputes_memory(int stage) const {
+    const std::vector<int>& r = costs_.memory.recompute;
+    if (r.empty() || (r.size() > 1 && static_cast<std::size_t>(stage) >= r.size())) return false;
+    return costs_.memory.recomputes(stage);
+  }
+
   // What the starting action need not recompute: its F kept the activations (the F ran right
   // before it in the rank's order: is_backward_of, as the runtime's stage workers decide), or the
   // rank rebuilt them ahead while it waited. An F followed by its backward marks it.
@@ -263,7 +272,8 @@ class Simulation {
     const Action& action = state.running;
     state.running_kept = false;
     if (action.kind == ActionKind::Forward) {
-      if (costs_.recomputation(action.stage) <= 0) return 0.0;  // asks the policy only if it can
+      // Asks the policy only if the stage recomputes, in time or in bytes.
+      if (costs_.recomputation(action.stage) <= 0 && !recomputes_memory(action.stage)) return 0.0;
       const std::optional<Action> next = state.policy->next_in_order();
       if (next && is_backward_of(*next, action)) {
         state.ahead_stage = action.stage;

@@ -105,34 +105,45 @@ TEST_CASE("the simulator's prediction from profiles is close to the measured ste
       INFO("rank " << r << ": measured " << measured.ranks[r].peak_activation_bytes
                    << ", predicted " << predicted.peak_activation_bytes[r]);
       const double m = static_cast<double>(measured.ranks[r].peak_activation_bytes);
-      CHECK(predicted.peak_activation_bytes[r] == Approx(m).epsilon(0.15));
+      // GPipe's forwards here take microseconds, less than a message's way to the next rank:
+      // outputs pile up on their way (up to one per microbatch, as the threads happen to run),
+      // which a simulation with uniform costs does not see. 1F1B's ranks each wait for the
+      // others, and each action is charged its own workspace: within 10% (one output more or
+      // less on its way, as the threads happen to run).
+      const double within = kind == sc::ScheduleKind::GPipe ? 0.20 : 0.10;
+      CHECK(predicted.peak_activation_bytes[r] == Approx(m).epsilon(within));
     }
   }
 }
 
 TEST_CASE("a byte cap between one and two microbatches holds in a real step", "[memory_profile]") {
   auto stages = make_stages("none");
-  const auto profiles = profile(stages);
-  std::vector<double> kept;
-  for (const auto& p : profiles) kept.push_back(static_cast<double>(p.activation_bytes));
-  const double cap = 1.5 * *std::max_element(kept.begin(), kept.end());
+  const sc::MemoryCosts costs = pp::memory_costs_from(profile(stages));
+  const std::vector<double> kept = costs.kept_per_stage(kStages);
+  const std::vector<double> sent = costs.sent_per_stage(kStages);
+  const std::vector<double> workspace = costs.workspace_per_stage(kStages);
+  double one = 0;  // what one microbatch needs at its peak on the worst rank
+  for (int s = 0; s < kStages; ++s) one = std::max(one, kept[s] + sent[s] + workspace[s]);
+  const double cap = 1.5 * one;
+  sc::DynamicPolicyOptions policy;
+  policy.split_backward = false;
+  policy.cap_activation_bytes(cap, costs, kStages);
   pp::ScheduleOptions options;
-  options.policy = sc::dynamic_policies(
-      {.split_backward = false, .max_activation_bytes = cap, .activation_bytes = kept});
+  options.policy = sc::dynamic_policies(policy);
   pp::Schedule1F1B schedule(stages, kMicrobatches, tp::nn::mse_loss, options);
   tp::Tensor x = tp::randn({kRows * kMicrobatches, kDim});
   tp::Tensor y = tp::randn({kRows * kMicrobatches, kDim});
   std::vector<tp::Tensor> losses;
-  schedule.step({x}, {.target = y, .losses = &losses});
+  // The outputs a step returns are the caller's and not capped: ask for none.
+  schedule.step({x}, {.target = y, .losses = &losses, .return_outputs = false});
   CHECK(losses.size() == kMicrobatches);  // the step completes
   const pp::MemoryStats stats = schedule.memory_stats();
-  // The last rank also keeps every microbatch's output for the step, which no cap can hold back.
-  for (int r = 0; r + 1 < kStages; ++r) {
+  for (int r = 0; r < kStages; ++r) {
     INFO("rank " << r << ": measured " << stats.ranks[r].peak_activation_bytes << ", cap " << cap);
-    CHECK(stats.ranks[r].peak_activation_bytes <= cap + kept[r]);
+    CHECK(stats.ranks[r].peak_activation_bytes <= cap);
   }
   // Without the cap the first rank holds more.
   pp::Schedule1F1B free(make_stages("none"), kMicrobatches, tp::nn::mse_loss);
-  free.step({x}, {.target = y});
-  CHECK(free.memory_stats().ranks[0].peak_activation_bytes > cap + kept[0]);
+  free.step({x}, {.target = y, .return_outputs = false});
+  CHECK(free.memory_stats().ranks[0].peak_activation_bytes > cap);
 }

@@ -58,13 +58,16 @@ TEST_CASE("memory model: recomputation keeps inputs and rebuilds one microbatch 
   const int p = 4;
   CostModel costs = recomputing(100, 20);
   SimulationResult r = run(ScheduleKind::OneFOneB, p, 1, 8, costs);
-  // Rank r holds p - r microbatches' inputs (20 each) when its first B rebuilds 100 bytes.
-  for (int rank = 0; rank < p; ++rank)
+  // Rank r holds p - r microbatches' inputs (20 each) when its first B rebuilds 100 bytes; the
+  // last rank, whose every F comes right before its own B, keeps its 100 bytes and rebuilds
+  // nothing, even with no recomputation time given.
+  for (int rank = 0; rank + 1 < p; ++rank)
     CHECK(r.peak_activation_bytes[rank] == 20.0 * (p - rank) + 100);
+  CHECK(r.peak_activation_bytes[p - 1] == 100.0);
   costs.memory.recompute = {0, 0, 0, 1};  // only the last stage recomputes
   SimulationResult mixed = run(ScheduleKind::OneFOneB, p, 1, 8, costs);
   CHECK(mixed.peak_activation_bytes[0] == 400.0);
-  CHECK(mixed.peak_activation_bytes[3] == 120.0);
+  CHECK(mixed.peak_activation_bytes[3] == 100.0);
 }
 
 TEST_CASE("memory model: an F that keeps its activations for its backward right after",
@@ -242,4 +245,65 @@ TEST_CASE("memory model: V-Half holds about 1/2 of 1F1B's activation bytes, V-Mi
       if (p == 8 || p == 16) CHECK(vmin <= 0.4);
     }
   }
+}
+
+TEST_CASE("memory model: each action holds its own workspace", "[memory_model]") {
+  // One stage, F0 F1 I0 W0 I1 W1: F keeps 100 (20 of it for W); F's workspace is 30, I's 10, W's
+  // 60. The peak is F1's, 200 + 30, not 200 plus the stage's largest workspace (60).
+  CostModel costs = CostModel::uniform(1, 1, 1);
+  costs.memory.activation_bytes = {100};
+  costs.memory.weight_stash_bytes = {20};
+  costs.memory.forward_transient_bytes = {30};
+  costs.memory.input_transient_bytes = {10};
+  costs.memory.weight_transient_bytes = {60};
+  costs.memory.transient_bytes = {60};
+  const PipelineOrder order = {
+      {make_action(0, ActionKind::Forward, 0), make_action(0, ActionKind::Forward, 1),
+       make_action(0, ActionKind::BackwardInput, 0), make_action(0, ActionKind::BackwardWeight, 0),
+       make_action(0, ActionKind::BackwardInput, 1),
+       make_action(0, ActionKind::BackwardWeight, 1)}};
+  SimulationResult r = simulate_order(order, {0}, 2, costs);
+  CHECK(r.peak_activation_bytes[0] == 230.0);
+  // W runs with 120 held (100 of microbatch 1, 20 stashed for W0): 180.
+  costs.memory.forward_transient_bytes = {0};
+  r = simulate_order(order, {0}, 2, costs);
+  CHECK(r.peak_activation_bytes[0] == 210.0);  // I0 with 200 held
+  // Without per-action figures every action holds transient_bytes.
+  costs.memory.forward_transient_bytes.clear();
+  costs.memory.input_transient_bytes.clear();
+  costs.memory.weight_transient_bytes.clear();
+  r = simulate_order(order, {0}, 2, costs);
+  CHECK(r.peak_activation_bytes[0] == 260.0);
+  costs.memory.input_transient_bytes = {1, 2};
+  CHECK_THROWS_WITH(costs.memory.check(3), Catch::Contains("'input_transient_bytes' has 2 values"));
+}
+
+TEST_CASE("the stages whose every forward comes right before its own backward", "[memory_model]") {
+  // ZBV's last stage is on rank 0, and its loss is local: each F is followed by its I.
+  const PipelineOrder zbv = generate_order(ScheduleKind::ZBVZeroBubble, 4, 2, 8);
+  CHECK(stages_with_backward_after_each_forward(zbv[0]) == std::vector<int>{7});
+  for (int r = 1; r < 4; ++r) CHECK(stages_with_backward_after_each_forward(zbv[r]).empty());
+  const PipelineOrder gpipe = generate_order(ScheduleKind::GPipe, 4, 1, 8);
+  for (const RankOrder& rank : gpipe) CHECK(stages_with_backward_after_each_forward(rank).empty());
+  // One F of the stage not followed by its backward is enough to keep it recomputing.
+  const RankOrder mixed = {
+      make_action(0, ActionKind::Forward, 0),      make_action(0, ActionKind::FullBackward, 0),
+      make_action(0, ActionKind::Forward, 1),      make_action(0, ActionKind::Forward, 2),
+      make_action(0, ActionKind::FullBackward, 1), make_action(0, ActionKind::FullBackward, 2)};
+  CHECK(stages_with_backward_after_each_forward(mixed).empty());
+}
+
+TEST_CASE("memory costs: a stage's workspace is the most any of its actions holds",
+          "[memory_model]") {
+  MemoryCosts c;
+  c.activation_bytes = {100};
+  c.forward_transient_bytes = {30};
+  c.input_transient_bytes = {10};
+  c.weight_transient_bytes = {60};
+  c.full_backward_transient_bytes = {40};
+  CHECK(c.workspace_per_stage(2) == std::vector<double>{60, 60});
+  c.recompute = {0, 1};  // I and B rebuild the 100 bytes
+  CHECK(c.workspace_per_stage(2) == std::vector<double>{60, 140});
+  c.sent_bytes = {8};
+  CHECK(c.sent_per_stage(2) == std::vector<double>{8, 0});  // the last stage sends nothing
 }

@@ -190,15 +190,15 @@ int run(const Options& opt) {
   const bool dynamic = lowered_name == "dynamic";
   const Setup setup = dynamic ? dynamic_setup(opt) : ordered_setup(opt);
 
-  // The factory the runtime uses (ScheduleOptions::policy), so what runs here runs there.
+  // The factory the runtime uses (ScheduleOptions::policy), so what runs here runs there. The
+  // byte cap counts what each stage keeps, sends on and needs while an action runs.
+  ts::DynamicPolicyOptions dynamic_options{.split_backward = opt.split_backward,
+                                           .max_stashed_activations = opt.cap};
+  dynamic_options.cap_activation_bytes(max_activation_bytes, costs.memory,
+                                       static_cast<int>(setup.placement.size()));
   std::vector<std::unique_ptr<ts::SchedulePolicy>> owned = ts::make_policies(
-      dynamic ? ts::dynamic_policies({.split_backward = opt.split_backward,
-                                      .max_stashed_activations = opt.cap,
-                                      .max_activation_bytes = max_activation_bytes,
-                                      .activation_bytes = costs.memory.kept_per_stage(
-                                          static_cast<int>(setup.placement.size()))})
-              : ts::static_order_policies(),
-      setup.order, setup.placement, opt.microbatches);
+      dynamic ? ts::dynamic_policies(dynamic_options) : ts::static_order_policies(), setup.order,
+      setup.placement, opt.microbatches);
   std::vector<ts::SchedulePolicy*> policies;
   for (auto& policy : owned) policies.push_back(policy.get());
   ts::SimulationOptions sim_options;

@@ -78,20 +78,37 @@ StageMemoryProfile profile_stage_memory(PipelineStage& stage, const MemoryProfil
       for (const Tensor& t : outputs)
         if (t.defined() && t.impl().storage.use_count() == 1)
           out.sent_bytes += static_cast<int64_t>(t.nbytes());
-      outputs.clear();
     }
+    // F's own workspace: its peak over what it holds at its end, its outputs still there (the
+    // model takes the sent bytes at F apart).
+    out.forward_transient_bytes = meter.transient(at);
+    if (!stage.is_last()) outputs.clear();
     inputs.clear();
-    out.transient_bytes = meter.transient(at);
     out.activation_bytes = meter.held() - at - out.retained_bytes;
     at = meter.start();
     if (copies) adopt_memory(grads);
     stage.backward_input(0, std::exchange(grads, {}));  // the input gradients are sent back
-    out.transient_bytes = std::max(out.transient_bytes, meter.transient(at));
+    out.input_transient_bytes = meter.transient(at);
     out.weight_stash_bytes = std::max<int64_t>(
         0, meter.held() - (at - out.activation_bytes - out.retained_bytes) - out.retained_bytes);
     at = meter.start();
     stage.backward_weight(0);
-    out.transient_bytes = std::max(out.transient_bytes, meter.transient(at));
+    out.weight_transient_bytes = meter.transient(at);
+    // The full backward B (I and W at once, as 1F1B and GPipe run it) on a second forward.
+    std::vector<Tensor> again = zeros_of(stage.input_meta(), stage.device());
+    if (!stage.is_first()) adopt_memory(again);
+    std::vector<Tensor> outputs_again = stage.forward(0, again);
+    if (stage.is_last()) stage.compute_loss(0, options.target.to(stage.device()), options.loss_fn);
+    outputs_again.clear();
+    again.clear();
+    std::vector<Tensor> grads_again;
+    if (!stage.is_last()) grads_again = zeros_of(stage.output_meta(), stage.device());
+    if (copies) adopt_memory(grads_again);
+    at = meter.start();
+    stage.backward(0, std::exchange(grads_again, {}));
+    out.full_backward_transient_bytes = meter.transient(at);
+    out.transient_bytes = std::max({out.forward_transient_bytes, out.input_transient_bytes,
+                                    out.weight_transient_bytes, out.full_backward_transient_bytes});
   }
   stage.clear();
   for (size_t i = 0; i < params.size(); ++i) params[i].set_grad(saved_grads[i]);
@@ -108,6 +125,10 @@ schedules::MemoryCosts memory_costs_from(const std::vector<StageMemoryProfile>& 
   costs.activation_bytes.clear();
   costs.weight_stash_bytes.clear();
   costs.transient_bytes.clear();
+  costs.forward_transient_bytes.clear();
+  costs.input_transient_bytes.clear();
+  costs.weight_transient_bytes.clear();
+  costs.full_backward_transient_bytes.clear();
   costs.retained_bytes.clear();
   costs.sent_bytes.clear();
   costs.fixed_bytes.clear();
@@ -120,6 +141,11 @@ schedules::MemoryCosts memory_costs_from(const std::vector<StageMemoryProfile>& 
     costs.activation_bytes.push_back(static_cast<double>(p.activation_bytes));
     costs.weight_stash_bytes.push_back(static_cast<double>(p.weight_stash_bytes));
     costs.transient_bytes.push_back(static_cast<double>(p.transient_bytes));
+    costs.forward_transient_bytes.push_back(static_cast<double>(p.forward_transient_bytes));
+    costs.input_transient_bytes.push_back(static_cast<double>(p.input_transient_bytes));
+    costs.weight_transient_bytes.push_back(static_cast<double>(p.weight_transient_bytes));
+    costs.full_backward_transient_bytes.push_back(
+        static_cast<double>(p.full_backward_transient_bytes));
     costs.retained_bytes.push_back(static_cast<double>(p.retained_bytes));
     costs.sent_bytes.push_back(static_cast<double>(p.sent_bytes));
     costs.fixed_bytes.push_back(static_cast<double>(p.parameter_bytes) *

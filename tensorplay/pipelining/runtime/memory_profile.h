@@ -23,6 +23,13 @@ struct StageMemoryProfile {
   /// The most an action holds while it runs beyond what was held at its start (workspaces,
   /// rebuilt activations of a recomputing stage, gradients on their way).
   int64_t transient_bytes = 0;
+  /// The same for each action alone: F (dropout masks and workspaces freed by its end), I (its
+  /// workspace, the input gradients, rebuilt activations) and W. transient_bytes is the largest.
+  int64_t forward_transient_bytes = 0;
+  int64_t input_transient_bytes = 0;
+  int64_t weight_transient_bytes = 0;
+  /// The same for a full backward B (I and W at once), run on a second forward.
+  int64_t full_backward_transient_bytes = 0;
   /// Held until the step ends: the last stage's outputs, which the step returns.
   int64_t retained_bytes = 0;
   /// Held until the next stage takes them: the outputs of a stage before the last.
@@ -40,16 +47,16 @@ struct MemoryProfileOptions {
   bool across_processes = false;
 };
 
-/// Runs one microbatch (microbatch index 0) through `stage` on zeros: F, then I and W. The
-/// stage's parameter gradients are restored afterwards and its stash left empty; random
-/// generators its modules draw from (dropout) advance. Throws std::logic_error when the stage
-/// holds a microbatch, std::invalid_argument when the last stage gets no loss or target.
+/// Runs one microbatch (microbatch index 0) through `stage` on zeros: F, then I and W, then F and
+/// B again. The stage's parameter gradients are restored afterwards and its stash left empty;
+/// random generators its modules draw from (dropout) advance. Throws std::logic_error when the
+/// stage holds a microbatch, std::invalid_argument when the last stage gets no loss or target.
 StageMemoryProfile profile_stage_memory(PipelineStage& stage,
                                         const MemoryProfileOptions& options = {});
 
 /// The memory model's costs from profiles of every stage (index = stage): activation, weight
-/// stash and transient bytes as measured; fixed bytes the parameters, their gradients and
-/// `optimizer_state_factor` times the parameters (AdamW: 2, SGD with momentum: 1).
+/// stash and transient bytes (each action's own) as measured; fixed bytes the parameters, their
+/// gradients and `optimizer_state_factor` times the parameters (AdamW: 2, SGD with momentum: 1).
 schedules::MemoryCosts memory_costs_from(const std::vector<StageMemoryProfile>& profiles,
                                          double optimizer_state_factor = 0);
 
