@@ -41,8 +41,9 @@ if(NOT TARGET sentencepiece::sentencepiece)
     INTERFACE_INCLUDE_DIRECTORIES ${SENTENCEPIECE_INCLUDE_DIR}
     INTERFACE_LINK_LIBRARIES ${SENTENCEPIECE_TRAIN_LIBRARY})
 endif()
-# PCRE2 (libpcre2-dev) runs the Unicode-property patterns of tokenizer.json pre-tokenizers, and
-# ICU's common library (libicu-dev) their NFC normalizer (tensorplay/data/byte_level_bpe_*).
+# PCRE2 (libpcre2-dev) runs the Unicode-property patterns of tokenizer.json pre-tokenizers. Their
+# NFC normalizer loads ICU's common library when first used (tensorplay/data/nfc.cpp): nothing
+# links ICU, so binaries that never normalize (the GPU bundle's) need none.
 if(NOT TARGET PCRE2::pcre2)
   find_path(PCRE2_INCLUDE_DIR pcre2.h)
   find_library(PCRE2_LIBRARY pcre2-8)
@@ -53,7 +54,6 @@ if(NOT TARGET PCRE2::pcre2)
   set_target_properties(PCRE2::pcre2 PROPERTIES IMPORTED_LOCATION ${PCRE2_LIBRARY}
     INTERFACE_INCLUDE_DIRECTORIES ${PCRE2_INCLUDE_DIR})
 endif()
-find_package(ICU REQUIRED COMPONENTS uc)
 find_package(spdlog CONFIG REQUIRED)
 find_package(ucx CONFIG REQUIRED)
 

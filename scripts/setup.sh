@@ -7,7 +7,7 @@ packages=(build-essential cmake ninja-build libcaf-dev libucx-dev ucx-utils catc
           libclang-rt-14-dev
           # SentencePiece: the BPE tokenizer of token shards (tensorplay/data, tools/tp-tokenize).
           libsentencepiece-dev
-          # tokenizer.json: PCRE2 for the pre-tokenizers' Unicode patterns, ICU for NFC.
+          # tokenizer.json: PCRE2 for the pre-tokenizers' Unicode patterns, ICU for NFC (loaded when used).
           libpcre2-dev libicu-dev
           # Gloo, PyTorch's CPU collectives: the reference bench_allreduce_backends measures against.
           libgloo-dev

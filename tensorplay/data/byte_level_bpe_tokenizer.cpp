@@ -1,12 +1,10 @@
-// Byte-level BPE from a tokenizer.json: added tokens split out first, NFC (ICU), the
+// Byte-level BPE from a tokenizer.json: added tokens split out first, NFC (nfc.h), the
 // pre-tokenizer's patterns (PCRE2, Unicode properties), GPT-2's byte-to-character map, then BPE
 // merges by rank, each pre-token's ids cached.
 #include "tensorplay/data/byte_level_bpe_tokenizer.h"
 
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
-#include <unicode/normalizer2.h>
-#include <unicode/unistr.h>
 
 #include <algorithm>
 #include <array>
@@ -19,6 +17,8 @@
 #include <stdexcept>
 #include <tuple>
 #include <unordered_map>
+
+#include "tensorplay/data/nfc.h"
 
 namespace tensorplay::data {
 namespace {
@@ -403,13 +403,11 @@ void ByteLevelBpeTokenizer::Impl::encode_plain(std::string_view text,
   if (text.empty()) return;
   std::string normalized;
   if (nfc && !is_ascii(text)) {
-    UErrorCode status = U_ZERO_ERROR;
-    const icu::Normalizer2* n = icu::Normalizer2::getNFCInstance(status);
-    const icu::UnicodeString in = icu::UnicodeString::fromUTF8(
-        icu::StringPiece(text.data(), static_cast<int32_t>(text.size())));
-    icu::UnicodeString out = n->normalize(in, status);
-    if (U_FAILURE(status)) throw std::runtime_error("tokenizer " + source + ": NFC failed");
-    out.toUTF8String(normalized);
+    try {
+      normalized = nfc_normalize(text);
+    } catch (const std::runtime_error& e) {
+      throw std::runtime_error("tokenizer " + source + ": " + e.what());
+    }
     text = normalized;
   }
   std::vector<std::string_view> pieces{text}, next;

@@ -121,7 +121,7 @@ TEST_CASE("byte-level BPE merges by rank and decodes back", "[tokenizer_json]") 
   CHECK_THROWS_WITH(t.decode({1000}), Catch::Contains("no token has id 1000"));
 }
 
-TEST_CASE("Llama 3's pattern splits digits by three; ignore_merges keeps whole words",
+TEST_CASE("Llama 3's pattern splits digits by three, ignore_merges keeps whole words",
           "[tokenizer_json]") {
   Json j = tokenizer_json({{"3", "4"}, {"1", "2"}, {"12", "3"}}, {"abc"});
   // GPT-2's pattern: "1234" is one piece, "3 4" merges first.
