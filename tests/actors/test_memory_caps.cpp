@@ -9,8 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "tensorplay/core/ops/activation.h"
-#include "tensorplay/nn/dropout.h"
+#include "bench/gated_mlp_job.h"
 #include "tensorplay/pipelining/runtime/memory_profile.h"
 #include "tensorplay/pipelining/runtime/schedule.h"
 #include "tensorplay/schedules/simulator.h"
@@ -26,49 +25,27 @@ constexpr int64_t kDim = 64;
 constexpr int64_t kRows = 32;
 constexpr int kMicrobatches = 8;
 
-/// x + down(dropout(gelu(up(x)) * sigmoid(gate(x)))), hidden width `hidden`.
-struct GatedBlock : tp::nn::Module {
-  GatedBlock(int64_t dim, int64_t hidden, float p) {
-    up = register_module("up", tp::nn::Linear(dim, hidden));
-    gate = register_module("gate", tp::nn::Linear(dim, hidden));
-    down = register_module("down", tp::nn::Linear(hidden, dim));
-    drop = register_module("drop", tp::nn::Dropout(p));
-  }
-  tp::Tensor forward(const tp::Tensor& x) override {
-    return x + down(drop(tp::gelu(up(x)) * tp::sigmoid(gate(x))));
-  }
-  std::string type_name() const override { return "GatedBlock"; }
-  tp::nn::Linear up{nullptr}, gate{nullptr}, down{nullptr};
-  tp::nn::Dropout drop{nullptr};
-};
+/// The gated-block model of the memory benchmarks (bench/gated_mlp_job.h) at this test's sizes,
+/// with dropout `p` and `blocks` blocks per stage.
+bench::GatedMlpJob job(float p = 0.1f, int blocks = 2) {
+  return {.width = kDim,
+          .rows_per_microbatch = kRows,
+          .blocks_per_stage = blocks,
+          .dropout = p,
+          .microbatches = kMicrobatches,
+          .seed = 5};
+}
 
-/// `num_stages` stages of `blocks` gated blocks each, hidden widths cycling through 1, 4, 2 and
-/// 3 times the model width, dropout `p`, each stage recomputing as `recompute` says.
+/// `num_stages` stages of the model, each recomputing as `recompute` says.
 std::vector<std::shared_ptr<pp::PipelineStage>> make_stages(int num_stages,
                                                             const std::string& recompute,
                                                             float p = 0.1f, int blocks = 2) {
-  tp::manual_seed(5);
-  const int64_t widths[] = {1, 4, 2, 3};
-  std::vector<std::shared_ptr<pp::PipelineStage>> stages;
-  int k = 0;
-  for (int i = 0; i < num_stages; ++i) {
-    auto module = tp::nn::Sequential().ptr();
-    for (int b = 0; b < blocks; ++b)
-      module->push_back(std::make_shared<GatedBlock>(kDim, kDim * widths[k++ % 4], p));
-    stages.push_back(std::make_shared<pp::PipelineStage>(
-        module, i, num_stages, tp::cpu(), std::vector<tp::Tensor>{tp::zeros({kRows, kDim})}));
-    stages.back()->set_recompute(pp::RecomputePolicy::parse(recompute));
-  }
-  return stages;
+  return job(p, blocks).build(num_stages, recompute);
 }
 
 std::vector<pp::StageMemoryProfile> profile(
     const std::vector<std::shared_ptr<pp::PipelineStage>>& stages) {
-  std::vector<pp::StageMemoryProfile> out;
-  for (auto& s : stages)
-    out.push_back(pp::profile_stage_memory(
-        *s, {.loss_fn = tp::nn::mse_loss, .target = tp::zeros({kRows, kDim})}));
-  return out;
+  return job().profile(stages);
 }
 
 struct Measured {
