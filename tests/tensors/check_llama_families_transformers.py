@@ -26,42 +26,19 @@ import sys
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
+import peer_checks  # noqa: E402
 import torch  # noqa: E402
 import transformers  # noqa: E402
 from safetensors.torch import load_file, save_file  # noqa: E402
+from peer_checks import check, failures, perturb, report  # noqa: E402
 from transformers import AutoConfig, AutoModelForCausalLM  # noqa: E402
 
 LOGITS_LIMIT = 1e-5
 GRADS_LIMIT = 1e-4
-failures = []
-
-
-def report(name, ours, reference, limit):
-    diff = (ours - reference).abs().max().item()
-    scale = reference.abs().max().item()
-    relative = diff / scale
-    ok = relative <= limit and ours.shape == reference.shape
-    print(f"{'ok  ' if ok else 'FAIL'} {name}: max |diff| {diff:.3e}, "
-          f"max |reference| {scale:.3f}, relative {relative:.3e} (limit {limit:g})", flush=True)
-    if not ok:
-        failures.append(name)
-
-
-def check(name, condition, detail=""):
-    print(f"{'ok  ' if condition else 'FAIL'} {name}{': ' + detail if detail else ''}", flush=True)
-    if not condition:
-        failures.append(name)
 
 
 def peer(*args):
-    subprocess.run([PEER, *map(str, args)], check=True)
-
-
-def perturb(model):
-    # Norms away from 1 and biases away from 0, so that each mapping shows in the logits.
-    with torch.no_grad():
-        for p in model.parameters():
-            p.add_(torch.randn_like(p) * 0.1)
+    peer_checks.run(PEER, *args)
 
 
 PEER, WORK = sys.argv[1], sys.argv[2]
