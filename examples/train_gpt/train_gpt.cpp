@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "auto_layout.h"
+#include "checkpoint_dir.h"
 #include "dropout_generators.h"
 #include "examples/exit_with_message.h"
 #include "memory_summary.h"
@@ -56,12 +57,16 @@ namespace tp = tensorplay;
 namespace pp = tensorplay::pipelining;
 namespace sc = tensorplay::schedules;
 namespace dist = tensorplay::distributed;
+using train_gpt::checkpoint_folder_steps;
+using train_gpt::claim_checkpoint_dir;
 using train_gpt::Corpus;
 using train_gpt::Options;
 using train_gpt::RankFigures;
+using train_gpt::resumes_by_itself;
 using train_gpt::RunFigures;
 using train_gpt::RunResult;
 using train_gpt::step_bubble;
+using train_gpt::steps_text;
 using Clock = std::chrono::steady_clock;
 
 namespace {
@@ -549,81 +554,6 @@ void resolve_layout(Options& o, int64_t vocab) {
       o, dist::get_world_size(),
       sc::is_single_stage_per_rank(kind) ? 1 : sc::default_stages_per_rank(kind),
       train_gpt::gpt_training_bytes(o, vocab), memory);
-}
-
-// Whether the run goes on from a checkpoint without --resume: when a launcher started the ranks
-// again after a failure (tp-launch --max-restarts, torchrun), or when the layout is left to the
-// world size (--pp auto, --dp auto) and there is one.
-bool resumes_by_itself(const Options& o) {
-  return dist::read_launch_env().restart_count > 0 || o.pp_auto || o.dp_auto;
-}
-
-// The checkpoint folders (step_NNNNNNNN) under `dir` by step, in increasing order.
-std::vector<std::pair<int64_t, std::filesystem::path>> checkpoint_folders(const std::string& dir) {
-  std::vector<std::pair<int64_t, std::filesystem::path>> folders;
-  std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
-    const std::string name = entry.path().filename().string();
-    if (!entry.is_directory() || name.rfind("step_", 0) != 0 || name.size() < 6 ||
-        name.size() > 23 || name.find_first_not_of("0123456789", 5) != std::string::npos)
-      continue;
-    folders.push_back({std::stoll(name.substr(5)), entry.path()});
-  }
-  std::sort(folders.begin(), folders.end());
-  return folders;
-}
-
-// Their steps.
-std::vector<int64_t> checkpoint_folder_steps(const std::string& dir) {
-  std::vector<int64_t> steps;
-  for (const auto& [step, path] : checkpoint_folders(dir)) steps.push_back(step);
-  return steps;
-}
-
-// "step 4", "steps 4, 8 and 12" (the last few) for messages naming the checkpoints a folder holds.
-std::string steps_text(const std::vector<int64_t>& steps) {
-  std::string out = steps.size() == 1 ? "step " : "steps ";
-  const size_t from = steps.size() > 6 ? steps.size() - 6 : 0;
-  if (from > 0) out += "..., ";
-  for (size_t i = from; i < steps.size(); ++i)
-    out += std::to_string(steps[i]) + (i + 2 == steps.size()   ? " and "
-                                       : i + 1 == steps.size() ? ""
-                                                               : ", ");
-  return out;
-}
-
-// Before any work: --checkpoint-dir must be a folder this process can write, and a run that
-// starts over must not overwrite an earlier run's checkpoints unless --overwrite says so (rank 0
-// then deletes them, before the ranks meet to build the pipeline).
-void claim_checkpoint_dir(const Options& o, int rank) {
-  const std::string& dir = o.checkpoint_dir;
-  const std::string fix =
-      "; pass a --checkpoint-dir you can write (or --checkpoint-dir '' for no checkpoints)";
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec)
-    throw std::invalid_argument("--checkpoint-dir " + dir + ": cannot create it (" + ec.message() +
-                                ")" + fix);
-  if (!std::filesystem::is_directory(dir))
-    throw std::invalid_argument("--checkpoint-dir " + dir + " is a file, not a folder" + fix);
-  const std::string probe =
-      (std::filesystem::path(dir) / (".write_check." + std::to_string(::getpid()))).string();
-  if (!std::ofstream(probe))
-    throw std::invalid_argument("--checkpoint-dir " + dir + ": cannot write in it (" +
-                                std::strerror(errno) + ")" + fix);
-  std::filesystem::remove(probe, ec);
-  if (o.resume || resumes_by_itself(o)) return;
-  const std::vector<int64_t> steps = checkpoint_folder_steps(dir);
-  if (steps.empty()) return;
-  if (!o.overwrite)
-    throw std::invalid_argument(
-        "--checkpoint-dir " + dir + " holds the checkpoints of an earlier run (" +
-        steps_text(steps) + "), which this run would overwrite: pass --resume to continue it, " +
-        "--overwrite to delete them and start over, or another --checkpoint-dir");
-  if (rank != 0) return;
-  for (const auto& [step, path] : checkpoint_folders(dir)) std::filesystem::remove_all(path);
-  std::printf("--overwrite: deleted the checkpoints of %s in %s\n", steps_text(steps).c_str(),
-              dir.c_str());
 }
 
 // The step to go on from: --resume-from's, else the newest complete checkpoint, whatever layout
