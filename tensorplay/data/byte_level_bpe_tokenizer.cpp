@@ -1,10 +1,7 @@
 // Byte-level BPE from a tokenizer.json: added tokens split out first, NFC (nfc.h), the
-// pre-tokenizer's patterns (PCRE2, Unicode properties), GPT-2's byte-to-character map, then BPE
+// pre-tokenizer's patterns (detail/split_pattern.h), GPT-2's byte-to-character map, then BPE
 // merges by rank, each pre-token's ids cached.
 #include "tensorplay/data/byte_level_bpe_tokenizer.h"
-
-#define PCRE2_CODE_UNIT_WIDTH 8
-#include <pcre2.h>
 
 #include <algorithm>
 #include <array>
@@ -18,6 +15,7 @@
 #include <tuple>
 #include <unordered_map>
 
+#include "tensorplay/data/detail/split_pattern.h"
 #include "tensorplay/data/nfc.h"
 
 namespace tensorplay::data {
@@ -28,74 +26,6 @@ using Json = nlohmann::json;
 // GPT-2's pattern, which ByteLevel applies when use_regex is true.
 constexpr const char* kGpt2Pattern =
     R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
-
-// One compiled PCRE2 pattern (UTF, Unicode properties, JIT where available).
-class Regex {
- public:
-  Regex(const std::string& pattern, const std::string& where) {
-    int error = 0;
-    PCRE2_SIZE offset = 0;
-    code_ =
-        pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
-                      PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &error, &offset, nullptr);
-    if (code_ == nullptr) {
-      PCRE2_UCHAR message[256];
-      pcre2_get_error_message(error, message, sizeof(message));
-      throw std::invalid_argument(where + ": the pattern " + Json(pattern).dump() +
-                                  " does not compile at offset " + std::to_string(offset) + " (" +
-                                  reinterpret_cast<const char*>(message) + ")");
-    }
-    pcre2_jit_compile(code_, PCRE2_JIT_COMPLETE);  // falls back to the interpreter on failure
-  }
-  ~Regex() { pcre2_code_free(code_); }
-  Regex(const Regex&) = delete;
-  Regex& operator=(const Regex&) = delete;
-
-  // The pieces of `text` split "Isolated": each match, and each stretch between matches.
-  void split(std::string_view text, std::vector<std::string_view>& out) const {
-    // A JIT stack per thread, larger than the default 32 KiB, for patterns such as \s+(?!\S)
-    // over long runs.
-    struct JitStack {
-      pcre2_jit_stack* stack = pcre2_jit_stack_create(32 * 1024, 64 * 1024 * 1024, nullptr);
-      ~JitStack() { pcre2_jit_stack_free(stack); }
-    };
-    static thread_local JitStack jit;
-    pcre2_match_context* context = pcre2_match_context_create(nullptr);
-    pcre2_jit_stack_assign(context, nullptr, jit.stack);
-    pcre2_match_data* md = pcre2_match_data_create_from_pattern(code_, nullptr);
-    const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
-    size_t last = 0, offset = 0;
-    int rc = 0;
-    while (offset <= text.size()) {
-      rc = pcre2_match(code_, subject, text.size(), offset, 0, md, context);
-      if (rc < 0) break;
-      const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md);
-      const size_t start = ov[0], end = ov[1];
-      if (end == start) {  // an empty match: step over one character
-        offset = start + 1;
-        while (offset < text.size() && (static_cast<uint8_t>(text[offset]) & 0xC0) == 0x80)
-          ++offset;
-        continue;
-      }
-      if (start > last) out.push_back(text.substr(last, start - last));
-      out.push_back(text.substr(start, end - start));
-      last = offset = end;
-    }
-    pcre2_match_data_free(md);
-    pcre2_match_context_free(context);
-    if (rc < 0 && rc != PCRE2_ERROR_NOMATCH) {
-      PCRE2_UCHAR message[256];
-      pcre2_get_error_message(rc, message, sizeof(message));
-      throw std::runtime_error(std::string("pre-tokenizer pattern failed at byte ") +
-                               std::to_string(offset) + " of a " + std::to_string(text.size()) +
-                               "-byte piece: " + reinterpret_cast<const char*>(message));
-    }
-    if (last < text.size()) out.push_back(text.substr(last));
-  }
-
- private:
-  pcre2_code* code_ = nullptr;
-};
 
 // The UTF-8 encoding of code point `c`.
 std::string utf8(uint32_t c) {
@@ -129,9 +59,10 @@ bool is_ascii(std::string_view s) {
 
 struct ByteLevelBpeTokenizer::Impl {
   struct Step {
-    std::unique_ptr<Regex> split;  // a Split step; else ByteLevel
+    std::unique_ptr<detail::SplitPattern> split;  // a Split step; else ByteLevel
     bool add_prefix_space = false;
-    std::unique_ptr<Regex> byte_level_regex;  // ByteLevel's GPT-2 split when use_regex
+    std::unique_ptr<detail::SplitPattern>
+        byte_level_regex;  // ByteLevel's GPT-2 split when use_regex
   };
   struct Added {
     std::string content;
@@ -196,18 +127,19 @@ void ByteLevelBpeTokenizer::Impl::read_pre_tokenizer(const Json& p) {
     if (p.value("invert", false)) fail("pre_tokenizer Split with invert true is not supported");
     const Json& pattern = p.value("pattern", Json());
     if (pattern.contains("Regex") && pattern["Regex"].is_string()) {
-      step.split = std::make_unique<Regex>(pattern["Regex"].get<std::string>(),
-                                           "tokenizer " + source + ": pre_tokenizer Split");
+      step.split = std::make_unique<detail::SplitPattern>(
+          pattern["Regex"].get<std::string>(), "tokenizer " + source + ": pre_tokenizer Split");
     } else if (pattern.contains("String") && pattern["String"].is_string()) {
       std::string quoted = "\\Q" + pattern["String"].get<std::string>() + "\\E";
-      step.split = std::make_unique<Regex>(quoted, "tokenizer " + source + ": pre_tokenizer Split");
+      step.split = std::make_unique<detail::SplitPattern>(
+          quoted, "tokenizer " + source + ": pre_tokenizer Split");
     } else {
       fail("pre_tokenizer Split has pattern " + pattern.dump() + ", not a Regex or a String");
     }
   } else if (type == "ByteLevel") {
     step.add_prefix_space = p.value("add_prefix_space", false);
     if (p.value("use_regex", true))
-      step.byte_level_regex = std::make_unique<Regex>(kGpt2Pattern, "ByteLevel");
+      step.byte_level_regex = std::make_unique<detail::SplitPattern>(kGpt2Pattern, "ByteLevel");
   } else {
     fail("pre_tokenizer " + Json(type).dump() +
          " is not supported; tensorplay reads ByteLevel and Split (\"Isolated\") pre-tokenizers, "
