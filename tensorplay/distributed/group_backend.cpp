@@ -5,6 +5,7 @@
 #include "tensorplay/transport/nccl_all_reduce.h"
 #include "tensorplay/transport/nccl_channel.h"
 #include "tensorplay/transport/ring_all_reduce.h"
+#include "tensorplay/wire/protocol.h"
 
 namespace tensorplay::pipelining::detail {
 
@@ -17,7 +18,9 @@ bool wants_nccl_for(const GroupRuntime& runtime, const std::vector<Device>& devi
 bool all_want_nccl(GroupRuntime& runtime, const std::vector<int>& ranks, bool mine,
                    const std::string& what) {
   bool all = true;
-  for (auto& c : runtime.exchange(ranks, mine ? "1" : "0", {}, what)) all = all && c.bytes == "1";
+  for (auto& c : runtime.exchange(ranks, encode_message(Vote{mine}), {}, what))
+    all = all &&
+          decode_as<Vote>(c.bytes, what + ": rank " + std::to_string(c.source) + "'s vote").yes;
   return all;
 }
 

@@ -23,9 +23,11 @@ const std::string kWho = "rank 0 (127.0.0.1)";
 /// Sends `e` through encode_error and throw_remote_error and checks what comes out.
 template <typename Received>
 void crosses_as(const std::exception& e) {
-  const std::string bytes = pp::detail::encode_error(e);
+  // Through the protocol's bytes, as between ranks.
+  const pp::RemoteError sent = pp::detail::encode_error(e);
+  const auto error = pp::decode_as<pp::RemoteError>(pp::encode_message(sent), "an error");
   try {
-    pp::detail::throw_remote_error(kWho, bytes);
+    pp::detail::throw_remote_error(kWho, error);
     FAIL("throw_remote_error returned");
   } catch (const Received& got) {
     CHECK(std::string(got.what()) == kWho + ": " + e.what());
@@ -60,9 +62,9 @@ TEST_CASE("standard errors cross ranks as the standard type they derive from", "
                   pp::StageInputError);
 }
 
-TEST_CASE("bytes of no known type arrive as a runtime_error holding them", "[remote_error]") {
+TEST_CASE("an error of no known type arrives as a runtime_error holding it", "[remote_error]") {
   try {
-    pp::detail::throw_remote_error(kWho, "a reason from an older version");
+    pp::detail::throw_remote_error(kWho, {"FutureError", "a reason from an older version"});
     FAIL("throw_remote_error returned");
   } catch (const std::exception& e) {
     CHECK(typeid(e) == typeid(std::runtime_error));

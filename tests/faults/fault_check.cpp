@@ -19,7 +19,7 @@
 #include "tensorplay/observe/message_log.h"
 #include "tensorplay/pipelining/runtime/schedule.h"
 #include "tensorplay/tensor.h"
-#include "tensorplay/wire/notification_codec.h"
+#include "tensorplay/wire/protocol.h"
 
 namespace tp = tensorplay;
 namespace pp = tensorplay::pipelining;
@@ -114,7 +114,7 @@ std::string malformed(std::mt19937_64& random, uint64_t step) {
   std::string bytes;
   switch (random() % 10) {
     case 0:  // truncated anywhere
-      bytes = pp::encode_notification(n);
+      bytes = pp::encode_message(n);
       bytes.resize(random() % bytes.size());
       return bytes;
     case 1:  // random bytes (a wrong version first)
@@ -154,7 +154,7 @@ std::string malformed(std::mt19937_64& random, uint64_t step) {
       n.step = random() % 2 ? 0 : (uint64_t{1} << 41) + random() % 1000;
       break;
   }
-  return pp::encode_notification(n);
+  return pp::encode_message(n);
 }
 
 /// Rank 0 sends `args.messages` malformed notifications to rank 1 on the schedule's stream, for

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Builds a libFuzzer target with clang (ASan and UBSan on) and runs it for a bounded time: by
-# default the notification decoder's. Exits 77 (skipped) when clang or its libFuzzer runtime is
-# missing.
+# default the protocol decoder's (tensorplay/wire/protocol.h). Exits 77 (skipped) when clang or
+# its libFuzzer runtime is missing.
 # Usage: check_fuzz.sh SOURCE_DIR WORK_DIR [SECONDS [TARGET SOURCE...]]
 #   TARGET names the fuzzer binary, built from the SOURCEs (relative to SOURCE_DIR).
 set -euo pipefail
 src=$1 work=$2 seconds=${3:-30}
-target=fuzz_notification
-sources=(tests/fuzz/fuzz_notification.cpp tensorplay/wire/notification_codec.cpp)
+target=fuzz_protocol
+sources=(tests/fuzz/fuzz_protocol.cpp tensorplay/wire/protocol.cpp)
 if [ $# -ge 5 ]; then
   target=$4
   sources=("${@:5}")

@@ -15,7 +15,8 @@ namespace tensorplay::pipelining::detail {
 
 ActorRanks::~ActorRanks() {
   if (stopped_) return;
-  for (const caf::actor& a : local_actors_) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+  for (const StageActorHandle& a : local_actors_)
+    caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
 }
 
 void ActorRanks::dispatch(std::shared_ptr<StepData> data) {
@@ -67,7 +68,7 @@ std::string ActorRanks::collect_status(uint64_t step, Deadline deadline) {
   using Handle = decltype(self->request<caf::message_priority::high>(status_actors_[0], left,
                                                                      status_atom::value, step));
   std::vector<Handle> pending;
-  for (const caf::actor& a : status_actors_)
+  for (const StatusActorHandle& a : status_actors_)
     pending.push_back(
         self->request<caf::message_priority::high>(a, left, status_atom::value, step));
   for (size_t r = 0; r < pending.size(); ++r) {
@@ -90,7 +91,7 @@ std::string ActorRanks::collect_status(uint64_t step, Deadline deadline) {
 }
 
 std::vector<std::string> ActorRanks::abort(uint64_t step, Deadline deadline) {
-  for (const caf::actor& a : local_actors_)
+  for (const StageActorHandle& a : local_actors_)
     caf::anon_send<caf::message_priority::high>(a, abort_atom::value, step);
   std::vector<std::string> stuck;
   for (const auto& worker : local_workers_) {
@@ -126,7 +127,7 @@ std::vector<std::string> ActorRanks::stop(std::chrono::milliseconds wait) {
   // then), and is reported rather than waited for.
   caf::scoped_actor self{system_};
   std::set<caf::actor_addr> running;
-  for (const caf::actor& a : local_actors_) {
+  for (const StageActorHandle& a : local_actors_) {
     self->monitor(a);
     self->send_exit(a, caf::exit_reason::user_shutdown);
     running.insert(a.address());

@@ -25,8 +25,10 @@ class EmbeddedRanks : public ActorRanks {
     }
     local_actors_ = actors_;
     caf::scoped_actor self{system};
-    for (const caf::actor& a : actors_)
-      self->send(a, peers_atom::value, actors_, std::vector<std::string>{});
+    std::vector<caf::actor> peers;
+    for (const StageActorHandle& a : actors_) peers.push_back(caf::actor_cast<caf::actor>(a));
+    for (const StageActorHandle& a : actors_)
+      self->send(a, peers_atom::value, peers, std::vector<std::string>{});
   }
 
   bool distributed() const override { return false; }

@@ -18,7 +18,7 @@ namespace tensorplay::pipelining::detail {
 
 ProcessRanks::ProcessRanks(std::shared_ptr<distributed::detail::GroupRuntime> runtime,
                            const ScheduleSpec& spec, std::vector<int> group_ranks,
-                           const std::string& local_error)
+                           const RemoteError& local_error)
     : ActorRanks(spec, runtime->system()),
       runtime_(std::move(runtime)),
       group_ranks_(std::move(group_ranks)) {
@@ -70,8 +70,8 @@ int ProcessRanks::choose_channel(bool all_nccl, std::vector<int>& stage_to_peer)
 void ProcessRanks::spawn_actors(std::vector<int> stage_to_peer, int self_peer) {
   auto worker = spec_.make_worker(my_rank_, channel_, std::move(stage_to_peer), self_peer);
   caf::actor_system& system = system_;
-  caf::actor mine = spawn_stage_actor(system, worker, spec_.placement.stage_to_rank,
-                                      runtime_->inbox(), spec_.stages_handle());
+  StageActorHandle mine = spawn_stage_actor(system, worker, spec_.placement.stage_to_rank,
+                                            runtime_->inbox(), spec_.stages_handle());
   local_actors_ = {mine};
   local_workers_ = {worker};
   // Notifications ride the data channel where it carries messages (UCX): one hop from the
@@ -91,25 +91,33 @@ void ProcessRanks::spawn_actors(std::vector<int> stage_to_peer, int self_peer) {
 
 void ProcessRanks::exchange_actors() {
   const std::string name = spec_.name();
-  const caf::actor mine = local_actors_.front();
+  const StageActorHandle mine = local_actors_.front();
   try {
-    auto handles =
-        runtime_->exchange(group_ranks_, {}, {mine, my_status_}, name + " actor exchange");
+    // Handles cross processes untyped (CAF's actor handles in a contribution); each rank's are
+    // its stage actor's and its status actor's, typed again here.
+    auto handles = runtime_->exchange(
+        group_ranks_, {},
+        {caf::actor_cast<caf::actor>(mine), caf::actor_cast<caf::actor>(my_status_)},
+        name + " actor exchange");
     for (auto& c : handles) {
       if (c.actors.size() != 2)
         throw std::runtime_error(name + ": a rank sent " + std::to_string(c.actors.size()) +
                                  " actor handles at the actor exchange, expected 2 (are all "
                                  "ranks running the same tensorplay version?)");
-      actors_.push_back(c.actors[0]);
-      status_actors_.push_back(c.actors[1]);
+      actors_.push_back(caf::actor_cast<StageActorHandle>(c.actors[0]));
+      status_actors_.push_back(caf::actor_cast<StatusActorHandle>(c.actors[1]));
     }
   } catch (...) {
     stop(std::chrono::milliseconds(0));
     throw;
   }
   std::vector<std::string> names;
-  for (int r = 0; r < static_cast<int>(actors_.size()); ++r) names.push_back(describe_rank(r));
-  caf::anon_send(mine, peers_atom::value, actors_, std::move(names));
+  std::vector<caf::actor> peers;
+  for (int r = 0; r < static_cast<int>(actors_.size()); ++r) {
+    names.push_back(describe_rank(r));
+    peers.push_back(caf::actor_cast<caf::actor>(actors_[r]));
+  }
+  caf::anon_send(mine, peers_atom::value, std::move(peers), std::move(names));
 }
 
 void ProcessRanks::fail_step_everywhere(uint64_t step, const std::string& what) {
@@ -128,7 +136,7 @@ ProcessRanks::~ProcessRanks() { detach(); }
 
 std::unique_ptr<RankRuntime> make_process_ranks(const ScheduleSpec& spec,
                                                 const std::vector<int>& group_ranks,
-                                                const std::string& local_error) {
+                                                const RemoteError& local_error) {
   auto runtime = distributed::detail::shared_runtime_of(spec.stages.front()->get_mesh());
   if (!runtime)
     throw std::invalid_argument(

@@ -13,9 +13,6 @@
 namespace tensorplay::pipelining::detail {
 namespace {
 
-// The type's name ends at the first newline; the message follows.
-constexpr char kSeparator = '\n';
-
 template <typename E>
 bool is(const std::exception& e) {
   return dynamic_cast<const E*>(&e) != nullptr;
@@ -23,7 +20,7 @@ bool is(const std::exception& e) {
 
 }  // namespace
 
-std::string encode_error(const std::exception& e) {
+RemoteError encode_error(const std::exception& e) {
   // Derived types first: StageInputError is an invalid_argument, the others runtime_errors.
   const char* type = is<StageInputError>(e)                 ? "StageInputError"
                      : is<schedules::ScheduleError>(e)      ? "ScheduleError"
@@ -35,14 +32,12 @@ std::string encode_error(const std::exception& e) {
                      : is<std::out_of_range>(e)             ? "out_of_range"
                      : is<std::logic_error>(e)              ? "logic_error"
                                                             : "runtime_error";
-  return std::string(type) + kSeparator + e.what();
+  return {type, e.what()};
 }
 
-void throw_remote_error(const std::string& who, std::string_view bytes) {
-  const size_t cut = bytes.find(kSeparator);
-  const std::string_view type = cut == std::string_view::npos ? "" : bytes.substr(0, cut);
-  const std::string message =
-      who + ": " + std::string(cut == std::string_view::npos ? bytes : bytes.substr(cut + 1));
+void throw_remote_error(const std::string& who, const RemoteError& error) {
+  const std::string& type = error.type;
+  const std::string message = who + ": " + error.message;
   if (type == "StageInputError") throw StageInputError(message);
   if (type == "ScheduleError") throw schedules::ScheduleError(message);
   if (type == "CheckpointError") throw CheckpointError(message);

@@ -148,7 +148,7 @@ PipelineSchedule::PipelineSchedule(std::vector<std::shared_ptr<PipelineStage>> s
   const bool distributed = !im.group_ranks.empty();
   // Across processes, a rank's own reason to fail is shared when the ranks meet, so that every
   // rank fails with it at once instead of waiting for this one.
-  std::string local_error;
+  RemoteError local_error;
   try {
     im.check_local();
   } catch (const std::exception& e) {

@@ -1,7 +1,6 @@
 // The construction meeting's facts and checks: what each rank built, in the bytes it sends the
 // others, and the checks every rank runs on everyone's facts (alike, so all ranks fail alike).
 #include <map>
-#include <sstream>
 #include <stdexcept>
 #include <string>
 
@@ -19,35 +18,6 @@ namespace tensorplay::pipelining::detail {
 namespace {
 
 using schedules::ScheduleError;
-
-constexpr const char* kFactsHeader = "facts-1";
-constexpr size_t kMaxCount = 1 << 16;  // tensors, stages or dimensions in one rank's facts
-
-void put_metas(std::ostream& out, const std::vector<TensorMeta>& metas) {
-  out << ' ' << metas.size();
-  for (const TensorMeta& m : metas) {
-    out << ' ' << static_cast<int>(m.dtype) << ' ' << m.shape.size();
-    for (int64_t d : m.shape) out << ' ' << d;
-  }
-}
-
-bool get_metas(std::istream& in, std::vector<TensorMeta>& metas) {
-  size_t count = 0;
-  if (!(in >> count) || count > kMaxCount) return false;
-  metas.resize(count);
-  for (TensorMeta& m : metas) {
-    int dtype = 0;
-    size_t dims = 0;
-    if (!(in >> dtype >> dims) || dims > kMaxCount || dtype < 0 ||
-        dtype > static_cast<int>(DType::BFloat16))
-      return false;
-    m.dtype = static_cast<DType>(dtype);
-    m.shape.resize(dims);
-    for (int64_t& d : m.shape)
-      if (!(in >> d)) return false;
-  }
-  return true;
-}
 
 const char* const kPipeHint =
     "; build every rank's stages from the same model (widths, dtypes), the same example inputs "
@@ -140,57 +110,6 @@ void check_options(const std::vector<RankFacts>& facts, const AgreementContext& 
 
 }  // namespace
 
-std::string RankFacts::encode() const {
-  if (!error.empty()) return kLocalError + error;
-  std::ostringstream out;
-  out << kFactsHeader << ' ' << kind << ' ' << n_microbatches << ' ' << num_stages << ' '
-      << stages_per_rank << ' ' << has_loss << ' ' << scale_grads << ' ' << wants_nccl << ' '
-      << order_hash << ' ' << pipe_hash << ' ' << stages.size();
-  for (const Stage& s : stages) {
-    out << ' ' << s.index;
-    put_metas(out, s.inputs);
-    put_metas(out, s.outputs);
-  }
-  return out.str();
-}
-
-RankFacts RankFacts::decode(const std::string& bytes) {
-  RankFacts f;
-  if (bytes.rfind(kLocalError, 0) == 0) {
-    f.error = bytes.substr(std::string_view(kLocalError).size());
-    return f;
-  }
-  std::istringstream in(bytes);
-  std::string header;
-  size_t count = 0;
-  bool ok = (in >> header >> f.kind >> f.n_microbatches >> f.num_stages >> f.stages_per_rank >>
-             f.has_loss >> f.scale_grads >> f.wants_nccl >> f.order_hash >> f.pipe_hash >> count) &&
-            header == kFactsHeader && count <= kMaxCount;
-  if (ok) f.stages.resize(count);
-  for (size_t i = 0; ok && i < count; ++i)
-    ok = (in >> f.stages[i].index) && get_metas(in, f.stages[i].inputs) &&
-         get_metas(in, f.stages[i].outputs);
-  if (!ok)
-    throw std::invalid_argument(
-        "a rank sent construction facts this rank cannot read (are all ranks running the same "
-        "tensorplay version?)");
-  return f;
-}
-
-std::string RankDetail::encode() const { return std::to_string(pipe.size()) + '\n' + pipe + order; }
-
-RankDetail RankDetail::decode(const std::string& bytes) {
-  const size_t newline = bytes.find('\n');
-  bool ok = newline != std::string::npos && newline > 0 && newline <= 19;
-  for (size_t i = 0; ok && i < newline; ++i) ok = bytes[i] >= '0' && bytes[i] <= '9';
-  const size_t size = ok ? std::stoull(bytes.substr(0, newline)) : 0;
-  if (!ok || size > bytes.size() - newline - 1)
-    throw std::invalid_argument(
-        "a rank sent construction details this rank cannot read (are all ranks running the same "
-        "tensorplay version?)");
-  return {bytes.substr(newline + 1, size), bytes.substr(newline + 1 + size)};
-}
-
 std::string order_text(const schedules::PipelineOrder& order) {
   std::string text;
   for (const schedules::RankOrder& row : order) text += schedules::to_string(row) + '\n';
@@ -213,7 +132,9 @@ void check_built_alike(const std::vector<RankFacts>& facts, const AgreementConte
     if (facts[r].order_hash != facts[0].order_hash) order_other = static_cast<int>(r);
   std::vector<RankDetail> detail;
   if (other >= 0 || order_other >= 0)
-    for (const std::string& bytes : c.gather_detail()) detail.push_back(RankDetail::decode(bytes));
+    for (const std::string& bytes : c.gather_detail())
+      detail.push_back(decode_as<RankDetail>(
+          bytes, "rank " + std::to_string(detail.size()) + "'s construction details"));
   PipeDigest a, b;
   if (other >= 0) {
     a = PipeDigest::decode(detail.at(ref).pipe);
@@ -250,7 +171,7 @@ RankFacts ProcessRanks::facts_of_this_rank(bool wants_nccl) const {
   return f;
 }
 
-std::vector<RankFacts> ProcessRanks::meet(const std::string& local_error, bool wants_nccl) {
+std::vector<RankFacts> ProcessRanks::meet(const RemoteError& local_error, bool wants_nccl) {
   const std::string name(schedules::schedule_name(spec_.kind));
   RankFacts mine;
   if (local_error.empty())
@@ -258,8 +179,9 @@ std::vector<RankFacts> ProcessRanks::meet(const std::string& local_error, bool w
   else
     mine.error = local_error;
   std::vector<RankFacts> facts;
-  for (auto& c : runtime_->exchange(group_ranks_, mine.encode(), {}, name + " construction"))
-    facts.push_back(RankFacts::decode(c.bytes));
+  for (auto& c : runtime_->exchange(group_ranks_, encode_message(mine), {}, name + " construction"))
+    facts.push_back(decode_as<RankFacts>(
+        c.bytes, "rank " + std::to_string(facts.size()) + "'s construction facts"));
   AgreementContext context{name, [this](int r) { return describe_rank(r); },
                            [this, &name] { return gather_detail(name); }};
   check_agreement(facts, context);
@@ -271,7 +193,7 @@ std::vector<std::string> ProcessRanks::gather_detail(const std::string& name) co
   RankDetail mine{pipe ? pipe->encode() : "", order_text(spec_.placement.order)};
   std::vector<std::string> out;
   for (auto& c :
-       runtime_->exchange(group_ranks_, mine.encode(), {}, name + " construction details"))
+       runtime_->exchange(group_ranks_, encode_message(mine), {}, name + " construction details"))
     out.push_back(std::move(c.bytes));
   return out;
 }

@@ -11,7 +11,7 @@
 #include "tensorplay/observe/message_log.h"
 #include "tensorplay/pipelining/runtime/detail/local_messages.h"
 #include "tensorplay/pipelining/runtime/step_data.h"
-#include "tensorplay/wire/notification_codec.h"
+#include "tensorplay/wire/protocol.h"
 
 namespace tensorplay::pipelining::detail {
 namespace {
@@ -19,7 +19,7 @@ namespace {
 struct StageActorState {
   std::shared_ptr<StageWorker> worker;
   std::vector<int> stage_to_rank;
-  std::vector<caf::actor> peers;
+  std::vector<StageActorHandle> peers;  // every rank's stage actor, by rank
   bool distributed = false;
   std::shared_ptr<distributed::detail::CollectiveInbox> members;  // null: every rank is here
   caf::actor driver;
@@ -34,14 +34,14 @@ struct StageActorState {
   std::shared_ptr<const void> keep_alive;
 };
 
-using StageActor = caf::stateful_actor<StageActorState>;
+using StageActor = StageActorHandle::stateful_base<StageActorState>;
 
 /// Ends this rank's step with `what`: tells the driver, and (across processes) every other rank.
 void fail(StageActor* self, const std::string& what, bool tell_peers) {
   auto& st = self->state;
   if (st.failed) return;
   st.failed = true;
-  if (st.driver) self->send(st.driver, failed_atom::value, st.step, st.worker->rank(), what);
+  if (st.driver) caf::anon_send(st.driver, failed_atom::value, st.step, st.worker->rank(), what);
   if (tell_peers && st.distributed)
     for (size_t r = 0; r < st.peers.size(); ++r)
       if (static_cast<int>(r) != st.worker->rank() && st.peers[r])
@@ -56,7 +56,7 @@ void pump(StageActor* self) {
     bool yielded = st.worker->run_ready(
         [self](Notification&& n) {
           auto& s = self->state;
-          const caf::actor& dest = s.peers.at(s.stage_to_rank.at(n.stage));
+          const StageActorHandle& dest = s.peers.at(s.stage_to_rank.at(n.stage));
           // The line is written once the message is on its way, with the time it left.
           const long long sent_at = message_log_enabled() ? message_log_now_us() : 0;
           const Notification head{n.step, n.stage, n.direction, n.microbatch, n.source, {}};
@@ -83,8 +83,8 @@ void pump(StageActor* self) {
         log_event(st.worker->rank(), st.step, "done", "step");
       // The last of the process's ranks to finish reports for all of them.
       if (!st.tally || st.tally->left.fetch_sub(1, std::memory_order_acq_rel) == 1)
-        self->send(st.driver, done_atom::value, st.step, st.worker->rank(),
-                   static_cast<int32_t>(st.tally ? st.tally->ranks : 1));
+        caf::anon_send(st.driver, done_atom::value, st.step, st.worker->rank(),
+                       static_cast<int32_t>(st.tally ? st.tally->ranks : 1));
       st.driver = nullptr;
       st.tally = nullptr;
     }
@@ -135,30 +135,43 @@ void reject(StageActor* self, const Notification& n, const std::string& mismatch
 }
 
 /// Tells the stage actor `actor` (from any thread) that the tensors of `n` are here.
-void tell_arrived(const caf::actor& actor, const Notification& n) {
+void tell_arrived(const StageActorHandle& actor, const Notification& n) {
   caf::anon_send(actor, TensorsArrived{n.tag()});
 }
 
-/// A notification that came as a CAF message (embedded, or over NCCL across processes).
-void notify(StageActor* self, Notification& n) {
-  auto& st = self->state;
-  caf::actor me = caf::actor_cast<caf::actor>(self);
-  Acceptance a = st.worker->accept(n, st.distributed,
-                                   [me](const Notification& done) { tell_arrived(me, done); });
+/// The one inbound adapter: a notification for `worker`'s stage actor `actor` (decoded from a
+/// channel message on the channel's thread, or received as a CAF message by the actor itself),
+/// from `peer` (the global rank it came from). Its receive is posted; the actor hears when the
+/// tensors are here, or why they will not come (a failed arrival is kept in the worker and
+/// thrown by on_arrival; a neighbour's mismatch is kept for the actor, which fails the step it
+/// names). `from_elsewhere`: the sender may be in another process (checked in full).
+/// `arrived_now` runs when the tensors are here at once: the actor itself runs what they allow,
+/// another thread tells the actor. Either way before the line is written, which stays off the
+/// hop it times.
+template <typename ArrivedNow>
+void accept_notification(StageWorker& worker, const StageActorHandle& actor, const Notification& n,
+                         int peer, bool from_elsewhere, ArrivedNow&& arrived_now) {
+  auto tell = [actor](const Notification& done) { tell_arrived(actor, done); };
+  Acceptance a = worker.accept(n, from_elsewhere, tell);
   switch (a.kind) {
     case Acceptance::Kind::Posted:
       break;
     case Acceptance::Kind::Arrived:
-      arrived(self, n);  // what it allows runs before its line is written
+      arrived_now(n);
       break;
     case Acceptance::Kind::Rejected:
-      if (!a.mismatch.empty()) reject(self, n, a.mismatch);
+      // From the neighbour's rank, for a step of this schedule: the step cannot succeed. The
+      // rejection waits in the worker for the actor, which fails the step it names.
+      if (!a.mismatch.empty() && peer == n.source &&
+          worker.keep_rejection(n, std::move(a.mismatch)))
+        caf::anon_send(actor, rejected_atom::value);
       return;
     case Acceptance::Kind::Failed:
-      if (n.step == st.step) fail(self, a.error, true);
+      worker.fail_arrival(n, a.error);
+      tell(n);
       break;
   }
-  st.worker->log_received(n, a);
+  worker.log_received(n, a);
 }
 
 /// A rank that went down fails the step if the step still needs its tensors. Checked a moment
@@ -230,7 +243,7 @@ void begin(StageActor* self, uint64_t step, StepHandle data, StepTallyHandle tal
     auto [rank, what] = it->second;
     st.failed_elsewhere.erase(st.failed_elsewhere.begin(), std::next(it));
     st.failed = true;
-    self->send(st.driver, failed_atom::value, step, rank, what);
+    caf::anon_send(st.driver, failed_atom::value, step, rank, what);
     return;
   }
   // A neighbour's tensors for this step were rejected before it began here.
@@ -251,17 +264,17 @@ void peer_failed(StageActor* self, uint64_t step, int32_t rank, const std::strin
   if (step == st.step && st.driver) {
     if (!st.failed) {
       st.failed = true;
-      self->send(st.driver, failed_atom::value, st.step, static_cast<int>(rank), what);
+      caf::anon_send(st.driver, failed_atom::value, st.step, static_cast<int>(rank), what);
     }
   } else if (step > st.step) {  // this rank has not begun that step yet
     st.failed_elsewhere.emplace(step, std::make_pair(static_cast<int>(rank), what));
   }
 }
 
-caf::behavior stage_actor(StageActor* self, std::shared_ptr<StageWorker> worker,
-                          std::vector<int> stage_to_rank,
-                          std::shared_ptr<distributed::detail::CollectiveInbox> members,
-                          std::shared_ptr<const void> keep_alive) {
+StageActorHandle::behavior_type stage_actor(
+    StageActor* self, std::shared_ptr<StageWorker> worker, std::vector<int> stage_to_rank,
+    std::shared_ptr<distributed::detail::CollectiveInbox> members,
+    std::shared_ptr<const void> keep_alive) {
   self->state.worker = std::move(worker);
   self->state.keep_alive = std::move(keep_alive);
   self->state.stage_to_rank = std::move(stage_to_rank);
@@ -276,9 +289,10 @@ caf::behavior stage_actor(StageActor* self, std::shared_ptr<StageWorker> worker,
     }
   });
   return {
-      [self](peers_atom, std::vector<caf::actor> peers, std::vector<std::string> names) {
+      [self](peers_atom, const std::vector<caf::actor>& peers, std::vector<std::string> names) {
         auto& st = self->state;
-        st.peers = std::move(peers);
+        st.peers.clear();
+        for (const caf::actor& p : peers) st.peers.push_back(caf::actor_cast<StageActorHandle>(p));
         st.rank_names = std::move(names);
         // Across processes a peer can die: watch the others (CAF's heartbeats and the closed
         // connection tell).
@@ -293,7 +307,10 @@ caf::behavior stage_actor(StageActor* self, std::shared_ptr<StageWorker> worker,
         begin(self, step, std::move(data), std::move(tally));
       },
       [self](Notification& note) {
-        if (trusted(self, "a notification")) notify(self, note);
+        if (!trusted(self, "a notification")) return;
+        auto& st = self->state;
+        accept_notification(*st.worker, caf::actor_cast<StageActorHandle>(self), note, note.source,
+                            st.distributed, [self](const Notification& n) { arrived(self, n); });
       },
       [self](rejected_atom) {
         // The rejections themselves come from this process's channel thread, through the worker:
@@ -323,69 +340,48 @@ caf::behavior stage_actor(StageActor* self, std::shared_ptr<StageWorker> worker,
 
 }  // namespace
 
-caf::actor spawn_stage_actor(caf::actor_system& system, std::shared_ptr<StageWorker> worker,
-                             std::vector<int> stage_to_rank,
-                             std::shared_ptr<distributed::detail::CollectiveInbox> members,
-                             std::shared_ptr<const void> keep_alive) {
+StageActorHandle spawn_stage_actor(caf::actor_system& system, std::shared_ptr<StageWorker> worker,
+                                   std::vector<int> stage_to_rank,
+                                   std::shared_ptr<distributed::detail::CollectiveInbox> members,
+                                   std::shared_ptr<const void> keep_alive) {
   return system.spawn<caf::detached>(stage_actor, std::move(worker), std::move(stage_to_rank),
                                      std::move(members), std::move(keep_alive));
 }
 
 namespace {
 
-caf::behavior status_actor(caf::event_based_actor* self, std::shared_ptr<StageWorker> worker,
-                           caf::actor stage) {
+StatusActorHandle::behavior_type status_actor(StatusActorHandle::pointer self,
+                                              std::shared_ptr<StageWorker> worker,
+                                              StageActorHandle stage) {
   self->link_to(stage);
   return {
-      [self, worker, stage](status_atom, uint64_t step) {
-        auto promise = self->make_response_promise();
+      [self, worker, stage](status_atom, uint64_t step) -> caf::result<std::string> {
         std::string busy = worker->running();
-        if (!busy.empty())
-          promise.deliver(std::move(busy));
-        else
-          promise.delegate(stage, status_atom::value, step);
+        if (!busy.empty()) return busy;
+        return self->delegate(stage, status_atom::value, step);
       },
   };
 }
 
 }  // namespace
 
-caf::actor spawn_status_actor(caf::actor_system& system, std::shared_ptr<StageWorker> worker,
-                              caf::actor stage) {
+StatusActorHandle spawn_status_actor(caf::actor_system& system, std::shared_ptr<StageWorker> worker,
+                                     StageActorHandle stage) {
   return system.spawn(status_actor, std::move(worker), std::move(stage));
 }
 
 /// A notification that came on the channel (its thread) for the stage actor `actor`, from channel
 /// peer `peer`: decoded, checked, and its receive posted. A rejected one is counted; a
 /// neighbour's mismatched tensors are kept for the actor, which fails their step.
-void deliver_notification(StageWorker& worker, const caf::actor& actor, int peer,
+void deliver_notification(StageWorker& worker, const StageActorHandle& actor, int peer,
                           std::string_view bytes) {
   Notification n;
   if (std::string error = decode_notification(bytes, n); !error.empty()) {
     note_rejected_message(worker.rank(), "malformed notification: " + error);
     return;
   }
-  auto tell = [actor](const Notification& done) { tell_arrived(actor, done); };
-  Acceptance a = worker.accept(n, true, tell);
-  switch (a.kind) {
-    case Acceptance::Kind::Posted:
-      break;
-    case Acceptance::Kind::Arrived:
-      tell(n);  // the actor is told before the line is written
-      break;
-    case Acceptance::Kind::Rejected:
-      // From the neighbour's rank, for a step of this schedule: the step cannot succeed. The
-      // rejection waits in the worker for the actor, which fails the step it names.
-      if (!a.mismatch.empty() && peer == n.source &&
-          worker.keep_rejection(n, std::move(a.mismatch)))
-        caf::anon_send(actor, rejected_atom::value);
-      return;
-    case Acceptance::Kind::Failed:
-      worker.fail_arrival(n, a.error);
-      tell(n);
-      break;
-  }
-  worker.log_received(n, a);
+  accept_notification(worker, actor, n, peer, /*from_elsewhere=*/true,
+                      [&actor](const Notification& done) { tell_arrived(actor, done); });
 }
 
 }  // namespace tensorplay::pipelining::detail

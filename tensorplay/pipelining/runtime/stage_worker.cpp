@@ -11,7 +11,7 @@
 #include "tensorplay/observe/message_log.h"
 #include "tensorplay/pipelining/pipe_digest.h"
 #include "tensorplay/pipelining/runtime/memory_stats.h"
-#include "tensorplay/wire/notification_codec.h"
+#include "tensorplay/wire/protocol.h"
 
 namespace tensorplay::pipelining {
 
@@ -260,7 +260,7 @@ void StageWorker::deliver(const PipelineTag& tag, std::vector<Tensor> tensors,
                     tag.microbatch, self_peer_, std::move(descriptors)};
   if (notify_over_channel_) {
     const long long sent_at = message_log_enabled() ? message_log_now_us() : 0;
-    channel_->send_message(peer, stream_, encode_notification(note));
+    channel_->send_message(peer, stream_, encode_message(note));
     if (sent_at != 0) log_event_at(rank_, note.step, "send", describe(note), sent_at);
     return;
   }

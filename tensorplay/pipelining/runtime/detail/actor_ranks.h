@@ -10,6 +10,8 @@
 
 #include "tensorplay/pipelining/runtime/detail/rank_runtime.h"
 #include "tensorplay/pipelining/runtime/detail/schedule_spec.h"
+#include "tensorplay/pipelining/runtime/detail/stage_actor.h"
+#include "tensorplay/wire/protocol.h"
 
 namespace tensorplay::pipelining::detail {
 
@@ -36,9 +38,9 @@ class ActorRanks : public RankRuntime {
 
   const ScheduleSpec& spec_;
   caf::actor_system& system_;
-  std::vector<caf::actor> actors_;         ///< by rank (proxies of other processes' actors)
-  std::vector<caf::actor> status_actors_;  ///< by rank: answer status requests, never busy
-  std::vector<caf::actor> local_actors_;   ///< this process's stage actors
+  std::vector<StageActorHandle> actors_;          ///< by rank (proxies of other processes' actors)
+  std::vector<StatusActorHandle> status_actors_;  ///< by rank: answer status requests at once
+  std::vector<StageActorHandle> local_actors_;    ///< this process's stage actors
   std::vector<std::shared_ptr<StageWorker>> local_workers_;
 
  private:
@@ -59,6 +61,6 @@ std::unique_ptr<RankRuntime> make_embedded_ranks(const ScheduleSpec& spec);
 /// to fail, which every rank then reports), chooses the channel, exchanges the actors.
 std::unique_ptr<RankRuntime> make_process_ranks(const ScheduleSpec& spec,
                                                 const std::vector<int>& group_ranks,
-                                                const std::string& local_error);
+                                                const RemoteError& local_error);
 
 }  // namespace tensorplay::pipelining::detail

@@ -22,7 +22,7 @@ class ProcessRanks : public ActorRanks {
   /// This process's rank of the group of global `group_ranks` (by schedule rank) in the job of
   /// `runtime` (kept alive with its actor system while the schedule lives).
   ProcessRanks(std::shared_ptr<distributed::detail::GroupRuntime> runtime, const ScheduleSpec& spec,
-               std::vector<int> group_ranks, const std::string& local_error);
+               std::vector<int> group_ranks, const RemoteError& local_error);
 
   ~ProcessRanks() override;
 
@@ -39,7 +39,7 @@ class ProcessRanks : public ActorRanks {
  private:
   /// The construction meeting: every rank's facts (this rank's, or `local_error`), checked alike
   /// on every rank (check_agreement); returns them by schedule rank.
-  std::vector<RankFacts> meet(const std::string& local_error, bool wants_nccl);
+  std::vector<RankFacts> meet(const RemoteError& local_error, bool wants_nccl);
   /// What this rank tells the others at the construction meeting.
   RankFacts facts_of_this_rank(bool wants_nccl) const;
   /// Every rank's RankDetail bytes, by schedule rank (a collective over the group).
@@ -65,7 +65,7 @@ class ProcessRanks : public ActorRanks {
   std::shared_ptr<transport::Channel> channel_;
   uint32_t stream_ = 0;
   bool messages_registered_ = false;  ///< the channel routes `stream_`'s messages to us
-  caf::actor my_status_;              ///< this rank's status actor (exchanged with the stage actor)
+  StatusActorHandle my_status_;       ///< this rank's status actor (exchanged with the stage actor)
 };
 
 }  // namespace tensorplay::pipelining::detail

@@ -4,16 +4,18 @@
 
 #include <exception>
 #include <string>
-#include <string_view>
+
+#include "tensorplay/wire/protocol.h"
 
 namespace tensorplay::pipelining::detail {
 
-/// The bytes of `e` for other ranks: the name of its type (the library's own error types, else
-/// the standard type it derives from) and its message.
-std::string encode_error(const std::exception& e);
+/// `e` for other ranks (a message of the protocol): the name of its type (the library's own error
+/// types, else the standard type it derives from) and its message.
+RemoteError encode_error(const std::exception& e);
 
-/// Throws what `bytes` (from encode_error) describe, of the same type, its message prefixed with
-/// `who` and ": " (e.g. "rank 0 (127.0.0.1)"). Bytes of no known type throw std::runtime_error.
-[[noreturn]] void throw_remote_error(const std::string& who, std::string_view bytes);
+/// Throws what `error` (from encode_error) describes, of the same type, its message prefixed
+/// with `who` and ": " (e.g. "rank 0 (127.0.0.1)"). An error of no known type throws
+/// std::runtime_error.
+[[noreturn]] void throw_remote_error(const std::string& who, const RemoteError& error);
 
 }  // namespace tensorplay::pipelining::detail

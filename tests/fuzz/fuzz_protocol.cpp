@@ -1,23 +1,24 @@
-// libFuzzer target for the notification decoder, the one parser that reads bytes from other
-// processes. Properties: decoding never crashes or reads out of bounds (ASan, UBSan), and what
-// decodes re-encodes to the same bytes (the format has one spelling per notification).
-// Half of the inputs are taken as raw bytes; the other half drive a valid notification that the
-// rest of the input then corrupts, so the fuzzer reaches the descriptor checks quickly.
+// libFuzzer target for the protocol's decoder (tensorplay/wire/protocol.h), the one parser that
+// reads bytes from other processes. Properties: decoding never crashes or reads out of bounds
+// (ASan, UBSan), and what decodes re-encodes to the same bytes (one spelling per message).
+// Half of the inputs are taken as raw bytes; the other half drive a valid message (a
+// notification, construction facts or details, an error or a vote) that the rest of the input
+// then corrupts, so the fuzzer reaches every kind's checks quickly.
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <string>
 
-#include "tensorplay/wire/notification_codec.h"
+#include "tensorplay/wire/protocol.h"
 
 namespace pp = tensorplay::pipelining;
 
 namespace {
 
 void check(std::string_view bytes) {
-  pp::Notification note;
-  if (!pp::decode_notification(bytes, note).empty()) return;
-  if (pp::encode_notification(note) != bytes) std::abort();  // two spellings of one message
+  pp::WireMessage message;
+  if (!pp::decode_message(bytes, message).empty()) return;
+  if (pp::encode_message(message) != bytes) std::abort();  // two spellings of one message
 }
 
 }  // namespace
@@ -59,7 +60,30 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     d.bytes = numel * tensorplay::element_size(d.dtype);
     n.tensors.push_back(d);
   }
-  std::string bytes = pp::encode_notification(n);
+  std::string bytes;
+  switch (take(1) % 5) {
+    case 0: {
+      pp::RankFacts f;
+      f.kind = "1F1B";
+      f.n_microbatches = static_cast<int>(take(1));
+      f.has_loss = take(1) % 2;
+      f.stages.push_back({static_cast<int>(take(1)), {}, {}});
+      for (const auto& d : n.tensors) f.stages.back().inputs.push_back({d.shape, d.dtype});
+      bytes = pp::encode_message(f);
+      break;
+    }
+    case 1:
+      bytes = pp::encode_message(pp::RankDetail{"pipe", "0F0 0B0\n"});
+      break;
+    case 2:
+      bytes = pp::encode_message(pp::RemoteError{"ScheduleError", "why"});
+      break;
+    case 3:
+      bytes = pp::encode_message(pp::Vote{take(1) % 2 == 1});
+      break;
+    default:
+      bytes = pp::encode_message(n);
+  }
   check(bytes);
   while (rest.size() >= 3 && !bytes.empty()) {
     const size_t at = take(2) % (bytes.size() + 1);
