@@ -61,7 +61,7 @@ caf::response_promise on_hello(ProcessActor* self, PeerEntry entry) {
     promise.deliver(std::vector<PeerEntry>{}, std::string("a hello must come from an actor"));
     return promise;
   }
-  if (!same_token(entry.token, st.token))
+  if (!same_token(entry.token, st.token) && entry.job == st.book->job())
     report_intruder(
         self->system(), st.rank, sender->node(),
         "a hello claiming rank " + std::to_string(entry.rank) +
@@ -107,10 +107,10 @@ bool member_or_report(ProcessActor* self, const char* what) {
 }
 
 caf::behavior process_actor(ProcessActor* self, std::shared_ptr<CollectiveInbox> inbox,
-                            int world_size, std::string token, int rank) {
+                            int world_size, std::string token, int rank, std::string job) {
   self->state.inbox = std::move(inbox);
   self->state.rank = rank;
-  self->state.book.emplace(world_size, token);
+  self->state.book.emplace(world_size, token, std::move(job));
   self->state.token = std::move(token);
   self->set_down_handler([self](const caf::down_msg& m) { on_down(self, m); });
   return {
@@ -157,8 +157,9 @@ int64_t steady_now_us() {
 }
 
 caf::actor spawn_process_actor(caf::actor_system& system, std::shared_ptr<CollectiveInbox> inbox,
-                               int world_size, std::string token, int rank) {
-  return system.spawn(process_actor, std::move(inbox), world_size, std::move(token), rank);
+                               int world_size, std::string token, int rank, std::string job) {
+  return system.spawn(process_actor, std::move(inbox), world_size, std::move(token), rank,
+                      std::move(job));
 }
 
 }  // namespace tensorplay::distributed::detail

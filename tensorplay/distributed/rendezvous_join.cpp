@@ -109,18 +109,46 @@ caf::expected<caf::actor> dial(GroupRuntime& c, const std::string& host, uint16_
   return answer.get();
 }
 
+/// Why rank 0 may not listen on its port: another program, or another job's rank 0 (which says
+/// which job it is when asked: its refusal of a hello from this job names it).
+std::string port_taken(GroupRuntime& c) {
+  const LaunchEnv& env = c.env();
+  const std::string job = env.job_id.empty() ? "" : " of job " + env.job_id;
+  if (!env.port_derived) return "; is MASTER_PORT in use?";
+  std::string holder = "another job or program";
+  RdzvDeadline probe{std::chrono::seconds(2),
+                     std::chrono::steady_clock::now() + std::chrono::seconds(2)};
+  if (auto other = dial(c, env.master_addr, static_cast<uint16_t>(env.master_port), probe)) {
+    caf::scoped_actor self{c.system()};
+    PeerEntry me;
+    me.rank = env.rank;
+    me.world_size = env.world_size;
+    me.job = env.job_id;
+    me.actor = c.self_actor();
+    self->request(*other, std::chrono::seconds(2), hello_atom::value, me)
+        .receive([&](std::vector<PeerEntry>&, std::string& why) { holder = why; },
+                 [&](caf::error&) {});
+    if (holder.find("rank 0 of job") == 0) holder = holder.substr(0, holder.find(" refused"));
+  }
+  return "; port " + std::to_string(env.master_port) + " is the one derived from the id" + job +
+         ", and " + holder +
+         " holds it: set MASTER_PORT to a free port for this job (every rank the same)";
+}
+
 /// Publishes this process's actor: rank 0 on MASTER_PORT (the rendezvous), others anywhere.
 void publish(GroupRuntime& c, JobTable& table, const std::string& my_host) {
   caf::actor_system& system = c.system();
   const LaunchEnv& env = c.env();
   uint16_t want = env.rank == 0 ? static_cast<uint16_t>(env.master_port) : 0;
-  std::string bind = env.rank == 0 ? env.master_addr : my_host;
+  std::string bind = env.rank != 0             ? my_host
+                     : env.listen_addr.empty() ? env.master_addr
+                                               : env.listen_addr;
   const char* bind_at = bind == "0.0.0.0" ? nullptr : bind.c_str();
   auto published = system.middleman().publish(c.self_actor(), want, bind_at, env.rank == 0);
   if (!published)
     throw DistributedError(prefix(c) + " could not listen on " + bind + ":" + std::to_string(want) +
                            " (" + system.render(published.error()) + ")" +
-                           (env.rank == 0 ? "; is MASTER_PORT in use?" : ""));
+                           (env.rank == 0 ? port_taken(c) : ""));
   table.port = *published;
 }
 
@@ -150,6 +178,7 @@ PeerEntry my_entry(const GroupRuntime& c, const std::string& my_host,
   me.machine = machine_id();
   me.port = c.port();
   me.token = c.env().cluster_token;
+  me.job = c.env().job_id;
   me.actor = c.self_actor();
   me.timeout_ms = deadline.timeout.count();
   if (c.ucx()) {
@@ -355,7 +384,7 @@ void set_rdzv_state_hook(RdzvStateHook hook) {
 
 void connect_to_job(GroupRuntime& c, const RdzvDeadline& deadline) {
   c.table_.self_actor = spawn_process_actor(c.system(), c.inbox(), c.env().world_size,
-                                            c.env().cluster_token, c.env().rank);
+                                            c.env().cluster_token, c.env().rank, c.env().job_id);
   RankRendezvous rendezvous(c, c.table_, deadline);
   for (RdzvState state : kRdzvStates) {
     try {

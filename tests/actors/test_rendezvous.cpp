@@ -106,6 +106,31 @@ TEST_CASE("a refused rank ends the rendezvous for every rank, with the reason", 
   CHECK_THAT(out.to_sender, Catch::Contains("names a process actor on another node"));
 }
 
+TEST_CASE("a rank of another job is refused alone, naming both jobs, and the rendezvous goes on",
+          "[rendezvous]") {
+  Job job;
+  dd::RendezvousBook book(2, "", "slurm-7.0");
+  auto mine = [&](int rank) {
+    auto e = job.entry(rank, 2, "");
+    e.job = "slurm-7.0";
+    return e;
+  };
+  REQUIRE(book.hello(mine(0), true).kind == Kind::kWait);
+  // Another job's rank 1, with the same (empty) token: refused, this job's rendezvous still open.
+  auto stranger = job.entry(1, 2, "");
+  stranger.job = "slurm-8.0";
+  auto out = book.hello(stranger, true);
+  CHECK(out.kind == Kind::kRefuse);
+  CHECK_THAT(
+      out.to_sender,
+      Catch::StartsWith("rank 0 of job slurm-7.0 refused rank 1 (10.0.0.1) of job slurm-8.0"));
+  CHECK(book.open());
+  // Without a job id on one side, it is still another job.
+  auto nameless = job.entry(1, 2, "");
+  CHECK_THAT(book.hello(nameless, true).to_sender, Catch::Contains("of job (no job id)"));
+  CHECK(book.hello(mine(1), true).kind == Kind::kComplete);
+}
+
 TEST_CASE("the first joined rank's timeout ends the rendezvous naming who did not join",
           "[rendezvous]") {
   Job job;
