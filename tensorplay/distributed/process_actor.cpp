@@ -3,6 +3,7 @@
 #include "tensorplay/distributed/detail/process_actor.h"
 
 #include <caf/io/all.hpp>
+#include <cstdio>
 #include <map>
 #include <optional>
 #include <utility>
@@ -95,6 +96,14 @@ void on_down(ProcessActor* self, const caf::down_msg& m) {
   if (it == self->state.monitored.end()) return;
   const int rank = it->second;
   std::string why = "its connection closed (" + self->system().render(m.reason) + ")";
+  // A process gone without leaving the job (killed, crashed): said at once, in one write, since
+  // a launcher (mpirun, tp-launch) may kill this process as soon as it sees the other die.
+  if (m.reason == caf::exit_reason::remote_link_unreachable) {
+    const std::string line = "tensorplay: rank " + std::to_string(self->state.rank) + ": rank " +
+                             std::to_string(rank) + " is gone: " + why + "\n";
+    std::fwrite(line.data(), 1, line.size(), stderr);
+    std::fflush(stderr);
+  }
   self->state.inbox->peer_down(rank, why);
   self->delayed_send(self, kDropGrace, drop_atom::value, rank, why);
 }

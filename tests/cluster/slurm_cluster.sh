@@ -48,7 +48,9 @@ munged --key-file "$dir/munge/munge.key" --socket "$dir/munge/munge.socket" \
   --pid-file "$dir/munged.pid" --log-file "$dir/log/munged.log" --seed-file "$dir/munge/seed" \
   --force 2>"$dir/log/munged.err" || skip "munged does not start: $(cat "$dir/log/munged.err")"
 
-cpus=$(nproc)
+# More CPUs than the machine has (config_overrides): jobs of 4 ranks and two jobs at once fit on a
+# 2-core machine; the ranks share its cores.
+cpus=16
 cat > "$dir/slurm.conf" <<CONF
 ClusterName=tptest
 SlurmctldHost=$node(127.0.0.1)
@@ -80,6 +82,7 @@ KillWait=2
 MinJobAge=10
 InactiveLimit=0
 SlurmdTimeout=30
+SlurmdParameters=config_overrides
 NodeName=$node NodeAddr=127.0.0.1 CPUs=$cpus State=UNKNOWN
 PartitionName=test Nodes=$node Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:8
 CONF
