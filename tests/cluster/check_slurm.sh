@@ -107,16 +107,21 @@ if [[ " $parts " == *" refused "* ]]; then
   port=$((23000 + $$ % 4000))
   mkdir -p "$scratch/first" "$scratch/second"
   MASTER_PORT=$port timeout 120 srun -n 2 "$rank_output" "$scratch/first" bash -c \
-    '[ "$SLURM_PROCID" = 1 ] && sleep 4; exec "$0" "$@"' "$seed" 30 > "$scratch/first/srun.out" 2>&1 &
+    '[ "$SLURM_PROCID" = 1 ] && sleep 5; exec "$0" "$@"' "$seed" 30 > "$scratch/first/srun.out" 2>&1 &
   first=$!
-  wait_for_line "$scratch/first/rank0.out" 'Pipe' 30 || sleep 1
+  # Rank 0 warns of the missing token as it starts its rendezvous, then listens.
+  wait_for_line "$scratch/first/rank0.out" 'cluster token' 30; sleep 1
   MASTER_PORT=$port timeout 60 srun -n 2 "$rank_output" "$scratch/second" "$seed" 30 \
     > "$scratch/second/srun.out" 2>&1 && fail "a job sharing another's MASTER_PORT succeeded"
   wait "$first" || { tail -n 5 "$scratch"/first/*.out; fail "the first job failed when a second one met it"; }
   same_seed_losses "$scratch/first/rank1.out" "the first job of two on one port"
   grep -hE "rank 0 of job slurm-[0-9]+\.[0-9]+ refused rank 1 .* of job slurm-[0-9]+\.[0-9]+" \
-    "$scratch"/second/*.out > "$scratch/second/named.txt" ||
+    "$scratch/second/rank1.out" > "$scratch/second/named.txt" ||
     fail "the second job's rank 1 was not refused naming both jobs: $(tail -n 3 "$scratch"/second/*.out)"
-  echo "ok: a rank of another job is refused by name: $(head -1 "$scratch/second/named.txt" | cut -c1-240)"
+  grep -hE "rank 0 could not listen on .*:$port; rank 0 of job slurm-[0-9]+\.[0-9]+ listens there" \
+    "$scratch/second/rank0.out" >> "$scratch/second/named.txt" ||
+    fail "the second job's rank 0 did not name the job on its port: $(tail -n 3 "$scratch/second/rank0.out")"
+  echo "ok: a rank of another job is refused by name, and a port another job holds is named:"
+  cut -c1-300 "$scratch/second/named.txt"
 fi
 echo "PASS: Slurm ($parts)"
