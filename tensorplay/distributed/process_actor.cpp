@@ -62,7 +62,7 @@ caf::response_promise on_hello(ProcessActor* self, PeerEntry entry) {
     promise.deliver(std::vector<PeerEntry>{}, std::string("a hello must come from an actor"));
     return promise;
   }
-  if (!same_token(entry.token, st.token) && entry.job == st.book->job())
+  if (!same_token(entry.token, st.token))
     report_intruder(
         self->system(), st.rank, sender->node(),
         "a hello claiming rank " + std::to_string(entry.rank) +

@@ -50,8 +50,6 @@ class RendezvousBook {
   std::string expire(int rank);
   /// Every rank's entry, by rank, once complete.
   const std::vector<PeerEntry>& table() const { return joined_; }
-  /// Rank 0's launcher job id.
-  const std::string& job() const { return job_; }
   /// Neither complete nor ended.
   bool open() const { return !complete_ && ended_.empty(); }
   /// "rank(s) [2] of 4 did not join (joined: [0, 1, 3])".
