@@ -41,7 +41,11 @@ seed_reference
 if [[ " $parts " == *" train "* ]]; then
   srun_job seed 2 "$seed" 30 || { tail -n 5 "$scratch"/seed/*.out; fail "srun -n2 seed_mlp failed"; }
   same_seed_losses "$scratch/seed/rank1.out" "srun -n2 seed_mlp"
-  echo "ok: srun -n2 seed_mlp: tp-launch's losses"
+  # No token: rank 0 alone says once how to set one.
+  [ "$(cat "$scratch"/seed/rank*.out | grep -c 'export TENSORPLAY_CLUSTER_TOKEN=')" = 1 ] &&
+    grep -q 'export TENSORPLAY_CLUSTER_TOKEN=' "$scratch/seed/rank0.out" ||
+    fail "srun -n2 without a token: rank 0 did not say once how to set one"
+  echo "ok: srun -n2 seed_mlp: tp-launch's losses; without a token rank 0 said once how to set one"
   timeout 180 "$launch" --nproc-per-node 4 --grace-seconds 2 -- "$gpt" "${small[@]}" \
     --checkpoint-dir "$scratch/gpt_ref_ckpt" > "$scratch/gpt_ref.out" 2>&1 || { tail -n 20 "$scratch/gpt_ref.out"; fail "train_gpt under tp-launch failed"; }
   gpt_losses "$scratch/gpt_ref.out" > "$scratch/gpt_ref.txt"
