@@ -12,7 +12,10 @@ packages=(build-essential cmake ninja-build libcaf-dev libucx-dev ucx-utils catc
           # Gloo, PyTorch's CPU collectives: the reference bench_allreduce_backends measures against.
           libgloo-dev
           # The docs: Doxygen builds the API reference; python3 runs the docs check.
-          doxygen python3)
+          doxygen python3
+          # The cluster tests' launchers: Open MPI's and MPICH's mpirun, and a one-node Slurm
+          # cluster (the tests start munged, slurmctld and slurmd themselves, without systemd).
+          openmpi-bin mpich slurmctld slurmd slurm-client munge)
 
 missing=()
 for p in "${packages[@]}"; do

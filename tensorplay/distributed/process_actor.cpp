@@ -3,6 +3,7 @@
 #include "tensorplay/distributed/detail/process_actor.h"
 
 #include <caf/io/all.hpp>
+#include <cstdio>
 #include <map>
 #include <optional>
 #include <utility>
@@ -95,6 +96,14 @@ void on_down(ProcessActor* self, const caf::down_msg& m) {
   if (it == self->state.monitored.end()) return;
   const int rank = it->second;
   std::string why = "its connection closed (" + self->system().render(m.reason) + ")";
+  // A process gone without leaving the job (killed, crashed): said at once, in one write, since
+  // a launcher (mpirun, tp-launch) may kill this process as soon as it sees the other die.
+  if (m.reason == caf::exit_reason::remote_link_unreachable) {
+    const std::string line = "tensorplay: rank " + std::to_string(self->state.rank) + ": rank " +
+                             std::to_string(rank) + " is gone: " + why + "\n";
+    std::fwrite(line.data(), 1, line.size(), stderr);
+    std::fflush(stderr);
+  }
   self->state.inbox->peer_down(rank, why);
   self->delayed_send(self, kDropGrace, drop_atom::value, rank, why);
 }
@@ -107,10 +116,10 @@ bool member_or_report(ProcessActor* self, const char* what) {
 }
 
 caf::behavior process_actor(ProcessActor* self, std::shared_ptr<CollectiveInbox> inbox,
-                            int world_size, std::string token, int rank) {
+                            int world_size, std::string token, int rank, std::string job) {
   self->state.inbox = std::move(inbox);
   self->state.rank = rank;
-  self->state.book.emplace(world_size, token);
+  self->state.book.emplace(world_size, token, std::move(job));
   self->state.token = std::move(token);
   self->set_down_handler([self](const caf::down_msg& m) { on_down(self, m); });
   return {
@@ -157,8 +166,9 @@ int64_t steady_now_us() {
 }
 
 caf::actor spawn_process_actor(caf::actor_system& system, std::shared_ptr<CollectiveInbox> inbox,
-                               int world_size, std::string token, int rank) {
-  return system.spawn(process_actor, std::move(inbox), world_size, std::move(token), rank);
+                               int world_size, std::string token, int rank, std::string job) {
+  return system.spawn(process_actor, std::move(inbox), world_size, std::move(token), rank,
+                      std::move(job));
 }
 
 }  // namespace tensorplay::distributed::detail

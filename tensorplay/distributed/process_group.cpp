@@ -3,6 +3,8 @@
 #include "tensorplay/distributed/process_group.h"
 
 #include <algorithm>
+#include <iostream>
+#include <mutex>
 
 #include "tensorplay/base/knobs.h"
 #include "tensorplay/core/cpu_threads.h"
@@ -15,6 +17,7 @@
 #include "tensorplay/transport/channel.h"
 #include "tensorplay/transport/collective_key.h"
 #include "tensorplay/transport/ucx_channel.h"
+#include "tensorplay/transport/ucx_process_settings.h"
 
 namespace tensorplay::distributed {
 
@@ -134,6 +137,12 @@ void init_process_group(const InitOptions& options) {
         "init_process_group: already initialized; call destroy_process_group() first");
   LaunchEnv env = options.env ? *options.env : read_launch_env();
   set_ranks_on_host(env.local_world_size);  // each rank its share of the host's cores
+  // What tp-launch sets for its ranks, whatever started this one.
+  transport::apply_ucx_settings(missing_ucx_settings());
+  // Once per job: its rank 0 (once per process, which may join again after a failure).
+  static std::once_flag token_advice;
+  if (const std::string advice = missing_token_advice(env); !advice.empty())
+    std::call_once(token_advice, [&] { std::cerr << advice << std::endl; });
   InitOptions resolved = options;
   resolved.env = env;
   auto c = GroupRuntime::join(resolved, /*own_system=*/false);

@@ -109,18 +109,69 @@ caf::expected<caf::actor> dial(GroupRuntime& c, const std::string& host, uint16_
   return answer.get();
 }
 
+/// Whether a process listens on `host`:`port` (a TCP connection there is accepted at once).
+bool someone_listens(const std::string& host, int port) {
+  sockaddr_in target{};
+  target.sin_family = AF_INET;
+  target.sin_port = htons(static_cast<uint16_t>(port));
+  if (inet_pton(AF_INET, host == "0.0.0.0" ? "127.0.0.1" : host.c_str(), &target.sin_addr) != 1)
+    return false;  // a host name: left to the bind
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return false;
+  const bool accepted = ::connect(fd, reinterpret_cast<sockaddr*>(&target), sizeof target) == 0;
+  ::close(fd);
+  return accepted;
+}
+
+/// Why rank 0 may not listen on its port: another program, or another job's rank 0 (which says
+/// which job it is when asked: its refusal of a hello from this job names it).
+std::string port_taken(GroupRuntime& c, const std::string& host) {
+  const LaunchEnv& env = c.env();
+  std::string holder = "another program";
+  RdzvDeadline probe{std::chrono::seconds(1),
+                     std::chrono::steady_clock::now() + std::chrono::seconds(1)};
+  const std::string at = host == "0.0.0.0" ? "127.0.0.1" : host;
+  if (auto other = dial(c, at, static_cast<uint16_t>(env.master_port), probe)) {
+    caf::scoped_actor self{c.system()};
+    PeerEntry me;
+    me.rank = env.rank;
+    me.world_size = env.world_size;
+    me.job = env.job_id;
+    me.actor = c.self_actor();
+    self->request(*other, std::chrono::seconds(2), hello_atom::value, me)
+        .receive([&](std::vector<PeerEntry>&, std::string& why) { holder = why; },
+                 [&](caf::error&) {});
+    if (holder.rfind("rank 0 of job", 0) == 0)
+      holder = holder.substr(0, holder.find(" refused"));
+    else if (holder != "another program")
+      holder = "another job's rank 0";
+  }
+  const std::string job = env.job_id.empty() ? "" : " of job " + env.job_id;
+  return "; " + holder + " listens there already" +
+         (env.port_derived ? " (port " + std::to_string(env.master_port) +
+                                 " is derived from the job id" + job + ")"
+                           : " (MASTER_PORT=" + std::to_string(env.master_port) + ")") +
+         ": is MASTER_PORT in use? Set it to a free port for this job, the same on every rank";
+}
+
 /// Publishes this process's actor: rank 0 on MASTER_PORT (the rendezvous), others anywhere.
+/// Rank 0's socket may share its port with a socket still closing (a restart), and CAF shares it
+/// with any listener (SO_REUSEPORT): a listener found there first is another job's.
 void publish(GroupRuntime& c, JobTable& table, const std::string& my_host) {
   caf::actor_system& system = c.system();
   const LaunchEnv& env = c.env();
   uint16_t want = env.rank == 0 ? static_cast<uint16_t>(env.master_port) : 0;
-  std::string bind = env.rank == 0 ? env.master_addr : my_host;
+  std::string bind = env.rank != 0             ? my_host
+                     : env.listen_addr.empty() ? env.master_addr
+                                               : env.listen_addr;
+  const std::string where = prefix(c) + " could not listen on " + bind + ":" + std::to_string(want);
+  if (env.rank == 0 && someone_listens(bind, want))
+    throw DistributedError(where + port_taken(c, bind));
   const char* bind_at = bind == "0.0.0.0" ? nullptr : bind.c_str();
   auto published = system.middleman().publish(c.self_actor(), want, bind_at, env.rank == 0);
   if (!published)
-    throw DistributedError(prefix(c) + " could not listen on " + bind + ":" + std::to_string(want) +
-                           " (" + system.render(published.error()) + ")" +
-                           (env.rank == 0 ? "; is MASTER_PORT in use?" : ""));
+    throw DistributedError(where + " (" + system.render(published.error()) + ")" +
+                           (env.rank == 0 ? port_taken(c, bind) : ""));
   table.port = *published;
 }
 
@@ -150,6 +201,7 @@ PeerEntry my_entry(const GroupRuntime& c, const std::string& my_host,
   me.machine = machine_id();
   me.port = c.port();
   me.token = c.env().cluster_token;
+  me.job = c.env().job_id;
   me.actor = c.self_actor();
   me.timeout_ms = deadline.timeout.count();
   if (c.ucx()) {
@@ -355,7 +407,7 @@ void set_rdzv_state_hook(RdzvStateHook hook) {
 
 void connect_to_job(GroupRuntime& c, const RdzvDeadline& deadline) {
   c.table_.self_actor = spawn_process_actor(c.system(), c.inbox(), c.env().world_size,
-                                            c.env().cluster_token, c.env().rank);
+                                            c.env().cluster_token, c.env().rank, c.env().job_id);
   RankRendezvous rendezvous(c, c.table_, deadline);
   for (RdzvState state : kRdzvStates) {
     try {

@@ -106,6 +106,31 @@ TEST_CASE("a refused rank ends the rendezvous for every rank, with the reason", 
   CHECK_THAT(out.to_sender, Catch::Contains("names a process actor on another node"));
 }
 
+TEST_CASE("a rank of another job is refused alone, naming both jobs, and the rendezvous goes on",
+          "[rendezvous]") {
+  Job job;
+  dd::RendezvousBook book(2, "", "slurm-7.0");
+  auto mine = [&](int rank) {
+    auto e = job.entry(rank, 2, "");
+    e.job = "slurm-7.0";
+    return e;
+  };
+  REQUIRE(book.hello(mine(0), true).kind == Kind::kWait);
+  // Another job's rank 1, with the same (empty) token: refused, this job's rendezvous still open.
+  auto stranger = job.entry(1, 2, "");
+  stranger.job = "slurm-8.0";
+  auto out = book.hello(stranger, true);
+  CHECK(out.kind == Kind::kRefuse);
+  CHECK_THAT(
+      out.to_sender,
+      Catch::StartsWith("rank 0 of job slurm-7.0 refused rank 1 (10.0.0.1) of job slurm-8.0"));
+  CHECK(book.open());
+  // Without a job id on one side, it is still another job.
+  auto nameless = job.entry(1, 2, "");
+  CHECK_THAT(book.hello(nameless, true).to_sender, Catch::Contains("of job (no job id)"));
+  CHECK(book.hello(mine(1), true).kind == Kind::kComplete);
+}
+
 TEST_CASE("the first joined rank's timeout ends the rendezvous naming who did not join",
           "[rendezvous]") {
   Job job;
@@ -199,4 +224,45 @@ TEST_CASE("a port in use fails the publish state, saying what to check", "[rende
   CHECK_THAT(error, Catch::Contains("could not listen on 127.0.0.1:" + std::to_string(port)) &&
                         Catch::Contains("is MASTER_PORT in use?") &&
                         Catch::EndsWith("(rendezvous state: publish)"));
+}
+
+TEST_CASE("a port another job's rank 0 listens on fails the publish state, naming that job",
+          "[rendezvous][join_job]") {
+  // Finding 1: CAF shares a listening port (SO_REUSEPORT), so a second job's rank 0 listened there
+  // too and the ranks of the two jobs met at random.
+  const int port = tensorplay::testing::free_port();
+  auto first = tensorplay::testing::loopback_env(0, 2, port);
+  first.job_id = "slurm-41.0";
+  std::thread holder([&] {
+    try {  // waits for its rank 1, which never comes
+      tensorplay::distributed::join_job({.timeout = std::chrono::milliseconds(3000), .env = first});
+    } catch (const std::exception&) {
+    }
+  });
+  // Until the first rank 0 listens.
+  for (int i = 0; i < 200; ++i) {
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    address.sin_port = htons(static_cast<uint16_t>(port));
+    const bool up = ::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0;
+    ::close(fd);
+    if (up) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  auto second = tensorplay::testing::loopback_env(0, 2, port);
+  second.job_id = "slurm-42.0";
+  std::string error;
+  try {
+    tensorplay::distributed::join_job({.timeout = std::chrono::milliseconds(2000), .env = second});
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  holder.join();
+  CHECK_THAT(error,
+             Catch::Contains("rank 0 could not listen on 127.0.0.1:" + std::to_string(port)) &&
+                 Catch::Contains("rank 0 of job slurm-41.0 listens there already") &&
+                 Catch::Contains("MASTER_PORT=" + std::to_string(port)) &&
+                 Catch::EndsWith("(rendezvous state: publish)"));
 }

@@ -16,10 +16,11 @@ using watch_atom = caf::atom_constant<caf::atom("watch")>;
 /// This process's steady clock in microseconds (what a clock sample answers).
 int64_t steady_now_us();
 
-/// Spawns this process's actor for a job of `world_size` ranks whose cluster token is `token`;
+/// Spawns this process's actor for a job of `world_size` ranks whose cluster token is `token` and
+/// whose launcher's job id is `job`;
 /// it fills `inbox`. Rank 0's is the rendezvous: it answers each hello with the table of every
 /// rank once all joined, or with why the rendezvous ended (RendezvousBook).
 caf::actor spawn_process_actor(caf::actor_system& system, std::shared_ptr<CollectiveInbox> inbox,
-                               int world_size, std::string token, int rank);
+                               int world_size, std::string token, int rank, std::string job = {});
 
 }  // namespace tensorplay::distributed::detail

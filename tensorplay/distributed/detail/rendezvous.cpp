@@ -20,6 +20,8 @@ std::string claimed(const PeerEntry& entry) {
   return "rank " + std::to_string(entry.rank) + (entry.host.empty() ? "" : " (" + entry.host + ")");
 }
 
+std::string named_job(const std::string& job) { return job.empty() ? "(no job id)" : job; }
+
 std::string world_size_mismatch(const PeerEntry& entry, int world_size) {
   std::string out = "it was started with WORLD_SIZE=" + std::to_string(entry.world_size) +
                     ", rank 0 with WORLD_SIZE=" + std::to_string(world_size);
@@ -31,8 +33,8 @@ std::string world_size_mismatch(const PeerEntry& entry, int world_size) {
 
 }  // namespace
 
-RendezvousBook::RendezvousBook(int world_size, std::string token)
-    : world_size_(world_size), token_(std::move(token)) {}
+RendezvousBook::RendezvousBook(int world_size, std::string token, std::string job)
+    : world_size_(world_size), token_(std::move(token)), job_(std::move(job)) {}
 
 std::string RendezvousBook::check(const PeerEntry& entry, bool actor_on_sender_node) const {
   if (entry.protocol != pipelining::detail::kRendezvousProtocol)
@@ -60,6 +62,14 @@ std::string RendezvousBook::check(const PeerEntry& entry, bool actor_on_sender_n
 }
 
 HelloOutcome RendezvousBook::hello(PeerEntry entry, bool actor_on_sender_node) {
+  // A rank of another job is turned away alone: this job's rendezvous goes on.
+  if (entry.job != job_)
+    return {HelloOutcome::Kind::kRefuse,
+            "rank 0 of job " + named_job(job_) + " refused " + claimed(entry) + " of job " +
+                named_job(entry.job) +
+                ": two jobs met on one rendezvous port; give each job its own MASTER_PORT (or "
+                "leave it unset under srun and mpirun: the job id chooses one)",
+            {}};
   if (!ended_.empty())
     return {HelloOutcome::Kind::kRefuse, "the rendezvous ended already: " + ended_, {}};
   const std::string why = check(entry, actor_on_sender_node);

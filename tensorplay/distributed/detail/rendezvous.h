@@ -31,14 +31,16 @@ struct HelloOutcome {
 /// Constant-time comparison, so a wrong token's timing says nothing about the right one.
 bool same_token(const std::string& a, const std::string& b);
 
-/// Rank 0's side of the rendezvous. While it is open, a refused hello (another protocol, a wrong
-/// cluster token, a world size that disagrees, a rank out of range or taken) ends it for every
-/// rank at once (the refused one is told why, the waiting ones that it was refused and why), and
-/// so does the first joined rank whose wait runs out; every ending names the ranks that did not
-/// join.
+/// Rank 0's side of the rendezvous. A hello of another job (its launcher's job id differs) is
+/// refused alone, naming both jobs, and the rendezvous goes on. While it is open, a refused hello
+/// (another protocol, a wrong cluster token, another job, a world size that disagrees, a rank out
+/// of range or taken) ends it for every rank at once (the refused one is told why, the waiting ones
+/// that it was refused and why), and so does the first joined rank whose wait runs out; every
+/// ending names the ranks that did not join.
 class RendezvousBook {
  public:
-  RendezvousBook(int world_size, std::string token);
+  /// `job`: rank 0's launcher job id (LaunchEnv::job_id); a hello of another job is refused.
+  RendezvousBook(int world_size, std::string token, std::string job = {});
 
   /// Records the hello of `entry`; `actor_on_sender_node` says its process actor lives on the
   /// node that sent it.
@@ -58,6 +60,7 @@ class RendezvousBook {
 
   int world_size_;
   std::string token_;
+  std::string job_;
   std::vector<PeerEntry> joined_;
   std::string ended_;  // why the rendezvous ended; empty while it is not over
   bool complete_ = false;

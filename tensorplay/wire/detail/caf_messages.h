@@ -69,7 +69,7 @@ typename Inspector::result_type inspect(Inspector& f, TensorsArrived& x) {
 }
 
 /// The rendezvous protocol's version: rank 0 refuses a hello of another version.
-constexpr int32_t kRendezvousProtocol = 3;
+constexpr int32_t kRendezvousProtocol = 4;
 
 /// What a rank says when it joins (to rank 0) and what rank 0 answers (every rank's entry). Rank
 /// 0 answers a hello with (table, why): every rank's entry and "" once all joined, or no entry
@@ -83,6 +83,7 @@ struct PeerEntry {
   uint16_t port = 0;            ///< its port (rank 0: MASTER_PORT)
   std::string ucx;              ///< UCX worker address bytes
   std::string token;            ///< the cluster token it presented (TENSORPLAY_CLUSTER_TOKEN)
+  std::string job;              ///< its launcher's job id (LaunchEnv::job_id; empty: none)
   int64_t clock_offset_us = 0;  ///< add to its steady clock to read rank 0's (set by rank 0)
   caf::actor actor;             ///< its process actor
   int64_t timeout_ms = 0;       ///< its rendezvous timeout
@@ -92,7 +93,7 @@ struct PeerEntry {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, PeerEntry& x) {
   return f(caf::meta::type_name("PeerEntry"), x.protocol, x.rank, x.world_size, x.host, x.machine,
-           x.port, x.ucx, x.token, x.clock_offset_us, x.actor, x.timeout_ms, x.wait_ms);
+           x.port, x.ucx, x.token, x.job, x.clock_offset_us, x.actor, x.timeout_ms, x.wait_ms);
 }
 
 /// One member's part of a collective on a group: `key` names the group and the call.
