@@ -9,6 +9,7 @@
 #include "tensorplay/distributed/launch_env.h"
 #include "tensorplay/distributed/process_group.h"
 #include "tensorplay/distributed/tensor_parallel/colwise_parallel.h"
+#include "tensorplay/distributed/tensor_parallel/full_state_dict.h"
 #include "tensorplay/distributed/tensor_parallel/functional.h"
 #include "tensorplay/distributed/tensor_parallel/loss_parallel.h"
 #include "tensorplay/distributed/tensor_parallel/model_plans.h"

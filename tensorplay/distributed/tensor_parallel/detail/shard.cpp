@@ -1,12 +1,44 @@
 // Sharding parameters in place.
 #include "tensorplay/distributed/tensor_parallel/detail/shard.h"
 
+#include <map>
+#include <memory>
+#include <mutex>
 #include <stdexcept>
 #include <vector>
 
 #include "tensorplay/core/ops/shape_ops.h"
 
 namespace tensorplay::distributed::tensor_parallel::detail {
+namespace {
+
+// The splits made, by TensorImpl (checked alive and the same on lookup).
+struct Record {
+  std::weak_ptr<TensorImpl> impl;
+  ShardSpec spec;
+};
+std::mutex records_mutex;
+std::map<const TensorImpl*, Record>& records() {
+  static std::map<const TensorImpl*, Record> all;
+  return all;
+}
+
+void record(const Tensor& t, ShardSpec spec) {
+  std::lock_guard lock(records_mutex);
+  auto& all = records();
+  std::erase_if(all, [](const auto& entry) { return entry.second.impl.expired(); });
+  all[&t.impl()] = {t.impl_ptr(), spec};
+}
+
+}  // namespace
+
+std::optional<ShardSpec> shard_spec_of(const Tensor& t) {
+  if (!t.defined()) return std::nullopt;
+  std::lock_guard lock(records_mutex);
+  const auto it = records().find(&t.impl());
+  if (it == records().end() || it->second.impl.lock().get() != &t.impl()) return std::nullopt;
+  return it->second.spec;
+}
 
 void shard_in_place(const Tensor& t, int64_t dim, int64_t rank, int64_t count, int64_t packed) {
   const int64_t size = t.size(dim);
@@ -23,6 +55,7 @@ void shard_in_place(const Tensor& t, int64_t dim, int64_t rank, int64_t count, i
   impl.offset = shard.impl().offset;
   impl.shape = shard.shape();
   impl.grad.reset();
+  record(t, {.dim = dim < 0 ? dim + t.dim() : dim, .count = count, .packed = packed});
 }
 
 void check_divides(int64_t size, int64_t count, const std::string& path, const char* style,

@@ -64,6 +64,15 @@ Tensor all_gather_dim(const ProcessGroup& group, const Tensor& x, int64_t dim) {
   return cat(pieces, d);
 }
 
+std::vector<Tensor> all_gather_pieces(const ProcessGroup& group, const Tensor& x) {
+  if (group.size() == 1) return {clone(x.detach())};
+  Counted counted(x);
+  std::vector<Tensor> out;
+  for (auto& member : group.all_gather_tensors({x.detach()}))
+    out.push_back(member.at(0).to(x.device()));
+  return out;
+}
+
 Tensor reduce_scatter_dim(const ProcessGroup& group, const Tensor& x, int64_t dim) {
   checked_dim(x, dim, "tensor parallel reduce-scatter");
   return local_chunk(group, all_reduce_sum(group, x), dim);

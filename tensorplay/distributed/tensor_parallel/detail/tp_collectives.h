@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "tensorplay/core/tensor.h"
 #include "tensorplay/distributed/process_group.h"
@@ -22,6 +23,8 @@ Counters& thread_counters();
 Tensor all_reduce_sum(const ProcessGroup& group, const Tensor& x);
 /// Every member's `x` concatenated along `dim`, in group rank order.
 Tensor all_gather_dim(const ProcessGroup& group, const Tensor& x, int64_t dim);
+/// Every member's `x` (any shape), by group rank.
+std::vector<Tensor> all_gather_pieces(const ProcessGroup& group, const Tensor& x);
 /// The sum over the members, cut in group-size chunks along `dim`: this member's chunk.
 Tensor reduce_scatter_dim(const ProcessGroup& group, const Tensor& x, int64_t dim);
 /// This member's chunk of `x` along `dim` (no communication). The size must divide evenly.
