@@ -1,6 +1,8 @@
 // Memory of tensor parallelism, per rank: the parameter bytes of the GPT's blocks at tp 2 over
 // tp 1 ("param_ratio", goal <= 0.55), and the activation bytes a forward of the GPT leaves for
-// its backward at tp 2 with sequence parallelism over without ("activation_ratio", goal <= 0.75).
+// its backward at tp 2 with sequence parallelism over without ("activation_ratio", goal <= 0.75;
+// also with the column-parallel layers keeping only their input shards,
+// "activation_ratio_keep_input_shards").
 // Ranks are threads of this process (join_job), each charging its allocations to an account of
 // its own. Prints JSON lines; the last one holds the figures.
 //
@@ -67,7 +69,8 @@ RankFigures measure(const Settings& s, int size, tpar::ModelPlanOptions options)
         auto& model = *models[r];
         std::optional<dist::ProcessGroup> world;
         if (size > 1) {
-          world = dist::join_job({.backend = "ucx", .env = dist::loopback_launch_env(r, size, port)});
+          world =
+              dist::join_job({.backend = "ucx", .env = dist::loopback_launch_env(r, size, port)});
           tpar::parallelize_module(model, *world, tpar::gpt_tp_plan(config_of(s), size, options));
         }
         figures[r].param_bytes = block_param_bytes(model);
@@ -97,11 +100,16 @@ int main(int argc, char** argv) {
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     const long long v = std::stoll(argv[i + 1]);
-    if (flag == "--layers") s.layers = v;
-    else if (flag == "--width") s.width = v;
-    else if (flag == "--heads") s.heads = v;
-    else if (flag == "--batch") s.batch = v;
-    else if (flag == "--time") s.time = v;
+    if (flag == "--layers")
+      s.layers = v;
+    else if (flag == "--width")
+      s.width = v;
+    else if (flag == "--heads")
+      s.heads = v;
+    else if (flag == "--batch")
+      s.batch = v;
+    else if (flag == "--time")
+      s.time = v;
     else {
       std::cerr << "unknown flag " << flag << "\n";
       return 2;
@@ -110,7 +118,8 @@ int main(int argc, char** argv) {
   const RankFigures whole = measure(s, 1, {});
   const RankFigures split = measure(s, 2, {});
   const RankFigures sequence = measure(s, 2, {.sequence_parallel = true});
-  for (const auto* f : {&whole, &split, &sequence})
+  const RankFigures shards = measure(s, 2, {.sequence_parallel = true, .keep_input_shards = true});
+  for (const auto* f : {&whole, &split, &sequence, &shards})
     if (!f->error.empty()) {
       std::cout << "{\"error\":\"" << f->error << "\"}" << std::endl;
       return 1;
@@ -121,10 +130,15 @@ int main(int argc, char** argv) {
             << ",\"activation_bytes\":" << split.activation_bytes << "}" << std::endl;
   std::cout << "{\"run\":\"tp2_sequence_parallel\",\"block_param_bytes\":" << sequence.param_bytes
             << ",\"activation_bytes\":" << sequence.activation_bytes << "}" << std::endl;
+  std::cout << "{\"run\":\"tp2_sequence_parallel_keep_input_shards\",\"activation_bytes\":"
+            << shards.activation_bytes << "}" << std::endl;
   std::cout << "{\"bench\":\"bench_tp_memory\",\"param_ratio\":"
             << static_cast<double>(split.param_bytes) / static_cast<double>(whole.param_bytes)
             << ",\"activation_ratio\":"
             << static_cast<double>(sequence.activation_bytes) /
+                   static_cast<double>(split.activation_bytes)
+            << ",\"activation_ratio_keep_input_shards\":"
+            << static_cast<double>(shards.activation_bytes) /
                    static_cast<double>(split.activation_bytes)
             << ",\"width\":" << s.width << ",\"layers\":" << s.layers
             << ",\"tokens\":" << s.batch * s.time << "}" << std::endl;

@@ -36,7 +36,8 @@ struct Settings {
 tp::nn::Sequential make_blocks(const Settings& s) {
   tp::manual_seed(0);
   tp::nn::Sequential blocks;
-  for (int64_t i = 0; i < s.layers; ++i) blocks->push_back(tp::nn::TransformerBlock(s.width, s.heads));
+  for (int64_t i = 0; i < s.layers; ++i)
+    blocks->push_back(tp::nn::TransformerBlock(s.width, s.heads));
   return blocks;
 }
 
@@ -92,9 +93,9 @@ int run_rank(const Settings& s, int rank, int port) {
 // Runs this program as rank `rank`; its last line.
 FILE* start_rank(const std::string& self, const Settings& s, int rank, int port) {
   std::ostringstream cmd;
-  cmd << self << " --rank " << rank << " --port " << port << " --layers " << s.layers
-      << " --width " << s.width << " --heads " << s.heads << " --batch " << s.batch
-      << " --time " << s.time << " --steps " << s.steps << " --warmup " << s.warmup;
+  cmd << self << " --rank " << rank << " --port " << port << " --layers " << s.layers << " --width "
+      << s.width << " --heads " << s.heads << " --batch " << s.batch << " --time " << s.time
+      << " --steps " << s.steps << " --warmup " << s.warmup;
   return popen(cmd.str().c_str(), "r");
 }
 
@@ -122,15 +123,24 @@ int main(int argc, char** argv) {
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     const long long v = std::stoll(argv[i + 1]);
-    if (flag == "--rank") rank = static_cast<int>(v);
-    else if (flag == "--port") port = static_cast<int>(v);
-    else if (flag == "--layers") s.layers = v;
-    else if (flag == "--width") s.width = v;
-    else if (flag == "--heads") s.heads = v;
-    else if (flag == "--batch") s.batch = v;
-    else if (flag == "--time") s.time = v;
-    else if (flag == "--steps") s.steps = static_cast<int>(v);
-    else if (flag == "--warmup") s.warmup = static_cast<int>(v);
+    if (flag == "--rank")
+      rank = static_cast<int>(v);
+    else if (flag == "--port")
+      port = static_cast<int>(v);
+    else if (flag == "--layers")
+      s.layers = v;
+    else if (flag == "--width")
+      s.width = v;
+    else if (flag == "--heads")
+      s.heads = v;
+    else if (flag == "--batch")
+      s.batch = v;
+    else if (flag == "--time")
+      s.time = v;
+    else if (flag == "--steps")
+      s.steps = static_cast<int>(v);
+    else if (flag == "--warmup")
+      s.warmup = static_cast<int>(v);
     else {
       std::cerr << "unknown flag " << flag << "\n";
       return 2;
@@ -164,7 +174,6 @@ int main(int argc, char** argv) {
             << ",\"collective_bytes_per_step_per_rank\":" << bytes
             << ",\"collective_ms_per_step\":" << coll_ms
             << ",\"collective_share\":" << coll_ms / split_ms << ",\"width\":" << s.width
-            << ",\"layers\":" << s.layers << ",\"tokens\":" << s.batch * s.time << "}"
-            << std::endl;
+            << ",\"layers\":" << s.layers << ",\"tokens\":" << s.batch * s.time << "}" << std::endl;
   return 0;
 }

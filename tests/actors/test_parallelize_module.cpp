@@ -204,6 +204,15 @@ TEST_CASE("the GPT and the Llama under sequence parallelism train as the unsplit
                           tpar::llama_tp_plan(llama_config(), size, {.sequence_parallel = true}),
                           size);
   }
+  INFO("GPT and Llama, tp 2, keeping the input shards");
+  check_matches_unsplit(
+      [] { return tp::nn::GPT(gpt_config()); },
+      tpar::gpt_tp_plan(gpt_config(), 2, {.sequence_parallel = true, .keep_input_shards = true}),
+      2);
+  check_matches_unsplit([] { return tp::nn::Llama(llama_config()); },
+                        tpar::llama_tp_plan(llama_config(), 2,
+                                            {.sequence_parallel = true, .keep_input_shards = true}),
+                        2);
   INFO("GPT, tp 2, with vocabulary parallel and loss parallel");
   check_matches_unsplit(
       [] { return tp::nn::GPT(gpt_config()); },

@@ -14,7 +14,8 @@ std::string ColwiseParallel::describe() const {
   return "ColwiseParallel(input_layouts=" + to_string(options_.input_layouts) +
          ", output_layouts=" + to_string(options_.output_layouts) +
          ", use_local_output=" + (options_.use_local_output ? "true" : "false") +
-         ", packed=" + std::to_string(options_.packed) + ")";
+         ", packed=" + std::to_string(options_.packed) +
+         (options_.keep_input_shard ? ", keep_input_shard=true" : "") + ")";
 }
 
 void ColwiseParallel::check(const nn::Module& module, const std::string& path,
@@ -32,6 +33,9 @@ void ColwiseParallel::check(const nn::Module& module, const std::string& path,
     throw std::invalid_argument("ColwiseParallel: '" + path + "' output_layouts " +
                                 to_string(*out) +
                                 ": the output is sharded along its last dimension, Shard(-1)");
+  if (options_.keep_input_shard && !std::holds_alternative<Shard>(options_.input_layouts))
+    throw std::invalid_argument("ColwiseParallel: '" + path +
+                                "' keep_input_shard needs input_layouts Shard(d)");
   if (options_.packed > 1 && std::holds_alternative<Replicate>(options_.output_layouts))
     throw std::invalid_argument("ColwiseParallel: '" + path +
                                 "' with packed > 1 keeps its output sharded (Shard(-1))");
@@ -60,6 +64,8 @@ void ColwiseParallel::apply(nn::Module& module, const std::string& path,
       out.at(0) = copy_to_parallel_region(args.at(0), tp);
     return out;
   });
+  // The hooks run inside the recomputed forward, so the backward gathers the shard again.
+  if (options_.keep_input_shard) module.set_checkpointed(true);
   if (std::holds_alternative<Replicate>(options_.output_layouts))
     module.register_forward_hook(
         [tp](const Tensor& y) { return gather_from_parallel_region(y, -1, tp); });

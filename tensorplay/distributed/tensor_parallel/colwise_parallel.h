@@ -22,6 +22,11 @@ struct ColwiseParallelOptions {
   /// The output holds `packed` equal parts side by side (GPT's fused q, k, v: 3), each split
   /// across the ranks; a departure from PyTorch, whose models keep q, k and v apart.
   int64_t packed = 1;
+  /// With input_layouts Shard(d): keep only this rank's shard of the input for the backward, and
+  /// gather it again there, by running the layer under recomputation (autograd::checkpoint: its
+  /// all-gather and product run again in the backward). Less memory, one more product. Not a
+  /// PyTorch option (Megatron-LM keeps the shard too, without the second product).
+  bool keep_input_shard = false;
 };
 
 /// Shards a Linear's weight (and bias) along the output features: rank r keeps rows

@@ -55,10 +55,12 @@ void add_vocab_entries(ParallelizePlan& plan, const char* model, int tp, int64_t
 ParallelizePlan gpt_tp_plan(const nn::GPTConfig& config, int tp, ModelPlanOptions options) {
   check_tp("GPT", tp, config.n_head, "heads");
   const Placement in = colwise_input(options), out = rowwise_output(options);
+  const bool keep = options.sequence_parallel && options.keep_input_shards;
   ParallelizePlan plan = {
-      {"blocks.*.attn.c_attn", ColwiseParallel({.input_layouts = in, .packed = 3})},
+      {"blocks.*.attn.c_attn",
+       ColwiseParallel({.input_layouts = in, .packed = 3, .keep_input_shard = keep})},
       {"blocks.*.attn.c_proj", RowwiseParallel({.output_layouts = out})},
-      {"blocks.*.mlp.c_fc", ColwiseParallel({.input_layouts = in})},
+      {"blocks.*.mlp.c_fc", ColwiseParallel({.input_layouts = in, .keep_input_shard = keep})},
       {"blocks.*.mlp.c_proj", RowwiseParallel({.output_layouts = out})},
   };
   if (options.sequence_parallel) {
@@ -83,10 +85,13 @@ ParallelizePlan llama_tp_plan(const nn::LlamaConfig& config, int tp, ModelPlanOp
         "Llama tp plan: qk_norm (Qwen3) is not supported under tensor parallelism yet: its "
         "per-head norm weights would need their gradients summed across the tp group");
   const Placement in = colwise_input(options), out = rowwise_output(options);
-  ParallelizePlan plan = {{"layers.*.self_attn.q_proj", ColwiseParallel({.input_layouts = in})}};
+  const ColwiseParallelOptions colwise{
+      .input_layouts = in,
+      .keep_input_shard = options.sequence_parallel && options.keep_input_shards};
+  ParallelizePlan plan = {{"layers.*.self_attn.q_proj", ColwiseParallel(colwise)}};
   if (kv % tp == 0) {
-    plan.emplace_back("layers.*.self_attn.k_proj", ColwiseParallel({.input_layouts = in}));
-    plan.emplace_back("layers.*.self_attn.v_proj", ColwiseParallel({.input_layouts = in}));
+    plan.emplace_back("layers.*.self_attn.k_proj", ColwiseParallel(colwise));
+    plan.emplace_back("layers.*.self_attn.v_proj", ColwiseParallel(colwise));
   } else if (tp % kv == 0) {
     plan.emplace_back("layers.*.self_attn.k_proj", ReplicatedColwise(kv, in));
     plan.emplace_back("layers.*.self_attn.v_proj", ReplicatedColwise(kv, in));
@@ -97,8 +102,8 @@ ParallelizePlan llama_tp_plan(const nn::LlamaConfig& config, int tp, ModelPlanOp
                                 "; choose a tp degree that divides them or that they divide");
   }
   plan.emplace_back("layers.*.self_attn.o_proj", RowwiseParallel({.output_layouts = out}));
-  plan.emplace_back("layers.*.mlp.gate_proj", ColwiseParallel({.input_layouts = in}));
-  plan.emplace_back("layers.*.mlp.up_proj", ColwiseParallel({.input_layouts = in}));
+  plan.emplace_back("layers.*.mlp.gate_proj", ColwiseParallel(colwise));
+  plan.emplace_back("layers.*.mlp.up_proj", ColwiseParallel(colwise));
   plan.emplace_back("layers.*.mlp.down_proj", RowwiseParallel({.output_layouts = out}));
   const bool embedding_split =
       options.vocab_parallel || (options.loss_parallel && config.tie_weights);

@@ -23,6 +23,9 @@ struct ModelPlanOptions {
   /// all-reducing. The residual stream between blocks is sequence-sharded; the head gets the
   /// whole sequence back.
   bool sequence_parallel = false;
+  /// With sequence_parallel: the column-parallel layers keep their input's sequence shard for
+  /// the backward and gather it again there (ColwiseParallelOptions::keep_input_shard).
+  bool keep_input_shards = false;
 };
 
 /// The plan of an nn::GPT over `tp` ranks: in every block, `attn.c_attn` ColwiseParallel with
