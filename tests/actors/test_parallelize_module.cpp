@@ -227,6 +227,56 @@ TEST_CASE("the GPT and the Llama under sequence parallelism train as the unsplit
       4, /*loss_parallel=*/true);
 }
 
+TEST_CASE("a GPT on a {pp 1, dp 2, tp 2} mesh, its replicas averaged, trains as the unsplit one",
+          "[tensor_parallel]") {
+  tp::manual_seed(7);
+  tp::nn::GPT reference_model(gpt_config());
+  const Trained reference = train(*reference_model);
+  std::vector<tp::nn::GPT> models;
+  for (int r = 0; r < 4; ++r) {
+    tp::manual_seed(7);
+    models.emplace_back(gpt_config());
+  }
+  std::vector<Trained> results(4);
+  auto outcomes = tp::testing::run_ranks(4, {0, 1, 2, 3}, std::chrono::seconds(60), [&](auto& w) {
+    const int me = w.rank();
+    const tp::distributed::DeviceMesh job = w;
+    const auto mesh =
+        tp::distributed::DeviceMesh("cpu", {1, 2, 2}, {"pp", "dp", "tp"}, me).with_job(job.job());
+    const tp::distributed::ProcessGroup dp = mesh["dp"];
+    auto& model = *models[me];
+    tpar::parallelize_module(model, mesh["tp"], tpar::gpt_tp_plan(gpt_config(), 2));
+    // Each replica takes its half of the batch; the gradients are averaged over dp.
+    const int64_t half = mesh.get_local_rank("dp");
+    tp::optim::AdamW opt(model.parameters(), {.lr = 1e-2f});
+    for (int s = 0; s < kSteps; ++s) {
+      auto [in, target] = batch(s);
+      opt.zero_grad();
+      tp::Tensor loss =
+          plain_loss(model(tp::narrow(in, 0, half, 1)), tp::narrow(target, 0, half * kTime, kTime));
+      loss.backward();
+      for (auto& p : model.parameters()) {
+        tp::Tensor g = p.grad();
+        dp.all_reduce(g);
+        g.copy_(g * 0.5f);
+      }
+      opt.step();
+      tp::Tensor total = loss.detach() * 0.5f;
+      dp.all_reduce(total);
+      results[me].losses.push_back(total.item());
+    }
+    for (auto& [name, p] : model.named_parameters())
+      results[me].params.emplace_back(name, tp::clone(p));
+  });
+  for (int r = 0; r < 4; ++r) {
+    INFO("rank " << r);
+    REQUIRE(outcomes[r].error == "");
+    for (int s = 0; s < kSteps; ++s)
+      CHECK(results[r].losses[s] == Approx(reference.losses[s]).epsilon(1e-5));
+    CHECK(max_param_difference(results[r], reference, r % 2, 2) < 1e-4f);
+  }
+}
+
 TEST_CASE("a Linear's bias under RowwiseParallel is added once", "[tensor_parallel]") {
   auto make = [] {
     auto model = tp::nn::Sequential();
