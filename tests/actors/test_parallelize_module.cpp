@@ -326,6 +326,16 @@ TEST_CASE("bad tensor-parallel plans are clear errors on every rank", "[tensor_p
       CHECK_THAT(e, Catch::Contains("another group or plan"));
     }
   }
+  SECTION("a tp group that differs between ranks") {
+    // Rank 1 splits over a group of its own: rank 0, in a group of both, is told it never came.
+    // (Rank 1 sees nothing wrong: its group of one agrees with itself.)
+    auto outcomes = tp::testing::run_ranks(2, {0, 1}, std::chrono::seconds(3), [&](auto& w) {
+      const auto group = w.rank() == 0 ? w : w.new_group({1});
+      tpar::parallelize_module(*gpts[w.rank()], group, tpar::gpt_tp_plan(gpt_config(), 2));
+    });
+    CHECK_THAT(outcomes[0].error, Catch::Contains("rank(s) [1] did not take part"));
+    CHECK(outcomes[1].error == "");
+  }
   SECTION("a style on a module it cannot split") {
     for (const auto& e : run_both([&](auto& w) {
            tpar::parallelize_module(*gpts[w.rank()], w,
