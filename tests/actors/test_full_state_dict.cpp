@@ -1,8 +1,12 @@
 // Tests for tensor_parallel/full_state_dict.h: a GPT trained at tp 2 gathers the unsplit model's
-// state dict, which loads unsplit and at tp 4 and computes the same loss there.
+// state dict, which loads unsplit and at tp 4 and computes the same loss there; a Llama read from
+// a Hugging Face folder splits by the Llama's plan and gathers back to the folder's tensors.
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cmath>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -105,4 +109,46 @@ TEST_CASE("a state dict gathered at tp 2 loads unsplit and at tp 4", "[tensor_pa
   for (const auto& o : outcomes) REQUIRE(o.error == "");
   for (float l : losses) CHECK(l == Approx(next_loss).epsilon(1e-5));
   CHECK(wide[0]->wte->weight.size(0) == kVocab / 4);  // split for real
+}
+
+TEST_CASE("a Llama read from a Hugging Face folder takes the Llama's plan and saves whole",
+          "[tensor_parallel]") {
+  const tp::nn::LlamaConfig config{.vocab_size = kVocab,
+                                   .context_length = kTime,
+                                   .n_layer = 2,
+                                   .n_head = 4,
+                                   .n_kv_head = 2,
+                                   .width = 32,
+                                   .mlp_width = 64};
+  const std::string folder =
+      (std::filesystem::temp_directory_path() / ("tp_llama_" + std::to_string(::getpid())))
+          .string();
+  tp::manual_seed(11);
+  tp::nn::Llama reference(config);
+  tp::nn::save_pretrained(reference, folder);
+  const tp::Tensor all = ids(0);
+  const tp::Tensor in = tp::narrow(all, 1, 0, kTime), target = tp::narrow(all, 1, 1, kTime);
+  auto loss_of_llama = [&](tp::nn::Llama& m) {
+    return tp::cross_entropy(m(in).reshape({-1, kVocab}), target.reshape({-1})).item();
+  };
+  const float expected = loss_of_llama(reference);
+
+  std::vector<tp::nn::Llama> models;
+  for (int r = 0; r < 2; ++r) models.push_back(tp::nn::llama_from_pretrained(folder));
+  std::vector<float> losses(2);
+  std::vector<tp::StateDict> gathered(2);
+  auto outcomes = tp::testing::run_ranks(2, {0, 1}, std::chrono::seconds(60), [&](auto& world) {
+    auto& model = models[world.rank()];
+    tpar::parallelize_module(*model, world, tpar::llama_tp_plan(model->config(), 2));
+    losses[world.rank()] = loss_of_llama(model);
+    gathered[world.rank()] = tpar::full_state_dict(*model, world);
+  });
+  std::filesystem::remove_all(folder);
+  for (int r = 0; r < 2; ++r) {
+    REQUIRE(outcomes[r].error == "");
+    CHECK(losses[r] == Approx(expected).epsilon(1e-5));
+    CHECK(max_difference(gathered[r], reference->state_dict()) == 0.0f);
+  }
+  // Split for real: 2 of the 4 query heads of 8 channels.
+  CHECK(models[0]->find_tensor("layers.0.self_attn.q_proj.weight").size(0) == 16);
 }
