@@ -255,8 +255,6 @@ void check_options(const Options& o) {
   if (o.tp > 1 && !o.unsplit)
     throw std::invalid_argument("--tp " + std::to_string(o.tp) +
                                 " splits the whole model, without a pipeline: add --unsplit");
-  if (o.tp > 1 && !o.export_dir.empty())
-    throw std::invalid_argument("--export with --tp is not supported yet: export without --tp");
   if (o.unsplit && (o.resume || o.stop_after > 0))
     throw std::invalid_argument(needs + " needs checkpoints, which --unsplit does not write");
 }

@@ -43,6 +43,7 @@
 #include "tensorplay/distributed/init_device_mesh.h"
 #include "tensorplay/distributed/process_group.h"
 #include "tensorplay/distributed/tensor_parallel/clip_grad_norm.h"
+#include "tensorplay/distributed/tensor_parallel/full_state_dict.h"
 #include "tensorplay/distributed/tensor_parallel/model_plans.h"
 #include "tensorplay/observe/message_log.h"
 #include "tensorplay/pipelining/checkpoints/named_checkpoint.h"
@@ -727,6 +728,24 @@ void train_steps(TrainLoop& loop, RunResult& result) {
     result.memory.share(job.distributed() ? &job.pipeline_group : nullptr, job.ranks);
 }
 
+// --export under --tp: every rank gathers the split tensors whole; rank 0 writes them from an
+// unsplit copy of the model.
+void export_tensor_parallel(const Options& o, Job& job) {
+  const tp::StateDict whole = tpar::full_state_dict(*job.model, job.tp_group);
+  if (job.rank == 0) {
+    train_gpt::ModelChoice unsplit = job.choice;
+    if (const auto* gpt = dynamic_cast<const tp::nn::GPTImpl*>(job.model.get()))
+      unsplit.module = std::make_shared<tp::nn::GPTImpl>(gpt->config());
+    else
+      unsplit.module = std::make_shared<tp::nn::LlamaImpl>(
+          dynamic_cast<const tp::nn::LlamaImpl&>(*job.model).config());
+    unsplit.module->to(whole.items().front().second.dtype());
+    unsplit.module->load_state_dict(whole);
+    train_gpt::export_model(o, unsplit, {}, /*distributed=*/false, 0);
+  }
+  job.tp_group.barrier();
+}
+
 // What a run did and learned: the summary (and the plan's prediction against the measured step),
 // the exported model, samples of text, the JSON line.
 void finish(const Options& o, Job& job, const Corpus& corpus, const pp::Plan* plan,
@@ -740,7 +759,10 @@ void finish(const Options& o, Job& job, const Corpus& corpus, const pp::Plan* pl
         plan->predicted_step_seconds, result.seconds_per_step(),
         100 * (result.seconds_per_step() / plan->predicted_step_seconds - 1));
   std::fflush(stdout);
-  if (!o.export_dir.empty()) {
+  if (!o.export_dir.empty() && o.tp > 1) {
+    export_tensor_parallel(o, job);
+    if (prints) std::printf("exported the model to %s\n", o.export_dir.c_str());
+  } else if (!o.export_dir.empty()) {
     train_gpt::export_model(o, job.choice, job.stages, job.distributed(), job.dp_rank);
     if (prints) std::printf("exported the model to %s\n", o.export_dir.c_str());
   }
