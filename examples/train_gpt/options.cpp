@@ -117,6 +117,10 @@ void add_pipeline_options(CLI::App& app, Options& o, std::string& dp, std::strin
       ->check(at_least(1));
   app.add_flag("--unsplit", o.unsplit,
                "train the whole model in this thread without a pipeline (the baseline)");
+  app.add_option("--tp", o.tp,
+                 "tensor parallelism: split the whole model (no pipeline) over this many "
+                 "processes, started by tp-launch (the GPT's or the Llama's plan)")
+      ->check(at_least(1));
   app.add_option("--recompute", o.recompute,
                  "activation recomputation in every stage: none, full (every block), every:K "
                  "(every K-th block) or type:Name[,Name...] (modules of those types); the blocks "
@@ -248,6 +252,9 @@ void check_options(const Options& o) {
   const std::string needs = o.resume ? "--resume" : "--stop-after";
   if ((o.resume || o.stop_after > 0) && o.checkpoint_dir.empty())
     throw std::invalid_argument(needs + " needs checkpoints: pass a --checkpoint-dir");
+  if (o.tp > 1 && !o.unsplit)
+    throw std::invalid_argument("--tp " + std::to_string(o.tp) +
+                                " splits the whole model, without a pipeline: add --unsplit");
   if (o.unsplit && (o.resume || o.stop_after > 0))
     throw std::invalid_argument(needs + " needs checkpoints, which --unsplit does not write");
 }

@@ -46,6 +46,9 @@ struct Options {
   std::string device = "cpu";
   int blas_threads = 1;
   bool unsplit = false;  ///< train the whole model in this thread, without a pipeline
+  /// Split the whole model (no pipeline) by tensor parallelism over the tp processes tp-launch
+  /// starts; 1: none. Implies --unsplit's loop.
+  int tp = 1;
   std::string recompute =
       "none";  ///< none, full, every:K or type:Name,... (tensorplay/pipelining/recompute.h)
   /// A plan file (tp-plan) or "auto" (profile and plan here); empty: the flags above decide.

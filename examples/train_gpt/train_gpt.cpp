@@ -42,6 +42,9 @@
 #include "tensorplay/base/knobs.h"
 #include "tensorplay/distributed/init_device_mesh.h"
 #include "tensorplay/distributed/process_group.h"
+#include "tensorplay/distributed/tensor_parallel/clip_grad_norm.h"
+#include "tensorplay/distributed/tensor_parallel/full_state_dict.h"
+#include "tensorplay/distributed/tensor_parallel/model_plans.h"
 #include "tensorplay/observe/message_log.h"
 #include "tensorplay/pipelining/checkpoints/named_checkpoint.h"
 #include "tensorplay/pipelining/pipeline.h"
@@ -57,6 +60,7 @@ namespace tp = tensorplay;
 namespace pp = tensorplay::pipelining;
 namespace sc = tensorplay::schedules;
 namespace dist = tensorplay::distributed;
+namespace tpar = tensorplay::distributed::tensor_parallel;
 using train_gpt::checkpoint_folder_steps;
 using train_gpt::claim_checkpoint_dir;
 using train_gpt::Corpus;
@@ -218,10 +222,16 @@ struct Job {
     const auto recompute = pp::RecomputePolicy::parse(o.recompute);
     check_recompute_types(*model, recompute);
     if (o.unsplit) {
-      if (world > 1)
-        throw std::invalid_argument("--unsplit runs in one process, without tp-launch");
+      if (world != o.tp)
+        throw std::invalid_argument(
+            o.tp > 1 ? "--tp " + std::to_string(o.tp) + " needs " + std::to_string(o.tp) +
+                           " processes, but tp-launch started " + std::to_string(world) +
+                           ": pass --nproc-per-node " + std::to_string(o.tp)
+                     : std::string("--unsplit runs in one process, without tp-launch (or "
+                                   "with --tp N under tp-launch --nproc-per-node N)"));
       for (const auto& path : pp::recomputed_module_paths(*model, recompute))
         model->find_module(path)->set_checkpointed(true);
+      if (o.tp > 1) split_by_tensor_parallelism();
       model->to(device);
       opt = std::make_unique<tp::optim::AdamW>(
           model->parameters(), tp::optim::AdamWOptions{.lr = o.lr, .weight_decay = o.weight_decay});
@@ -291,6 +301,17 @@ struct Job {
         tp::optim::AdamWOptions{.lr = o.lr, .weight_decay = o.weight_decay});
   }
 
+  // --tp: the whole model split over the world by its family's plan.
+  void split_by_tensor_parallelism() {
+    tp_group = dist::world_group();
+    if (const auto* gpt = dynamic_cast<const tp::nn::GPTImpl*>(model.get()))
+      tpar::parallelize_module(*model, tp_group, tpar::gpt_tp_plan(gpt->config(), options.tp));
+    else if (const auto* llama = dynamic_cast<const tp::nn::LlamaImpl*>(model.get()))
+      tpar::parallelize_module(*model, tp_group, tpar::llama_tp_plan(llama->config(), options.tp));
+    else
+      throw std::invalid_argument("--tp splits a GPT or a Llama, not a " + model->type_name());
+  }
+
   bool feeds_inputs() const { return options.unsplit || stages.front()->is_first(); }
   bool gets_losses() const { return options.unsplit || stages.back()->is_last(); }
   bool distributed() const { return world > 1; }
@@ -302,7 +323,10 @@ struct Job {
       tp::Tensor l = loss_fn((*model)(x.to(device)), y.to(device));
       l.backward();
       loss = l.item();
-      if (options.clip > 0) tp::optim::clip_grad_norm(opt->parameters(), options.clip);
+      if (options.clip > 0 && options.tp > 1)
+        tpar::clip_grad_norm(opt->parameters(), options.clip, tp_group);
+      else if (options.clip > 0)
+        tp::optim::clip_grad_norm(opt->parameters(), options.clip);
     } else {
       std::vector<tp::Tensor> losses;
       // Each data-parallel replica trains on its share of the batch (all of it without --dp).
@@ -350,6 +374,7 @@ struct Job {
   // The {pp, dp} mesh across processes (empty in one process); this rank's groups along it.
   dist::DeviceMesh mesh;
   dist::ProcessGroup pipeline_group, dp_group;
+  dist::ProcessGroup tp_group;  // --tp: the world, over which the whole model is split
   int dp_rank = 0;
   tp::Device device;
   sc::ScheduleKind kind = sc::ScheduleKind::OneFOneB;
@@ -453,6 +478,13 @@ void print_header(const Options& o, const Job& job, const Corpus& corpus) {
   if (!job.choice.overridden.empty())
     std::printf("--init-from %s overrides %s\n", o.init_from.c_str(),
                 job.choice.overridden.c_str());
+  if (o.tp > 1) {
+    std::printf(
+        "run: tensor parallel over %d processes (the parameters above are one's), "
+        "batch %lld, on %s\n",
+        o.tp, static_cast<long long>(o.batch), o.device.c_str());
+    return;
+  }
   if (o.unsplit) {
     std::printf("run: unsplit, one thread, batch %lld, on %s\n", static_cast<long long>(o.batch),
                 o.device.c_str());
@@ -696,6 +728,24 @@ void train_steps(TrainLoop& loop, RunResult& result) {
     result.memory.share(job.distributed() ? &job.pipeline_group : nullptr, job.ranks);
 }
 
+// --export under --tp: every rank gathers the split tensors whole; rank 0 writes them from an
+// unsplit copy of the model.
+void export_tensor_parallel(const Options& o, Job& job) {
+  const tp::StateDict whole = tpar::full_state_dict(*job.model, job.tp_group);
+  if (job.rank == 0) {
+    train_gpt::ModelChoice unsplit = job.choice;
+    if (const auto* gpt = dynamic_cast<const tp::nn::GPTImpl*>(job.model.get()))
+      unsplit.module = std::make_shared<tp::nn::GPTImpl>(gpt->config());
+    else
+      unsplit.module = std::make_shared<tp::nn::LlamaImpl>(
+          dynamic_cast<const tp::nn::LlamaImpl&>(*job.model).config());
+    unsplit.module->to(whole.items().front().second.dtype());
+    unsplit.module->load_state_dict(whole);
+    train_gpt::export_model(o, unsplit, {}, /*distributed=*/false, 0);
+  }
+  job.tp_group.barrier();
+}
+
 // What a run did and learned: the summary (and the plan's prediction against the measured step),
 // the exported model, samples of text, the JSON line.
 void finish(const Options& o, Job& job, const Corpus& corpus, const pp::Plan* plan,
@@ -709,7 +759,10 @@ void finish(const Options& o, Job& job, const Corpus& corpus, const pp::Plan* pl
         plan->predicted_step_seconds, result.seconds_per_step(),
         100 * (result.seconds_per_step() / plan->predicted_step_seconds - 1));
   std::fflush(stdout);
-  if (!o.export_dir.empty()) {
+  if (!o.export_dir.empty() && o.tp > 1) {
+    export_tensor_parallel(o, job);
+    if (prints) std::printf("exported the model to %s\n", o.export_dir.c_str());
+  } else if (!o.export_dir.empty()) {
     train_gpt::export_model(o, job.choice, job.stages, job.distributed(), job.dp_rank);
     if (prints) std::printf("exported the model to %s\n", o.export_dir.c_str());
   }
@@ -755,7 +808,7 @@ int run(Options o) {
   tp::set_default_num_threads(o.blas_threads);  // product threads of each stage thread
   Job job(o, corpus, plan ? &*plan : nullptr);
   // The rank with the last stage (of the first replica) knows the losses.
-  const bool prints = job.gets_losses() && job.dp_rank == 0;
+  const bool prints = job.gets_losses() && job.dp_rank == 0 && (o.tp == 1 || job.rank == 0);
   if (prints) print_header(o, job, corpus);
   if (prints && plan)
     std::printf("plan: %s, predicted %.4f s per step, bubble %.1f%%\n", o.plan.c_str(),

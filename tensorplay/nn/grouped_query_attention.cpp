@@ -89,24 +89,34 @@ GroupedQueryAttentionImpl::GroupedQueryAttentionImpl(GroupedQueryAttentionOption
 }
 
 Tensor GroupedQueryAttentionImpl::forward(const Tensor& x) {
-  const int64_t w = options_.width, heads = options_.heads, kv = options_.kv_heads;
+  const int64_t w = options_.width;
   if (x.dim() != 3 || x.size(2) != w || x.size(1) > options_.context_length)
     throw std::invalid_argument(
         "GroupedQueryAttention: expected input [B, T, " + std::to_string(w) +
         "] with T <= " + std::to_string(options_.context_length) + ", got " + to_string(x.shape()));
-  const int64_t time = x.size(1), d = head_dim();
+  const int64_t d = head_dim();
   // [B, T, heads * D] -> [B, T, heads, D], a view: the heads stay where the projection wrote
   // them. The batch size stays -1 so that a traced stage replays on microbatches of any size.
-  auto split_heads = [&](const Tensor& y, int64_t n) { return y.reshape({-1, time, n, d}); };
-  Tensor q = split_heads(q_proj(x), heads);
-  Tensor k = split_heads(k_proj(x), kv);
+  // The head counts are read from the projections' outputs: under tensor parallelism they hold
+  // this rank's share of the heads (and of the key-value heads, or the one its queries read).
+  // The sequence too: under sequence parallelism x holds this rank's positions and the
+  // projections gather them all.
+  auto split_heads = [&](const Tensor& y) { return y.reshape({-1, y.size(1), y.size(-1) / d, d}); };
+  Tensor q = split_heads(q_proj(x));
+  const int64_t time = q.size(1);
+  Tensor k = split_heads(k_proj(x));
+  const int64_t heads = q.size(2), kv = k.size(2);
+  if (heads % kv != 0)
+    throw std::invalid_argument("GroupedQueryAttention: " + std::to_string(kv) +
+                                " key-value heads do not divide " + std::to_string(heads) +
+                                " query heads (projections sharded unevenly?)");
   if (options_.qk_norm) {
     q = q_norm(q);
     k = k_norm(k);
   }
   q = rotary_emb(q);
   k = rotary_emb(k);
-  Tensor v = split_heads(v_proj(x), kv);
+  Tensor v = split_heads(v_proj(x));
   k = repeat_kv_tokens_first(k, heads / kv);
   v = repeat_kv_tokens_first(v, heads / kv);
   Tensor y = options_.sliding_window > 0 && time > options_.sliding_window

@@ -31,17 +31,37 @@ std::vector<Tensor> Module::forward_outputs(const std::vector<Tensor>& args,
   return {forward_args(args, kwargs)};
 }
 
+Tensor Module::hooked_forward(const std::vector<Tensor>& args, const TensorDict* kwargs) {
+  std::vector<Tensor> in = args;
+  for (const auto& hook : pre_hooks_) in = hook(in);
+  Tensor out = kwargs != nullptr ? forward_args(in, *kwargs) : forward(in.at(0));
+  for (const auto& hook : post_hooks_) out = hook(out);
+  return out;
+}
+
+void Module::register_forward_pre_hook(ForwardPreHook hook) {
+  pre_hooks_.push_back(std::move(hook));
+}
+
+void Module::register_forward_hook(ForwardHook hook) { post_hooks_.push_back(std::move(hook)); }
+
 Tensor Module::operator()(const Tensor& x) {
   trace::ModulePathScope scope(name_in_parent_, this);
-  if (!checkpointed_ || !autograd::grad_enabled()) return forward(x);
+  const bool hooked = !pre_hooks_.empty() || !post_hooks_.empty();
+  if (!checkpointed_ || !autograd::grad_enabled())
+    return hooked ? hooked_forward({x}, nullptr) : forward(x);
   return autograd::checkpoint(
-      [this](const std::vector<Tensor>& in) { return std::vector<Tensor>{forward(in[0])}; },
+      [this, hooked](const std::vector<Tensor>& in) {
+        return std::vector<Tensor>{hooked ? hooked_forward(in, nullptr) : forward(in[0])};
+      },
       {x})[0];
 }
 
 Tensor Module::operator()(const std::vector<Tensor>& args, const TensorDict& kwargs) {
   trace::ModulePathScope scope(name_in_parent_, this);
-  if (!checkpointed_ || !autograd::grad_enabled()) return forward_args(args, kwargs);
+  const bool hooked = !pre_hooks_.empty() || !post_hooks_.empty();
+  if (!checkpointed_ || !autograd::grad_enabled())
+    return hooked ? hooked_forward(args, &kwargs) : forward_args(args, kwargs);
   // The keyword inputs follow the positional ones, in name order.
   std::vector<Tensor> inputs = args;
   std::vector<std::string> names;
@@ -51,11 +71,11 @@ Tensor Module::operator()(const std::vector<Tensor>& args, const TensorDict& kwa
   }
   const size_t positional = args.size();
   return autograd::checkpoint(
-      [this, positional, names](const std::vector<Tensor>& in) {
+      [this, positional, names, hooked](const std::vector<Tensor>& in) {
         std::vector<Tensor> a(in.begin(), in.begin() + static_cast<std::ptrdiff_t>(positional));
         TensorDict kw;
         for (size_t i = 0; i < names.size(); ++i) kw.emplace(names[i], in[positional + i]);
-        return std::vector<Tensor>{forward_args(a, kw)};
+        return std::vector<Tensor>{hooked ? hooked_forward(a, &kw) : forward_args(a, kw)};
       },
       inputs)[0];
 }

@@ -2,6 +2,7 @@
 // ModuleHolder, the value-like handle (`Linear`, `Sequential`) that shares one module instance.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <ostream>
@@ -65,6 +66,18 @@ class Module : public std::enable_shared_from_this<Module> {
     add_child(name, holder.ptr());
     return holder;
   }
+
+  // -- hooks -------------------------------------------------------------------------------------
+
+  /// Rewrites the positional inputs before forward (PyTorch's forward pre-hook).
+  using ForwardPreHook = std::function<std::vector<Tensor>(const std::vector<Tensor>& args)>;
+  /// Rewrites the output after forward (PyTorch's forward hook).
+  using ForwardHook = std::function<Tensor(const Tensor& output)>;
+  /// Adds a hook that operator() runs on the inputs before forward, after the earlier ones (so
+  /// inside a checkpoint's recomputation too). Tensor parallelism places its collectives so.
+  void register_forward_pre_hook(ForwardPreHook hook);
+  /// Adds a hook that operator() runs on the output after forward, after the earlier ones.
+  void register_forward_hook(ForwardHook hook);
 
   // -- observers ---------------------------------------------------------------------------------
 
@@ -147,9 +160,13 @@ class Module : public std::enable_shared_from_this<Module> {
   void collect(const std::string& prefix, Kind kind, bool recurse,
                std::vector<std::pair<std::string, Tensor>>& out) const;
   void check_unique_name(const std::string& name, const char* what) const;
+  // forward / forward_args with the hooks around them.
+  Tensor hooked_forward(const std::vector<Tensor>& args, const TensorDict* kwargs);
 
   std::vector<NamedTensor> tensors_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
+  std::vector<ForwardPreHook> pre_hooks_;
+  std::vector<ForwardHook> post_hooks_;
   std::string name_in_parent_;
   bool training_ = true;
   bool checkpointed_ = false;

@@ -132,3 +132,25 @@ TEST_CASE("to(dtype) converts parameters in place and keeps ties and buffers", "
   m->to(tp::DType::Float32);
   CHECK(w.to_vector() == after);  // widening back is exact
 }
+
+TEST_CASE("forward hooks rewrite inputs and outputs, checkpointed or not", "[module]") {
+  for (bool checkpointed : {false, true}) {
+    INFO("checkpointed " << checkpointed);
+    tp::nn::Linear layer(2, 2, tp::nn::LinearOptions{.bias = false});
+    layer->weight.detach().copy_(tp::from_vector({1, 0, 0, 1}, {2, 2}));
+    layer->set_checkpointed(checkpointed);
+    int pre_calls = 0;
+    layer->register_forward_pre_hook([&](const std::vector<tp::Tensor>& args) {
+      ++pre_calls;
+      return std::vector<tp::Tensor>{args[0] * 2.0f};
+    });
+    layer->register_forward_hook([](const tp::Tensor& y) { return y + 1.0f; });
+    layer->register_forward_hook([](const tp::Tensor& y) { return y * 3.0f; });  // after the first
+    tp::Tensor x = tp::from_vector({1, 2}, {1, 2}).set_requires_grad(true);
+    tp::Tensor y = layer(x);
+    CHECK(y.to_vector() == std::vector<float>{9, 15});  // ((x * 2) W^T + 1) * 3
+    tp::sum(y).backward();
+    CHECK(x.grad().to_vector() == std::vector<float>{6, 6});
+    CHECK(pre_calls == (checkpointed ? 2 : 1));  // the recomputation runs the hooks again
+  }
+}
