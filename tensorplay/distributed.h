@@ -8,3 +8,4 @@
 #include "tensorplay/distributed/init_options.h"
 #include "tensorplay/distributed/launch_env.h"
 #include "tensorplay/distributed/process_group.h"
+#include "tensorplay/distributed/fsdp/fully_shard.h"

@@ -18,7 +18,7 @@ set(folders
   pipelining/planner:planner
   pipelining/runtime:runtime
   pipelining:stages
-  wire:wire observe:observe distributed:distributed)
+  wire:wire observe:observe distributed/fsdp:runtime distributed:distributed)
 # What each layer may include (its own folders included).
 set(allowed_base base)
 set(allowed_tensors base tensors)

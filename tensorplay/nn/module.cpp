@@ -31,7 +31,31 @@ std::vector<Tensor> Module::forward_outputs(const std::vector<Tensor>& args,
   return {forward_args(args, kwargs)};
 }
 
+void Module::register_forward_pre_hook(ForwardPreHook hook) {
+  forward_pre_hooks_.push_back(std::move(hook));
+}
+
+void Module::register_forward_hook(ForwardHook hook) { forward_hooks_.push_back(std::move(hook)); }
+
 Tensor Module::operator()(const Tensor& x) {
+  if (forward_pre_hooks_.empty() && forward_hooks_.empty()) return call_forward(x);
+  std::vector<Tensor> args{x};
+  for (auto& hook : forward_pre_hooks_) hook(*this, args);
+  Tensor out = call_forward(args.at(0));
+  for (auto& hook : forward_hooks_) hook(*this, out);
+  return out;
+}
+
+Tensor Module::operator()(const std::vector<Tensor>& args, const TensorDict& kwargs) {
+  if (forward_pre_hooks_.empty() && forward_hooks_.empty()) return call_forward(args, kwargs);
+  std::vector<Tensor> in = args;
+  for (auto& hook : forward_pre_hooks_) hook(*this, in);
+  Tensor out = call_forward(in, kwargs);
+  for (auto& hook : forward_hooks_) hook(*this, out);
+  return out;
+}
+
+Tensor Module::call_forward(const Tensor& x) {
   trace::ModulePathScope scope(name_in_parent_, this);
   if (!checkpointed_ || !autograd::grad_enabled()) return forward(x);
   return autograd::checkpoint(
@@ -39,7 +63,7 @@ Tensor Module::operator()(const Tensor& x) {
       {x})[0];
 }
 
-Tensor Module::operator()(const std::vector<Tensor>& args, const TensorDict& kwargs) {
+Tensor Module::call_forward(const std::vector<Tensor>& args, const TensorDict& kwargs) {
   trace::ModulePathScope scope(name_in_parent_, this);
   if (!checkpointed_ || !autograd::grad_enabled()) return forward_args(args, kwargs);
   // The keyword inputs follow the positional ones, in name order.

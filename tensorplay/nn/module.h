@@ -2,6 +2,7 @@
 // ModuleHolder, the value-like handle (`Linear`, `Sequential`) that shares one module instance.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <ostream>
@@ -46,6 +47,14 @@ class Module : public std::enable_shared_from_this<Module> {
   /// autograd::checkpoint when the module is checkpointed and grad mode is on.
   Tensor operator()(const Tensor& x);
   Tensor operator()(const std::vector<Tensor>& args, const TensorDict& kwargs = {});
+
+  /// Runs before every call through operator() (PyTorch's forward pre-hook); may replace the
+  /// positional inputs. fully_shard gathers a module's parameters here.
+  using ForwardPreHook = std::function<void(Module& module, std::vector<Tensor>& args)>;
+  /// Runs after every call through operator() (PyTorch's forward hook); may replace the output.
+  using ForwardHook = std::function<void(Module& module, Tensor& output)>;
+  void register_forward_pre_hook(ForwardPreHook hook);
+  void register_forward_hook(ForwardHook hook);
 
   // -- registration ------------------------------------------------------------------------------
 
@@ -148,7 +157,12 @@ class Module : public std::enable_shared_from_this<Module> {
                std::vector<std::pair<std::string, Tensor>>& out) const;
   void check_unique_name(const std::string& name, const char* what) const;
 
+  Tensor call_forward(const Tensor& x);
+  Tensor call_forward(const std::vector<Tensor>& args, const TensorDict& kwargs);
+
   std::vector<NamedTensor> tensors_;
+  std::vector<ForwardPreHook> forward_pre_hooks_;
+  std::vector<ForwardHook> forward_hooks_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
   std::string name_in_parent_;
   bool training_ = true;
