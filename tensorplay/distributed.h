@@ -9,3 +9,4 @@
 #include "tensorplay/distributed/launch_env.h"
 #include "tensorplay/distributed/process_group.h"
 #include "tensorplay/distributed/fsdp/fully_shard.h"
+#include "tensorplay/distributed/fsdp/mixed_precision.h"

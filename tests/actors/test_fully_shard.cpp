@@ -180,7 +180,7 @@ TEST_CASE("fully_shard on dp 4 and dp 2 trains as the unsharded run of the same 
   REQUIRE(ref.losses.size() == 3);
   CHECK(ref.losses[2] < ref.losses[0]);
   // float32 rounding: the averaged gradients are summed in another order than the full batch's.
-  const float tol = 2e-5f;
+  const float tol = 1e-6f;  // measured: at most 6e-8
   SECTION("dp 4, reshard after forward") { check_against(train_on_threads(4, init, {}), ref, tol); }
   SECTION("dp 2, gathered until backward ends, with prefetch") {
     check_against(train_on_threads(2, init, {.reshard_after_forward = false, .prefetch = true}),
@@ -201,7 +201,7 @@ TEST_CASE(
   const Run ref = train(init, dist::ProcessGroup(), bf16);
   // Within bfloat16 rounding: each member's gradient is rounded to bfloat16 before the float32
   // average, the unsharded run's once over the whole batch.
-  check_against(train_on_threads(2, init, bf16), ref, 2e-2f);
+  check_against(train_on_threads(2, init, bf16), ref, 4e-3f);  // measured: at most 1e-3
 }
 
 TEST_CASE("fully_shard stores shards and refuses bad input clearly", "[fsdp][fully_shard]") {
