@@ -1,11 +1,14 @@
 // Tests for ProcessGroup's sharding collectives (process_group.h): all_gather_into_tensor and
 // reduce_scatter_tensor, blocking and asynchronous, on ranks of one job joined in this process,
-// and their clear errors for inputs that differ between members or outputs of the wrong size.
+// and their clear errors for inputs that differ between members or outputs of the wrong size. The
+// [cuda] case (device tensors through a host copy) runs in test_actors_gpu and
+// scripts/gpu_check.sh.
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <stdexcept>
 
 #include "in_process_job.h"
+#include "tensorplay/core/device_info.h"
 #include "tensorplay/distributed/process_group.h"
 #include "tensorplay/tensor.h"
 
@@ -155,4 +158,35 @@ TEST_CASE("a group of one copies its input", "[process_group][shard_collectives]
   CHECK(out.to_vector() == std::vector<float>(4, 3.0f));
   CHECK_THROWS_WITH(one.all_gather_into_tensor(out, tp::ones({3})),
                     Catch::Contains("output of shape [2, 2]"));
+}
+
+TEST_CASE("the sharding collectives take device tensors through a host copy",
+          "[process_group][shard_collectives][cuda]") {
+  if (tp::cuda_device_count() == 0) {
+    WARN("no CUDA device (tests/run_if_gpu.sh skips this case's run)");
+    return;
+  }
+  const tp::Device gpu("cuda:0");
+  const int n = 2;
+  std::vector<std::vector<float>> gathered(n), reduced(n);
+  std::vector<int> on_device(n, 0);
+  auto outcomes = tp::testing::run_ranks(n, {0, 1}, std::chrono::seconds(30), [&](auto& g) {
+    const int me = g.rank();
+    tp::Tensor out = tp::zeros({n * 3}, {.device = gpu});
+    g.all_gather_into_tensor(out, ramp(me, {3}).to(gpu));
+    gathered[me] = out.to_vector();
+    tp::Tensor part = tp::zeros({2}, {.dtype = tp::DType::BFloat16, .device = gpu});
+    g.reduce_scatter_tensor_async(part, ramp(me, {n * 2}, tp::DType::BFloat16).to(gpu),
+                                  dist::ReduceOp::Avg)
+        .wait();
+    on_device[me] = out.is_cuda() && part.is_cuda();
+    reduced[me] = part.to_vector();
+  });
+  for (int me = 0; me < n; ++me) {
+    INFO("rank " << me);
+    CHECK(outcomes[me].error == "");
+    CHECK(gathered[me] == std::vector<float>{0, 1, 2, 100, 101, 102});
+    CHECK(on_device[me] == 1);
+    CHECK(reduced[me] == std::vector<float>{50.0f + 2 * me, 51.0f + 2 * me});
+  }
 }
