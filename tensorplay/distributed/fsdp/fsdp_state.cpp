@@ -56,9 +56,9 @@ void FsdpState::shard_parameters() {
   NoGradGuard no_grad;
   const int64_t n = group_.size(), me = group_.rank();
   for (ShardedParam& p : params_) {
-    Tensor full =
-        p.param.detach().reshape(shard_shape(p, p.full_shape.empty() ? 1 : p.full_shape[0]));
-    const int64_t d0 = full.size(0);
+    const int64_t d0 = p.full_shape.empty() ? 1 : p.full_shape[0];
+    Tensor full = p.param.detach().reshape(shard_shape(p, d0));
+    p.inner = d0 == 0 ? 0 : full.numel() / d0;
     p.rows = (d0 + n - 1) / n;
     p.shard = zeros(shard_shape(p, p.rows), {.dtype = p.master_dtype, .device = full.device()});
     const int64_t lo = std::min(d0, me * p.rows), hi = std::min(d0, (me + 1) * p.rows);
@@ -66,32 +66,68 @@ void FsdpState::shard_parameters() {
     point_at(p.param, p.shard);
     p.param.impl().grad = nullptr;
   }
+  make_buckets();
+}
+
+void FsdpState::make_buckets() {
+  for (size_t i = 0; i < params_.size(); ++i) {
+    ShardedParam& p = params_[i];
+    const DType compute = compute_dtype(p);
+    const DType reduce = options_.mp_policy.reduce_dtype.value_or(p.master_dtype);
+    size_t b = 0;
+    while (b < buckets_.size() && (buckets_[b].compute != compute || buckets_[b].reduce != reduce))
+      ++b;
+    if (b == buckets_.size()) buckets_.push_back({.compute = compute, .reduce = reduce});
+    p.bucket = b;
+    p.offset = buckets_[b].total;
+    buckets_[b].total += p.rows * p.inner;
+    buckets_[b].params.push_back(i);
+  }
 }
 
 void FsdpState::unshard_async() {
   if (gathered_ || gathering_) return;
   NoGradGuard no_grad;
   const int64_t n = group_.size();
-  for (ShardedParam& p : params_) {
-    Tensor src = p.shard.to(compute_dtype(p));
-    p.gathered =
-        empty(shard_shape(p, p.rows * n), {.dtype = compute_dtype(p), .device = p.shard.device()});
-    p.gather = group_.all_gather_into_tensor_async(p.gathered, src);
+  const Device device = params_.empty() ? cpu() : params_.front().shard.device();
+  for (Bucket& b : buckets_) {
+    Tensor chunk = empty({b.total}, {.dtype = b.compute, .device = device});
+    for (size_t i : b.params) {
+      const ShardedParam& p = params_[i];
+      chunk.slice0(p.offset, p.offset + p.rows * p.inner)
+          .copy_(p.shard.reshape({p.rows * p.inner}));
+    }
+    b.gathered = empty({n * b.total}, {.dtype = b.compute, .device = device});
+    b.gather = group_.all_gather_into_tensor_async(b.gathered, chunk);
   }
   gathering_ = true;
+}
+
+void FsdpState::copy_out(ShardedParam& p, const Bucket& b) {
+  const int64_t n = group_.size(), rows = p.rows * p.inner;
+  Tensor flat = empty({n * rows}, {.dtype = b.compute, .device = b.gathered.device()});
+  for (int64_t j = 0; j < n; ++j)
+    flat.slice0(j * rows, (j + 1) * rows)
+        .copy_(b.gathered.slice0(j * b.total + p.offset, j * b.total + p.offset + rows));
+  p.gathered = flat.reshape(shard_shape(p, p.rows * n));
 }
 
 void FsdpState::wait_unshard() {
   if (gathered_) return;
   unshard_async();
+  NoGradGuard no_grad;
+  for (Bucket& b : buckets_) b.gather.wait();
   for (ShardedParam& p : params_) {
-    p.gather.wait();
-    p.gather = Work();
+    copy_out(p, buckets_[p.bucket]);
     const int64_t d0 = p.full_shape.empty() ? 1 : p.full_shape[0];
     Tensor full = p.gathered.slice0(0, d0).reshape(p.full_shape);
     p.stash_grad = p.param.grad();
     p.param.impl().grad = nullptr;
     point_at(p.param, full);
+  }
+  for (Bucket& b : buckets_) {
+    b.gather = Work();
+    b.gathered = Tensor();
   }
   gathering_ = false;
   gathered_ = true;
@@ -182,21 +218,32 @@ void FsdpState::post_backward() {
   }
   std::vector<Tensor> outs;
   std::vector<Work> works;
-  for (size_t i = 0; i < params_.size(); ++i) {
-    ShardedParam& p = params_[i];
-    p.full_grad = Tensor();
-    const DType rd = options_.mp_policy.reduce_dtype.value_or(p.master_dtype);
-    const int64_t d0 = p.full_shape.empty() ? 1 : p.full_shape[0];
-    Tensor padded = zeros(shard_shape(p, p.rows * n), {.dtype = rd, .device = p.shard.device()});
-    padded.slice0(0, d0).copy_(grads[i].reshape(shard_shape(p, d0)));
-    outs.push_back(empty(shard_shape(p, p.rows), {.dtype = rd, .device = p.shard.device()}));
+  for (Bucket& b : buckets_) {
+    // Member j's chunk: rows [j rows, (j + 1) rows) of each parameter's gradient, zero-padded.
+    Tensor padded = zeros({n * b.total}, {.dtype = b.reduce, .device = params_[0].shard.device()});
+    for (size_t i : b.params) {
+      ShardedParam& p = params_[i];
+      p.full_grad = Tensor();
+      const int64_t d0 = p.full_shape.empty() ? 1 : p.full_shape[0];
+      Tensor g = grads[i].reshape({d0 * p.inner});
+      for (int64_t j = 0; j < n; ++j) {
+        const int64_t lo = std::min(d0, j * p.rows) * p.inner;
+        const int64_t hi = std::min(d0, (j + 1) * p.rows) * p.inner;
+        const int64_t at = j * b.total + p.offset;
+        if (hi > lo) padded.slice0(at, at + hi - lo).copy_(g.slice0(lo, hi));
+      }
+    }
+    outs.push_back(empty({b.total}, {.dtype = b.reduce, .device = padded.device()}));
     works.push_back(group_.reduce_scatter_tensor_async(outs.back(), padded, ReduceOp::Avg));
   }
-  for (size_t i = 0; i < params_.size(); ++i) {
-    works[i].wait();
-    ShardedParam& p = params_[i];
-    Tensor g = outs[i].to(p.master_dtype);
-    p.stash_grad = p.stash_grad.defined() ? add(p.stash_grad, g) : g;
+  for (size_t k = 0; k < buckets_.size(); ++k) {
+    works[k].wait();
+    for (size_t i : buckets_[k].params) {
+      ShardedParam& p = params_[i];
+      Tensor g = empty(p.shard.shape(), {.dtype = p.master_dtype, .device = p.shard.device()});
+      g.copy_(outs[k].slice0(p.offset, p.offset + p.rows * p.inner).reshape(p.shard.shape()));
+      p.stash_grad = p.stash_grad.defined() ? add(p.stash_grad, g) : g;
+    }
   }
   if (reshard_after_backward) reshard();
 }

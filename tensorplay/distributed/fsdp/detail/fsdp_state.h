@@ -18,11 +18,24 @@ struct ShardedParam {
   Tensor param;
   Shape full_shape;
   DType master_dtype = DType::Float32;
-  int64_t rows = 0;   ///< rows of dim 0 per shard (padded)
-  Tensor shard;       ///< this rank's master rows, [rows, ...]
-  Tensor stash_grad;  ///< the shard gradient, while the parameter is gathered
-  Tensor full_grad;   ///< gradients accumulated without sync
-  Tensor gathered;    ///< the padded gather buffer, [rows * n, ...]
+  int64_t rows = 0;    ///< rows of dim 0 per shard (padded)
+  Tensor shard;        ///< this rank's master rows, [rows, ...]
+  Tensor stash_grad;   ///< the shard gradient, while the parameter is gathered
+  Tensor full_grad;    ///< gradients accumulated without sync
+  Tensor gathered;     ///< the gathered parameter, [rows * n, ...] (padded)
+  int64_t inner = 1;   ///< elements per row
+  size_t bucket = 0;   ///< index of its bucket
+  int64_t offset = 0;  ///< where its shard starts in a member's chunk of the bucket
+};
+
+/// The parameters of one module gathered (and their gradients reduced) in one collective: those
+/// of one compute dtype and one reduce dtype. A member's chunk is its shards one after another.
+struct Bucket {
+  DType compute = DType::Float32;
+  DType reduce = DType::Float32;
+  std::vector<size_t> params;
+  int64_t total = 0;  ///< elements of a member's chunk
+  Tensor gathered;    ///< every member's chunk, [n * total]
   Work gather;
 };
 
@@ -58,7 +71,11 @@ class FsdpState : public std::enable_shared_from_this<FsdpState> {
 
   ProcessGroup group_;
   FullyShardOptions options_;
+  void make_buckets();
+  void copy_out(ShardedParam& p, const Bucket& b);
+
   std::vector<ShardedParam> params_;
+  std::vector<Bucket> buckets_;
   bool gathered_ = false;  // params view the gathered tensors
   bool gathering_ = false;
   int pending_ = 0;  // gradient accumulations still expected in this backward
