@@ -204,6 +204,81 @@ TEST_CASE(
   check_against(train_on_threads(2, init, bf16), ref, 4e-3f);  // measured: at most 1e-3
 }
 
+namespace {
+
+/// A GPT whose embedding is tied to its head (one parameter, in the root's shards) and whose
+/// vocabulary (33) and context (9) divide by no dp: 3 AdamW steps with the gradients clipped to
+/// a global norm of 0.5 (sharded: fsdp::clip_grad_norm over the group), the norms kept.
+Run train_gpt(const tp::StateDict& init, dist::ProcessGroup group, bool sharded) {
+  tp::nn::GPT gpt(tp::nn::GPTConfig{
+      .vocab_size = 33, .context_length = 9, .n_layer = 2, .n_head = 2, .width = 16});
+  gpt->load_state_dict(init);
+  if (sharded) {
+    for (const auto& block : *gpt->blocks) fsdp::fully_shard(block, {.mesh = group});
+    fsdp::fully_shard(gpt, {.mesh = group});
+  }
+  tp::optim::AdamW opt(gpt->parameters(), {.lr = 1e-2f});
+  const int n = group.size(), me = group.rank();
+  const int64_t rows = 4 / n;
+  std::vector<float> ids(4 * 9);
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<float>((i * 5 + 3) % 33);
+  const tp::Tensor x = tp::from_vector(ids, {4, 9}).slice0(me * rows, (me + 1) * rows);
+  const tp::Tensor y = x.reshape({rows * 9});
+  Run run;
+  for (int step = 0; step < 3; ++step) {
+    opt.zero_grad();
+    tp::Tensor loss = tp::cross_entropy(gpt(x).reshape({rows * 9, 33}), y);
+    loss.backward();
+    tp::Tensor l = tp::from_vector({loss.item()}, {1});
+    group.all_reduce(l);
+    run.losses.push_back(l.item() / static_cast<float>(n));
+    run.losses.push_back(sharded ? fsdp::clip_grad_norm(gpt->parameters(), 0.5f, group)
+                                 : tp::optim::clip_grad_norm(gpt->parameters(), 0.5f));
+    opt.step();
+  }
+  if (sharded) {
+    for (auto& [name, p] : gpt->named_parameters()) {
+      tp::Tensor all = tp::zeros({p.size(0) * n, p.numel() / p.size(0)});
+      group.all_gather_into_tensor(all, p.reshape({p.size(0), -1}));
+      run.params[name] = all.to_vector();
+    }
+  } else {
+    for (auto& [name, p] : gpt->named_parameters()) run.params[name] = p.to_vector();
+  }
+  return run;
+}
+
+}  // namespace
+
+TEST_CASE("a GPT with tied weights and uneven dims trains sharded as unsharded, clipped globally",
+          "[fsdp][fully_shard]") {
+  dist::destroy_process_group();
+  tp::StateDict init;
+  {
+    tp::nn::GPT gpt(tp::nn::GPTConfig{
+        .vocab_size = 33, .context_length = 9, .n_layer = 2, .n_head = 2, .width = 16});
+    for (auto& [name, t] : gpt->state_dict()) init.insert(name, t.clone().detach());
+  }
+  const Run ref = train_gpt(init, dist::ProcessGroup(), false);
+  std::vector<Run> runs(2);
+  auto outcomes = tp::testing::run_ranks(2, {0, 1}, std::chrono::seconds(30), [&](auto& g) {
+    runs[g.rank()] = train_gpt(init, g, true);
+  });
+  for (int r = 0; r < 2; ++r) {
+    INFO("rank " << r);
+    CHECK(outcomes[r].error == "");
+    REQUIRE(runs[r].losses.size() == ref.losses.size());
+    // Losses and the norms before clipping, alternately; the norms exceed 0.5, so clipping acted.
+    for (size_t i = 0; i < ref.losses.size(); ++i)
+      CHECK(runs[r].losses[i] == Approx(ref.losses[i]).epsilon(1e-5));
+    CHECK(ref.losses[1] > 0.5f);
+    for (auto& [name, p] : ref.params) {
+      INFO("parameter " << name);
+      CHECK(max_diff(runs[r].params.at(name), p) <= 1e-5f);
+    }
+  }
+}
+
 TEST_CASE("fully_shard stores shards and refuses bad input clearly", "[fsdp][fully_shard]") {
   dist::destroy_process_group();
   std::vector<std::string> twice(2), differ(2), outside(2);
