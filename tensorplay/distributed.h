@@ -10,3 +10,4 @@
 #include "tensorplay/distributed/process_group.h"
 #include "tensorplay/distributed/fsdp/fully_shard.h"
 #include "tensorplay/distributed/fsdp/mixed_precision.h"
+#include "tensorplay/distributed/fsdp/full_state_dict.h"

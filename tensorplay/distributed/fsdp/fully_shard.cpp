@@ -68,6 +68,23 @@ void check_members_agree(const ProcessGroup& group, const std::vector<ShardedPar
 
 }  // namespace
 
+namespace detail {
+
+std::pair<std::shared_ptr<FsdpState>, ShardedParam*> sharded_param_of(const TensorImpl* impl) {
+  std::shared_ptr<FsdpState> state;
+  {
+    std::lock_guard lock(registry_mutex);
+    auto it = sharded_params.find(impl);
+    if (it != sharded_params.end()) state = it->second.lock();
+  }
+  if (!state) return {nullptr, nullptr};
+  for (ShardedParam& p : state->params())
+    if (p.param.impl_ptr().get() == impl) return {state, &p};
+  return {nullptr, nullptr};
+}
+
+}  // namespace detail
+
 FSDPModule fully_shard(const std::shared_ptr<nn::Module>& module, FullyShardOptions options) {
   if (!module) throw std::invalid_argument("fully_shard: the module is null");
   if (options.mesh.rank() < 0)

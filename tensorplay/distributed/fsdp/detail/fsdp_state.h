@@ -4,6 +4,7 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tensorplay/distributed/fsdp/fully_shard.h"
@@ -60,6 +61,8 @@ class FsdpState : public std::enable_shared_from_this<FsdpState> {
 
   const ProcessGroup& group() const { return group_; }
   std::vector<ShardedParam>& params() { return params_; }
+  /// Whether the parameters view the gathered tensors now.
+  bool gathered() const { return gathered_; }
   bool sync = true;
   bool reshard_after_backward = true;
   std::vector<std::weak_ptr<FsdpState>> forward_prefetch, backward_prefetch;
@@ -68,12 +71,11 @@ class FsdpState : public std::enable_shared_from_this<FsdpState> {
   Shape shard_shape(const ShardedParam& p, int64_t rows) const;
   DType compute_dtype(const ShardedParam& p) const;
   int count_leaf_edges(const Tensor& output) const;
-
-  ProcessGroup group_;
-  FullyShardOptions options_;
   void make_buckets();
   void copy_out(ShardedParam& p, const Bucket& b);
 
+  ProcessGroup group_;
+  FullyShardOptions options_;
   std::vector<ShardedParam> params_;
   std::vector<Bucket> buckets_;
   bool gathered_ = false;  // params view the gathered tensors
@@ -81,5 +83,9 @@ class FsdpState : public std::enable_shared_from_this<FsdpState> {
   int pending_ = 0;  // gradient accumulations still expected in this backward
   uint64_t forward_start_ = 0;
 };
+
+/// The sharding state holding the parameter whose TensorImpl is `impl`, and its entry there; a
+/// null state when no live sharded module holds it.
+std::pair<std::shared_ptr<FsdpState>, ShardedParam*> sharded_param_of(const TensorImpl* impl);
 
 }  // namespace tensorplay::distributed::fsdp::detail
