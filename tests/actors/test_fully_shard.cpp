@@ -314,3 +314,21 @@ TEST_CASE("fully_shard stores shards and refuses bad input clearly", "[fsdp][ful
   }
   CHECK_THAT(outside[1], Catch::Contains("rank 1 is not a member of the group given as mesh"));
 }
+
+TEST_CASE("a member that shards over another group than the others is named when the wait runs out",
+          "[fsdp][fully_shard]") {
+  std::string error;
+  auto outcomes = tp::testing::run_ranks(2, {0, 1}, std::chrono::seconds(3), [&](auto& g) {
+    Net net;
+    if (g.rank() == 0) {
+      error = tp::testing::error_of([&] { fsdp::fully_shard(net, {.mesh = g}); });
+    } else {
+      fsdp::fully_shard(net, {.mesh = g.new_group({1})});  // alone: nothing to agree on
+    }
+  });
+  CHECK(outcomes[0].error == "");
+  CHECK(outcomes[1].error == "");
+  CHECK_THAT(error, Catch::StartsWith("fully_shard: ") &&
+                        Catch::Contains("[1] did not take part") &&
+                        Catch::Contains("with the same group?"));
+}

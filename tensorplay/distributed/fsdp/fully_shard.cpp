@@ -56,7 +56,14 @@ void check_members_agree(const ProcessGroup& group, const std::vector<ShardedPar
   std::string mine = "group " + std::to_string(group.size()) + ":";
   for (int r : group.ranks()) mine += " " + std::to_string(r);
   for (const ShardedParam& p : params) mine += "\n" + p.name + " " + to_string(p.full_shape);
-  const std::vector<std::string> all = group.all_gather_bytes(mine);
+  std::vector<std::string> all;
+  try {
+    all = group.all_gather_bytes(mine);
+  } catch (const DistributedError& e) {
+    throw DistributedError(std::string("fully_shard: ") + e.what() +
+                           " (does every member of the group call fully_shard on this module "
+                           "with the same group?)");
+  }
   for (size_t j = 1; j < all.size(); ++j)
     if (all[j] != all[0])
       throw DistributedError("fully_shard: member " + std::to_string(j) + " (rank " +
