@@ -4,10 +4,10 @@
 #pragma once
 
 #include "tensorplay/distributed/device_mesh.h"
+#include "tensorplay/distributed/fsdp/full_state_dict.h"
+#include "tensorplay/distributed/fsdp/fully_shard.h"
+#include "tensorplay/distributed/fsdp/mixed_precision.h"
 #include "tensorplay/distributed/init_device_mesh.h"
 #include "tensorplay/distributed/init_options.h"
 #include "tensorplay/distributed/launch_env.h"
 #include "tensorplay/distributed/process_group.h"
-#include "tensorplay/distributed/fsdp/fully_shard.h"
-#include "tensorplay/distributed/fsdp/mixed_precision.h"
-#include "tensorplay/distributed/fsdp/full_state_dict.h"
