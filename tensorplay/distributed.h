@@ -1,5 +1,5 @@
-// The distributed namespace: process groups, the device mesh, collectives and the launch
-// environment (torch.distributed's counterpart).
+// The distributed namespace: process groups, the device mesh, collectives, the launch
+// environment and sharded data parallel (torch.distributed's counterpart, with fsdp).
 // Include this from user code; library code includes the headers it needs.
 #pragma once
 
