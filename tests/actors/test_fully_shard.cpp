@@ -62,12 +62,15 @@ struct Setup {
   fsdp::MixedPrecisionPolicy mp;
   bool prefetch = false;
   bool accumulate = false;  // two half batches, the first without gradient sync
+  bool recompute = false;   // each block checkpointed (its forward recomputed in the backward)
 };
 
 /// 3 AdamW steps on this member's rows of the global batch, the model sharded over `group`.
 Run train(const tp::StateDict& init, dist::ProcessGroup group, const Setup& setup) {
   Net net;
   net->load_state_dict(init);
+  net->b0->set_checkpointed(setup.recompute);
+  net->b1->set_checkpointed(setup.recompute);
   fsdp::FullyShardOptions o{
       .mesh = group, .reshard_after_forward = setup.reshard_after_forward, .mp_policy = setup.mp};
   auto f0 = fsdp::fully_shard(net->b0, o);
@@ -185,6 +188,9 @@ TEST_CASE("fully_shard on dp 4 and dp 2 trains as the unsharded run of the same 
   SECTION("dp 2, gathered until backward ends, with prefetch") {
     check_against(train_on_threads(2, init, {.reshard_after_forward = false, .prefetch = true}),
                   ref, tol);
+  }
+  SECTION("dp 2, each block recomputed in the backward") {
+    check_against(train_on_threads(2, init, {.recompute = true}), ref, tol);
   }
   SECTION("dp 2, two half batches, the first without gradient sync") {
     check_against(train_on_threads(2, init, {.accumulate = true}), ref, tol);
