@@ -63,6 +63,7 @@ struct Setup {
   bool prefetch = false;
   bool accumulate = false;  // two half batches, the first without gradient sync
   bool recompute = false;   // each block checkpointed (its forward recomputed in the backward)
+  bool keep_after_backward = false;  // set_reshard_after_backward(false), reshard() before step
 };
 
 /// 3 AdamW steps on this member's rows of the global batch, the model sharded over `group`.
@@ -80,6 +81,8 @@ Run train(const tp::StateDict& init, dist::ProcessGroup group, const Setup& setu
     f0.set_modules_to_forward_prefetch({f1});
     f1.set_modules_to_backward_prefetch({f0});
   }
+  if (setup.keep_after_backward)
+    for (auto* m : {&f0, &f1, &root}) m->set_reshard_after_backward(false);
   tp::optim::AdamW opt(net->parameters(), {.lr = 1e-2f});
   const int n = group.size(), me = group.rank();
   const int64_t rows = kBatch / n;
@@ -111,6 +114,11 @@ Run train(const tp::StateDict& init, dist::ProcessGroup group, const Setup& setu
     l = tp::from_vector(l.to_vector(), {1});
     group.all_reduce(l);
     run.losses.push_back(l.item() / static_cast<float>(n));
+    if (setup.keep_after_backward) {
+      // Still gathered after the backward (7 rows, not this rank's 4 or 2): reshard to step.
+      if (net->b0->up->weight.size(0) != 7) throw std::runtime_error("resharded after backward");
+      for (auto* m : {&f0, &f1, &root}) m->reshard();
+    }
     if (step == 2) {
       // Gradients gathered from the shards (each [rows, ...], padded): the first dim-0 rows.
       for (auto& [name, p] : net->named_parameters()) {
@@ -188,6 +196,9 @@ TEST_CASE("fully_shard on dp 4 and dp 2 trains as the unsharded run of the same 
   SECTION("dp 2, gathered until backward ends, with prefetch") {
     check_against(train_on_threads(2, init, {.reshard_after_forward = false, .prefetch = true}),
                   ref, tol);
+  }
+  SECTION("dp 4, gathered after the backward until reshard()") {
+    check_against(train_on_threads(4, init, {.keep_after_backward = true}), ref, tol);
   }
   SECTION("dp 2, each block recomputed in the backward") {
     check_against(train_on_threads(2, init, {.recompute = true}), ref, tol);
