@@ -59,7 +59,7 @@ build=${BUILD_DIR:-$root/build-gpu-bundle}
 out=${1:-$build/tensorplay-gpu.tar.gz}
 jobs=${JOBS:-2}
 arch=${CUDA_ARCH:-90}
-targets=(test_tensors test_transport mp_pipeline_check tp-launch bench_cuda_kernels)
+targets=(test_tensors test_transport test_actors mp_pipeline_check tp-launch bench_cuda_kernels)
 
 generator=()
 command -v ninja >/dev/null 2>&1 && generator=(-G Ninja)

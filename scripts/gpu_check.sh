@@ -358,7 +358,7 @@ export LD_LIBRARY_PATH=$lib_path
 export UCX_MODULE_DIR=$lib/ucx
 note "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
 
-binaries=(test_tensors test_transport mp_pipeline_check tp-launch bench_cuda_kernels)
+binaries=(test_tensors test_transport test_actors mp_pipeline_check tp-launch bench_cuda_kernels)
 # ldd of each binary in $bin, rows of kind $1. A library missing is "fallback" (not a failure)
 # where the fallback will be tried next, else a FAIL.
 check_binaries() {
@@ -439,6 +439,7 @@ step() {  # name timeout log -- command...; runs, judges with judge, prints the 
 
 step "cuda ops vs cpu" 150 cuda_ops.log -- "$bin/test_tensors" "[cuda]~[multi_gpu]"
 step "nccl transport" 150 nccl_transport.log -- "$bin/test_transport" "[cuda]~[multi_gpu]"
+step "sharding collectives" 90 shard_collectives.log -- "$bin/test_actors" "[cuda]"
 if [ "$gpus" -ge 2 ]; then
   step "two-GPU cases" 90 two_gpus.log -- bash -c \
     '"$1" "[multi_gpu]" && "$2" "[multi_gpu]"' _ "$bin/test_tensors" "$bin/test_transport"

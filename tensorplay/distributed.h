@@ -1,9 +1,12 @@
 // The distributed namespace: process groups, the device mesh, collectives, the launch
-// environment and tensor parallelism (torch.distributed's counterpart).
+// environment, tensor parallelism and sharded data parallel (torch.distributed's counterpart).
 // Include this from user code; library code includes the headers it needs.
 #pragma once
 
 #include "tensorplay/distributed/device_mesh.h"
+#include "tensorplay/distributed/fsdp/full_state_dict.h"
+#include "tensorplay/distributed/fsdp/fully_shard.h"
+#include "tensorplay/distributed/fsdp/mixed_precision.h"
 #include "tensorplay/distributed/init_device_mesh.h"
 #include "tensorplay/distributed/init_options.h"
 #include "tensorplay/distributed/launch_env.h"

@@ -18,7 +18,8 @@ set(folders
   pipelining/planner:planner
   pipelining/runtime:runtime
   pipelining:stages
-  wire:wire observe:observe distributed/tensor_parallel:distributed distributed:distributed)
+  wire:wire observe:observe distributed/tensor_parallel:distributed distributed/fsdp:runtime
+  distributed:distributed)
 # What each layer may include (its own folders included).
 set(allowed_base base)
 set(allowed_tensors base tensors)

@@ -13,6 +13,8 @@
 #include "tensorplay/distributed/device_mesh.h"
 #include "tensorplay/distributed/init_options.h"
 #include "tensorplay/distributed/launch_env.h"
+#include "tensorplay/distributed/reduce_op.h"
+#include "tensorplay/distributed/work.h"
 
 namespace tensorplay::distributed {
 
@@ -65,6 +67,28 @@ class ProcessGroup {
   /// fails or does not take part within the group's timeout makes the others throw
   /// DistributedError naming it.
   std::vector<std::vector<Tensor>> all_gather_tensors(const std::vector<Tensor>& tensors) const;
+  /// torch.distributed's all_gather_into_tensor: `output` (n times the elements of `input`, n the
+  /// group's size, e.g. dim 0 n times as long) receives every member's `input` concatenated in
+  /// group-rank order, bit for bit. Any dtype; device tensors go through a host copy. Each member
+  /// sends its input straight to every other over UCX (at most 127 members). Every member passes
+  /// the same input shape and dtype: a member that passed another, or an output of the wrong size,
+  /// makes every member throw DistributedError naming it; one that does not take part within the
+  /// group's timeout is named by the others.
+  void all_gather_into_tensor(Tensor& output, const Tensor& input) const;
+  /// all_gather_into_tensor, returning once the transfers are posted: wait() on the handle before
+  /// reading `output` (and before changing `input`).
+  Work all_gather_into_tensor_async(Tensor& output, const Tensor& input) const;
+  /// torch.distributed's reduce_scatter_tensor: `input` (n times the elements of `output`) is cut
+  /// into n chunks along its elements; member i's `output` receives chunk i combined over the
+  /// members by `op` (float32 or bfloat16; bfloat16 summed in float32 and rounded once). Chunks
+  /// are summed in group-rank order, so the bits do not depend on arrival order. Device tensors
+  /// go through a host copy. Errors as all_gather_into_tensor's.
+  void reduce_scatter_tensor(Tensor& output, const Tensor& input,
+                             ReduceOp op = ReduceOp::Sum) const;
+  /// reduce_scatter_tensor, returning once the transfers are posted: wait() on the handle writes
+  /// `output` (the sum runs on the waiting thread).
+  Work reduce_scatter_tensor_async(Tensor& output, const Tensor& input,
+                                   ReduceOp op = ReduceOp::Sum) const;
   /// Same members in the same job.
   bool operator==(const ProcessGroup& other) const {
     return ranks_ == other.ranks_ && runtime_ == other.runtime_;

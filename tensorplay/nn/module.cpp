@@ -39,27 +39,48 @@ Tensor Module::hooked_forward(const std::vector<Tensor>& args, const TensorDict*
   return out;
 }
 
-void Module::register_forward_pre_hook(ForwardPreHook hook) {
-  pre_hooks_.push_back(std::move(hook));
+void Module::register_forward_pre_hook(ForwardPreHook hook, HookPlacement placement) {
+  (placement == HookPlacement::AroundCheckpoint ? outer_pre_hooks_ : pre_hooks_)
+      .push_back(std::move(hook));
 }
 
-void Module::register_forward_hook(ForwardHook hook) { post_hooks_.push_back(std::move(hook)); }
+void Module::register_forward_hook(ForwardHook hook, HookPlacement placement) {
+  (placement == HookPlacement::AroundCheckpoint ? outer_post_hooks_ : post_hooks_)
+      .push_back(std::move(hook));
+}
 
 Tensor Module::operator()(const Tensor& x) {
-  trace::ModulePathScope scope(name_in_parent_, this);
-  const bool hooked = !pre_hooks_.empty() || !post_hooks_.empty();
-  if (!checkpointed_ || !autograd::grad_enabled())
-    return hooked ? hooked_forward({x}, nullptr) : forward(x);
-  return autograd::checkpoint(
-      [this, hooked](const std::vector<Tensor>& in) {
-        return std::vector<Tensor>{hooked ? hooked_forward(in, nullptr) : forward(in[0])};
-      },
-      {x})[0];
+  if (outer_pre_hooks_.empty() && outer_post_hooks_.empty()) return call_checkpointed({x}, nullptr);
+  std::vector<Tensor> in{x};
+  for (const auto& hook : outer_pre_hooks_) in = hook(in);
+  Tensor out = call_checkpointed(in, nullptr);
+  for (const auto& hook : outer_post_hooks_) out = hook(out);
+  return out;
 }
 
 Tensor Module::operator()(const std::vector<Tensor>& args, const TensorDict& kwargs) {
+  if (outer_pre_hooks_.empty() && outer_post_hooks_.empty())
+    return call_checkpointed(args, &kwargs);
+  std::vector<Tensor> in = args;
+  for (const auto& hook : outer_pre_hooks_) in = hook(in);
+  Tensor out = call_checkpointed(in, &kwargs);
+  for (const auto& hook : outer_post_hooks_) out = hook(out);
+  return out;
+}
+
+Tensor Module::call_checkpointed(const std::vector<Tensor>& args, const TensorDict* kw_or_null) {
   trace::ModulePathScope scope(name_in_parent_, this);
   const bool hooked = !pre_hooks_.empty() || !post_hooks_.empty();
+  if (kw_or_null == nullptr) {  // the one-tensor form
+    if (!checkpointed_ || !autograd::grad_enabled())
+      return hooked ? hooked_forward(args, nullptr) : forward(args.at(0));
+    return autograd::checkpoint(
+        [this, hooked](const std::vector<Tensor>& in) {
+          return std::vector<Tensor>{hooked ? hooked_forward(in, nullptr) : forward(in[0])};
+        },
+        {args.at(0)})[0];
+  }
+  const TensorDict& kwargs = *kw_or_null;
   if (!checkpointed_ || !autograd::grad_enabled())
     return hooked ? hooked_forward(args, &kwargs) : forward_args(args, kwargs);
   // The keyword inputs follow the positional ones, in name order.

@@ -73,11 +73,21 @@ class Module : public std::enable_shared_from_this<Module> {
   using ForwardPreHook = std::function<std::vector<Tensor>(const std::vector<Tensor>& args)>;
   /// Rewrites the output after forward (PyTorch's forward hook).
   using ForwardHook = std::function<Tensor(const Tensor& output)>;
+  /// Where a hook runs on a checkpointed module (set_checkpointed): inside the checkpoint, so that
+  /// the backward's recomputation runs it again (as a hook on the module that
+  /// torch's checkpoint_wrapper wraps: tensor parallelism's collectives), or around it, once per
+  /// call (as a hook on the wrapper itself: fully_shard's gathering and resharding). The same for
+  /// a module that is not checkpointed.
+  enum class HookPlacement { InsideCheckpoint, AroundCheckpoint };
   /// Adds a hook that operator() runs on the inputs before forward, after the earlier ones (so
   /// inside a checkpoint's recomputation too). Tensor parallelism places its collectives so.
-  void register_forward_pre_hook(ForwardPreHook hook);
-  /// Adds a hook that operator() runs on the output after forward, after the earlier ones.
-  void register_forward_hook(ForwardHook hook);
+  /// Hooks placed around the checkpoint run before those inside it.
+  void register_forward_pre_hook(ForwardPreHook hook,
+                                 HookPlacement placement = HookPlacement::InsideCheckpoint);
+  /// Adds a hook that operator() runs on the output after forward, after the earlier ones; hooks
+  /// placed around the checkpoint run after those inside it.
+  void register_forward_hook(ForwardHook hook,
+                             HookPlacement placement = HookPlacement::InsideCheckpoint);
 
   // -- observers ---------------------------------------------------------------------------------
 
@@ -160,13 +170,15 @@ class Module : public std::enable_shared_from_this<Module> {
   void collect(const std::string& prefix, Kind kind, bool recurse,
                std::vector<std::pair<std::string, Tensor>>& out) const;
   void check_unique_name(const std::string& name, const char* what) const;
-  // forward / forward_args with the hooks around them.
+  // forward / forward_args with the hooks inside the checkpoint around them.
   Tensor hooked_forward(const std::vector<Tensor>& args, const TensorDict* kwargs);
+  // operator() without the hooks around the checkpoint.
+  Tensor call_checkpointed(const std::vector<Tensor>& args, const TensorDict* kwargs);
 
   std::vector<NamedTensor> tensors_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
-  std::vector<ForwardPreHook> pre_hooks_;
-  std::vector<ForwardHook> post_hooks_;
+  std::vector<ForwardPreHook> pre_hooks_, outer_pre_hooks_;
+  std::vector<ForwardHook> post_hooks_, outer_post_hooks_;
   std::string name_in_parent_;
   bool training_ = true;
   bool checkpointed_ = false;

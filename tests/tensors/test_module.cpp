@@ -154,3 +154,35 @@ TEST_CASE("forward hooks rewrite inputs and outputs, checkpointed or not", "[mod
     CHECK(pre_calls == (checkpointed ? 2 : 1));  // the recomputation runs the hooks again
   }
 }
+
+TEST_CASE("hooks placed around the checkpoint run once a call, outside the inner ones",
+          "[module]") {
+  using Placement = tp::nn::Module::HookPlacement;
+  for (bool checkpointed : {false, true}) {
+    INFO("checkpointed " << checkpointed);
+    tp::nn::Linear layer(2, 2, tp::nn::LinearOptions{.bias = false});
+    layer->weight.detach().copy_(tp::from_vector({1, 0, 0, 1}, {2, 2}));
+    layer->set_checkpointed(checkpointed);
+    int outer_calls = 0, inner_calls = 0;
+    layer->register_forward_pre_hook([&](const std::vector<tp::Tensor>& args) {
+      ++inner_calls;
+      return std::vector<tp::Tensor>{args[0] + 1.0f};
+    });
+    layer->register_forward_pre_hook(
+        [&](const std::vector<tp::Tensor>& args) {
+          ++outer_calls;
+          return std::vector<tp::Tensor>{args[0] * 2.0f};
+        },
+        Placement::AroundCheckpoint);
+    layer->register_forward_hook([](const tp::Tensor& y) { return y * 3.0f; },
+                                 Placement::AroundCheckpoint);
+    layer->register_forward_hook([](const tp::Tensor& y) { return y + 1.0f; });
+    tp::Tensor x = tp::from_vector({1, 2}, {1, 2}).set_requires_grad(true);
+    tp::Tensor y = layer(x);
+    CHECK(y.to_vector() == std::vector<float>{12, 18});  // ((x * 2 + 1) W^T + 1) * 3
+    tp::sum(y).backward();
+    CHECK(x.grad().to_vector() == std::vector<float>{6, 6});
+    CHECK(outer_calls == 1);
+    CHECK(inner_calls == (checkpointed ? 2 : 1));
+  }
+}
