@@ -8,9 +8,12 @@
 //   - "gpt_dropout": the same with dropout 0.1;
 //   - "gated": gated residual blocks of mixed hidden widths (1, 4, 2, 3 times 64) with dropout
 //     0.1, two per stage (gated_mlp_job.h).
-// One process, embedded runtime.
+// Each without recomputation and with `full` (--recompute; both by default), every stage profiled
+// as set up (its policy included) and the costs from memory_costs_from. One process, embedded
+// runtime.
 //
 //   ./build/bench/bench_memory_vs_sim [--steps 2] [--width 64] [--context 64] [--model N]
+//                                     [--recompute none|full|both]
 //
 // --model 1, 2 or 3 runs only that model (gpt, gpt_dropout, gated). One JSON line per case
 // (model, schedule, ranks, outputs, measured and predicted bytes per rank, the worst relative
@@ -44,7 +47,7 @@ struct Case {
 struct Model {
   std::string name;
   int microbatches = 8;
-  std::function<std::vector<std::shared_ptr<pp::PipelineStage>>(int)> build;
+  std::function<std::vector<std::shared_ptr<pp::PipelineStage>>(int, const std::string&)> build;
   std::function<std::vector<pp::StageMemoryProfile>(
       const std::vector<std::shared_ptr<pp::PipelineStage>>&)>
       profile;
@@ -52,10 +55,12 @@ struct Model {
   std::function<tp::Tensor(tp::Generator&)> inputs, targets;
 };
 
-Case run_case(const Model& model, sc::ScheduleKind kind, int ranks, bool outputs, int steps) {
+Case run_case(const Model& model, sc::ScheduleKind kind, int ranks, bool outputs, int steps,
+              const std::string& recompute) {
   const int per_rank = sc::is_single_stage_per_rank(kind) ? 1 : sc::default_stages_per_rank(kind);
   const int num_stages = ranks * per_rank;
-  auto stages = model.build(num_stages);
+  // Profiled as set up, their recompute policy included: one path for every policy.
+  auto stages = model.build(num_stages, recompute);
   sc::CostModel costs = sc::CostModel::uniform(1, 1, 1);
   const auto profiles = model.profile(stages);
   costs.memory = pp::memory_costs_from(profiles);
@@ -87,7 +92,7 @@ Model gpt_model(const bench::GptMemoryJob& job, const std::string& name) {
   Model m;
   m.name = name;
   m.microbatches = job.microbatches;
-  m.build = [job](int stages) { return job.build(stages, "none"); };
+  m.build = [job](int stages, const std::string& r) { return job.build(stages, r); };
   m.profile = [job](const auto& stages) { return job.profile(stages); };
   m.loss = job.loss();
   m.inputs = [job](tp::Generator& g) { return job.tokens(g); };
@@ -99,7 +104,7 @@ Model gated_model(const bench::GatedMlpJob& job) {
   Model m;
   m.name = "gated";
   m.microbatches = job.microbatches;
-  m.build = [job](int stages) { return job.build(stages, "none"); };
+  m.build = [job](int stages, const std::string& r) { return job.build(stages, r); };
   m.profile = [job](const auto& stages) { return job.profile(stages); };
   m.loss = job.loss();
   m.inputs = [job](tp::Generator& g) { return job.batch(g); };
@@ -115,6 +120,17 @@ int run(int argc, char** argv) {
   bench::GatedMlpJob gated;
   int steps = 2;
   int only = 0;
+  std::vector<std::string> policies = {"none", "full"};
+  for (int i = 1; i + 1 < argc; ++i) {  // --recompute none|full|both (default both)
+    if (std::string(argv[i]) != "--recompute") continue;
+    const std::string v = argv[i + 1];
+    if (v != "none" && v != "full" && v != "both")
+      throw std::invalid_argument("--recompute takes none, full or both, got '" + v + "'");
+    if (v != "both") policies = {v};
+    for (int j = i; j + 2 < argc; ++j) argv[j] = argv[j + 2];  // hide it from the flags below
+    argc -= 2;
+    break;
+  }
   bench::read_positive_flags(argc, argv,
                              {
                                  {"--steps", [&](long v) { steps = static_cast<int>(v); }},
@@ -132,26 +148,29 @@ int run(int argc, char** argv) {
   for (int i = 0; i < static_cast<int>(models.size()); ++i) {
     if (only != 0 && only != i + 1) continue;
     const Model& model = models[i];
-    for (sc::ScheduleKind kind : sc::all_schedule_kinds()) {
-      for (int ranks : {2, 4}) {
-        for (bool outputs : {true, false}) {
-          const Case c = run_case(model, kind, ranks, outputs, steps);
-          const std::string name = model.name + " " + std::string(sc::schedule_name(kind)) +
-                                   " on " + std::to_string(ranks) + " ranks" +
-                                   (outputs ? ", outputs returned" : "");
-          std::cout << "{\"model\":\"" << model.name << "\",\"schedule\":\""
-                    << sc::schedule_name(kind) << "\",\"ranks\":" << ranks
-                    << ",\"outputs\":" << (outputs ? "true" : "false")
-                    << ",\"measured\":" << bench::json_list(c.measured)
-                    << ",\"predicted\":" << bench::json_list(c.predicted)
-                    << ",\"error\":" << c.worst_error << "}" << std::endl;
-          if (c.worst_error > worst) {
-            worst = c.worst_error;
-            worst_case = name;
+    for (const std::string& recompute : policies) {
+      for (sc::ScheduleKind kind : sc::all_schedule_kinds()) {
+        for (int ranks : {2, 4}) {
+          for (bool outputs : {true, false}) {
+            const Case c = run_case(model, kind, ranks, outputs, steps, recompute);
+            const std::string name = model.name + " " + std::string(sc::schedule_name(kind)) +
+                                     " on " + std::to_string(ranks) + " ranks, recompute " +
+                                     recompute + (outputs ? ", outputs returned" : "");
+            std::cout << "{\"model\":\"" << model.name << "\",\"schedule\":\""
+                      << sc::schedule_name(kind) << "\",\"ranks\":" << ranks << ",\"recompute\":\""
+                      << recompute << "\""
+                      << ",\"outputs\":" << (outputs ? "true" : "false")
+                      << ",\"measured\":" << bench::json_list(c.measured)
+                      << ",\"predicted\":" << bench::json_list(c.predicted)
+                      << ",\"error\":" << c.worst_error << "}" << std::endl;
+            if (c.worst_error > worst) {
+              worst = c.worst_error;
+              worst_case = name;
+            }
+            if (i == 0 && outputs && recompute == "none" && kind == sc::ScheduleKind::OneFOneB &&
+                ranks == 4 && c.measured.back() > 0)
+              first_over_last = c.measured.front() / c.measured.back();
           }
-          if (i == 0 && outputs && kind == sc::ScheduleKind::OneFOneB && ranks == 4 &&
-              c.measured.back() > 0)
-            first_over_last = c.measured.front() / c.measured.back();
         }
       }
     }

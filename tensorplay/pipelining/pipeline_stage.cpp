@@ -147,8 +147,9 @@ std::vector<Tensor> PipelineStage::forward(int mb, const std::vector<Tensor>& in
   nn::TensorDict on_device;
   for (const auto& [name, t] : kwargs) on_device.emplace(name, t.detach().to(device_));
   // A stage whose recomputation is skipped keeps every microbatch's activations, as one whose
-  // policy selects nothing.
-  const bool keep_all = (keep_activations || skip_recompute_) && !recomputed_modules_.empty();
+  // policy selects nothing. Only a stage of one recomputed segment keeps them for a backward that
+  // comes next: one of several segments rebuilds one segment at a time, which holds less.
+  const bool keep_all = (keep_activations || skip_recompute_) && recomputed_modules_.size() == 1;
   {
     std::optional<autograd::KeepActivationsGuard> keep;
     if (keep_all) keep.emplace();
@@ -267,25 +268,21 @@ std::vector<Tensor> PipelineStage::backward_input(int mb, const std::vector<Tens
   std::vector<Tensor> targets;
   for (const Tensor& in : s.inputs)
     if (in.requires_grad()) targets.push_back(in);
-  // A recomputing stage computes every weight gradient here (its embeddings' and head's too), and
-  // adds them to .grad at once rather than holding a parameter's bytes per microbatch until W: a
-  // stage's I runs in its W's order, so the sums are the same bits. Its W only runs dw_runner.
-  // A stage that selects no module is a plain stage here.
-  const bool recomputing = recomputes();
-  if (!roots.empty()) s.weight_work = autograd::backward_input(roots, grads, targets, recomputing);
-  if (recomputing) autograd::backward_weight(std::move(s.weight_work));
+  // A stage with a recompute policy (its recomputation skipped or not) computes every weight
+  // gradient here (its embeddings' and head's too), each added to .grad as soon as computed, as a
+  // full backward does, rather than holding a parameter's bytes per microbatch until W: a stage's
+  // I runs in its W's order, so the sums are the same bits. Its W only runs dw_runner. A stage
+  // that selects no module is a plain stage here.
+  const bool all_weight_grads = !recomputed_modules_.empty();
+  if (!roots.empty())
+    s.weight_work = autograd::backward_input(roots, grads, targets, all_weight_grads);
+  if (all_weight_grads) autograd::backward_weight(std::move(s.weight_work));
   s.input_grads_done = true;
   s.dw_runner = build_dw_runner();
   std::vector<Tensor> result = input_grads(s);
   s.outputs.clear();  // the graph lives on in the weight stash
   s.loss = Tensor();
   s.inputs.clear();  // their gradients are on their way; W reads neither
-  // A stage whose recomputation is skipped ran a plain I; it runs that microbatch's weight work
-  // now, as a W right after it would: it holds no more than a plain stage at any moment, and no
-  // weight stash waits for a W the order puts later (its W only runs dw_runner). Every microbatch
-  // of the stage does so, so the sums are those of W's order, the same bits.
-  if (skip_recompute_ && !recomputed_modules_.empty())
-    autograd::backward_weight(std::move(s.weight_work));
   return result;
 }
 

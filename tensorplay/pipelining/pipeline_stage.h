@@ -146,16 +146,19 @@ class PipelineStage {
   const std::vector<std::string>& recomputed_modules() const { return recomputed_modules_; }
   /// Whether the stage recomputes: its policy selects a module here and its recomputation is not
   /// skipped. A policy that selects nothing leaves the stage as it was without one.
-  bool recomputes() const { return !recomputed_modules_.empty() && !skip_recompute_; }
+  bool recomputes() const { return !recomputed_modules_.empty() && !recompute_skipped(); }
   /// Skips recomputation where it would save nothing: the stage then keeps its activations and
-  /// runs its backward as a stage without recomputation, except that its I runs the
-  /// microbatch's weight work right after, as a W right after it would, so that no weight stash
-  /// waits for a later W (its W then only runs the dw_runner). A schedule sets it on a stage
-  /// whose every forward is followed at once in its rank's order by that microbatch's own
-  /// backward (schedules::stages_with_backward_after_each_forward), which would rebuild the
-  /// activations at once. Set between steps, as set_recompute.
+  /// runs its backward without recomputation; its I computes every weight gradient in its pass,
+  /// each added to .grad at once as in a full backward, so that no weight stash waits for a later
+  /// W (its W then only runs the dw_runner). A schedule asks for it on a stage whose every
+  /// forward is followed at once in its rank's order by that microbatch's own backward
+  /// (schedules::stages_with_backward_after_each_forward); it applies to a stage of one
+  /// recomputed segment (recompute_skipped()). Set between steps, as set_recompute.
   void set_skip_recompute(bool skip);
-  bool recompute_skipped() const { return skip_recompute_; }
+  /// Whether the recomputation is skipped: set_skip_recompute asked for it and the stage
+  /// recomputes one segment (one module), which a backward right after its forward would rebuild
+  /// whole at once. A stage of several segments rebuilds one at a time and so keeps recomputing.
+  bool recompute_skipped() const { return skip_recompute_ && recomputed_modules_.size() == 1; }
 
   // -- per-microbatch work -----------------------------------------------------------------------
 

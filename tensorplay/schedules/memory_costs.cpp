@@ -69,12 +69,38 @@ double MemoryCosts::full_backward_transient(int stage) const {
   return std::max(input_transient(stage), weight_transient(stage));
 }
 
+double MemoryCosts::recomputing_forward_transient(int stage) const {
+  if (!recompute_forward_transient_bytes.empty())
+    return of(recompute_forward_transient_bytes, stage);
+  return forward_transient(stage);
+}
+
+double MemoryCosts::rebuilding_input_transient(int stage) const {
+  if (!recompute_input_transient_bytes.empty()) return of(recompute_input_transient_bytes, stage);
+  return input_transient(stage) + of(activation_bytes, stage);
+}
+
+double MemoryCosts::rebuilding_full_backward_transient(int stage) const {
+  if (!recompute_full_backward_transient_bytes.empty())
+    return of(recompute_full_backward_transient_bytes, stage);
+  return full_backward_transient(stage) + of(activation_bytes, stage);
+}
+
+bool MemoryCosts::keeps_before_backward(int stage) const {
+  if (keep_before_backward.empty()) return true;
+  return (keep_before_backward.size() == 1
+              ? keep_before_backward[0]
+              : keep_before_backward.at(static_cast<std::size_t>(stage))) != 0;
+}
+
 std::vector<double> MemoryCosts::workspace_per_stage(int num_stages) const {
   std::vector<double> out;
   for (int s = 0; s < num_stages; ++s) {
-    const double rebuilt = recomputes(s) ? of(activation_bytes, s) : 0.0;
-    out.push_back(std::max({forward_transient(s), input_transient(s) + rebuilt, weight_transient(s),
-                            full_backward_transient(s) + rebuilt}));
+    const bool r = recomputes(s);
+    out.push_back(std::max({forward_transient(s), input_transient(s), weight_transient(s),
+                            full_backward_transient(s), r ? recomputing_forward_transient(s) : 0.0,
+                            r ? rebuilding_input_transient(s) : 0.0,
+                            r ? rebuilding_full_backward_transient(s) : 0.0}));
   }
   return out;
 }
@@ -104,6 +130,14 @@ void MemoryCosts::check(int num_stages) const {
   check_optional_list(input_transient_bytes, "input_transient_bytes", n);
   check_optional_list(weight_transient_bytes, "weight_transient_bytes", n);
   check_optional_list(full_backward_transient_bytes, "full_backward_transient_bytes", n);
+  check_optional_list(recompute_forward_transient_bytes, "recompute_forward_transient_bytes", n);
+  check_optional_list(recompute_input_transient_bytes, "recompute_input_transient_bytes", n);
+  check_optional_list(recompute_full_backward_transient_bytes,
+                      "recompute_full_backward_transient_bytes", n);
+  if (keep_before_backward.size() > 1 && keep_before_backward.size() < n)
+    throw std::invalid_argument(
+        "memory costs: 'keep_before_backward' has " + std::to_string(keep_before_backward.size()) +
+        " values; give none, one, or one per stage (" + std::to_string(n) + ")");
   if (recompute.size() > 1 && recompute.size() < n)
     throw std::invalid_argument(
         "memory costs: 'recompute' has " + std::to_string(recompute.size()) +

@@ -37,6 +37,21 @@ struct MemoryCosts {
   std::vector<double> fixed_bytes = {0.0};
   /// 1: the stage recomputes (its F keeps recompute_activation_bytes), 0: it does not.
   std::vector<int> recompute = {0};
+  /// Held only while a recomputing stage's F runs, its segments' activations (built, then let
+  /// go) included; empty: forward_transient. An F that keeps its activations holds
+  /// forward_transient.
+  std::vector<double> recompute_forward_transient_bytes;
+  /// Held only while a recomputing stage's I runs, the activations it rebuilds included; empty:
+  /// input_transient plus activation_bytes. An I after an F that kept its activations holds
+  /// input_transient.
+  std::vector<double> recompute_input_transient_bytes;
+  /// The same for a recomputing stage's full backward B; empty: full_backward_transient plus
+  /// activation_bytes.
+  std::vector<double> recompute_full_backward_transient_bytes;
+  /// 1: an F of a recomputing stage right before its own backward keeps its activations (a stage
+  /// of one recomputed segment, as the runtime runs it); 0: it recomputes anyway (several
+  /// segments, which its backward rebuilds one at a time). Empty: 1 for every stage.
+  std::vector<int> keep_before_backward;
 
   /// True when every byte figure is zero (the simulator then predicts no bytes).
   bool empty() const;
@@ -54,6 +69,14 @@ struct MemoryCosts {
   double input_transient(int stage) const;
   double weight_transient(int stage) const;
   double full_backward_transient(int stage) const;
+  /// Transient bytes of a recomputing stage's F that does not keep its activations.
+  double recomputing_forward_transient(int stage) const;
+  /// Transient bytes of a recomputing stage's I that rebuilds the activations.
+  double rebuilding_input_transient(int stage) const;
+  /// Transient bytes of a recomputing stage's B that rebuilds the activations.
+  double rebuilding_full_backward_transient(int stage) const;
+  /// Whether an F of `stage` right before its own backward keeps its activations.
+  bool keeps_before_backward(int stage) const;
   /// The most any action of each stage holds while it runs beyond what it keeps: the largest of
   /// its transients, plus the rebuilt activations on a recomputing stage (what a byte cap
   /// reserves for the running action).

@@ -21,22 +21,24 @@ struct Effect {
 void add_effect(const MemoryCosts& c, const Action& a, bool kept_activations, int num_stages,
                 Effect& e) {
   const int s = a.stage;
-  const double held = kept_activations ? MemoryCosts::of(c.activation_bytes, s) : c.kept(s);
-  const double rebuilt =
-      c.recomputes(s) && !kept_activations ? MemoryCosts::of(c.activation_bytes, s) : 0.0;
+  // A stage of several recomputed segments recomputes before its own backward too.
+  const bool kept = kept_activations && c.keeps_before_backward(s);
+  const double held = kept ? MemoryCosts::of(c.activation_bytes, s) : c.kept(s);
+  const bool rebuilds = c.recomputes(s) && !kept;
   const double stash = MemoryCosts::of(c.weight_stash_bytes, s);
   switch (a.kind) {
     case ActionKind::Forward:
-      e.transient += c.forward_transient(s);
+      e.transient += rebuilds ? c.recomputing_forward_transient(s) : c.forward_transient(s);
       e.taken += held + MemoryCosts::of(c.retained_bytes, s);
       if (s + 1 < num_stages) e.taken += MemoryCosts::of(c.sent_bytes, s);  // until taken
       break;
     case ActionKind::FullBackward:
-      e.transient += c.full_backward_transient(s) + rebuilt;
+      e.transient +=
+          rebuilds ? c.rebuilding_full_backward_transient(s) : c.full_backward_transient(s);
       e.freed += held;
       break;
     case ActionKind::BackwardInput:
-      e.transient += c.input_transient(s) + rebuilt;
+      e.transient += rebuilds ? c.rebuilding_input_transient(s) : c.input_transient(s);
       e.freed += held - stash;  // the weight stash stays until W
       break;
     case ActionKind::BackwardWeight:
@@ -49,13 +51,23 @@ void add_effect(const MemoryCosts& c, const Action& a, bool kept_activations, in
   }
 }
 
+// An overlapped F and B runs its parts one after the other: the most held is the highest point of
+// each part over what the parts before it left, not the sum of their workspaces.
 Effect effect_of(const MemoryCosts& c, const TimelineEvent& event, int num_stages) {
   Effect e;
   if (event.action.sub_actions.empty()) {
     add_effect(c, event.action, event.kept_activations, num_stages, e);
-  } else {
-    for (const Action& sub : event.action.sub_actions) add_effect(c, sub, false, num_stages, e);
+    return e;
   }
+  double held = 0.0, peak = 0.0;
+  for (const Action& sub : event.action.sub_actions) {
+    Effect part;
+    add_effect(c, sub, false, num_stages, part);
+    peak = std::max(peak, held + part.taken + part.transient);
+    held += part.taken - part.freed;
+  }
+  e.transient = peak;
+  e.freed = -held;  // what the parts took and did not free stays after the end
   return e;
 }
 

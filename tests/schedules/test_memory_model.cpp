@@ -86,6 +86,24 @@ TEST_CASE("memory model: an F that keeps its activations for its backward right 
   CHECK(kept == 2 * 8);  // the last rank's 8 Fs and their Bs
 }
 
+TEST_CASE("memory model: a stage of several segments recomputes before its own backward too",
+          "[memory_model]") {
+  // 1F1B's last rank: each F right before its B. With keep_before_backward 0 its F keeps the
+  // 20-byte inputs and its B holds what it measured rebuilding (50: one segment at a time, not
+  // the 100 bytes of every segment at once): 70, not 100.
+  const int p = 4;
+  CostModel costs = recomputing(100, 20);
+  costs.memory.keep_before_backward = {0};
+  costs.memory.recompute_full_backward_transient_bytes = {50};
+  costs.memory.recompute_input_transient_bytes = {50};
+  SimulationResult r = run(ScheduleKind::OneFOneB, p, 1, 8, costs);
+  CHECK(r.peak_activation_bytes[3] == 70.0);
+  CHECK(r.peak_activation_bytes[0] == 20.0 * p + 50);
+  costs.memory.keep_before_backward = {1};  // one segment: it keeps its 100 bytes
+  CHECK(run(ScheduleKind::OneFOneB, p, 1, 8, costs).peak_activation_bytes[3] == 100.0);
+  CHECK(costs.memory.workspace_per_stage(p) == std::vector<double>(p, 50.0));
+}
+
 TEST_CASE("memory model: transient bytes count while an action runs", "[memory_model]") {
   CostModel costs = with_bytes(100, 0);
   costs.memory.transient_bytes = {5};

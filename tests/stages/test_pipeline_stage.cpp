@@ -327,13 +327,15 @@ TEST_CASE("a stage of a user module checkpoints its chosen submodules", "[stage]
 namespace {
 
 /// Stage 1 of 3 twice over one module of two blocks (the same weights): plain, and recomputing
-/// in full.
+/// under `policy` (full: two segments; every:2: one).
 struct PlainAndRecomputed {
   std::shared_ptr<tp::nn::Module> a = tp::nn::Sequential(block(8), block(8)).ptr();
   std::shared_ptr<tp::nn::Module> b = copy_of(a);
   pp::PipelineStage plain{a, 1, 3, tp::cpu(), {tp::zeros({4, 8})}};
   pp::PipelineStage recomputed{b, 1, 3, tp::cpu(), {tp::zeros({4, 8})}};
-  PlainAndRecomputed() { recomputed.set_recompute(pp::RecomputePolicy::full()); }
+  explicit PlainAndRecomputed(pp::RecomputePolicy policy = pp::RecomputePolicy::full()) {
+    recomputed.set_recompute(policy);
+  }
 
   static std::shared_ptr<tp::nn::Module> copy_of(const std::shared_ptr<tp::nn::Module>& m) {
     auto out = tp::nn::Sequential(block(8), block(8)).ptr();
@@ -381,7 +383,7 @@ TEST_CASE("a recomputing stage adds its weight gradients at I, the same bits as 
 TEST_CASE("a recomputing stage's forward may keep its activations for a backward next",
           "[stage][recompute]") {
   tp::manual_seed(7);
-  PlainAndRecomputed s;
+  PlainAndRecomputed s(pp::RecomputePolicy::every_kth(2));  // one segment
   pp::PipelineStage& kept = s.recomputed;
   tp::Tensor x = tp::randn({4, 8}), g = tp::randn({4, 8});
   s.plain.forward(0, {x});
@@ -396,6 +398,22 @@ TEST_CASE("a recomputing stage's forward may keep its activations for a backward
         s.plain.backward_input(0, {g})[0].to_vector());
   s.plain.backward_weight(0);
   kept.backward_weight(0);
+  s.check_same_grads();
+}
+
+TEST_CASE("a stage of several recomputed segments rebuilds them even for a backward next",
+          "[stage][recompute]") {
+  // Its backward rebuilds one segment at a time, which holds less than keeping every segment.
+  tp::manual_seed(7);
+  PlainAndRecomputed s;  // full: two segments
+  tp::Tensor x = tp::randn({4, 8}), g = tp::randn({4, 8});
+  s.plain.forward(0, {x});
+  s.recomputed.forward(0, {x}, {}, /*keep_activations=*/true);
+  CHECK(s.recomputed.can_recompute_ahead(0));  // nothing kept: there is something to rebuild
+  CHECK(s.recomputed.backward_input(0, {g})[0].to_vector() ==
+        s.plain.backward_input(0, {g})[0].to_vector());
+  s.plain.backward_weight(0);
+  s.recomputed.backward_weight(0);
   s.check_same_grads();
 }
 

@@ -273,9 +273,16 @@ namespace {
 bool recomputes(Node* n) { return n->pending_recompute != nullptr || n->recomputed != nullptr; }
 
 // I's pass from `seeds` along edges that reach the inputs; stashes the weight-side work.
+//
+// With `all_weight_grads`, a weight's gradient goes into its .grad as soon as its node has
+// computed it, instead of waiting in the stash until the pass ends: the stash would otherwise
+// hold a second copy of the parameters' gradients at the end of I. The leaves then accumulate in
+// the stash's order, as backward_weight would add them, so the bits stay the same; only when
+// the stash holds nothing yet (roots reaching no input run first in backward_weight).
 void run_input_pass(std::vector<std::pair<Edge, Tensor>> seeds, const EdgeFilter& edge_reaches,
                     bool all_weight_grads, WeightGradStash& stash) {
   auto at_once = [all_weight_grads](Node* n) { return all_weight_grads || recomputes(n); };
+  const bool leaves_at_once = all_weight_grads && stash.empty();
   std::unordered_set<Node*> has_weight_work;
   execute(
       std::move(seeds), edge_reaches,
@@ -294,11 +301,21 @@ void run_input_pass(std::vector<std::pair<Edge, Tensor>> seeds, const EdgeFilter
           entry.is_computed = true;
           entry.computed.resize(entry.needed.size());
           entry.edges.resize(entry.needed.size());
+          bool owed = false;  // a gradient left for backward_weight
           for (size_t i = 0; i < entry.needed.size(); ++i) {
             if (!entry.needed[i]) continue;
-            entry.edges[i] = n->next_edges[i];
-            if (i < computed.size()) entry.computed[i] = std::move(computed[i]);
+            const Edge& edge = n->next_edges[i];
+            Tensor g = i < computed.size() ? std::move(computed[i]) : Tensor();
+            if (leaves_at_once && edge.leaf) {
+              if (g.defined()) accumulate_into_leaf(edge.leaf, g, /*owned=*/true);
+              entry.needed[i] = false;
+              continue;
+            }
+            entry.edges[i] = edge;
+            entry.computed[i] = std::move(g);
+            owed = true;
           }
+          if (!owed) return;
         } else {
           has_weight_work.insert(n.get());
         }

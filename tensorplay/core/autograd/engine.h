@@ -37,11 +37,11 @@ class WeightGradStash {
 /// stage's received activations) and stashes what the remaining leaves (weights) need. A node
 /// whose forward ran under a checkpoint computes its weight-side gradients here too and drops
 /// what its recomputation saved, so the stash holds those gradients (about a parameter's size)
-/// instead of the recomputed activations; no gradient reaches a weight before backward_weight.
+/// instead of the recomputed activations; without `all_weight_grads` no weight's .grad changes.
 ///
-/// With `all_weight_grads`, every node computes its weight-side gradients here, as the recomputed
-/// ones do (a recomputing stage, whose memory matters more than W's freedom to wait): the stash
-/// holds weight gradients only, and W adds them.
+/// With `all_weight_grads`, every node computes its weight-side gradients here and each weight's
+/// goes into its .grad at once, in W's order (a recomputing stage: no second copy of them is held
+/// to I's end); the stash keeps only gradients bound for other nodes, which W adds.
 WeightGradStash backward_input(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads,
                                const std::vector<Tensor>& inputs, bool all_weight_grads = false);
 

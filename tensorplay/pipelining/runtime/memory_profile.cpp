@@ -45,6 +45,36 @@ void check_profilable(const PipelineStage& stage, const MemoryProfileOptions& op
         "target (MemoryProfileOptions) to run its backward");
 }
 
+// A stage of one recomputed segment keeps its activations for a backward right after its F: that
+// F's kept bytes, then its I's and (on a second such F) its B's transient bytes.
+void profile_kept(PipelineStage& stage, const MemoryProfileOptions& options, Meter& meter,
+                  StageMemoryProfile& out) {
+  for (bool split : {true, false}) {
+    std::vector<Tensor> inputs = zeros_of(stage.input_meta(), stage.device());
+    int64_t at = meter.start();
+    if (!stage.is_first()) adopt_memory(inputs);
+    std::vector<Tensor> outputs = stage.forward(0, inputs, {}, /*keep_activations=*/true);
+    if (stage.is_last()) stage.compute_loss(0, options.target.to(stage.device()), options.loss_fn);
+    if (split) out.kept_forward_transient_bytes = meter.transient(at);  // outputs still held
+    if (!stage.is_last()) outputs.clear();  // the last stage's are retained, counted apart
+    inputs.clear();
+    if (split) out.kept_activation_bytes = meter.held() - at - out.retained_bytes;
+    outputs.clear();
+    std::vector<Tensor> grads;
+    if (!stage.is_last()) grads = zeros_of(stage.output_meta(), stage.device());
+    if (options.across_processes) adopt_memory(grads);
+    at = meter.start();
+    if (split) {
+      stage.backward_input(0, std::exchange(grads, {}));
+      out.kept_input_transient_bytes = meter.transient(at);
+      stage.backward_weight(0);
+    } else {
+      stage.backward(0, std::exchange(grads, {}));
+      out.kept_full_backward_transient_bytes = meter.transient(at);
+    }
+  }
+}
+
 }  // namespace
 
 StageMemoryProfile profile_stage_memory(PipelineStage& stage, const MemoryProfileOptions& options) {
@@ -109,6 +139,9 @@ StageMemoryProfile profile_stage_memory(PipelineStage& stage, const MemoryProfil
     out.full_backward_transient_bytes = meter.transient(at);
     out.transient_bytes = std::max({out.forward_transient_bytes, out.input_transient_bytes,
                                     out.weight_transient_bytes, out.full_backward_transient_bytes});
+    if (stage.recomputes())
+      out.recomputed_segments = static_cast<int>(stage.recomputed_modules().size());
+    if (out.recomputed_segments == 1) profile_kept(stage, options, meter, out);
   }
   stage.clear();
   for (size_t i = 0; i < params.size(); ++i) params[i].set_grad(saved_grads[i]);
@@ -117,6 +150,40 @@ StageMemoryProfile profile_stage_memory(PipelineStage& stage, const MemoryProfil
     out.parameter_bytes += static_cast<int64_t>(b.nbytes());
   return out;
 }
+
+namespace {
+
+// A recomputing stage's profile measured the recomputing figures: they become the recompute_*
+// costs, and the plain ones those of an F that keeps its activations (one segment only).
+// A stage without recomputation gets the defaults (nothing kept under recomputation, a rebuild of
+// every activation).
+void add_recompute_costs(const StageMemoryProfile& p, schedules::MemoryCosts& costs) {
+  const bool recomputes = p.recomputed_segments > 0;
+  costs.recompute.push_back(recomputes ? 1 : 0);
+  costs.keep_before_backward.push_back(p.recomputed_segments <= 1 ? 1 : 0);
+  const auto bytes = [](int64_t b) { return static_cast<double>(b); };
+  if (!recomputes) {
+    costs.recompute_activation_bytes.push_back(0.0);
+    costs.recompute_forward_transient_bytes.push_back(bytes(p.forward_transient_bytes));
+    costs.recompute_input_transient_bytes.push_back(bytes(p.input_transient_bytes) +
+                                                    bytes(p.activation_bytes));
+    costs.recompute_full_backward_transient_bytes.push_back(bytes(p.full_backward_transient_bytes) +
+                                                            bytes(p.activation_bytes));
+    return;
+  }
+  costs.recompute_activation_bytes.push_back(bytes(p.activation_bytes));
+  costs.recompute_forward_transient_bytes.push_back(bytes(p.forward_transient_bytes));
+  costs.recompute_input_transient_bytes.push_back(bytes(p.input_transient_bytes));
+  costs.recompute_full_backward_transient_bytes.push_back(bytes(p.full_backward_transient_bytes));
+  if (p.recomputed_segments != 1) return;
+  costs.forward_transient_bytes.back() = static_cast<double>(p.kept_forward_transient_bytes);
+  costs.activation_bytes.back() = static_cast<double>(p.kept_activation_bytes);
+  costs.input_transient_bytes.back() = static_cast<double>(p.kept_input_transient_bytes);
+  costs.full_backward_transient_bytes.back() =
+      static_cast<double>(p.kept_full_backward_transient_bytes);
+}
+
+}  // namespace
 
 schedules::MemoryCosts memory_costs_from(const std::vector<StageMemoryProfile>& profiles,
                                          double optimizer_state_factor) {
@@ -132,6 +199,8 @@ schedules::MemoryCosts memory_costs_from(const std::vector<StageMemoryProfile>& 
   costs.retained_bytes.clear();
   costs.sent_bytes.clear();
   costs.fixed_bytes.clear();
+  costs.recompute.clear();
+  costs.recompute_activation_bytes.clear();
   for (size_t s = 0; s < profiles.size(); ++s) {
     const StageMemoryProfile& p = profiles[s];
     if (p.stage != static_cast<int>(s))
@@ -150,6 +219,7 @@ schedules::MemoryCosts memory_costs_from(const std::vector<StageMemoryProfile>& 
     costs.sent_bytes.push_back(static_cast<double>(p.sent_bytes));
     costs.fixed_bytes.push_back(static_cast<double>(p.parameter_bytes) *
                                 (2.0 + optimizer_state_factor));
+    add_recompute_costs(p, costs);
   }
   return costs;
 }

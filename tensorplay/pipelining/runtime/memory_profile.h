@@ -35,6 +35,19 @@ struct StageMemoryProfile {
   /// Held until the next stage takes them: the outputs of a stage before the last.
   int64_t sent_bytes = 0;
   int64_t parameter_bytes = 0;  ///< parameters and buffers
+  /// Segments the stage recomputes (its policy's modules; 0: it does not recompute). The figures
+  /// above are then the recomputing ones (F keeps the segments' inputs, I and B rebuild them).
+  int recomputed_segments = 0;
+  /// A stage of one recomputed segment keeps its activations for a backward right after its
+  /// forward (PipelineStage::forward's keep_activations): what such an F keeps. Zero on other
+  /// stages, as the next two.
+  int64_t kept_activation_bytes = 0;
+  /// What such an F holds while it runs.
+  int64_t kept_forward_transient_bytes = 0;
+  /// What the I after such an F holds while it runs.
+  int64_t kept_input_transient_bytes = 0;
+  /// What the B after such an F holds while it runs.
+  int64_t kept_full_backward_transient_bytes = 0;
 };
 
 /// What the last stage needs to run its backward once.
@@ -48,15 +61,19 @@ struct MemoryProfileOptions {
 };
 
 /// Runs one microbatch (microbatch index 0) through `stage` on zeros: F, then I and W, then F and
-/// B again. The stage's parameter gradients are restored afterwards and its stash left empty;
-/// random generators its modules draw from (dropout) advance. Throws std::logic_error when the
-/// stage holds a microbatch, std::invalid_argument when the last stage gets no loss or target.
+/// B again; on a stage of one recomputed segment, the same once more with F keeping its
+/// activations. A recomputing stage is profiled with its policy: set it before profiling. The
+/// stage's parameter gradients are restored afterwards and its stash left empty; random generators
+/// its modules draw from (dropout) advance. Throws std::logic_error when the stage holds a
+/// microbatch, std::invalid_argument when the last stage gets no loss or target.
 StageMemoryProfile profile_stage_memory(PipelineStage& stage,
                                         const MemoryProfileOptions& options = {});
 
 /// The memory model's costs from profiles of every stage (index = stage): activation, weight
 /// stash and transient bytes (each action's own) as measured; fixed bytes the parameters, their
 /// gradients and `optimizer_state_factor` times the parameters (AdamW: 2, SGD with momentum: 1).
+/// A recomputing stage's profile gives `recompute` and its recomputing figures, and on a stage of
+/// one segment the figures of an F that keeps its activations (`keep_before_backward`).
 schedules::MemoryCosts memory_costs_from(const std::vector<StageMemoryProfile>& profiles,
                                          double optimizer_state_factor = 0);
 
