@@ -3,12 +3,15 @@
 // notification arrives and complete as messages, so no handler waits on the network.
 #include "tensorplay/pipelining/runtime/detail/stage_actor.h"
 
+#include <pthread.h>
+
 #include <exception>
 #include <map>
 #include <string>
 
 #include "tensorplay/distributed/detail/group_runtime.h"
 #include "tensorplay/observe/message_log.h"
+#include "tensorplay/observe/thread_times.h"
 #include "tensorplay/pipelining/runtime/detail/local_messages.h"
 #include "tensorplay/pipelining/runtime/step_data.h"
 #include "tensorplay/wire/notification_codec.h"
@@ -32,6 +35,8 @@ struct StageActorState {
   std::vector<std::string> rank_names;       // "rank 3 (host)", by rank, for error messages
   std::map<uint64_t, std::string> rejected;  // step not begun -> why a neighbour's tensors failed
   std::shared_ptr<const void> keep_alive;
+  bool named = false;      // its thread's name is set
+  ThreadTimes step_began;  // this actor's thread at the step's start (when the log is on)
 };
 
 using StageActor = caf::stateful_actor<StageActorState>;
@@ -47,6 +52,18 @@ void fail(StageActor* self, const std::string& what, bool tell_peers) {
       if (static_cast<int>(r) != st.worker->rank() && st.peers[r])
         self->send<caf::message_priority::high>(st.peers[r], peer_failed_atom::value, st.step,
                                                 static_cast<int32_t>(st.worker->rank()), what);
+}
+
+/// The step's `sched` line: what this actor's thread (the rank's compute thread) did since the
+/// step began, `cpu_us:C runnable_us:R` (runnable: waiting for a core). None when the kernel keeps
+/// no scheduler statistics.
+void log_thread_times(StageActorState& st) {
+  const ThreadTimes now = this_thread_times();
+  if (now.tid == 0 || st.step_began.tid != now.tid) return;
+  log_event(
+      st.worker->rank(), st.step, "sched",
+      "cpu_us:" + std::to_string((now.cpu_ns - st.step_began.cpu_ns) / 1000) +
+          " runnable_us:" + std::to_string((now.runnable_ns - st.step_began.runnable_ns) / 1000));
 }
 
 void pump(StageActor* self) {
@@ -79,8 +96,10 @@ void pump(StageActor* self) {
       return;
     }
     if (st.worker->finished()) {
-      if (message_log_enabled())  // tp-trace: this rank's step is whole
+      if (message_log_enabled()) {  // tp-trace: this rank's step is whole
+        log_thread_times(st);
         log_event(st.worker->rank(), st.step, "done", "step");
+      }
       // The last of the process's ranks to finish reports for all of them.
       if (!st.tally || st.tally->left.fetch_sub(1, std::memory_order_acq_rel) == 1)
         self->send(st.driver, done_atom::value, st.step, st.worker->rank(),
@@ -222,8 +241,14 @@ void begin(StageActor* self, uint64_t step, StepHandle data, StepTallyHandle tal
   st.step = step;
   st.failed = false;
   // An evaluation (forward only) is logged as such: tp-trace counts training steps apart.
-  if (message_log_enabled())
+  if (!st.named) {  // this actor's own thread (it is detached), named for thread listings
+    pthread_setname_np(pthread_self(), "tp-stage");
+    st.named = true;
+  }
+  if (message_log_enabled()) {
+    st.step_began = this_thread_times();
     log_event(st.worker->rank(), step, "recv", data && !data->training ? "eval" : "step");
+  }
   st.worker->begin_step(std::move(data));
   if (!st.gone.empty()) self->delayed_send(self, kGoneGrace, check_gone_atom::value, step);
   if (auto it = st.failed_elsewhere.find(step); it != st.failed_elsewhere.end()) {
