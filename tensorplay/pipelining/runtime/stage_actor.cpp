@@ -240,11 +240,11 @@ void begin(StageActor* self, uint64_t step, StepHandle data, StepTallyHandle tal
   st.tally = std::move(tally);
   st.step = step;
   st.failed = false;
-  // An evaluation (forward only) is logged as such: tp-trace counts training steps apart.
   if (!st.named) {  // this actor's own thread (it is detached), named for thread listings
     pthread_setname_np(pthread_self(), "tp-stage");
     st.named = true;
   }
+  // An evaluation (forward only) is logged as such: tp-trace counts training steps apart.
   if (message_log_enabled()) {
     st.step_began = this_thread_times();
     log_event(st.worker->rank(), step, "recv", data && !data->training ? "eval" : "step");
