@@ -13,7 +13,7 @@
 // worker mode, started by tp-launch (found beside the build's bench folder, or --tp-launch, or
 // TENSORPLAY_TP_LAUNCH). Prints JSON lines; the last one holds the samples/s of each and "ratio",
 // the smaller of the two pipelines' samples/s over the one-process samples/s (1F1B's ideal for 2
-// ranks and 8 microbatches is 2 * 8 / (8 + 1) = 1.78, ZBV's 2.0: "ideal_*", and "share_of_ideal_*"
+// ranks and 8 microbatches is 2 * 8 / (8 + 1) = 1.78, ZBV's 1.96: "ideal_*", and "share_of_ideal_*"
 // the ratio over it). Best of --rounds for each figure. After the timed steps each rank runs
 // --attribution-steps more with the message log on; their mean attribution (compute, the
 // schedule's bubble, hand-offs, runtime, the compute thread's runnable time; step_attribution.h)

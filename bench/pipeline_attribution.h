@@ -18,7 +18,7 @@ namespace bench {
 /// The speed-up over one worker that `schedule` can reach on `ranks` ranks with `microbatches`
 /// microbatches when F, I and W take the same time and transfers are free: the one worker's
 /// time (every action, one after another) over the simulator's makespan. 1F1B on 2 ranks and 8
-/// microbatches: 2 * 8 / (8 + 1) = 1.78; ZBVZeroBubble: 2.0.
+/// microbatches: 2 * 8 / (8 + 1) = 1.78; ZBVZeroBubble: 1.96; Interleaved1F1B (2 stages a rank).
 inline double ideal_speedup(const std::string& schedule, int ranks, int microbatches) {
   namespace ts = tensorplay::schedules;
   ts::PipelineOrder order;
@@ -26,6 +26,9 @@ inline double ideal_speedup(const std::string& schedule, int ranks, int microbat
   if (schedule == "ZBVZeroBubble") {
     order = ts::zbv_zero_bubble_order(ranks, microbatches);
     for (int s = 0; s < 2 * ranks; ++s) stage_to_rank.push_back(s < ranks ? s : 2 * ranks - 1 - s);
+  } else if (schedule == "Interleaved1F1B") {
+    order = ts::interleaved_1f1b_order(ranks, 2, microbatches);
+    for (int s = 0; s < 2 * ranks; ++s) stage_to_rank.push_back(s % ranks);
   } else if (schedule == "1F1B") {
     order = ts::one_f_one_b_order(ranks, microbatches);
     for (int s = 0; s < ranks; ++s) stage_to_rank.push_back(s);
