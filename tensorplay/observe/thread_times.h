@@ -21,8 +21,8 @@ struct ThreadTimes {
 /// `out`; false when the text does not hold three numbers.
 bool parse_schedstat(const std::string& text, ThreadTimes& out);
 
-/// The calling thread's figures (its own schedstat), or nullopt-like: `tid` 0 when the kernel
-/// keeps no scheduler statistics (CONFIG_SCHED_INFO off, or not Linux).
+/// The calling thread's figures (its own schedstat); `tid` 0 when the kernel keeps no scheduler
+/// statistics (CONFIG_SCHED_INFO off, or not Linux).
 ThreadTimes this_thread_times();
 
 /// Every thread of this process, by thread id; empty when the kernel keeps no statistics.
