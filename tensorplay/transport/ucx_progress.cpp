@@ -80,7 +80,10 @@ void UcxChannel::Impl::run() {
     // callback, or the other rank on a two-core machine, is not kept off the core.
     yielding = now - last_busy > kTightSpin;
     // On a one-core rank whose compute runs, a poll would take the core from it: sleep at once.
-    if (now - last_busy >= spin_.spin || (spin_.yield_to_compute && threads_computing() > 0)) {
+    // A rank in a step with nothing to compute waits for a message: poll on.
+    const bool computing = threads_computing() > 0;
+    const bool waiting = spin_.spin_while_waiting && !computing && ranks_in_step() > 0;
+    if ((now - last_busy >= spin_.spin && !waiting) || (spin_.yield_to_compute && computing)) {
       sleep_until_event(now);  // spinning longer would take a core from the ranks' compute
       yielding = false;
     } else if (yielding) {

@@ -1,5 +1,5 @@
-// Tests for compute_activity.h: the count of computing threads follows the scopes, across
-// threads and nested.
+// Tests for compute_activity.h: the counts of computing threads and of ranks inside a step
+// follow their scopes, across threads and nested.
 #include <catch2/catch.hpp>
 #include <thread>
 
@@ -26,4 +26,13 @@ TEST_CASE("compute scopes count the threads computing now", "[compute_activity]"
     CHECK(seen_in_thread == before + 2);
   }
   CHECK(tp::threads_computing() == before);
+}
+
+TEST_CASE("step scopes count the ranks inside a step", "[compute_activity]") {
+  const int before = tp::ranks_in_step();
+  {
+    tp::StepScope one, two;  // two ranks of this process in their steps
+    CHECK(tp::ranks_in_step() == before + 2);
+  }
+  CHECK(tp::ranks_in_step() == before);
 }

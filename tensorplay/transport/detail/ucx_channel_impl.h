@@ -57,18 +57,22 @@ inline std::string tensor_of(size_t index, const TransferKey& key, int peer) {
 // How long the progress thread polls after activity before it sleeps on the event fd.
 constexpr auto kDefaultSpin = std::chrono::microseconds(200);
 
-// The thread's budget (docs/performance.md): TENSORPLAY_UCX_SPIN_US when set, a fixed spin;
-// else kDefaultSpin, cut short while a thread of this process computes when the rank has one
-// core (cores_per_rank() < 2): a poll then runs only by taking the core from the compute.
+// The thread's budget (docs/performance.md). TENSORPLAY_UCX_SPIN_US set: a fixed spin after
+// activity. Unset: kDefaultSpin after activity, and on as long as a rank of this process is in a
+// step with no action running (it waits for another rank's output, whose hand-off a poll
+// shortens, on a core its compute does not use) unless the host has more ranks than cores; and
+// on a rank of one core (cores_per_rank() < 2) none while a thread of this process computes, as a
+// poll then runs only by taking the core from the compute.
 struct SpinPolicy {
   std::chrono::microseconds spin;
-  bool yield_to_compute = false;  // sleep at once while threads_computing() > 0
+  bool yield_to_compute = false;    // sleep at once while threads_computing() > 0
+  bool spin_while_waiting = false;  // keep polling while ranks_in_step() > 0, nothing computing
 };
 
 inline SpinPolicy spin_policy() {
   if (knob_is_set(Knob::UcxSpinUs))
-    return {std::chrono::microseconds(knob_int(Knob::UcxSpinUs)), false};
-  return {kDefaultSpin, cores_per_rank() < 2};
+    return {std::chrono::microseconds(knob_int(Knob::UcxSpinUs)), false, false};
+  return {kDefaultSpin, cores_per_rank() < 2, !host_oversubscribed()};
 }
 
 // UCX 1.13 reports a dead peer only on transports that detect it (tcp, cma), so with peer error
