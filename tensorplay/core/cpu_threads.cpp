@@ -84,6 +84,10 @@ int cores_per_rank() {
   return thread_share(process_cores(), ranks_on_host.load(std::memory_order_relaxed), 1);
 }
 
+bool host_oversubscribed() {
+  return ranks_on_host.load(std::memory_order_relaxed) > process_cores();
+}
+
 void set_ranks_on_host(int ranks) {
   if (ranks < 1)
     throw std::invalid_argument("set_ranks_on_host: needs at least 1 rank, got " +

@@ -79,7 +79,11 @@ void UcxChannel::Impl::run() {
     // (a reply's round trip), then yield between polls so that a caller just woken by a
     // callback, or the other rank on a two-core machine, is not kept off the core.
     yielding = now - last_busy > kTightSpin;
-    if (now - last_busy >= spin_) {
+    // On a one-core rank whose compute runs, a poll would take the core from it: sleep at once.
+    // A rank in a step with nothing to compute waits for a message: poll on.
+    const bool computing = threads_computing() > 0;
+    const bool waiting = spin_.spin_while_waiting && !computing && ranks_in_step() > 0;
+    if ((now - last_busy >= spin_.spin && !waiting) || (spin_.yield_to_compute && computing)) {
       sleep_until_event(now);  // spinning longer would take a core from the ranks' compute
       yielding = false;
     } else if (yielding) {

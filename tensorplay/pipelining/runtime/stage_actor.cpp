@@ -7,8 +7,10 @@
 
 #include <exception>
 #include <map>
+#include <optional>
 #include <string>
 
+#include "tensorplay/base/compute_activity.h"
 #include "tensorplay/distributed/detail/group_runtime.h"
 #include "tensorplay/observe/message_log.h"
 #include "tensorplay/observe/thread_times.h"
@@ -35,8 +37,9 @@ struct StageActorState {
   std::vector<std::string> rank_names;       // "rank 3 (host)", by rank, for error messages
   std::map<uint64_t, std::string> rejected;  // step not begun -> why a neighbour's tensors failed
   std::shared_ptr<const void> keep_alive;
-  bool named = false;      // its thread's name is set
-  ThreadTimes step_began;  // this actor's thread at the step's start (when the log is on)
+  bool named = false;                // its thread's name is set
+  std::optional<StepScope> in_step;  // from the step's start to its end or failure
+  ThreadTimes step_began;            // this actor's thread at the step's start (when the log is on)
 };
 
 using StageActor = caf::stateful_actor<StageActorState>;
@@ -46,6 +49,7 @@ void fail(StageActor* self, const std::string& what, bool tell_peers) {
   auto& st = self->state;
   if (st.failed) return;
   st.failed = true;
+  st.in_step.reset();
   if (st.driver) self->send(st.driver, failed_atom::value, st.step, st.worker->rank(), what);
   if (tell_peers && st.distributed)
     for (size_t r = 0; r < st.peers.size(); ++r)
@@ -106,6 +110,7 @@ void pump(StageActor* self) {
                    static_cast<int32_t>(st.tally ? st.tally->ranks : 1));
       st.driver = nullptr;
       st.tally = nullptr;
+      st.in_step.reset();
     }
   } catch (const std::exception& e) {
     fail(self, e.what(), true);
@@ -240,6 +245,7 @@ void begin(StageActor* self, uint64_t step, StepHandle data, StepTallyHandle tal
   st.tally = std::move(tally);
   st.step = step;
   st.failed = false;
+  st.in_step.emplace();
   if (!st.named) {  // this actor's own thread (it is detached), named for thread listings
     pthread_setname_np(pthread_self(), "tp-stage");
     st.named = true;
@@ -249,11 +255,13 @@ void begin(StageActor* self, uint64_t step, StepHandle data, StepTallyHandle tal
     st.step_began = this_thread_times();
     log_event(st.worker->rank(), step, "recv", data && !data->training ? "eval" : "step");
   }
+  st.worker->begin_step(std::move(data));
   if (!st.gone.empty()) self->delayed_send(self, kGoneGrace, check_gone_atom::value, step);
   if (auto it = st.failed_elsewhere.find(step); it != st.failed_elsewhere.end()) {
     auto [rank, what] = it->second;
     st.failed_elsewhere.erase(st.failed_elsewhere.begin(), std::next(it));
     st.failed = true;
+    st.in_step.reset();
     self->send(st.driver, failed_atom::value, step, rank, what);
     return;
   }
@@ -275,6 +283,7 @@ void peer_failed(StageActor* self, uint64_t step, int32_t rank, const std::strin
   if (step == st.step && st.driver) {
     if (!st.failed) {
       st.failed = true;
+      st.in_step.reset();
       self->send(st.driver, failed_atom::value, st.step, static_cast<int>(rank), what);
     }
   } else if (step > st.step) {  // this rank has not begun that step yet
