@@ -18,9 +18,17 @@
 // (timed_stage.h: --wait-us per block and pass, the weights' gradients of the MLP's sizes), so
 // the cores stay free while the stages "compute", as the host's cores do while a GPU computes:
 // what the overlap hides when the all-reduce does not compete with compute for the cores.
+//
+// Why the rest is not hidden: each rank reports its CPU time per step, all threads and the
+// all-reduce's (tp-allreduce and tp-ucx); the last line gives, for the overlapped run, the cores
+// busy on average ("busy_cores_overlap", out of "cores"), the core time per step no thread used
+// ("spare_core_ms_overlap": all the overlap can hide the all-reduce's work in) and that work
+// ("all_reduce_cpu_ms_overlap", all ranks together). With every core busy the remainder is the
+// machine's: the all-reduce's work adds to the step whatever its order.
 #include <algorithm>
 #include <iostream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "mlp_pipeline_job.h"
@@ -125,15 +133,27 @@ int run_rank(const bench::MlpJob& job, const Config& config) {
   };
   for (int i = 0; i < job.warmup; ++i) step(false);
   dist::barrier();
+  const auto threads_before = bench::pp::process_thread_times();
   auto start = std::chrono::steady_clock::now();
   for (int i = 0; i < job.steps; ++i) step(true);
   const double seconds = bench::seconds_since(start);
+  // CPU time per step: the whole process's, and the all-reduce's (its thread and UCX's).
+  const auto threads =
+      bench::pp::thread_times_since(threads_before, bench::pp::process_thread_times());
+  double cpu_ms = 0, comm_cpu_ms = 0;
+  for (const auto& t : threads) {
+    cpu_ms += static_cast<double>(t.cpu_ns) / 1e6 / job.steps;
+    if (t.name == "tp-allreduce" || t.name == "tp-ucx")
+      comm_cpu_ms += static_cast<double>(t.cpu_ns) / 1e6 / job.steps;
+  }
   std::cout << "{\"result\":\"dp_rank\",\"rank\":" << dist::get_rank()
             << ",\"overlap\":" << (config.overlap ? "true" : "false")
             << ",\"step_ms\":" << 1e3 * seconds / job.steps
             << ",\"all_reduce_ms\":" << all_reduce_ms / job.steps
             << ",\"exposed_ms\":" << exposed_ms / job.steps << ",\"buckets\":" << buckets
-            << ",\"bytes\":" << bytes << "}" << std::endl;
+            << ",\"bytes\":" << bytes << ",\"cpu_ms\":" << cpu_ms
+            << ",\"comm_cpu_ms\":" << comm_cpu_ms
+            << ",\"threads\":" << bench::pp::thread_times_json(threads) << "}" << std::endl;
   return 0;
 }
 
@@ -141,6 +161,8 @@ struct RunFigures {
   double step_ms = 0;        // the slowest rank's
   double all_reduce_ms = 0;  // the largest over ranks
   double exposed_ms = 0;     // the largest over ranks
+  double cpu_ms = 0;         // CPU time per step, all ranks together
+  double comm_cpu_ms = 0;    // of which the all-reduce's threads (tp-allreduce, tp-ucx)
   std::string error;
 };
 
@@ -162,6 +184,8 @@ RunFigures launch(const std::string& tp_launch, const bench::MlpJob& job, const 
     f.step_ms = std::max(f.step_ms, bench::json_number(r, "step_ms").value_or(0));
     f.all_reduce_ms = std::max(f.all_reduce_ms, bench::json_number(r, "all_reduce_ms").value_or(0));
     f.exposed_ms = std::max(f.exposed_ms, bench::json_number(r, "exposed_ms").value_or(0));
+    f.cpu_ms += bench::json_number(r, "cpu_ms").value_or(0);
+    f.comm_cpu_ms += bench::json_number(r, "comm_cpu_ms").value_or(0);
     ++ranks;
   }
   if (out.exit_code != 0 || ranks != 4)
@@ -228,6 +252,8 @@ int main(int argc, char** argv) {
   std::string tp_launch;
   if (!bench::locate_tp_launch(tp_launch_flag, tp_launch)) return 1;
   std::vector<double> hidden, step_plain, step_overlap, all_reduce, exposed_overlap;
+  std::vector<double> spare_core_ms, comm_cpu, busy_cores;
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   for (int round = 0; round < rounds; ++round) {
     RunFigures runs[2];
     for (bool overlap : {false, true}) {
@@ -242,7 +268,8 @@ int main(int argc, char** argv) {
       }
       std::cout << "{\"round\":" << round << ",\"overlap\":" << (overlap ? "true" : "false")
                 << ",\"step_ms\":" << f.step_ms << ",\"all_reduce_ms\":" << f.all_reduce_ms
-                << ",\"exposed_ms\":" << f.exposed_ms << "}" << std::endl;
+                << ",\"exposed_ms\":" << f.exposed_ms << ",\"cpu_ms\":" << f.cpu_ms
+                << ",\"comm_cpu_ms\":" << f.comm_cpu_ms << "}" << std::endl;
       runs[overlap ? 1 : 0] = f;
     }
     const double h = (runs[0].step_ms - runs[1].step_ms) / runs[0].all_reduce_ms;
@@ -251,6 +278,12 @@ int main(int argc, char** argv) {
     step_overlap.push_back(runs[1].step_ms);
     all_reduce.push_back(runs[0].all_reduce_ms);
     exposed_overlap.push_back(runs[1].exposed_ms);
+    // The machine's share: the cores' time per step left over by the overlapped run's CPU work
+    // (every rank's compute and communication) is all an overlap can hide the all-reduce in.
+    const double core_ms = cores * runs[1].step_ms;
+    spare_core_ms.push_back(std::max(0.0, core_ms - runs[1].cpu_ms));
+    comm_cpu.push_back(runs[1].comm_cpu_ms);
+    busy_cores.push_back(runs[1].cpu_ms / runs[1].step_ms);
     std::cout << "{\"round\":" << round << ",\"hidden_fraction\":" << h << "}" << std::endl;
   }
   std::cout << "{\"bench\":\"bench_dp_overlap\",\"ratio\":" << median(hidden)
@@ -259,7 +292,10 @@ int main(int argc, char** argv) {
             << ",\"step_ms_no_overlap\":" << median(step_plain)
             << ",\"step_ms_overlap\":" << median(step_overlap)
             << ",\"all_reduce_ms_no_overlap\":" << median(all_reduce)
-            << ",\"exposed_ms_overlap\":" << median(exposed_overlap) << ",\"schedule\":\""
+            << ",\"exposed_ms_overlap\":" << median(exposed_overlap) << ",\"cores\":" << cores
+            << ",\"busy_cores_overlap\":" << median(busy_cores)
+            << ",\"spare_core_ms_overlap\":" << median(spare_core_ms)
+            << ",\"all_reduce_cpu_ms_overlap\":" << median(comm_cpu) << ",\"schedule\":\""
             << config.schedule << "\",\"compute\":\"" << config.compute
             << "\",\"bucket_mb\":" << config.bucket_mb << ",\"width\":" << job.width
             << ",\"blocks\":" << job.blocks << ",\"batch\":" << job.batch

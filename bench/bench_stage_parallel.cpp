@@ -6,13 +6,20 @@
 // of --rounds rounds; the process CPU seconds per wall second show how many cores it used.
 // With --default-threads it compares instead, on a two-stage 1F1B pipeline, no thread setting at
 // all (each stage actor takes its share of the cores) against one product thread per stage set
-// by hand: "default_threads_ratio" should be at least 0.97.
+// by hand: "default_threads_ratio" should be at least 0.97. Each schedule's line also holds its
+// ideal speed-up (bench_pipeline_procs's), what the process's threads did over the timed steps,
+// and the attribution of 3 more steps run with the message log on (step_attribution.h), which
+// is also printed per rank on standard error; "worst_share_of_ideal" is the lowest speed-up over
+// its ideal.
 //
 //   ./build/bench/bench_stage_parallel [--rounds 3] [--steps 10] [--warmup 2] [--default-threads]
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
+#include <optional>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -27,7 +34,28 @@ namespace pp = tensorplay::pipelining;
 
 struct Rate {
   double samples_per_s = 0, cores_used = 0;
+  std::optional<pp::StepAttribution> attribution;  // of steps run after the timed ones, logged
+  std::string threads;                             // thread_times_json over the timed steps
+  double logged_step_us = 0;                       // the attributed steps' mean wall time
 };
+
+constexpr int kAttributionSteps = 3;  // logged steps after the timed ones
+
+// The mean attribution of `steps` more steps, run with the message log captured in memory;
+// `wall_us` gets their mean wall time (the optimizer's step included).
+pp::StepAttribution attribute(const std::function<void()>& step, int steps, double& wall_us) {
+  const std::string text = pp::capture_message_log([&] {
+    const auto start = std::chrono::steady_clock::now();
+    for (int i = 0; i < steps; ++i) step();
+    wall_us = 1e6 * bench::seconds_since(start) / steps;
+  });
+  std::istringstream in(text);
+  const std::vector<pp::LogEvent> events = pp::parse_message_log(in);
+  std::vector<pp::StepAttribution> attributed;
+  for (uint64_t logged : pp::logged_steps(events))
+    attributed.push_back(pp::attribute_step(events, logged));
+  return pp::mean_attribution(attributed);
+}
 
 // The pipeline in this process: every stage here, two ranks, each rank's stages on its actor.
 Rate in_process_pipeline(const MlpJob& job, const std::string& schedule, bool by_hand = true) {
@@ -51,11 +79,16 @@ Rate in_process_pipeline(const MlpJob& job, const std::string& schedule, bool by
     opt.zero_grad();
   };
   for (int i = 0; i < job.warmup; ++i) step();
+  const auto threads_before = pp::process_thread_times();
   auto start = std::chrono::steady_clock::now();
   const double cpu_start = bench::process_cpu_seconds();
   for (int i = 0; i < job.steps; ++i) step();
   const double seconds = bench::seconds_since(start);
-  return {job.samples() / seconds, (bench::process_cpu_seconds() - cpu_start) / seconds};
+  Rate rate{job.samples() / seconds, (bench::process_cpu_seconds() - cpu_start) / seconds};
+  rate.threads =
+      pp::thread_times_json(pp::thread_times_since(threads_before, pp::process_thread_times()));
+  if (by_hand) rate.attribution = attribute(step, kAttributionSteps, rate.logged_step_us);
+  return rate;
 }
 
 int option(int argc, char** argv, const char* name, int fallback) {
@@ -112,20 +145,28 @@ int main(int argc, char** argv) {
     }
   }
   std::printf("{\"side\": \"unsplit, one thread\", \"samples_per_s\": %.1f}\n", unsplit);
-  double worst = 1e30;
+  double worst = 1e30, worst_share = 1e30;
   for (size_t i = 0; i < schedules.size(); ++i) {
     const double speedup = best[i].samples_per_s / unsplit;
     worst = std::min(worst, speedup);
+    const double ideal = bench::ideal_speedup(schedules[i], 2, job.microbatches);
     std::printf(
         "{\"schedule\": \"%s\", \"samples_per_s\": %.1f, \"cores_used\": %.2f, \"speedup\": "
-        "%.3f}\n",
-        schedules[i].c_str(), best[i].samples_per_s, best[i].cores_used, speedup);
+        "%.3f, \"ideal\": %.3f, \"logged_step_us\": %.0f, \"threads\": %s, \"attribution\": "
+        "%s}\n",
+        schedules[i].c_str(), best[i].samples_per_s, best[i].cores_used, speedup, ideal,
+        best[i].logged_step_us, best[i].threads.c_str(),
+        best[i].attribution ? pp::attribution_json(*best[i].attribution).c_str() : "null");
+    if (best[i].attribution)
+      std::fprintf(stderr, "%s, where a logged step went (us):\n%s", schedules[i].c_str(),
+                   pp::format_attribution(*best[i].attribution).c_str());
+    if (ideal > 0) worst_share = std::min(worst_share, speedup / ideal);
   }
   std::printf(
       "{\"bench\": \"stage_parallel\", \"width\": %lld, \"blocks\": %lld, \"batch\": %lld, "
       "\"microbatches\": %d, \"rounds\": %d, \"unsplit_samples_per_s\": %.1f, \"worst_speedup\": "
-      "%.3f, \"goal\": 1.7}\n",
+      "%.3f, \"worst_share_of_ideal\": %.3f, \"goal\": 1.7}\n",
       static_cast<long long>(job.width), static_cast<long long>(job.blocks),
-      static_cast<long long>(job.batch), job.microbatches, rounds, unsplit, worst);
+      static_cast<long long>(job.batch), job.microbatches, rounds, unsplit, worst, worst_share);
   return 0;
 }

@@ -9,14 +9,18 @@
 #include <chrono>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "command_output.h"
+#include "pipeline_attribution.h"
 #include "tensorplay/base/knobs.h"
 #include "tensorplay/distributed/process_group.h"
+#include "tensorplay/observe/message_log.h"
+#include "tensorplay/observe/thread_times.h"
 #include "tensorplay/pipelining/pipeline.h"
 #include "tensorplay/pipelining/runtime/schedule.h"
 #include "tensorplay/tensor.h"
@@ -151,8 +155,12 @@ inline pp::Pipe split_mlp(Mlp& model, const MlpJob& job, int num_stages) {
 
 /// Runs this process's rank of the job under `schedule` (started by the launcher, which set the
 /// rank's environment) and prints one JSON result line; the rank hosting the last stage times
-/// from after a barrier that follows the warm-up steps to the end of the last step.
-inline int run_worker(const MlpJob& job, const std::string& schedule) {
+/// from after a barrier that follows the warm-up steps to the end of the last step. The line
+/// holds what each of the process's threads did over the timed steps (CPU and runnable time, by
+/// thread name). With `log_dir`, `log_steps` more steps then run with the message log written
+/// to log_dir/messages_rank_R.log, for the attribution (the timed steps run without it).
+inline int run_worker(const MlpJob& job, const std::string& schedule,
+                      const std::string& log_dir = "", int log_steps = 0) {
   namespace dist = tp::distributed;
   openblas_set_num_threads(1);
   tp::set_default_num_threads(1);
@@ -185,6 +193,7 @@ inline int run_worker(const MlpJob& job, const std::string& schedule) {
   };
   for (int i = 0; i < job.warmup; ++i) step();
   dist::barrier();
+  const auto threads_before = pp::process_thread_times();
   auto start = std::chrono::steady_clock::now();
   const double cpu_start = process_cpu_seconds();
   double best_step = 1e300;  // the fastest step, as the embedded benchmarks time theirs
@@ -194,6 +203,15 @@ inline int run_worker(const MlpJob& job, const std::string& schedule) {
     best_step = std::min(best_step, seconds_since(step_start));
   }
   const double seconds = seconds_since(start), cpu_seconds = process_cpu_seconds() - cpu_start;
+  const auto threads = pp::thread_times_since(threads_before, pp::process_thread_times());
+  double logged_step_seconds = 0;  // the logged steps' mean wall time, optimizer included
+  if (!log_dir.empty() && log_steps > 0) {
+    pp::log_to_file(log_dir + "/messages_rank_" + std::to_string(rank) + ".log");
+    dist::barrier();
+    const auto logged_start = std::chrono::steady_clock::now();
+    for (int i = 0; i < log_steps; ++i) step();
+    logged_step_seconds = seconds_since(logged_start) / log_steps;
+  }
 
   float loss = 0;
   for (const auto& l : losses) loss += l.item() / static_cast<float>(losses.size());
@@ -202,7 +220,9 @@ inline int run_worker(const MlpJob& job, const std::string& schedule) {
             << ",\"stages\":" << stages.size() << ",\"steps\":" << job.steps
             << ",\"seconds\":" << seconds << ",\"cpu_seconds\":" << cpu_seconds
             << ",\"samples_per_s\":" << job.samples() / seconds
-            << ",\"best_step_seconds\":" << best_step;
+            << ",\"best_step_seconds\":" << best_step
+            << ",\"threads\":" << pp::thread_times_json(threads);
+  if (logged_step_seconds > 0) std::cout << ",\"logged_step_seconds\":" << logged_step_seconds;
   if (hosts_last) std::cout << ",\"loss\":" << loss;
   std::cout << "}" << std::endl;
   return 0;
@@ -211,7 +231,8 @@ inline int run_worker(const MlpJob& job, const std::string& schedule) {
 /// Worker mode: `--worker --schedule NAME` and the job's flags. Returns the exit code.
 inline int worker_main(int argc, char** argv) {
   MlpJob job;
-  std::string schedule = "1F1B";
+  std::string schedule = "1F1B", log_dir;
+  int log_steps = 0;
   try {
     for (int i = 1; i < argc; ++i) {
       std::string flag = argv[i];
@@ -220,10 +241,14 @@ inline int worker_main(int argc, char** argv) {
       std::string value = argv[++i];
       if (flag == "--schedule")
         schedule = value;
+      else if (flag == "--attribution-log")
+        log_dir = value;
+      else if (flag == "--attribution-steps")
+        log_steps = std::stoi(value);
       else if (!job.parse_flag(flag, value))
         throw std::invalid_argument("unknown worker flag " + flag);
     }
-    return run_worker(job, schedule);
+    return run_worker(job, schedule, log_dir, log_steps);
   } catch (const std::exception& e) {
     std::cout << "worker rank " << tp::distributed::get_rank() << " failed: " << e.what()
               << std::endl;
@@ -280,7 +305,12 @@ struct PipelineRun {
   double samples_per_s = 0;
   double best_step_seconds = 0;  ///< the fastest timed step of the rank hosting the last stage
   std::string result_line;       ///< the JSON line of the rank hosting the last stage
-  std::string error;             ///< empty on success
+  std::vector<std::string> rank_lines;  ///< every rank's JSON line
+  /// The mean attribution of the steps run after the timed ones with the message log on (none
+  /// when `attribution_steps` was 0 or the logs could not be read: `attribution_error` says why).
+  std::optional<tensorplay::pipelining::StepAttribution> attribution;
+  std::string attribution_error;
+  std::string error;  ///< empty on success
 };
 
 /// Starts two ranks of this executable in worker mode under `tp_launch` for `schedule` and reads
@@ -288,15 +318,28 @@ struct PipelineRun {
 /// `launcher_flags` go to tp-launch as they are (shell words, quoted by the caller).
 inline PipelineRun launch_pipeline(const std::string& tp_launch, const MlpJob& job,
                                    const std::string& schedule,
-                                   const std::string& launcher_flags = "") {
+                                   const std::string& launcher_flags = "",
+                                   int attribution_steps = 0) {
+  std::string log_dir;
+  if (attribution_steps > 0) {
+    log_dir = (std::filesystem::temp_directory_path() /
+               ("tensorplay_attribution_" + std::to_string(::getpid()) + "_" + schedule))
+                  .string();
+    std::filesystem::remove_all(log_dir);
+    std::filesystem::create_directories(log_dir);
+  }
   std::string command = "OPENBLAS_NUM_THREADS=1 " + shell_quote(tp_launch) +
                         " --nproc-per-node 2 --grace-seconds 2 " + launcher_flags + " -- " +
                         shell_quote(self_executable()) + " --worker --schedule " +
-                        shell_quote(schedule) + " " + job.flags() + " 2>&1";
-  CommandOutput out = run_command(command);
+                        shell_quote(schedule) + " " + job.flags();
+  if (!log_dir.empty())
+    command += " --attribution-log " + shell_quote(log_dir) + " --attribution-steps " +
+               std::to_string(attribution_steps);
+  CommandOutput out = run_command(command + " 2>&1");
   PipelineRun run;
   for (const std::string& line : out.lines) {
     size_t json = line.find("{\"result\":\"mlp_pipeline\"");
+    if (json != std::string::npos) run.rank_lines.push_back(line.substr(json));
     if (json == std::string::npos || line.find("\"hosts_last_stage\":true") == std::string::npos)
       continue;
     run.result_line = line.substr(json);
@@ -307,6 +350,14 @@ inline PipelineRun launch_pipeline(const std::string& tp_launch, const MlpJob& j
     run.error = "the two-process " + schedule + " run failed (exit code " +
                 std::to_string(out.exit_code) + "); its last lines:\n" + tail_of(out);
   }
+  if (!log_dir.empty() && run.error.empty()) {
+    try {
+      run.attribution = attribute_logs(log_dir, attribution_steps);
+    } catch (const std::exception& e) {
+      run.attribution_error = e.what();
+    }
+  }
+  if (!log_dir.empty()) std::filesystem::remove_all(log_dir);
   return run;
 }
 

@@ -37,8 +37,10 @@ constexpr KnobSpec kKnobs[] = {
      "CUDA's own: hardware work queues per GPU; tensorplay sets 32 when unset, so that every NCCL "
      "link's stream has one (an NCCL channel of more ranks than fit refuses to start)",
      false, true},
-    {Knob::UcxSpinUs, "TENSORPLAY_UCX_SPIN_US", "", KnobType::Int, "200", 0, 1000000, "", "50",
-     "microseconds the UCX channel's thread polls before it sleeps", false, false},
+    {Knob::UcxSpinUs, "TENSORPLAY_UCX_SPIN_US", "", KnobType::Int, "", 0, 1000000, "", "50",
+     "microseconds the UCX channel's thread polls before it sleeps (unset: 200, on while its rank "
+     "waits in a step, none while a one-core rank computes)",
+     false, false},
     {Knob::UcxErrorMode, "TENSORPLAY_UCX_ERROR_MODE", "", KnobType::Choice, "auto", 0, 0,
      "auto|peer|none", "peer",
      "UCX peer error handling: auto (for peers on other hosts only), peer (every peer) or none",

@@ -1,6 +1,8 @@
 // Per-thread product thread count (cpu_threads.h). The products read it before each call.
 #include "tensorplay/core/cpu_threads.h"
 
+#include <sched.h>
+
 #include <algorithm>
 #include <atomic>
 #include <stdexcept>
@@ -64,6 +66,26 @@ int thread_share(int cores, int ranks_on_host, int compute_threads) {
   const int64_t sharers =
       static_cast<int64_t>(std::max(ranks_on_host, 1)) * std::max(compute_threads, 1);
   return static_cast<int>(std::max<int64_t>(1, std::max(cores, 1) / sharers));
+}
+
+namespace {
+int process_cores() {
+  int cores = hardware_threads();
+#ifdef __linux__
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0) cores = std::max(1, CPU_COUNT(&set));
+#endif
+  return cores;
+}
+}  // namespace
+
+int cores_per_rank() {
+  return thread_share(process_cores(), ranks_on_host.load(std::memory_order_relaxed), 1);
+}
+
+bool host_oversubscribed() {
+  return ranks_on_host.load(std::memory_order_relaxed) > process_cores();
 }
 
 void set_ranks_on_host(int ranks) {

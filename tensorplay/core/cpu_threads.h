@@ -26,6 +26,15 @@ void reset_default_num_threads();
 /// process compute at once (the embedded runtime's stage actors). Arguments below 1 count as 1.
 int thread_share(int cores, int ranks_on_host, int compute_threads);
 
+/// The cores this process may count as its own: the cores it may run on (its CPU affinity) over
+/// the processes of the job on this host (set_ranks_on_host), at least one. Below 2, the UCX
+/// channel's progress thread stops polling while the rank computes (docs/performance.md).
+int cores_per_rank();
+
+/// True when the job has more processes on this host (set_ranks_on_host) than this process may
+/// run on cores (its CPU affinity): its ranks then take turns on the cores.
+bool host_oversubscribed();
+
 /// Tells every thread of this process that `ranks` processes of the job share this host
 /// (init_process_group passes LOCAL_WORLD_SIZE), so each takes its share of the cores. Throws
 /// std::invalid_argument for ranks < 1.

@@ -1,6 +1,7 @@
 // The UCX channel's progress thread: its loop, sends, receives, deadlines, messages arriving and
 // broken connections. It alone touches the UCX worker (see detail/ucx_channel_impl.h).
 #include <poll.h>
+#include <pthread.h>
 
 #include "tensorplay/transport/detail/ucx_channel_impl.h"
 
@@ -38,6 +39,7 @@ void UcxChannel::Impl::create_worker() {
 }
 
 void UcxChannel::Impl::run() {
+  pthread_setname_np(pthread_self(), "tp-ucx");  // named for thread listings (thread_times.h)
   Clock::time_point last_busy = Clock::now();
   bool busy_since_clock = false;  // activity since the clock was last read
   bool yielding = false;          // past the tight part of the spin
@@ -77,7 +79,11 @@ void UcxChannel::Impl::run() {
     // (a reply's round trip), then yield between polls so that a caller just woken by a
     // callback, or the other rank on a two-core machine, is not kept off the core.
     yielding = now - last_busy > kTightSpin;
-    if (now - last_busy >= spin_) {
+    // On a one-core rank whose compute runs, a poll would take the core from it: sleep at once.
+    // A rank in a step with nothing to compute waits for a message: poll on.
+    const bool computing = threads_computing() > 0;
+    const bool waiting = spin_.spin_while_waiting && !computing && ranks_in_step() > 0;
+    if ((now - last_busy >= spin_.spin && !waiting) || (spin_.yield_to_compute && computing)) {
       sleep_until_event(now);  // spinning longer would take a core from the ranks' compute
       yielding = false;
     } else if (yielding) {

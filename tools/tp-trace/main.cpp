@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "tensorplay/observe/memory_track.h"
+#include "tensorplay/observe/step_attribution.h"
 #include "tensorplay/observe/trace_log.h"
 #include "tensorplay/pipelining/planner/plan.h"
 #include "tensorplay/pipelining/planner/plan_file.h"
@@ -190,8 +191,8 @@ struct ChosenStep {
   size_t training_logged = 0, evaluations_logged = 0;
 };
 
-void report(const Options& opt, const ts::SimulationResult& result, const ChosenStep& chosen,
-            bool processes);
+void report(const Options& opt, const ts::SimulationResult& result,
+            const pp::StepAttribution& attribution, const ChosenStep& chosen, bool processes);
 
 // "training steps 1 to 9" for the error naming what the log has.
 std::string training_range(const std::vector<pp::TrainingStep>& training) {
@@ -313,7 +314,8 @@ int run(const Options& opt) {
   ts::SimulationResult result = pp::step_timeline(events, step);
   check_intervals(result, step, file_of_rank);
   result.memory_track = pp::memory_track(events, step);  // drawn as a line and a counter
-  report(opt, result, chosen, separate_processes(file_of_rank));
+  const pp::StepAttribution attribution = pp::attribute_step(events, step);
+  report(opt, result, attribution, chosen, separate_processes(file_of_rank));
   return 0;
 }
 
@@ -340,8 +342,8 @@ std::optional<Prediction> predict(const Options& opt, const ts::SimulationResult
   return p;
 }
 
-void report(const Options& opt, const ts::SimulationResult& result, const ChosenStep& chosen,
-            bool processes) {
+void report(const Options& opt, const ts::SimulationResult& result,
+            const pp::StepAttribution& attribution, const ChosenStep& chosen, bool processes) {
   const std::optional<Prediction> predicted = predict(opt, result, processes);
   const std::string title = step_name(chosen) + " (us)";
   // Times are microseconds: one cost-model unit per microsecond in the trace.
@@ -366,6 +368,7 @@ void report(const Options& opt, const ts::SimulationResult& result, const Chosen
     j["peak_activations"] = result.peak_activations;
     if (!result.memory_track.empty())
       j["bytes_held_max"] = pp::most_held(result.memory_track, static_cast<int>(ranks));
+    j["attribution"] = nlohmann::ordered_json::parse(pp::attribution_json(attribution));
     if (predicted) {
       j["predicted"] = tensorplay::tools::comparison_json(predicted->comparison);
       j["predicted"]["channel"] = predicted->channel;
@@ -382,6 +385,7 @@ void report(const Options& opt, const ts::SimulationResult& result, const Chosen
             << "  makespan " << result.makespan << " us, bubble " << result.bubble_fraction * 100
             << "%\n";
   std::cout << ts::format_rank_figures(result, " us");
+  std::cout << "where the time went (us):\n" << pp::format_attribution(attribution);
   if (!predicted) return;
   std::cout << pp::format_step_comparison(predicted->comparison);
   std::cout << "  transfers predicted over the profile's " << predicted->channel << " channel ("

@@ -2,6 +2,8 @@
 // dw_builder runners, all-reduced in bucket order on one thread.
 #include "tensorplay/pipelining/runtime/detail/grad_reducer.h"
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <bit>
 #include <set>
@@ -351,6 +353,7 @@ DataParallelStats GradReducer::stats() const {
 }
 
 void GradReducer::run() {
+  pthread_setname_np(pthread_self(), "tp-allreduce");  // named for thread listings
   std::unique_lock lock(mutex_);
   for (;;) {
     cv_.wait(lock, [&] { return stop_ || (!abandon_ && next_ < jobs_ && ready_[next_]); });

@@ -3,12 +3,17 @@
 // notification arrives and complete as messages, so no handler waits on the network.
 #include "tensorplay/pipelining/runtime/detail/stage_actor.h"
 
+#include <pthread.h>
+
 #include <exception>
 #include <map>
+#include <optional>
 #include <string>
 
+#include "tensorplay/base/compute_activity.h"
 #include "tensorplay/distributed/detail/group_runtime.h"
 #include "tensorplay/observe/message_log.h"
+#include "tensorplay/observe/thread_times.h"
 #include "tensorplay/pipelining/runtime/detail/local_messages.h"
 #include "tensorplay/pipelining/runtime/step_data.h"
 #include "tensorplay/wire/protocol.h"
@@ -32,6 +37,9 @@ struct StageActorState {
   std::vector<std::string> rank_names;       // "rank 3 (host)", by rank, for error messages
   std::map<uint64_t, std::string> rejected;  // step not begun -> why a neighbour's tensors failed
   std::shared_ptr<const void> keep_alive;
+  bool named = false;                // its thread's name is set
+  std::optional<StepScope> in_step;  // from the step's start to its end or failure
+  ThreadTimes step_began;            // this actor's thread at the step's start (when the log is on)
 };
 
 using StageActor = StageActorHandle::stateful_base<StageActorState>;
@@ -41,12 +49,25 @@ void fail(StageActor* self, const std::string& what, bool tell_peers) {
   auto& st = self->state;
   if (st.failed) return;
   st.failed = true;
+  st.in_step.reset();
   if (st.driver) caf::anon_send(st.driver, failed_atom::value, st.step, st.worker->rank(), what);
   if (tell_peers && st.distributed)
     for (size_t r = 0; r < st.peers.size(); ++r)
       if (static_cast<int>(r) != st.worker->rank() && st.peers[r])
         self->send<caf::message_priority::high>(st.peers[r], peer_failed_atom::value, st.step,
                                                 static_cast<int32_t>(st.worker->rank()), what);
+}
+
+/// The step's `sched` line: what this actor's thread (the rank's compute thread) did since the
+/// step began, `cpu_us:C runnable_us:R` (runnable: waiting for a core). None when the kernel keeps
+/// no scheduler statistics.
+void log_thread_times(StageActorState& st) {
+  const ThreadTimes now = this_thread_times();
+  if (now.tid == 0 || st.step_began.tid != now.tid) return;
+  log_event(
+      st.worker->rank(), st.step, "sched",
+      "cpu_us:" + std::to_string((now.cpu_ns - st.step_began.cpu_ns) / 1000) +
+          " runnable_us:" + std::to_string((now.runnable_ns - st.step_began.runnable_ns) / 1000));
 }
 
 void pump(StageActor* self) {
@@ -79,14 +100,17 @@ void pump(StageActor* self) {
       return;
     }
     if (st.worker->finished()) {
-      if (message_log_enabled())  // tp-trace: this rank's step is whole
+      if (message_log_enabled()) {  // tp-trace: this rank's step is whole
+        log_thread_times(st);
         log_event(st.worker->rank(), st.step, "done", "step");
+      }
       // The last of the process's ranks to finish reports for all of them.
       if (!st.tally || st.tally->left.fetch_sub(1, std::memory_order_acq_rel) == 1)
         caf::anon_send(st.driver, done_atom::value, st.step, st.worker->rank(),
                        static_cast<int32_t>(st.tally ? st.tally->ranks : 1));
       st.driver = nullptr;
       st.tally = nullptr;
+      st.in_step.reset();
     }
   } catch (const std::exception& e) {
     fail(self, e.what(), true);
@@ -234,15 +258,23 @@ void begin(StageActor* self, uint64_t step, StepHandle data, StepTallyHandle tal
   st.tally = std::move(tally);
   st.step = step;
   st.failed = false;
+  st.in_step.emplace();
+  if (!st.named) {  // this actor's own thread (it is detached), named for thread listings
+    pthread_setname_np(pthread_self(), "tp-stage");
+    st.named = true;
+  }
   // An evaluation (forward only) is logged as such: tp-trace counts training steps apart.
-  if (message_log_enabled())
+  if (message_log_enabled()) {
+    st.step_began = this_thread_times();
     log_event(st.worker->rank(), step, "recv", data && !data->training ? "eval" : "step");
+  }
   st.worker->begin_step(std::move(data));
   if (!st.gone.empty()) self->delayed_send(self, kGoneGrace, check_gone_atom::value, step);
   if (auto it = st.failed_elsewhere.find(step); it != st.failed_elsewhere.end()) {
     auto [rank, what] = it->second;
     st.failed_elsewhere.erase(st.failed_elsewhere.begin(), std::next(it));
     st.failed = true;
+    st.in_step.reset();
     caf::anon_send(st.driver, failed_atom::value, step, rank, what);
     return;
   }
@@ -264,6 +296,7 @@ void peer_failed(StageActor* self, uint64_t step, int32_t rank, const std::strin
   if (step == st.step && st.driver) {
     if (!st.failed) {
       st.failed = true;
+      st.in_step.reset();
       caf::anon_send(st.driver, failed_atom::value, st.step, static_cast<int>(rank), what);
     }
   } else if (step > st.step) {  // this rank has not begun that step yet

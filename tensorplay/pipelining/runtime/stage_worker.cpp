@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <utility>
 
+#include "tensorplay/base/compute_activity.h"
 #include "tensorplay/core/autograd/grad_mode.h"
 #include "tensorplay/core/tensor_memory.h"
 #include "tensorplay/observe/message_log.h"
@@ -335,6 +336,7 @@ class StageWorker::BusyScope {
 
  private:
   StageWorker& worker_;
+  ComputeScope computing_;  // pollers of a one-core rank leave the core to this action
 };
 
 bool StageWorker::run_ready(const NotificationSink& send, const ActionObserver& observe,

@@ -19,7 +19,9 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "tensorplay/base/compute_activity.h"
 #include "tensorplay/base/knobs.h"
+#include "tensorplay/core/cpu_threads.h"
 #include "tensorplay/transport/ucx_channel.h"
 
 namespace tensorplay::transport {
@@ -52,8 +54,25 @@ inline std::string tensor_of(size_t index, const TransferKey& key, int peer) {
          std::to_string(peer);
 }
 
-inline std::chrono::microseconds spin_time() {
-  return std::chrono::microseconds(knob_int(Knob::UcxSpinUs));
+// How long the progress thread polls after activity before it sleeps on the event fd.
+constexpr auto kDefaultSpin = std::chrono::microseconds(200);
+
+// The thread's budget (docs/performance.md). TENSORPLAY_UCX_SPIN_US set: a fixed spin after
+// activity. Unset: kDefaultSpin after activity, and on as long as a rank of this process is in a
+// step with no action running (it waits for another rank's output, whose hand-off a poll
+// shortens, on a core its compute does not use) unless the host has more ranks than cores; and
+// on a rank of one core (cores_per_rank() < 2) none while a thread of this process computes, as a
+// poll then runs only by taking the core from the compute.
+struct SpinPolicy {
+  std::chrono::microseconds spin;
+  bool yield_to_compute = false;    // sleep at once while threads_computing() > 0
+  bool spin_while_waiting = false;  // keep polling while ranks_in_step() > 0, nothing computing
+};
+
+inline SpinPolicy spin_policy() {
+  if (knob_is_set(Knob::UcxSpinUs))
+    return {std::chrono::microseconds(knob_int(Knob::UcxSpinUs)), false, false};
+  return {kDefaultSpin, cores_per_rank() < 2, !host_oversubscribed()};
 }
 
 // UCX 1.13 reports a dead peer only on transports that detect it (tcp, cma), so with peer error
@@ -287,7 +306,7 @@ class UcxChannel::Impl {
   ucp_context_h context_ = nullptr;
   ucp_worker_h worker_ = nullptr;
   int event_fd_ = -1;
-  const std::chrono::microseconds spin_ = spin_time();
+  const SpinPolicy spin_ = spin_policy();
   const std::optional<ucp_err_handling_mode_t> forced_error_mode_ = forced_error_mode();
   std::vector<ucp_ep_h> endpoints_;
   std::vector<PeerArg> peer_args_;
