@@ -113,7 +113,7 @@ TEST_CASE("byte-level BPE merges by rank and decodes back", "[tokenizer_json]") 
   // Every byte has a token: accents, CJK, emoji with joiners, control bytes, lone bytes.
   for (const std::string& text : std::vector<std::string>{
            "caf\xC3\xA9 \xE6\x9D\xB1\xE4\xBA\xAC", "\xF0\x9F\x91\xA8\xE2\x80\x8D\xF0\x9F\x91\xA9",
-           std::string("\t\r\n\x01\x7F  end", 13), std::string("\xFF\xFE")}) {
+           std::string("\t\r\n\0\x01\x7F  end", 11), std::string("\xFF\xFE")}) {
     INFO(text);
     CHECK(t.decode(t.encode(text)) == text);
   }
