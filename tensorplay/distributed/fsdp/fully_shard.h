@@ -5,7 +5,7 @@
 #include <memory>
 #include <vector>
 
-#include "tensorplay/distributed/fsdp/mixed_precision_policy.h"
+#include "tensorplay/distributed/fsdp/fully_shard_options.h"
 #include "tensorplay/distributed/process_group.h"
 #include "tensorplay/nn/module.h"
 
@@ -14,18 +14,6 @@ namespace tensorplay::distributed::fsdp {
 namespace detail {
 class FsdpState;
 }
-
-/// What fully_shard shards over and how.
-struct FullyShardOptions {
-  /// The data-parallel group (`mesh["dp"]` converts to one); every rank of it calls fully_shard
-  /// on the same module, in the same order.
-  ProcessGroup mesh;
-  /// Free the gathered parameters after forward (gather again before backward) when true; keep
-  /// them until the end of backward when false.
-  bool reshard_after_forward = true;
-  /// Dtypes of compute, reduction and output.
-  MixedPrecisionPolicy mp_policy;
-};
 
 /// A module fully_shard was applied to (FSDP2's FSDPModule): the handle of its sharding state.
 class FSDPModule {

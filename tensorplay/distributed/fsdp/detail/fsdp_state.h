@@ -7,7 +7,8 @@
 #include <utility>
 #include <vector>
 
-#include "tensorplay/distributed/fsdp/fully_shard.h"
+#include "tensorplay/distributed/fsdp/fully_shard_options.h"
+#include "tensorplay/distributed/work.h"
 
 namespace tensorplay::distributed::fsdp::detail {
 
