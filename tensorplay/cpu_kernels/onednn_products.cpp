@@ -5,7 +5,11 @@
 // gradients of a linear layer: 16x1024x1024 NN at 100 GFLOP/s against 80 for the matmul
 // primitive), while the matmul primitive is twice as fast on A B^T (a linear layer's forward:
 // 79 against 35) and runs a batch (attention) as one call. Matmul primitives are created once per
-// shape and kept in a small per-thread cache, so threads never share or lock one.
+// shape and kept in a small per-thread cache, so threads never share or lock one. Creating one
+// goes through oneDNN's process-wide primitive cache, whose hand-offs between threads run in
+// code built without ThreadSanitizer: creations are serialised by one mutex of ours (they happen
+// once per shape and thread, never on the step's path), so that the order between them is one
+// every tool can see.
 //
 // Threads: oneDNN runs on OpenMP here; omp_set_num_threads is per calling thread, so each stage's
 // thread sets its own count (cpu_threads.h) before each call and stages never serialise.
@@ -15,6 +19,7 @@
 
 #include <dnnl.hpp>
 #include <list>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <unordered_map>
@@ -74,7 +79,11 @@ class ThreadMatmuls {
       entries_.splice(entries_.begin(), entries_, found->second);
       return found->second->second;
     }
-    entries_.emplace_front(key, create(key));
+    {
+      static std::mutex creating;  // see the comment at the top
+      std::lock_guard lock(creating);
+      entries_.emplace_front(key, create(key));
+    }
     index_[key] = entries_.begin();
     if (entries_.size() > kCapacity) {
       index_.erase(entries_.back().first);

@@ -22,22 +22,40 @@ namespace {
 
 constexpr int64_t kDim = 8;
 
-/// Linear whose forward sleeps `*pause_ms` milliseconds first: a stage stuck in user code.
+/// What the test shares with its slow stage: how long each forward pauses, whether a pause
+/// still running should end now, and how many forwards are inside the stage's user code.
+struct PauseControl {
+  std::atomic<int> pause_ms{0};
+  std::atomic<bool> release{false};
+  std::atomic<int> inside{0};
+};
+
+/// Linear whose forward sleeps `pause_ms` milliseconds first (in slices, ended early by
+/// `release`): a stage stuck in user code.
 struct SlowLinear : tp::nn::Module {
-  SlowLinear(std::shared_ptr<std::atomic<int>> pause) : pause_ms(std::move(pause)) {
+  explicit SlowLinear(std::shared_ptr<PauseControl> control) : control(std::move(control)) {
     lin = register_module("lin", tp::nn::Linear(kDim, kDim));
   }
   tp::Tensor forward(const tp::Tensor& x) override {
-    if (int ms = pause_ms->load(); ms > 0) std::this_thread::sleep_for(milliseconds(ms));
-    return lin(x);
+    control->inside.fetch_add(1);
+    const auto until = Clock::now() + milliseconds(control->pause_ms.load());
+    while (Clock::now() < until && !control->release.load())
+      std::this_thread::sleep_for(milliseconds(5));
+    tp::Tensor y = lin(x);
+    control->inside.fetch_sub(1);
+    return y;
   }
-  std::shared_ptr<std::atomic<int>> pause_ms;
+  std::shared_ptr<PauseControl> control;
   tp::nn::Linear lin{nullptr};
 };
 
-/// Two stages; stage 1 pauses for `pause` ms in every forward when set.
+/// Two stages; stage 1 pauses for `pause_ms` in every forward when set. A schedule that gives up
+/// on a stuck stage detaches it, so on leaving the test the stuck forward is released and waited
+/// for (at most 10 s): no stage runs the test's code after the test, or after the process began
+/// to exit.
 struct TwoStages {
-  std::shared_ptr<std::atomic<int>> pause = std::make_shared<std::atomic<int>>(0);
+  std::shared_ptr<PauseControl> control = std::make_shared<PauseControl>();
+  std::atomic<int>* pause = &control->pause_ms;
   std::vector<std::shared_ptr<pp::PipelineStage>> stages;
   TwoStages() {
     tp::manual_seed(7);
@@ -45,9 +63,17 @@ struct TwoStages {
         std::make_shared<pp::PipelineStage>(tp::nn::Linear(kDim, kDim).ptr(), 0, 2, tp::cpu(),
                                             std::vector<tp::Tensor>{tp::zeros({2, kDim})}));
     stages.push_back(
-        std::make_shared<pp::PipelineStage>(std::make_shared<SlowLinear>(pause), 1, 2, tp::cpu(),
+        std::make_shared<pp::PipelineStage>(std::make_shared<SlowLinear>(control), 1, 2, tp::cpu(),
                                             std::vector<tp::Tensor>{tp::zeros({2, kDim})}));
   }
+  ~TwoStages() {
+    control->release.store(true);
+    const auto until = Clock::now() + std::chrono::seconds(10);
+    while (control->inside.load() > 0 && Clock::now() < until)
+      std::this_thread::sleep_for(milliseconds(5));
+  }
+  TwoStages(const TwoStages&) = delete;
+  TwoStages& operator=(const TwoStages&) = delete;
 };
 
 long long ms_since(Clock::time_point t) {
