@@ -44,13 +44,13 @@ sc::SimulationResult predict(const bench::GptMemoryJob& job, const pp::PipelineS
   costs.memory = pp::memory_costs_from(profiles);
   const int per_rank = sc::default_stages_per_rank(kind);
   return sc::simulate_order(schedule.order(), sc::stage_to_rank(kind, ranks, per_rank),
-                            job.microbatches, costs);
+                            job.n_microbatches, costs);
 }
 
 Side train(const bench::GptMemoryJob& job, sc::ScheduleKind kind, int ranks, int steps) {
   auto stages = job.build(ranks * sc::default_stages_per_rank(kind), "none");
   const auto profiles = job.profile(stages);
-  pp::PipelineSchedule schedule(stages, job.microbatches, job.loss(), kind);
+  pp::PipelineSchedule schedule(stages, job.n_microbatches, job.loss(), kind);
   tp::optim::AdamW opt(pp::parameters(stages), {.lr = 1e-3f});
   tp::Generator data(21);
   Side side;
@@ -83,19 +83,19 @@ void print_side(sc::ScheduleKind kind, const Side& side, double tokens) {
 
 int run(int argc, char** argv) {
   bench::GptMemoryJob job;
-  job.microbatches = 48;
+  job.n_microbatches = 48;
   int steps = 2, ranks = 24;
   bench::read_positive_flags(
       argc, argv,
       {
           {"--steps", [&](long v) { steps = static_cast<int>(v); }},
           {"--ranks", [&](long v) { ranks = static_cast<int>(v); }},
-          {"--microbatches", [&](long v) { job.microbatches = static_cast<int>(v); }},
+          {"--microbatches", [&](long v) { job.n_microbatches = static_cast<int>(v); }},
           {"--width", [&](long v) { job.width = v; }},
           {"--context", [&](long v) { job.context = v; }},
       });
   job.layers = 2 * ranks;
-  job.batch = 4 * job.microbatches;
+  job.batch = 4 * job.n_microbatches;
   const double tokens = static_cast<double>(job.batch * job.context);
   const Side one_f_one_b = train(job, sc::ScheduleKind::OneFOneB, ranks, steps);
   print_side(sc::ScheduleKind::OneFOneB, one_f_one_b, tokens);
@@ -106,7 +106,7 @@ int run(int argc, char** argv) {
   const Side vmin = train(job, sc::ScheduleKind::VMin, ranks, steps);
   print_side(sc::ScheduleKind::VMin, vmin, tokens);
   std::cout << "{\"bench\":\"bench_controllable_memory\",\"ranks\":" << ranks
-            << ",\"microbatches\":" << job.microbatches << ",\"steps\":" << steps
+            << ",\"microbatches\":" << job.n_microbatches << ",\"steps\":" << steps
             << ",\"zbv_peak_ratio\":" << zbv.worst() / one_f_one_b.worst()
             << ",\"vhalf_peak_ratio\":" << vhalf.worst() / one_f_one_b.worst()
             << ",\"vmin_peak_ratio\":" << vmin.worst() / one_f_one_b.worst()

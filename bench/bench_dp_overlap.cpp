@@ -77,7 +77,7 @@ std::vector<std::shared_ptr<bench::pp::PipelineStage>> job_stages(
     throw std::invalid_argument("--compute " + config.compute + " is not mlp or timed");
   const std::chrono::microseconds wait(config.wait_us);
   const bench::pp::TensorMeta meta{
-      bench::tp::Shape{replica.batch / replica.microbatches, replica.width}};
+      bench::tp::Shape{replica.batch / replica.n_microbatches, replica.width}};
   std::vector<std::shared_ptr<bench::pp::PipelineStage>> stages;
   for (int s : mine) {
     auto stage = std::make_shared<bench::pp::PipelineStage>(
@@ -109,7 +109,7 @@ int run_rank(const bench::MlpJob& job, const Config& config) {
   bench::pp::ScheduleOptions options{.step_timeout = std::chrono::seconds(60)};
   options.data_parallel.bucket_cap_bytes = static_cast<int64_t>(config.bucket_mb * (1 << 20));
   options.data_parallel.overlap = config.overlap;
-  bench::pp::PipelineSchedule schedule(stages, job.microbatches, bench::tp::nn::mse_loss, kind,
+  bench::pp::PipelineSchedule schedule(stages, job.n_microbatches, bench::tp::nn::mse_loss, kind,
                                        options);
   bench::tp::optim::SGD opt(bench::pp::parameters(stages), {.lr = job.lr});
   bench::MlpData data(job);
@@ -299,7 +299,7 @@ int main(int argc, char** argv) {
             << config.schedule << "\",\"compute\":\"" << config.compute
             << "\",\"bucket_mb\":" << config.bucket_mb << ",\"width\":" << job.width
             << ",\"blocks\":" << job.blocks << ",\"batch\":" << job.batch
-            << ",\"microbatches\":" << job.microbatches
+            << ",\"microbatches\":" << job.n_microbatches
             << ",\"processes\":4,\"pp\":2,\"dp\":2,\"steps\":" << job.steps
             << ",\"rounds\":" << rounds << "}" << std::endl;
   return 0;

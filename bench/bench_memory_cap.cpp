@@ -49,7 +49,7 @@ Case run_case(const bench::GatedMlpJob& job, sc::ScheduleKind kind, bool split,
     options.policy = sc::dynamic_policies({.split_backward = split});
   }
   auto stages = job.build(num_stages, "none");
-  pp::PipelineSchedule schedule(stages, job.microbatches, job.loss(), kind, options);
+  pp::PipelineSchedule schedule(stages, job.n_microbatches, job.loss(), kind, options);
   tp::Generator data(21);
   Case c;
   c.peaks.assign(kRanks, 0);

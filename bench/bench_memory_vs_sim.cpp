@@ -46,7 +46,7 @@ struct Case {
 // A model of the bench: its stages, profiles, loss, and a batch of inputs and targets.
 struct Model {
   std::string name;
-  int microbatches = 8;
+  int n_microbatches = 8;
   std::function<std::vector<std::shared_ptr<pp::PipelineStage>>(int, const std::string&)> build;
   std::function<std::vector<pp::StageMemoryProfile>(
       const std::vector<std::shared_ptr<pp::PipelineStage>>&)>
@@ -65,7 +65,7 @@ Case run_case(const Model& model, sc::ScheduleKind kind, int ranks, bool outputs
   const auto profiles = model.profile(stages);
   costs.memory = pp::memory_costs_from(profiles);
   if (!outputs) costs.memory.retained_bytes = {0};  // the step keeps none
-  pp::PipelineSchedule schedule(stages, model.microbatches, model.loss, kind);
+  pp::PipelineSchedule schedule(stages, model.n_microbatches, model.loss, kind);
   tp::Generator data(21);
   Case c;
   for (int step = 0; step < steps; ++step) {  // the last step is measured
@@ -76,7 +76,7 @@ Case run_case(const Model& model, sc::ScheduleKind kind, int ranks, bool outputs
   }
   const pp::MemoryStats stats = schedule.memory_stats();
   const sc::SimulationResult sim = sc::simulate_order(
-      schedule.order(), sc::stage_to_rank(kind, ranks, per_rank), model.microbatches, costs);
+      schedule.order(), sc::stage_to_rank(kind, ranks, per_rank), model.n_microbatches, costs);
   c.measured.assign(ranks, 0);
   for (const auto& r : stats.ranks)
     c.measured[r.rank] = static_cast<double>(r.peak_activation_bytes);
@@ -91,7 +91,7 @@ Case run_case(const Model& model, sc::ScheduleKind kind, int ranks, bool outputs
 Model gpt_model(const bench::GptMemoryJob& job, const std::string& name) {
   Model m;
   m.name = name;
-  m.microbatches = job.microbatches;
+  m.n_microbatches = job.n_microbatches;
   m.build = [job](int stages, const std::string& r) { return job.build(stages, r); };
   m.profile = [job](const auto& stages) { return job.profile(stages); };
   m.loss = job.loss();
@@ -103,7 +103,7 @@ Model gpt_model(const bench::GptMemoryJob& job, const std::string& name) {
 Model gated_model(const bench::GatedMlpJob& job) {
   Model m;
   m.name = "gated";
-  m.microbatches = job.microbatches;
+  m.n_microbatches = job.n_microbatches;
   m.build = [job](int stages, const std::string& r) { return job.build(stages, r); };
   m.profile = [job](const auto& stages) { return job.profile(stages); };
   m.loss = job.loss();

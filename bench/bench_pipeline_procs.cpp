@@ -87,8 +87,8 @@ int main(int argc, char** argv) {
     }
   }
   const double ratio_1f1b = one_f_one_b / one_process, ratio_zbv = zbv / one_process;
-  const double ideal_1f1b = bench::ideal_speedup("1F1B", 2, job.microbatches),
-               ideal_zbv = bench::ideal_speedup("ZBVZeroBubble", 2, job.microbatches);
+  const double ideal_1f1b = bench::ideal_speedup("1F1B", 2, job.n_microbatches),
+               ideal_zbv = bench::ideal_speedup("ZBVZeroBubble", 2, job.n_microbatches);
   // The baseline accumulates microbatches, doing the very products the pipeline does; the
   // whole-batch figure (larger, more efficient products) is reported beside it.
   std::cout << "{\"bench\":\"bench_pipeline_procs\",\"samples_per_s_1proc\":" << one_process
@@ -101,7 +101,7 @@ int main(int argc, char** argv) {
             << ",\"samples_per_s_1proc_whole_batch\":" << whole_batch
             << ",\"ratio_1f1b_vs_whole_batch\":" << one_f_one_b / whole_batch
             << ",\"width\":" << job.width << ",\"blocks\":" << job.blocks
-            << ",\"batch\":" << job.batch << ",\"microbatches\":" << job.microbatches
+            << ",\"batch\":" << job.batch << ",\"microbatches\":" << job.n_microbatches
             << ",\"processes\":2,\"threads_per_process\":1,\"steps\":" << job.steps
             << ",\"warmup\":" << job.warmup << ",\"rounds\":" << rounds;
   for (const auto& [schedule, a] : attribution)

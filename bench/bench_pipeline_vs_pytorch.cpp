@@ -70,7 +70,7 @@ int main(int argc, char** argv) {
   if (bench::is_worker(argc, argv)) return bench::worker_main(argc, argv);
 
   Config large{"w1024", {}, 1.3};
-  Config small{"w64", {.width = 64, .microbatches = 32, .steps = 100, .warmup = 10}, 5.0};
+  Config small{"w64", {.width = 64, .n_microbatches = 32, .steps = 100, .warmup = 10}, 5.0};
   int rounds = 1;
   std::string tp_launch_flag;
   for (int i = 1; i + 1 < argc; i += 2) {
@@ -129,7 +129,7 @@ int main(int argc, char** argv) {
       }
     }
     std::cout << "{\"config\":\"" << config.name << "\",\"width\":" << config.job.width
-              << ",\"microbatches\":" << config.job.microbatches << ",\"goal\":" << config.goal;
+              << ",\"microbatches\":" << config.job.n_microbatches << ",\"goal\":" << config.goal;
     for (const std::string& schedule : kSchedules) {
       const std::string key = schedule == "1F1B" ? "1f1b" : "zbv";
       const double ratio = ours[schedule] / theirs[schedule];

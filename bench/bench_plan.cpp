@@ -181,13 +181,13 @@ double measure(Model& m, const pp::Profile& profile, const pp::PlanChoice& c, in
   pp::PipelineOptions cut;
   for (size_t s = 1; s < c.stage_begin.size(); ++s)
     cut.split_spec[profile.segments[c.stage_begin[s]].name] = pp::SplitPoint::Beginning;
-  pp::Pipe pipe = pp::pipeline(*m.module, {m.x.slice0(0, m.batch / c.microbatches)}, cut);
+  pp::Pipe pipe = pp::pipeline(*m.module, {m.x.slice0(0, m.batch / c.n_microbatches)}, cut);
   auto stages = pp::build_stages(pipe, {tp::cpu()});
   for (auto& stage : stages) {
     stage->set_num_threads(c.threads);
     if (c.recompute.at(stage->stage_index())) stage->set_recompute(pp::RecomputePolicy::full());
   }
-  pp::PipelineSchedule schedule(stages, c.microbatches, m.loss, c.schedule,
+  pp::PipelineSchedule schedule(stages, c.n_microbatches, m.loss, c.schedule,
                                 {.stages_per_rank = c.stages_per_rank});
   auto opt = make_optimizer(m, pp::parameters(stages), 1e-4f);
   double best = 1e30;
@@ -247,7 +247,7 @@ std::vector<pp::PlanChoice> grid(const pp::Profile& profile) {
         c.schedule = kind;
         c.ranks = 2;
         c.stages_per_rank = sc::is_single_stage_per_rank(kind) ? 1 : 2;
-        c.microbatches = m;
+        c.n_microbatches = m;
         c.stage_begin = pp::balanced_stage_begins(costs, c.num_stages());
         c.recompute.assign(c.num_stages(), recompute);
         c.cut = "balanced";
@@ -367,7 +367,7 @@ std::vector<double> fastest_of(const std::vector<std::vector<double>>& per_round
 // threads.
 bool same_configuration(const pp::PlanChoice& a, const pp::PlanChoice& b) {
   return a.schedule == b.schedule && a.ranks == b.ranks && a.stages_per_rank == b.stages_per_rank &&
-         a.microbatches == b.microbatches && a.stage_begin == b.stage_begin &&
+         a.n_microbatches == b.n_microbatches && a.stage_begin == b.stage_begin &&
          a.recompute == b.recompute && a.threads == b.threads;
 }
 
@@ -436,12 +436,12 @@ void print_costs(const pp::Profile& profile, const pp::PlanRequest& request) {
 
 // The MLP's configuration in two processes: `kind` at `microbatches`, the even cut the workers
 // use, the schedule's default stages per rank.
-pp::PlanChoice two_process_choice(sc::ScheduleKind kind, int microbatches, int64_t blocks) {
+pp::PlanChoice two_process_choice(sc::ScheduleKind kind, int n_microbatches, int64_t blocks) {
   pp::PlanChoice c;
   c.schedule = kind;
   c.ranks = 2;
   c.stages_per_rank = sc::default_stages_per_rank(kind);
-  c.microbatches = microbatches;
+  c.n_microbatches = n_microbatches;
   c.stage_begin = pp::detail::even_stage_begins(static_cast<int>(blocks), c.num_stages());
   c.recompute.assign(c.num_stages(), false);
   c.cut = "even";
@@ -477,7 +477,7 @@ std::vector<double> measure_two_processes(const std::string& tp_launch, bench::M
   std::vector<std::vector<double>> per_round(choices.size());
   for (int round = 0; round < rounds; ++round)
     for (size_t i = 0; i < choices.size(); ++i) {
-      job.microbatches = choices[i].microbatches;
+      job.n_microbatches = choices[i].n_microbatches;
       const bench::PipelineRun run = bench::launch_pipeline(
           tp_launch, job, std::string(sc::schedule_name(choices[i].schedule)));
       if (!run.error.empty()) throw std::runtime_error(run.error);
@@ -511,9 +511,9 @@ void run_two_processes(const std::string& tp_launch, int steps, int warmup, int 
   const pp::Profile own = own_calibration(tp_launch, job, profile, request);
   std::vector<pp::PlanChoice> choices;
   for (sc::ScheduleKind kind : {sc::ScheduleKind::OneFOneB, sc::ScheduleKind::ZBVZeroBubble})
-    for (int microbatches : {4, 8})
+    for (int n_microbatches : {4, 8})
       choices.push_back(
-          pp::predict(profile, request, two_process_choice(kind, microbatches, job.blocks)));
+          pp::predict(profile, request, two_process_choice(kind, n_microbatches, job.blocks)));
   const std::vector<double> measured = measure_two_processes(tp_launch, job, choices, rounds, f);
   for (size_t i = 0; i < choices.size(); ++i) {
     const pp::PlanChoice& c = choices[i];

@@ -36,7 +36,7 @@ class Trainer {
   Trainer(const bench::GptMemoryJob& job, const std::string& recompute)
       : job_(job),
         stages_(job.build(4, recompute)),
-        schedule_(stages_, job.microbatches, job.loss()),
+        schedule_(stages_, job.n_microbatches, job.loss()),
         opt_(pp::parameters(stages_), {.lr = 1e-3f}) {}
 
   // One training step; `timed` keeps its time. Every step's peak bytes count.
@@ -87,7 +87,7 @@ int run(int argc, char** argv) {
           {"--steps", [&](long v) { steps = static_cast<int>(v); }},
           {"--context", [&](long v) { job.context = v; }},
           {"--batch", [&](long v) { job.batch = v; }},
-          {"--microbatches", [&](long v) { job.microbatches = static_cast<int>(v); }},
+          {"--microbatches", [&](long v) { job.n_microbatches = static_cast<int>(v); }},
           {"--layers", [&](long v) { job.layers = v; }},
           {"--width", [&](long v) { job.width = v; }},
       });

@@ -67,7 +67,7 @@ Rate in_process_pipeline(const MlpJob& job, const std::string& schedule, bool by
   auto stages = pp::build_stages(pipe, {tp::cpu()});
   if (by_hand)
     for (auto& stage : stages) stage->set_num_threads(1);  // one product thread per stage actor
-  pp::PipelineSchedule pipeline(stages, job.microbatches, tp::nn::mse_loss, kind,
+  pp::PipelineSchedule pipeline(stages, job.n_microbatches, tp::nn::mse_loss, kind,
                                 {.step_timeout = std::chrono::seconds(120)});
   tp::optim::SGD opt(pp::parameters(stages), {.lr = job.lr});
   bench::MlpData data(job);
@@ -149,7 +149,7 @@ int main(int argc, char** argv) {
   for (size_t i = 0; i < schedules.size(); ++i) {
     const double speedup = best[i].samples_per_s / unsplit;
     worst = std::min(worst, speedup);
-    const double ideal = bench::ideal_speedup(schedules[i], 2, job.microbatches);
+    const double ideal = bench::ideal_speedup(schedules[i], 2, job.n_microbatches);
     std::printf(
         "{\"schedule\": \"%s\", \"samples_per_s\": %.1f, \"cores_used\": %.2f, \"speedup\": "
         "%.3f, \"ideal\": %.3f, \"logged_step_us\": %.0f, \"threads\": %s, \"attribution\": "
@@ -167,6 +167,6 @@ int main(int argc, char** argv) {
       "\"microbatches\": %d, \"rounds\": %d, \"unsplit_samples_per_s\": %.1f, \"worst_speedup\": "
       "%.3f, \"worst_share_of_ideal\": %.3f, \"goal\": 1.7}\n",
       static_cast<long long>(job.width), static_cast<long long>(job.blocks),
-      static_cast<long long>(job.batch), job.microbatches, rounds, unsplit, worst, worst_share);
+      static_cast<long long>(job.batch), job.n_microbatches, rounds, unsplit, worst, worst_share);
   return 0;
 }

@@ -41,7 +41,7 @@ struct GatedMlpJob {
   int64_t rows_per_microbatch = 64;
   int blocks_per_stage = 2;
   float dropout = 0.1f;
-  int microbatches = 8;
+  int n_microbatches = 8;
   uint64_t seed = 11;  ///< of the blocks' initial weights
 
   pp::LossFn loss() const { return tp::nn::mse_loss; }
@@ -67,7 +67,7 @@ struct GatedMlpJob {
 
   /// A batch [microbatches * rows, width] (inputs or targets).
   tp::Tensor batch(tp::Generator& g) const {
-    return tp::randn({rows_per_microbatch * microbatches, width}, {}, &g);
+    return tp::randn({rows_per_microbatch * n_microbatches, width}, {}, &g);
   }
 
   /// Each stage's profile of one microbatch (before any schedule claims the stages).

@@ -34,10 +34,10 @@ struct GptMemoryJob {
   int64_t context = 64;
   int64_t vocab = 65;
   int64_t batch = 32;
-  int microbatches = 8;
+  int n_microbatches = 8;
   float dropout = 0.0f;  // after the embeddings, attention output and MLP output
 
-  int64_t rows() const { return batch / microbatches; }
+  int64_t rows() const { return batch / n_microbatches; }
 
   pp::LossFn loss() const {
     return [v = vocab](const tp::Tensor& logits, const tp::Tensor& targets) {

@@ -37,7 +37,7 @@ struct MlpJob {
   int64_t width = 1024;
   int64_t blocks = 8;
   int64_t batch = 128;
-  int microbatches = 8;
+  int n_microbatches = 8;
   int steps = 20;  ///< timed steps
   int warmup = 3;  ///< untimed steps before them
   float lr = 0.01f;
@@ -47,7 +47,7 @@ struct MlpJob {
   std::string flags() const {
     std::ostringstream out;
     out << "--width " << width << " --blocks " << blocks << " --batch " << batch
-        << " --microbatches " << microbatches << " --steps " << steps << " --warmup " << warmup;
+        << " --microbatches " << n_microbatches << " --steps " << steps << " --warmup " << warmup;
     return out.str();
   }
   /// Takes one of flags()'s pairs; false when `flag` is not one of them.
@@ -59,7 +59,7 @@ struct MlpJob {
     else if (flag == "--batch")
       batch = std::stoll(value);
     else if (flag == "--microbatches")
-      microbatches = std::stoi(value);
+      n_microbatches = std::stoi(value);
     else if (flag == "--steps")
       steps = std::stoi(value);
     else if (flag == "--warmup")
@@ -122,7 +122,7 @@ inline double one_process_samples_per_s(const MlpJob& job, bool whole_batch = fa
   Mlp model(job.width, job.blocks);
   tp::optim::SGD opt(model->parameters(), {.lr = job.lr});
   MlpData data(job);
-  const int n = whole_batch ? 1 : job.microbatches;
+  const int n = whole_batch ? 1 : job.n_microbatches;
   const int64_t rows = job.batch / n;
   auto step = [&] {
     for (int mb = 0; mb < n; ++mb) {
@@ -149,7 +149,7 @@ inline pp::Pipe split_mlp(Mlp& model, const MlpJob& job, int num_stages) {
   pp::SplitSpec spec;
   for (int s = 1; s < num_stages; ++s)
     spec["blocks." + std::to_string(s * job.blocks / num_stages)] = pp::SplitPoint::Beginning;
-  return pp::pipeline(model, {tp::zeros({job.batch / job.microbatches, job.width})},
+  return pp::pipeline(model, {tp::zeros({job.batch / job.n_microbatches, job.width})},
                       {.split_spec = spec});
 }
 
@@ -174,7 +174,7 @@ inline int run_worker(const MlpJob& job, const std::string& schedule,
   pp::Pipe pipe = split_mlp(model, job, num_stages);
   auto stages = pp::build_stages(pipe, pp::stages_of_rank(kind, rank, num_stages), tp::cpu(),
                                  dist::world_group());
-  pp::PipelineSchedule pipeline(stages, job.microbatches, tp::nn::mse_loss, kind,
+  pp::PipelineSchedule pipeline(stages, job.n_microbatches, tp::nn::mse_loss, kind,
                                 {.step_timeout = std::chrono::seconds(60)});
   tp::optim::SGD opt(pp::parameters(stages), {.lr = job.lr});
   MlpData data(job);

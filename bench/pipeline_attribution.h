@@ -19,18 +19,18 @@ namespace bench {
 /// microbatches when F, I and W take the same time and transfers are free: the one worker's
 /// time (every action, one after another) over the simulator's makespan. 1F1B on 2 ranks and 8
 /// microbatches: 2 * 8 / (8 + 1) = 1.78; ZBVZeroBubble: 1.96; Interleaved1F1B (2 stages a rank).
-inline double ideal_speedup(const std::string& schedule, int ranks, int microbatches) {
+inline double ideal_speedup(const std::string& schedule, int ranks, int n_microbatches) {
   namespace ts = tensorplay::schedules;
   ts::PipelineOrder order;
   std::vector<int> stage_to_rank;
   if (schedule == "ZBVZeroBubble") {
-    order = ts::zbv_zero_bubble_order(ranks, microbatches);
+    order = ts::zbv_zero_bubble_order(ranks, n_microbatches);
     for (int s = 0; s < 2 * ranks; ++s) stage_to_rank.push_back(s < ranks ? s : 2 * ranks - 1 - s);
   } else if (schedule == "Interleaved1F1B") {
-    order = ts::interleaved_1f1b_order(ranks, 2, microbatches);
+    order = ts::interleaved_1f1b_order(ranks, 2, n_microbatches);
     for (int s = 0; s < 2 * ranks; ++s) stage_to_rank.push_back(s % ranks);
   } else if (schedule == "1F1B") {
-    order = ts::one_f_one_b_order(ranks, microbatches);
+    order = ts::one_f_one_b_order(ranks, n_microbatches);
     for (int s = 0; s < ranks; ++s) stage_to_rank.push_back(s);
   } else {
     return 0;  // not one the benchmarks name an ideal for
@@ -39,9 +39,9 @@ inline double ideal_speedup(const std::string& schedule, int ranks, int microbat
   const double per_stage = 1.0 / static_cast<double>(stage_to_rank.size());
   const auto costs = ts::CostModel::uniform(per_stage, per_stage, per_stage);
   const double makespan =
-      ts::simulate_order(order, stage_to_rank, microbatches, costs, {.record_timeline = false})
+      ts::simulate_order(order, stage_to_rank, n_microbatches, costs, {.record_timeline = false})
           .makespan;
-  return 3.0 * microbatches / makespan;
+  return 3.0 * n_microbatches / makespan;
 }
 
 /// The mean attribution of the last `steps` training steps of the message logs in `dir` (one

@@ -68,7 +68,7 @@ inline pp::CalibrationFit fit_two_processes(const std::string& tp_launch, MlpJob
   } scratch{dir};
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
-  job.microbatches = choice.microbatches;
+  job.n_microbatches = choice.n_microbatches;
   const PipelineRun run =
       launch_pipeline(tp_launch, job, std::string(tp::schedules::schedule_name(choice.schedule)),
                       "--log-dir " + shell_quote(dir.string()));

@@ -13,7 +13,7 @@ namespace {
 // whole microbatches and every stage keeps at least one block.
 bool fits(const Options& o, int pp, int dp, int stages_per_rank, double model_bytes,
           double memory_per_rank) {
-  return o.batch % (static_cast<int64_t>(o.microbatches) * dp) == 0 &&
+  return o.batch % (static_cast<int64_t>(o.n_microbatches) * dp) == 0 &&
          static_cast<int64_t>(pp) * stages_per_rank <= o.layers &&
          (memory_per_rank <= 0 || model_bytes / pp <= memory_per_rank);
 }
@@ -47,7 +47,7 @@ void resolve_layout(Options& o, int world, int stages_per_rank, double model_byt
       throw std::invalid_argument(
           "--pp auto --dp auto: no split of " + std::to_string(world) +
           " processes fits: dp must divide --batch " + std::to_string(o.batch) +
-          " into --microbatches " + std::to_string(o.microbatches) +
+          " into --microbatches " + std::to_string(o.n_microbatches) +
           " per replica, pp x stages per rank must not pass --layers " + std::to_string(o.layers) +
           ", and a rank holds 1/pp of the model's " +
           std::to_string(static_cast<long long>(model_bytes / (1 << 20))) +

@@ -98,7 +98,7 @@ void add_pipeline_options(CLI::App& app, Options& o, std::string& dp, std::strin
   app.add_option("--schedule", o.schedule,
                  "GPipe, 1F1B, Interleaved1F1B, LoopedBFS, InterleavedZeroBubble, "
                  "ZBVZeroBubble, DualPipeV, VHalf or VMin");
-  app.add_option("--microbatches", o.microbatches, "microbatches per step")->check(at_least(1));
+  app.add_option("--microbatches", o.n_microbatches, "microbatches per step")->check(at_least(1));
   app.add_option("--batch", o.batch, "sequences per step (over all data-parallel replicas)")
       ->check(at_least(1));
   app.add_option("--dp", dp,

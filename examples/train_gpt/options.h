@@ -33,7 +33,7 @@ struct Options {
   // -- pipeline -----------------------------------------------------------------------------------
   int stages = 4;
   std::string schedule = "ZBVZeroBubble";
-  int microbatches = 8;  ///< per replica
+  int n_microbatches = 8;  ///< per replica
   int64_t batch = 32;    ///< sequences per step, over all data-parallel replicas
   int dp = 1;            ///< data-parallel replicas of the pipeline (tp-launch: stages/spr x dp)
   /// --pp: pipeline ranks (stages = pp x stages per rank); 0: from --stages. --pp auto and

@@ -131,7 +131,7 @@ pp::Profile profile_gpt(const Options& o, int64_t vocab) {
                                       .width = o.width,
                                       .dropout = o.dropout});
   if (o.dtype == "bfloat16") model->to(tp::DType::BFloat16);
-  const int64_t rows = std::max<int64_t>(1, o.batch / o.dp / o.microbatches);
+  const int64_t rows = std::max<int64_t>(1, o.batch / o.dp / o.n_microbatches);
   pp::ProfileOptions options;
   options.candidates = split_candidates(o);
   options.device = tp::Device(o.device);
@@ -145,7 +145,7 @@ pp::Profile profile_gpt(const Options& o, int64_t vocab) {
   // Also at 2 and 4 times the microbatch where the batch holds them: the search weighs fewer,
   // larger microbatches with times and a compute factor measured at their size.
   for (const int times : {2, 4})
-    if (o.microbatches % times == 0) options.larger_microbatches.push_back(times);
+    if (o.n_microbatches % times == 0) options.larger_microbatches.push_back(times);
   model->to(options.device);
   const std::vector<tp::Tensor> example = {tp::zeros({rows, o.context})};
   pp::Profile profile = pp::profile(*model.ptr(), example, options);
@@ -165,7 +165,7 @@ std::optional<pp::Plan> resolve_plan(Options& o, int64_t vocab, int world) {
   o.schedule = std::string(tp::schedules::schedule_name(plan.schedule));
   o.stages = plan.num_stages();
   o.stages_from = "--plan " + o.plan;
-  o.microbatches = plan.microbatches;
+  o.n_microbatches = plan.n_microbatches;
   o.blas_threads = plan.threads;
   return plan;
 }

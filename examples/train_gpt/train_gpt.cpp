@@ -246,12 +246,12 @@ struct Job {
           "--schedule " + o.schedule + " holds " + std::to_string(stages_per_rank) +
           " stages per rank: " + stages_flag(o) + " must be a multiple of it");
     ranks = o.stages / stages_per_rank;
-    if (o.batch % (o.microbatches * o.dp) != 0)
+    if (o.batch % (o.n_microbatches * o.dp) != 0)
       throw std::invalid_argument(
           "--batch " + std::to_string(o.batch) + " does not divide into --microbatches " +
-          std::to_string(o.microbatches) +
+          std::to_string(o.n_microbatches) +
           (o.dp > 1 ? " per replica times --dp " + std::to_string(o.dp) : std::string()));
-    auto pipe = pp::pipeline(model, {tp::zeros({o.batch / o.dp / o.microbatches, o.context})},
+    auto pipe = pp::pipeline(model, {tp::zeros({o.batch / o.dp / o.n_microbatches, o.context})},
                              plan ? pp::PipelineOptions{.split_spec = plan->split_spec()}
                                   : cut_at_blocks(o, choice.block_prefix, choice.layers));
     if (world == 1 && o.dp == 1) {
@@ -294,7 +294,7 @@ struct Job {
     }
     activation_bytes = activation_bytes_per_microbatch(stages);
     schedule = std::make_unique<pp::PipelineSchedule>(
-        stages, o.microbatches, loss_fn, kind,
+        stages, o.n_microbatches, loss_fn, kind,
         plan ? pp::schedule_options(*plan) : pp::ScheduleOptions{});
     opt = std::make_unique<tp::optim::AdamW>(
         pp::parameters(stages),
@@ -412,7 +412,7 @@ std::pair<std::string, std::string> generate(Job& job, const Corpus& corpus,
                                              train_gpt::StepWatch* watch) {
   const Options& o = job.options;
   // One sequence per microbatch: the stages take microbatches of any batch size.
-  const int64_t T = o.context, B = o.unsplit ? 2 : std::max(2, o.microbatches), V = job.vocab;
+  const int64_t T = o.context, B = o.unsplit ? 2 : std::max(2, o.n_microbatches), V = job.vocab;
   std::vector<std::vector<int64_t>> seq(2, corpus.encode(o.prompt));
   if (seq[0].empty()) seq[0] = seq[1] = {0};
   tp::Generator sampler(o.seed + 2);
@@ -494,8 +494,8 @@ void print_header(const Options& o, const Job& job, const Corpus& corpus) {
       "pipeline: %d stages cut at blocks, %s over %d ranks (%s), %d microbatches of %lld "
       "sequences, recompute %s, %d BLAS thread(s), on %s\n",
       o.stages, std::string(sc::schedule_name(job.kind)).c_str(), job.ranks,
-      job.distributed() ? "one process each" : "one process, embedded runtime", o.microbatches,
-      static_cast<long long>(o.batch / o.dp / o.microbatches), job.recompute_text.c_str(),
+      job.distributed() ? "one process each" : "one process, embedded runtime", o.n_microbatches,
+      static_cast<long long>(o.batch / o.dp / o.n_microbatches), job.recompute_text.c_str(),
       o.blas_threads, o.device.c_str());
   if (job.recompute_text != "none")
     std::printf(
@@ -561,7 +561,7 @@ void print_json(const Options& o, const Job& job, const RunResult& run, double e
       {"context", o.context},
       {"vocab", job.vocab},
       {"batch", o.batch},
-      {"microbatches", o.microbatches},
+      {"microbatches", o.n_microbatches},
       {"dp", o.dp},
       {"recompute", o.recompute},
       {"steps", run.last_step - run.first_step + 1},

@@ -65,12 +65,12 @@ schedules::CostModel measured_costs(const schedules::SimulationResult& timeline,
 schedules::SimulationResult ideal_replay(const schedules::SimulationResult& timeline, int ranks) {
   schedules::PipelineOrder order(ranks);
   std::map<int, int> stage_rank;
-  int microbatches = 0;
+  int n_microbatches = 0;
   for (const auto& e : timeline.timeline) {  // in start order
     order.at(e.rank).push_back(e.action);
     auto note = [&](const Action& a) {
       stage_rank[a.stage] = e.rank;
-      microbatches = std::max(microbatches, a.microbatch + 1);
+      n_microbatches = std::max(n_microbatches, a.microbatch + 1);
     };
     if (e.action.kind == ActionKind::OverlapFB)
       for (const Action& part : e.action.sub_actions) note(part);
@@ -82,7 +82,7 @@ schedules::SimulationResult ideal_replay(const schedules::SimulationResult& time
   std::vector<int> stage_to_rank(stages);
   for (const auto& [stage, rank] : stage_rank) stage_to_rank[stage] = rank;
   try {
-    return schedules::simulate_order(order, stage_to_rank, microbatches,
+    return schedules::simulate_order(order, stage_to_rank, n_microbatches,
                                      measured_costs(timeline, stages), {.record_timeline = false});
   } catch (const std::exception&) {
     return {};  // an order the simulator does not take (an overlapped pair): no bubble figure

@@ -12,15 +12,15 @@ namespace {
 
 class DynamicPolicy final : public SchedulePolicy {
  public:
-  DynamicPolicy(std::vector<int> local_stages, int num_stages, int num_microbatches,
+  DynamicPolicy(std::vector<int> local_stages, int num_stages, int n_microbatches,
                 DynamicPolicyOptions options)
-      : stages_(std::move(local_stages)), num_microbatches_(num_microbatches), options_(options) {
+      : stages_(std::move(local_stages)), n_microbatches_(n_microbatches), options_(options) {
     if (stages_.empty()) {
       throw std::invalid_argument("the dynamic policy needs at least one local stage");
     }
-    if (num_microbatches < 1) {
+    if (n_microbatches < 1) {
       throw std::invalid_argument("the dynamic policy needs at least 1 microbatch, got " +
-                                  std::to_string(num_microbatches));
+                                  std::to_string(n_microbatches));
     }
     // Later stages first: they are closer to the loss, so their work unblocks the most.
     std::sort(stages_.begin(), stages_.end(), std::greater<int>());
@@ -55,7 +55,7 @@ class DynamicPolicy final : public SchedulePolicy {
         options_.split_backward ? ActionKind::BackwardInput : ActionKind::FullBackward;
     for (std::size_t i = 0; i < stages_.size(); ++i) {
       int mb = next_backward_[i];
-      if (mb < next_forward_[i] && mb < num_microbatches_) {
+      if (mb < next_forward_[i] && mb < n_microbatches_) {
         Action action = make_action(stages_[i], backward, mb);
         if (ready.ready(action)) {
           ++next_backward_[i];
@@ -66,7 +66,7 @@ class DynamicPolicy final : public SchedulePolicy {
     // 2. Forward, later stages first, while the cap leaves room.
     for (std::size_t i = 0; i < stages_.size(); ++i) {
       int mb = next_forward_[i];
-      if (mb >= num_microbatches_) continue;
+      if (mb >= n_microbatches_) continue;
       Action action = make_action(stages_[i], ActionKind::Forward, mb);
       if (!admits(stages_[i]) || !ready.ready(action)) continue;
       ++next_forward_[i];
@@ -120,10 +120,10 @@ class DynamicPolicy final : public SchedulePolicy {
     const ActionKind backward =
         options_.split_backward ? ActionKind::BackwardInput : ActionKind::FullBackward;
     for (std::size_t i = 0; i < stages_.size(); ++i) {
-      if (next_backward_[i] < next_forward_[i] && next_backward_[i] < num_microbatches_) {
+      if (next_backward_[i] < next_forward_[i] && next_backward_[i] < n_microbatches_) {
         add(ready.why_not_ready(make_action(stages_[i], backward, next_backward_[i])));
       }
-      if (next_forward_[i] < num_microbatches_) {
+      if (next_forward_[i] < n_microbatches_) {
         Action forward = make_action(stages_[i], ActionKind::Forward, next_forward_[i]);
         if (!budget_.admits(stages_[i])) {
           add(to_string(forward) + ": " + budget_.describe());
@@ -141,7 +141,7 @@ class DynamicPolicy final : public SchedulePolicy {
   }
 
   std::size_t total_actions() const override {
-    return stages_.size() * static_cast<std::size_t>(num_microbatches_) *
+    return stages_.size() * static_cast<std::size_t>(n_microbatches_) *
            (options_.split_backward ? 3 : 2);
   }
 
@@ -156,7 +156,7 @@ class DynamicPolicy final : public SchedulePolicy {
   }
 
   std::vector<int> stages_;  // local stages, last first
-  int num_microbatches_;
+  int n_microbatches_;
   DynamicPolicyOptions options_;
   int first_stage_ = 0;
   std::vector<int> next_forward_;
@@ -181,9 +181,9 @@ void DynamicPolicyOptions::cap_activation_bytes(double cap, const MemoryCosts& c
 }
 
 std::unique_ptr<SchedulePolicy> make_dynamic_policy(std::vector<int> local_stages, int num_stages,
-                                                    int num_microbatches,
+                                                    int n_microbatches,
                                                     DynamicPolicyOptions options) {
-  return std::make_unique<DynamicPolicy>(std::move(local_stages), num_stages, num_microbatches,
+  return std::make_unique<DynamicPolicy>(std::move(local_stages), num_stages, n_microbatches,
                                          options);
 }
 

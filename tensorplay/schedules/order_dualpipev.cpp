@@ -124,17 +124,17 @@ RankOrder dualpipev_rank_ops(int rank, int ranks, int chunks) {
 
 }  // namespace
 
-PipelineOrder dualpipev_order(int ranks, int microbatches) {
-  detail::check_sizes("DualPipeV", ranks, 2, microbatches);
-  if (microbatches < 2 * ranks) {
+PipelineOrder dualpipev_order(int ranks, int n_microbatches) {
+  detail::check_sizes("DualPipeV", ranks, 2, n_microbatches);
+  if (n_microbatches < 2 * ranks) {
     throw std::invalid_argument(
         "DualPipeV requires at least as many microbatches as stages, but got " +
-        std::to_string(microbatches) + " microbatches and " + std::to_string(2 * ranks) +
+        std::to_string(n_microbatches) + " microbatches and " + std::to_string(2 * ranks) +
         " stages (2 per rank); use at least " + std::to_string(2 * ranks) + " microbatches");
   }
   PipelineOrder order(ranks);
   for (int rank = 0; rank < ranks; ++rank)
-    order[rank] = dualpipev_rank_ops(rank, ranks, microbatches);
+    order[rank] = dualpipev_rank_ops(rank, ranks, n_microbatches);
   return order;
 }
 

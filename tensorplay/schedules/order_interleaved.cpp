@@ -19,10 +19,10 @@ struct Phases {
 
 // Warmup forwards: the last rank fills (local_stages - 1) rounds, each hop before it two more
 // (1F1B: F and B of a hop) or one more (zero bubble: only F must wait), capped at all its work.
-Phases interleaved_phases(int rank, int ranks, int local_stages, int per_round, int microbatches,
+Phases interleaved_phases(int rank, int ranks, int local_stages, int per_round, int n_microbatches,
                           int hop_factor) {
   int last_rank_warmup = (local_stages - 1) * per_round;
-  int total = local_stages * microbatches;
+  int total = local_stages * n_microbatches;
   Phases phases;
   phases.warmup = std::min(last_rank_warmup + hop_factor * (ranks - 1 - rank), total);
   phases.steady = total - phases.warmup;
@@ -88,43 +88,43 @@ RankOrder interleaved_rank_ops(int rank, int ranks, int local_stages, int per_ro
 
 }  // namespace
 
-PipelineOrder interleaved_1f1b_order(int ranks, int stages_per_rank, int microbatches) {
-  detail::check_sizes("Interleaved1F1B", ranks, stages_per_rank, microbatches);
-  int per_round = detail::microbatches_per_round("Interleaved1F1B", ranks, microbatches);
+PipelineOrder interleaved_1f1b_order(int ranks, int stages_per_rank, int n_microbatches) {
+  detail::check_sizes("Interleaved1F1B", ranks, stages_per_rank, n_microbatches);
+  int per_round = detail::microbatches_per_round("Interleaved1F1B", ranks, n_microbatches);
   PipelineOrder order(ranks);
   for (int rank = 0; rank < ranks; ++rank) {
-    Phases phases = interleaved_phases(rank, ranks, stages_per_rank, per_round, microbatches, 2);
+    Phases phases = interleaved_phases(rank, ranks, stages_per_rank, per_round, n_microbatches, 2);
     order[rank] = interleaved_rank_ops(rank, ranks, stages_per_rank, per_round, phases, false, 0);
   }
   return order;
 }
 
-PipelineOrder interleaved_zero_bubble_order(int ranks, int stages_per_rank, int microbatches) {
-  detail::check_sizes("InterleavedZeroBubble", ranks, stages_per_rank, microbatches);
-  int per_round = detail::microbatches_per_round("InterleavedZeroBubble", ranks, microbatches);
+PipelineOrder interleaved_zero_bubble_order(int ranks, int stages_per_rank, int n_microbatches) {
+  detail::check_sizes("InterleavedZeroBubble", ranks, stages_per_rank, n_microbatches);
+  int per_round = detail::microbatches_per_round("InterleavedZeroBubble", ranks, n_microbatches);
   PipelineOrder order(ranks);
   for (int rank = 0; rank < ranks; ++rank) {
-    Phases phases = interleaved_phases(rank, ranks, stages_per_rank, per_round, microbatches, 1);
+    Phases phases = interleaved_phases(rank, ranks, stages_per_rank, per_round, n_microbatches, 1);
     // Rank r runs r backward passes before its first weight pass: the W fills its bubble.
     order[rank] = interleaved_rank_ops(rank, ranks, stages_per_rank, per_round, phases, true, rank);
   }
   return order;
 }
 
-PipelineOrder looped_bfs_order(int ranks, int stages_per_rank, int microbatches) {
-  detail::check_sizes("LoopedBFS", ranks, stages_per_rank, microbatches);
+PipelineOrder looped_bfs_order(int ranks, int stages_per_rank, int n_microbatches) {
+  detail::check_sizes("LoopedBFS", ranks, stages_per_rank, n_microbatches);
   PipelineOrder order(ranks);
   for (int rank = 0; rank < ranks; ++rank) {
     RankOrder& ops = order[rank];
     // Forward: each local stage, first to last, runs every microbatch.
     for (int local = 0; local < stages_per_rank; ++local) {
-      for (int mb = 0; mb < microbatches; ++mb) {
+      for (int mb = 0; mb < n_microbatches; ++mb) {
         ops.push_back(make_action(local * ranks + rank, ActionKind::Forward, mb));
       }
     }
     // Backward: local stages last to first, microbatches last to first.
     for (int local = stages_per_rank - 1; local >= 0; --local) {
-      for (int mb = microbatches - 1; mb >= 0; --mb) {
+      for (int mb = n_microbatches - 1; mb >= 0; --mb) {
         ops.push_back(make_action(local * ranks + rank, ActionKind::FullBackward, mb));
       }
     }

@@ -7,10 +7,10 @@
 
 namespace tensorplay::schedules {
 
-PipelineOrder vhalf_order(int ranks, int microbatches) {
-  detail::check_sizes("VHalf", ranks, 2, microbatches);
+PipelineOrder vhalf_order(int ranks, int n_microbatches) {
+  detail::check_sizes("VHalf", ranks, 2, n_microbatches);
   return detail::repeat_v_block(
-      detail::chosen_v_block(ranks, microbatches, detail::VMemoryGoal::Half), microbatches);
+      detail::chosen_v_block(ranks, n_microbatches, detail::VMemoryGoal::Half), n_microbatches);
 }
 
 }  // namespace tensorplay::schedules

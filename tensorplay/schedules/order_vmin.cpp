@@ -7,10 +7,10 @@
 
 namespace tensorplay::schedules {
 
-PipelineOrder vmin_order(int ranks, int microbatches) {
-  detail::check_sizes("VMin", ranks, 2, microbatches);
+PipelineOrder vmin_order(int ranks, int n_microbatches) {
+  detail::check_sizes("VMin", ranks, 2, n_microbatches);
   return detail::repeat_v_block(
-      detail::chosen_v_block(ranks, microbatches, detail::VMemoryGoal::Min), microbatches);
+      detail::chosen_v_block(ranks, n_microbatches, detail::VMemoryGoal::Min), n_microbatches);
 }
 
 }  // namespace tensorplay::schedules

@@ -8,9 +8,9 @@
 namespace tensorplay::schedules {
 namespace {
 
-RankOrder zbv_rank_ops(int rank, int ranks, int microbatches) {
+RankOrder zbv_rank_ops(int rank, int ranks, int n_microbatches) {
   // The phases assume at least 2p-1 microbatches; extra ones are dropped at the end.
-  const int n = std::max(2 * ranks - 1, microbatches);
+  const int n = std::max(2 * ranks - 1, n_microbatches);
   const int chunk0 = rank;
   const int chunk1 = 2 * ranks - 1 - rank;
   int f0 = 0, f1 = 0, b0 = 0, b1 = 0;
@@ -60,16 +60,16 @@ RankOrder zbv_rank_ops(int rank, int ranks, int microbatches) {
   while (w1 < b1) add(chunk1, ActionKind::BackwardWeight, w1++);
   while (w0 < b0) add(chunk0, ActionKind::BackwardWeight, w0++);
 
-  std::erase_if(ops, [&](const Action& a) { return a.microbatch >= microbatches; });
+  std::erase_if(ops, [&](const Action& a) { return a.microbatch >= n_microbatches; });
   return ops;
 }
 
 }  // namespace
 
-PipelineOrder zbv_zero_bubble_order(int ranks, int microbatches) {
-  detail::check_sizes("ZBVZeroBubble", ranks, 2, microbatches);
+PipelineOrder zbv_zero_bubble_order(int ranks, int n_microbatches) {
+  detail::check_sizes("ZBVZeroBubble", ranks, 2, n_microbatches);
   PipelineOrder order(ranks);
-  for (int rank = 0; rank < ranks; ++rank) order[rank] = zbv_rank_ops(rank, ranks, microbatches);
+  for (int rank = 0; rank < ranks; ++rank) order[rank] = zbv_rank_ops(rank, ranks, n_microbatches);
   return order;
 }
 

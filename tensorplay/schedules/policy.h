@@ -85,7 +85,7 @@ struct DynamicPolicyOptions {
 /// Each kind runs in microbatch order per stage. Throws std::invalid_argument when the cap is
 /// below the number of local stages (progress would be impossible) or a stage is out of range.
 std::unique_ptr<SchedulePolicy> make_dynamic_policy(std::vector<int> local_stages, int num_stages,
-                                                    int num_microbatches,
+                                                    int n_microbatches,
                                                     DynamicPolicyOptions options);
 
 }  // namespace tensorplay::schedules

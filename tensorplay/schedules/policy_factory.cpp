@@ -19,17 +19,17 @@ PolicyFactory static_order_policies() {
 
 PolicyFactory dynamic_policies(DynamicPolicyOptions options) {
   return [options](const PolicyContext& context) {
-    return make_dynamic_policy(context.local_stages, context.num_stages, context.num_microbatches,
+    return make_dynamic_policy(context.local_stages, context.num_stages, context.n_microbatches,
                                options);
   };
 }
 
 PolicyContext policy_context(int rank, const PipelineOrder& order,
-                             const std::vector<int>& stage_to_rank, int num_microbatches) {
+                             const std::vector<int>& stage_to_rank, int n_microbatches) {
   PolicyContext context;
   context.rank = rank;
   context.num_stages = static_cast<int>(stage_to_rank.size());
-  context.num_microbatches = num_microbatches;
+  context.n_microbatches = n_microbatches;
   for (int s = 0; s < context.num_stages; ++s)
     if (stage_to_rank[s] == rank) context.local_stages.push_back(s);
   if (rank >= 0 && rank < static_cast<int>(order.size())) context.order = &order[rank];
@@ -49,13 +49,13 @@ std::unique_ptr<SchedulePolicy> make_policy(const PolicyFactory& factory,
 std::vector<std::unique_ptr<SchedulePolicy>> make_policies(const PolicyFactory& factory,
                                                            const PipelineOrder& order,
                                                            const std::vector<int>& stage_to_rank,
-                                                           int num_microbatches) {
+                                                           int n_microbatches) {
   int ranks = 0;
   for (int r : stage_to_rank) ranks = std::max(ranks, r + 1);
   std::vector<std::unique_ptr<SchedulePolicy>> out;
   for (int rank = 0; rank < ranks; ++rank)
     out.push_back(
-        make_policy(factory, policy_context(rank, order, stage_to_rank, num_microbatches)));
+        make_policy(factory, policy_context(rank, order, stage_to_rank, n_microbatches)));
   return out;
 }
 

@@ -17,7 +17,7 @@ struct PolicyContext {
   int rank = 0;
   std::vector<int> local_stages;  ///< the stages this rank hosts, ascending
   int num_stages = 0;             ///< stages in the whole pipeline
-  int num_microbatches = 0;       ///< microbatches per step
+  int n_microbatches = 0;       ///< microbatches per step
   /// The rank's compute actions in the schedule's order (the generated or loaded one).
   const RankOrder* order = nullptr;
 };
@@ -38,11 +38,11 @@ PolicyFactory dynamic_policies(DynamicPolicyOptions options);
 std::vector<std::unique_ptr<SchedulePolicy>> make_policies(const PolicyFactory& factory,
                                                            const PipelineOrder& order,
                                                            const std::vector<int>& stage_to_rank,
-                                                           int num_microbatches);
+                                                           int n_microbatches);
 
 /// The context of `rank` (its stages from `stage_to_rank`, its row of `order` when there is one).
 PolicyContext policy_context(int rank, const PipelineOrder& order,
-                             const std::vector<int>& stage_to_rank, int num_microbatches);
+                             const std::vector<int>& stage_to_rank, int n_microbatches);
 
 /// Builds `rank`'s policy with `factory` (static_order_policies when null); throws
 /// std::invalid_argument when the factory returns null or needs an order that is missing.

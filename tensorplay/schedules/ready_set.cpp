@@ -6,22 +6,22 @@
 
 namespace tensorplay::schedules {
 
-ReadySet::ReadySet(int num_stages, int num_microbatches)
-    : num_stages_(num_stages), num_microbatches_(num_microbatches) {
-  if (num_stages < 1 || num_microbatches < 1) {
+ReadySet::ReadySet(int num_stages, int n_microbatches)
+    : num_stages_(num_stages), n_microbatches_(n_microbatches) {
+  if (num_stages < 1 || n_microbatches < 1) {
     throw std::invalid_argument("ReadySet needs num_stages >= 1 and num_microbatches >= 1, got " +
                                 std::to_string(num_stages) + " and " +
-                                std::to_string(num_microbatches));
+                                std::to_string(n_microbatches));
   }
 }
 
 void ReadySet::throw_out_of_range(int stage, int microbatch) const {
   const int num_stages = num_stages_;
-  const int num_microbatches = num_microbatches_;
+  const int n_microbatches = n_microbatches_;
   throw std::invalid_argument("ReadySet: (stage " + std::to_string(stage) + ", microbatch " +
                               std::to_string(microbatch) + ") is outside " +
                               std::to_string(num_stages) + " stages x " +
-                              std::to_string(num_microbatches) + " microbatches");
+                              std::to_string(n_microbatches) + " microbatches");
 }
 
 void ReadySet::Slot::grow(uint32_t needed) {

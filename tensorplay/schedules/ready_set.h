@@ -28,7 +28,7 @@ struct ReadySetPrefetch;  // the simulator's cache hints
 class ReadySet {
  public:
   /// For `num_stages` stages in the whole pipeline and `num_microbatches` per step.
-  ReadySet(int num_stages, int num_microbatches);
+  ReadySet(int num_stages, int n_microbatches);
 
   /// The forward input of (stage, microbatch) is present.
   void input_arrived(int stage, int microbatch);
@@ -60,7 +60,7 @@ class ReadySet {
   /// Stages in the pipeline.
   int num_stages() const { return num_stages_; }
   /// Microbatches per step.
-  int num_microbatches() const { return num_microbatches_; }
+  int n_microbatches() const { return n_microbatches_; }
 
  private:
   friend struct detail::ReadySetPrefetch;
@@ -105,7 +105,7 @@ class ReadySet {
   // counts come first, so a rank with one stage uses only the first lines of the object.
   static constexpr int kInlineSlots = 4;
   int num_stages_;
-  int num_microbatches_;
+  int n_microbatches_;
   int num_inline_slots_ = 0;
   std::vector<Slot> more_slots_;
   Slot inline_slots_[kInlineSlots];
@@ -114,7 +114,7 @@ class ReadySet {
 // -- inline hot paths (the simulator calls these once per event) --------------------------------
 
 inline void ReadySet::check(int stage, int microbatch) const {
-  if (stage < 0 || stage >= num_stages_ || microbatch < 0 || microbatch >= num_microbatches_) {
+  if (stage < 0 || stage >= num_stages_ || microbatch < 0 || microbatch >= n_microbatches_) {
     throw_out_of_range(stage, microbatch);
   }
 }

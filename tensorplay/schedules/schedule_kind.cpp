@@ -117,27 +117,27 @@ std::vector<int> stage_to_rank(ScheduleKind kind, int ranks, int stages_per_rank
   return stage_to_rank(placement_of(kind), ranks, stages_per_rank);
 }
 
-PipelineOrder generate_order(ScheduleKind kind, int ranks, int stages_per_rank, int microbatches) {
+PipelineOrder generate_order(ScheduleKind kind, int ranks, int stages_per_rank, int n_microbatches) {
   stage_to_rank(kind, std::max(ranks, 1), stages_per_rank);  // checks stages_per_rank
   switch (kind) {
     case ScheduleKind::GPipe:
-      return gpipe_order(ranks, microbatches);
+      return gpipe_order(ranks, n_microbatches);
     case ScheduleKind::OneFOneB:
-      return one_f_one_b_order(ranks, microbatches);
+      return one_f_one_b_order(ranks, n_microbatches);
     case ScheduleKind::Interleaved1F1B:
-      return interleaved_1f1b_order(ranks, stages_per_rank, microbatches);
+      return interleaved_1f1b_order(ranks, stages_per_rank, n_microbatches);
     case ScheduleKind::LoopedBFS:
-      return looped_bfs_order(ranks, stages_per_rank, microbatches);
+      return looped_bfs_order(ranks, stages_per_rank, n_microbatches);
     case ScheduleKind::InterleavedZeroBubble:
-      return interleaved_zero_bubble_order(ranks, stages_per_rank, microbatches);
+      return interleaved_zero_bubble_order(ranks, stages_per_rank, n_microbatches);
     case ScheduleKind::ZBVZeroBubble:
-      return zbv_zero_bubble_order(ranks, microbatches);
+      return zbv_zero_bubble_order(ranks, n_microbatches);
     case ScheduleKind::DualPipeV:
-      return dualpipev_order(ranks, microbatches);
+      return dualpipev_order(ranks, n_microbatches);
     case ScheduleKind::VHalf:
-      return vhalf_order(ranks, microbatches);
+      return vhalf_order(ranks, n_microbatches);
     case ScheduleKind::VMin:
-      return vmin_order(ranks, microbatches);
+      return vmin_order(ranks, n_microbatches);
   }
   throw std::invalid_argument("unknown schedule kind");
 }

@@ -53,6 +53,6 @@ std::vector<int> stage_to_rank(ScheduleKind kind, int ranks, int stages_per_rank
 std::vector<int> stage_to_rank(Placement placement, int ranks, int stages_per_rank);
 
 /// The order of `kind` for the given sizes (stages_per_rank is checked as in stage_to_rank).
-PipelineOrder generate_order(ScheduleKind kind, int ranks, int stages_per_rank, int microbatches);
+PipelineOrder generate_order(ScheduleKind kind, int ranks, int stages_per_rank, int n_microbatches);
 
 }  // namespace tensorplay::schedules

@@ -39,8 +39,8 @@ using detail::EventQueue;
 
 // Everything the event loop touches for one rank, kept together in a few adjacent cache lines.
 struct alignas(64) RankState {
-  RankState(SchedulePolicy* p, int num_stages, int num_microbatches)
-      : policy(p), eager(p->is_static_order()), ready(num_stages, num_microbatches) {}
+  RankState(SchedulePolicy* p, int num_stages, int n_microbatches)
+      : policy(p), eager(p->is_static_order()), ready(num_stages, n_microbatches) {}
 
   SchedulePolicy* policy;
   bool eager;  // the policy may be asked at once (static order): no need to wait for the instant
@@ -65,13 +65,13 @@ struct alignas(64) RankState {
 class Simulation {
  public:
   Simulation(const std::vector<SchedulePolicy*>& policies, const std::vector<int>& stage_to_rank,
-             int num_microbatches, const CostModel& costs, const SimulationOptions& options)
+             int n_microbatches, const CostModel& costs, const SimulationOptions& options)
       : policies_(policies),
         stage_to_rank_(stage_to_rank),
         // First: every argument is checked before any member uses it (step_costs_ reads each
         // stage's costs).
-        num_stages_(checked_stages(policies, stage_to_rank, num_microbatches, costs, options)),
-        num_microbatches_(num_microbatches),
+        num_stages_(checked_stages(policies, stage_to_rank, n_microbatches, costs, options)),
+        n_microbatches_(n_microbatches),
         costs_(costs),
         step_costs_(costs, num_stages_),
         options_(options) {
@@ -83,7 +83,7 @@ class Simulation {
     for (int rank = 0; rank < ranks; ++rank) {
       policies[rank]->reset();
       static_policies_.push_back(dynamic_cast<detail::StaticOrderPolicy*>(policies[rank]));
-      states_.emplace_back(policies[rank], num_stages_, num_microbatches);
+      states_.emplace_back(policies[rank], num_stages_, n_microbatches);
     }
   }
 
@@ -127,12 +127,12 @@ class Simulation {
   // placement, the policies, and the cost lists long enough for every stage (and the memory
   // model, where predict_memory will replay it), so that nothing is read before it is checked.
   static int checked_stages(const std::vector<SchedulePolicy*>& policies,
-                            const std::vector<int>& stage_to_rank, int num_microbatches,
+                            const std::vector<int>& stage_to_rank, int n_microbatches,
                             const CostModel& costs, const SimulationOptions& options) {
     const int ranks = static_cast<int>(policies.size());
     const int num_stages = static_cast<int>(stage_to_rank.size());
     if (ranks < 1) throw std::invalid_argument("simulate needs at least one rank's policy");
-    if (num_stages < 1 || num_microbatches < 1) {
+    if (num_stages < 1 || n_microbatches < 1) {
       throw std::invalid_argument("simulate needs at least one stage and one microbatch");
     }
     for (int stage = 0; stage < num_stages; ++stage) {
@@ -321,7 +321,7 @@ class Simulation {
     for (const detail::StaticOrderPolicy* p : static_policies_)
       if (p == nullptr) return std::nullopt;
     std::optional<detail::SweepOutcome> outcome = detail::sweep_static_orders(
-        static_policies_, stage_to_rank_, num_microbatches_, step_costs_, options_.record_timeline);
+        static_policies_, stage_to_rank_, n_microbatches_, step_costs_, options_.record_timeline);
     if (!outcome) return std::nullopt;
     for (std::size_t rank = 0; rank < states_.size(); ++rank) {
       const detail::SweepRank& figures = outcome->ranks[rank];
@@ -465,7 +465,7 @@ class Simulation {
   const std::vector<SchedulePolicy*>& policies_;
   const std::vector<int>& stage_to_rank_;
   int num_stages_;
-  int num_microbatches_;
+  int n_microbatches_;
   const CostModel& costs_;
   detail::StepCosts step_costs_;
   SimulationOptions options_;
@@ -481,10 +481,10 @@ class Simulation {
 }  // namespace
 
 SimulationResult simulate(const std::vector<SchedulePolicy*>& policies,
-                          const std::vector<int>& stage_to_rank, int num_microbatches,
+                          const std::vector<int>& stage_to_rank, int n_microbatches,
                           const CostModel& costs, const SimulationOptions& options) {
   SimulationResult result =
-      Simulation(policies, stage_to_rank, num_microbatches, costs, options).run();
+      Simulation(policies, stage_to_rank, n_microbatches, costs, options).run();
   if (options.record_timeline && !costs.memory.empty()) {
     MemoryPrediction memory = predict_memory(result, stage_to_rank, costs.memory);
     result.peak_activation_bytes = std::move(memory.peak_activation_bytes);
@@ -495,7 +495,7 @@ SimulationResult simulate(const std::vector<SchedulePolicy*>& policies,
 }
 
 SimulationResult simulate_order(const PipelineOrder& order, const std::vector<int>& stage_to_rank,
-                                int num_microbatches, const CostModel& costs,
+                                int n_microbatches, const CostModel& costs,
                                 const SimulationOptions& options) {
   std::vector<std::unique_ptr<SchedulePolicy>> owned;
   std::vector<SchedulePolicy*> policies;
@@ -504,7 +504,7 @@ SimulationResult simulate_order(const PipelineOrder& order, const std::vector<in
     owned.push_back(make_static_order_policy(rank));
     policies.push_back(owned.back().get());
   }
-  return simulate(policies, stage_to_rank, num_microbatches, costs, options);
+  return simulate(policies, stage_to_rank, n_microbatches, costs, options);
 }
 
 }  // namespace tensorplay::schedules

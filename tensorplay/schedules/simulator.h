@@ -25,12 +25,12 @@ struct SimulationOptions {
 /// when the run cannot finish (deadlock). Static orders with no recomputation ahead take a sweep
 /// over the orders instead of the event loop: the same result, in time linear in the actions.
 SimulationResult simulate(const std::vector<SchedulePolicy*>& policies,
-                          const std::vector<int>& stage_to_rank, int num_microbatches,
+                          const std::vector<int>& stage_to_rank, int n_microbatches,
                           const CostModel& costs, const SimulationOptions& options = {});
 
 /// The same with a static-order policy per rank following `order`.
 SimulationResult simulate_order(const PipelineOrder& order, const std::vector<int>& stage_to_rank,
-                                int num_microbatches, const CostModel& costs,
+                                int n_microbatches, const CostModel& costs,
                                 const SimulationOptions& options = {});
 
 }  // namespace tensorplay::schedules

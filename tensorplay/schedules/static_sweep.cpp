@@ -17,22 +17,22 @@ constexpr double kUnknown = -1.0;  // not computed yet (times are >= 0: costs ar
 
 // A stage's row of times, rounded up to whole cache lines plus one more: rows a power of two apart
 // would put every rank's current line in the same few cache sets.
-std::size_t padded_row(int num_microbatches) {
+std::size_t padded_row(int n_microbatches) {
   constexpr std::size_t kLine = 64 / sizeof(double);
-  return (static_cast<std::size_t>(num_microbatches) + kLine - 1) / kLine * kLine + kLine;
+  return (static_cast<std::size_t>(n_microbatches) + kLine - 1) / kLine * kLine + kLine;
 }
 
 class Sweep {
  public:
   Sweep(const std::vector<StaticOrderPolicy*>& orders, const std::vector<int>& stage_to_rank,
-        int num_microbatches, const StepCosts& costs, bool record_timeline)
+        int n_microbatches, const StepCosts& costs, bool record_timeline)
       : orders_(orders),
         stage_to_rank_(stage_to_rank),
         num_stages_(static_cast<int>(stage_to_rank.size())),
-        num_microbatches_(num_microbatches),
+        n_microbatches_(n_microbatches),
         costs_(costs),
         record_timeline_(record_timeline),
-        row_(padded_row(num_microbatches)),
+        row_(padded_row(n_microbatches)),
         cursors_(orders.size()) {
     const std::size_t cells = static_cast<std::size_t>(num_stages_) * row_;
     forward_end_.assign(cells, kUnknown);
@@ -80,7 +80,7 @@ class Sweep {
   }
 
   bool inside(int stage, int microbatch) const {
-    return stage >= 0 && stage < num_stages_ && microbatch >= 0 && microbatch < num_microbatches_;
+    return stage >= 0 && stage < num_stages_ && microbatch >= 0 && microbatch < n_microbatches_;
   }
 
   // When an output ending at `end` on `producer`'s rank is on `rank`: at once on the same rank,
@@ -183,7 +183,7 @@ class Sweep {
   const std::vector<StaticOrderPolicy*>& orders_;
   const std::vector<int>& stage_to_rank_;
   int num_stages_;
-  int num_microbatches_;
+  int n_microbatches_;
   const StepCosts& costs_;
   bool record_timeline_;
   std::size_t row_;  // elements from one stage's row to the next
@@ -199,9 +199,9 @@ class Sweep {
 
 std::optional<SweepOutcome> sweep_static_orders(const std::vector<StaticOrderPolicy*>& orders,
                                                 const std::vector<int>& stage_to_rank,
-                                                int num_microbatches, const StepCosts& costs,
+                                                int n_microbatches, const StepCosts& costs,
                                                 bool record_timeline) {
-  return Sweep(orders, stage_to_rank, num_microbatches, costs, record_timeline).run();
+  return Sweep(orders, stage_to_rank, n_microbatches, costs, record_timeline).run();
 }
 
 }  // namespace tensorplay::schedules::detail

@@ -18,13 +18,13 @@ struct Seen {
 
 class OrderChecker {
  public:
-  OrderChecker(const PipelineOrder& order, int num_stages, int num_microbatches,
+  OrderChecker(const PipelineOrder& order, int num_stages, int n_microbatches,
                const std::vector<int>* placement)
       : order_(order),
         num_stages_(num_stages),
-        num_microbatches_(num_microbatches),
+        n_microbatches_(n_microbatches),
         placement_(placement),
-        seen_(static_cast<std::size_t>(num_stages) * num_microbatches),
+        seen_(static_cast<std::size_t>(num_stages) * n_microbatches),
         stage_rank_(num_stages, -1) {}
 
   std::vector<int> run() {
@@ -68,10 +68,10 @@ class OrderChecker {
           rank, step,
           "stage " + std::to_string(a.stage) + " is outside 0.." + std::to_string(num_stages_ - 1));
     }
-    if (a.microbatch < 0 || a.microbatch >= num_microbatches_) {
+    if (a.microbatch < 0 || a.microbatch >= n_microbatches_) {
       fail(rank, step,
            "microbatch " + std::to_string(a.microbatch) + " is outside 0.." +
-               std::to_string(num_microbatches_ - 1));
+               std::to_string(n_microbatches_ - 1));
     }
     int& owner = stage_rank_[a.stage];
     if (owner == -1) owner = rank;
@@ -85,7 +85,7 @@ class OrderChecker {
            "Stage " + std::to_string(a.stage) + " runs on rank " + std::to_string(rank) +
                " but the placement puts it on rank " + std::to_string((*placement_)[a.stage]));
     }
-    Seen& s = seen_[static_cast<std::size_t>(a.stage) * num_microbatches_ + a.microbatch];
+    Seen& s = seen_[static_cast<std::size_t>(a.stage) * n_microbatches_ + a.microbatch];
     switch (a.kind) {
       case ActionKind::Forward:
         if (s.forward) fail(rank, step, "Forward for " + where(a) + " runs twice");
@@ -123,8 +123,8 @@ class OrderChecker {
                  " stages but the order is checked for " + std::to_string(num_stages_));
     }
     for (int stage = 0; stage < num_stages_; ++stage) {
-      for (int mb = 0; mb < num_microbatches_; ++mb) {
-        const Seen& s = seen_[static_cast<std::size_t>(stage) * num_microbatches_ + mb];
+      for (int mb = 0; mb < n_microbatches_; ++mb) {
+        const Seen& s = seen_[static_cast<std::size_t>(stage) * n_microbatches_ + mb];
         std::string at = "stage " + std::to_string(stage) + ", microbatch " + std::to_string(mb);
         if (!s.forward) fail_count("Missing Forward for " + at);
         if (!s.input_backward) fail_count("Missing backward (B or I) for " + at);
@@ -137,7 +137,7 @@ class OrderChecker {
 
   const PipelineOrder& order_;
   int num_stages_;
-  int num_microbatches_;
+  int n_microbatches_;
   const std::vector<int>* placement_;
   std::vector<Seen> seen_;
   std::vector<int> stage_rank_;
@@ -145,13 +145,13 @@ class OrderChecker {
 
 }  // namespace
 
-std::vector<int> validate_order(const PipelineOrder& order, int num_stages, int num_microbatches,
+std::vector<int> validate_order(const PipelineOrder& order, int num_stages, int n_microbatches,
                                 const std::vector<int>* placement) {
-  if (num_stages < 1 || num_microbatches < 1) {
+  if (num_stages < 1 || n_microbatches < 1) {
     throw std::invalid_argument("validate_order needs num_stages >= 1 and num_microbatches >= 1");
   }
-  std::vector<int> mapping = OrderChecker(order, num_stages, num_microbatches, placement).run();
-  step_order(order, num_stages, num_microbatches);  // throws on deadlock
+  std::vector<int> mapping = OrderChecker(order, num_stages, n_microbatches, placement).run();
+  step_order(order, num_stages, n_microbatches);  // throws on deadlock
   return mapping;
 }
 
@@ -161,11 +161,11 @@ namespace {
 // depends on ran in an earlier step.
 class Stepper {
  public:
-  Stepper(const PipelineOrder& order, int num_stages, int num_microbatches)
+  Stepper(const PipelineOrder& order, int num_stages, int n_microbatches)
       : order_(order),
         num_stages_(num_stages),
-        num_microbatches_(num_microbatches),
-        forward_step_(static_cast<std::size_t>(num_stages) * num_microbatches, -1),
+        n_microbatches_(n_microbatches),
+        forward_step_(static_cast<std::size_t>(num_stages) * n_microbatches, -1),
         backward_step_(forward_step_.size(), -1),
         stepped_(order.size()),
         next_(order.size(), 0) {}
@@ -195,15 +195,15 @@ class Stepper {
 
  private:
   std::size_t index(const Action& a) const {
-    return static_cast<std::size_t>(a.stage) * num_microbatches_ + a.microbatch;
+    return static_cast<std::size_t>(a.stage) * n_microbatches_ + a.microbatch;
   }
   bool in_range(const Action& a) const {
     return a.stage >= 0 && a.stage < num_stages_ && a.microbatch >= 0 &&
-           a.microbatch < num_microbatches_;
+           a.microbatch < n_microbatches_;
   }
   // A dependency counts once it ran in an earlier step.
   bool ran_before(const std::vector<int>& steps, int stage, int mb, int step) const {
-    int ran = steps[static_cast<std::size_t>(stage) * num_microbatches_ + mb];
+    int ran = steps[static_cast<std::size_t>(stage) * n_microbatches_ + mb];
     return ran >= 0 && ran < step;
   }
   bool ready(const Action& a, int step) const {
@@ -245,7 +245,7 @@ class Stepper {
   }
 
   const PipelineOrder& order_;
-  const int num_stages_, num_microbatches_;
+  const int num_stages_, n_microbatches_;
   // Step at which F and I/B of (stage, mb) ran; -1 = not yet.
   std::vector<int> forward_step_, backward_step_;
   SteppedOrder stepped_;
@@ -254,8 +254,8 @@ class Stepper {
 
 }  // namespace
 
-SteppedOrder step_order(const PipelineOrder& order, int num_stages, int num_microbatches) {
-  return Stepper(order, num_stages, num_microbatches).run();
+SteppedOrder step_order(const PipelineOrder& order, int num_stages, int n_microbatches) {
+  return Stepper(order, num_stages, n_microbatches).run();
 }
 
 namespace {

@@ -12,13 +12,13 @@ namespace tensorplay::schedules {
 /// Checks `order` for `num_stages` stages and `num_microbatches` microbatches and returns the
 /// stage -> rank mapping it implies. When `placement` is given (stage -> rank), every stage must
 /// run on its rank. Throws ScheduleError with PyTorch's step-by-rank table, failing step marked.
-std::vector<int> validate_order(const PipelineOrder& order, int num_stages, int num_microbatches,
+std::vector<int> validate_order(const PipelineOrder& order, int num_stages, int n_microbatches,
                                 const std::vector<int>* placement = nullptr);
 
 /// Runs the order in lock-step (one action per rank per step; an action runs once the actions
 /// it depends on ran in earlier steps) and returns the table with bubbles. Throws ScheduleError
 /// naming the stuck actions when no rank can move (a cross-rank deadlock).
-SteppedOrder step_order(const PipelineOrder& order, int num_stages, int num_microbatches);
+SteppedOrder step_order(const PipelineOrder& order, int num_stages, int n_microbatches);
 
 /// The number of stages an order uses: one more than its largest stage index.
 int count_stages(const PipelineOrder& order);

@@ -30,17 +30,17 @@ int main(int argc, char** argv) {
     if (config.n_layer < 3) throw std::invalid_argument("3 stages need 3 layers or more");
     const tp::StateDict in = tp::load_safetensors(argv[2]);
     const tp::Tensor idx = in.at("tokens"), targets = in.at("targets");
-    const int microbatches = 3;
+    const int n_microbatches = 3;
     pp::PipelineOptions options;
     options.split_spec["layers.1"] = pp::SplitPoint::Beginning;
     options.split_spec["layers." + std::to_string(config.n_layer - 1)] = pp::SplitPoint::Beginning;
-    auto pipe = pp::pipeline(model, {idx.slice0(0, idx.size(0) / microbatches)}, options);
+    auto pipe = pp::pipeline(model, {idx.slice0(0, idx.size(0) / n_microbatches)}, options);
     auto stages = pp::build_stages(pipe, {tp::cpu()});
     const int64_t vocab = config.vocab_size;
     auto loss_fn = [vocab](const tp::Tensor& logits, const tp::Tensor& t) {
       return tp::cross_entropy(logits.reshape({-1, vocab}), t.reshape({-1}));
     };
-    pp::PipelineSchedule schedule(stages, microbatches, loss_fn, sc::ScheduleKind::OneFOneB);
+    pp::PipelineSchedule schedule(stages, n_microbatches, loss_fn, sc::ScheduleKind::OneFOneB);
     std::vector<tp::Tensor> losses;
     schedule.step({idx}, {.target = targets, .losses = &losses});
     tp::StateDict grads;

@@ -32,7 +32,7 @@ bench::GatedMlpJob job(float p = 0.1f, int blocks = 2) {
           .rows_per_microbatch = kRows,
           .blocks_per_stage = blocks,
           .dropout = p,
-          .microbatches = kMicrobatches,
+          .n_microbatches = kMicrobatches,
           .seed = 5};
 }
 

@@ -141,7 +141,7 @@ TEST_CASE("what ran is what was scheduled: every schedule's log lists its order 
         sc::ScheduleKind::VMin}) {
     const int ranks = 4;
     const int stages_count = sc::is_single_stage_per_rank(kind) ? ranks : 2 * ranks;
-    const int microbatches = 8;
+    const int n_microbatches = 8;
     std::unique_ptr<pp::PipelineSchedule> schedule;
     std::string log = log_capture::capture_message_log(
         [&] {
@@ -151,7 +151,7 @@ TEST_CASE("what ran is what was scheduled: every schedule's log lists its order 
                 tp::nn::Linear(4, 4).ptr(), i, stages_count, tp::cpu(),
                 std::vector<tp::Tensor>{tp::zeros({1, 4})}));
           schedule =
-              std::make_unique<pp::PipelineSchedule>(stages, microbatches, tp::nn::mse_loss, kind);
+              std::make_unique<pp::PipelineSchedule>(stages, n_microbatches, tp::nn::mse_loss, kind);
           schedule->step({tp::randn({8, 4})}, {.target = tp::randn({8, 4})});
         },
         true);

@@ -67,7 +67,7 @@ double rel_diff(const tp::Tensor& a, const tp::Tensor& b) {
 
 struct Args {
   std::string schedule = "1F1B";
-  int microbatches = 8;
+  int n_microbatches = 8;
   int steps = 3;
   std::string misuse;          // empty: the equivalence run
   std::string device = "cpu";  // "cuda": each rank's stages on its local GPU (NCCL or staged UCX)
@@ -84,7 +84,7 @@ Args parse(int argc, char** argv) {
     if (flag == "--schedule")
       a.schedule = value;
     else if (flag == "--microbatches")
-      a.microbatches = std::atoi(value.c_str());
+      a.n_microbatches = std::atoi(value.c_str());
     else if (flag == "--steps")
       a.steps = std::atoi(value.c_str());
     else if (flag == "--misuse")
@@ -154,7 +154,7 @@ struct EquivalenceJob {
                                   std::to_string(world) + " processes");
     pp_size = world / args.dp;
     num_stages = pp_size * spr;
-    batch = rows * args.microbatches * args.dp;
+    batch = rows * args.n_microbatches * args.dp;
     check.rank = rank;
     check.tolerance = args.tolerance;
   }
@@ -178,7 +178,7 @@ struct EquivalenceJob {
     build_local(pipe);
     auto ref_pipe = pp::pipeline(twin, {tp::zeros({rows, kWidth})});
     ref_stages = pp::build_stages(ref_pipe, {tp::cpu()});
-    reference = std::make_unique<pp::PipelineSchedule>(ref_stages, args.microbatches * args.dp,
+    reference = std::make_unique<pp::PipelineSchedule>(ref_stages, args.n_microbatches * args.dp,
                                                        tp::nn::mse_loss, kind);
     opt = std::make_unique<tp::optim::SGD>(pp::parameters(local),
                                            tp::optim::SGDOptions{.lr = 0.05f, .momentum = 0.9f});
@@ -206,7 +206,7 @@ struct EquivalenceJob {
       throw std::logic_error("--recompute " + args.recompute + ": stage " +
                              std::to_string(local.front()->stage_index()) + " recomputes nothing");
     schedule =
-        std::make_unique<pp::PipelineSchedule>(local, args.microbatches, tp::nn::mse_loss, kind);
+        std::make_unique<pp::PipelineSchedule>(local, args.n_microbatches, tp::nn::mse_loss, kind);
     if (pp_size > 1 && !schedule->is_distributed())
       throw std::logic_error("the schedule did not go distributed");
   }
@@ -246,13 +246,13 @@ struct EquivalenceJob {
     tp::Tensor out = local_step(x, y, &losses);
     tp::Tensor ref_out = reference->step({x}, {.target = y, .losses = &ref_losses});
     if (hosts_last) {
-      if (losses.size() != static_cast<size_t>(args.microbatches)) {
+      if (losses.size() != static_cast<size_t>(args.n_microbatches)) {
         std::printf("rank %d %s: %zu losses, expected %d\n", rank, at.c_str(), losses.size(),
-                    args.microbatches);
+                    args.n_microbatches);
         ++check.bad;
       }
       for (size_t mb = 0; mb < losses.size(); ++mb)
-        check.compare(losses[mb], ref_losses.at(dp_rank * args.microbatches + mb),
+        check.compare(losses[mb], ref_losses.at(dp_rank * args.n_microbatches + mb),
                       at + ": loss of microbatch " + std::to_string(mb));
       check.compare(out, dist::shard_batch(ref_out, mesh), at + ": output");
     } else if (out.defined()) {
@@ -308,8 +308,8 @@ struct EquivalenceJob {
     if (hosts_last) {
       check.compare(out, dist::shard_batch(ref_out, mesh), "eval output");
       for (size_t mb = 0; mb < losses.size(); ++mb)
-        check.compare(losses[mb], ref_losses.at(dp_rank * args.microbatches + mb), "eval loss");
-      if (losses.size() != static_cast<size_t>(args.microbatches)) ++check.bad;
+        check.compare(losses[mb], ref_losses.at(dp_rank * args.n_microbatches + mb), "eval loss");
+      if (losses.size() != static_cast<size_t>(args.n_microbatches)) ++check.bad;
     }
   }
 };

@@ -19,12 +19,12 @@ namespace {
 
 // Two ranks, `microbatches` of one sample each, the schedule's default stages per rank, an even
 // cut of the profile's segments.
-pp::PlanChoice two_ranks(sc::ScheduleKind kind, int microbatches, int segments) {
+pp::PlanChoice two_ranks(sc::ScheduleKind kind, int n_microbatches, int segments) {
   pp::PlanChoice c;
   c.schedule = kind;
   c.ranks = 2;
   c.stages_per_rank = sc::default_stages_per_rank(kind);
-  c.microbatches = microbatches;
+  c.n_microbatches = n_microbatches;
   c.stage_begin = pp::detail::even_stage_begins(segments, c.num_stages());
   c.recompute.assign(c.num_stages(), false);
   return c;
@@ -161,7 +161,7 @@ TEST_CASE("calibration makes the simulator's step match a real run", "[planner][
   pp::PlanChoice c;
   c.schedule = tensorplay::schedules::ScheduleKind::OneFOneB;
   c.ranks = 2;
-  c.microbatches = 4;
+  c.n_microbatches = 4;
   std::vector<double> costs;
   for (const auto& s : profile.segments) costs.push_back(s.forward + s.full_backward);
   c.stage_begin = pp::balanced_stage_begins(costs, 2);

@@ -16,9 +16,9 @@ namespace sc = tensorplay::schedules;
 namespace {
 
 // The first refused configuration of `kind` with `microbatches`, or null.
-const pp::PlanChoice* refused(const pp::PlanResult& r, sc::ScheduleKind kind, int microbatches) {
+const pp::PlanChoice* refused(const pp::PlanResult& r, sc::ScheduleKind kind, int n_microbatches) {
   for (const pp::PlanChoice& c : r.ranked)
-    if (!c.feasible && c.schedule == kind && c.microbatches == microbatches) return &c;
+    if (!c.feasible && c.schedule == kind && c.n_microbatches == n_microbatches) return &c;
   return nullptr;
 }
 
@@ -42,7 +42,7 @@ TEST_CASE("the memory cap excludes GPipe's stash and leaves 1F1B the best", "[pl
   const pp::PlanResult result = pp::plan(profile, request);
   const pp::PlanChoice& best = result.best();
   CHECK(best.schedule == sc::ScheduleKind::OneFOneB);
-  CHECK(best.microbatches == 4);
+  CHECK(best.n_microbatches == 4);
   CHECK(best.stage_begin == std::vector<int>{0, 2});
   CHECK(best.recompute == std::vector<bool>{false, false});
   CHECK(best.step_seconds == Approx(30));
@@ -72,7 +72,7 @@ TEST_CASE("a tight cap makes recomputation the best", "[planner][plan]") {
   request.schedules = {sc::ScheduleKind::GPipe, sc::ScheduleKind::OneFOneB};
   const pp::PlanChoice best = pp::plan(profile, request).best();
   CHECK(best.schedule == sc::ScheduleKind::OneFOneB);
-  CHECK(best.microbatches == 4);
+  CHECK(best.n_microbatches == 4);
   CHECK(best.recompute == std::vector<bool>{true, false});
   CHECK(best.step_seconds == Approx(35));
   CHECK(best.peak_bytes == std::vector<double>{28, 20});
@@ -94,11 +94,11 @@ TEST_CASE("cuts balance measured time, not segment counts", "[planner][plan]") {
   const pp::PlanResult result = pp::plan(profile, request);
   CHECK(result.best().cut == "balanced");
   CHECK(result.best().stage_begin == std::vector<int>{0, 1});
-  CHECK(result.best().microbatches == 8);
+  CHECK(result.best().n_microbatches == 8);
   CHECK(result.best().step_seconds == Approx(81));
   bool even_lost = false;
   for (const pp::PlanChoice& c : result.ranked)
-    if (c.cut == "even" && c.microbatches == 8) {
+    if (c.cut == "even" && c.n_microbatches == 8) {
       even_lost = c.step_seconds > 81 && c.why.find("step") != std::string::npos;
     }
   CHECK(even_lost);
@@ -113,7 +113,7 @@ TEST_CASE("a fixed overhead per action makes too many microbatches lose", "[plan
   pp::PlanRequest request{.world = 2, .batch = 8};
   request.schedules = {sc::ScheduleKind::OneFOneB};
   const pp::PlanChoice best = pp::plan(profile, request).best();
-  CHECK(best.microbatches == 4);
+  CHECK(best.n_microbatches == 4);
   CHECK(best.step_seconds == Approx(50));
 }
 
@@ -156,7 +156,7 @@ TEST_CASE("predict evaluates one given configuration as the search does", "[plan
   pp::PlanChoice c;
   c.schedule = sc::ScheduleKind::OneFOneB;
   c.ranks = 2;
-  c.microbatches = 4;
+  c.n_microbatches = 4;
   c.stage_begin = {0, 2};
   const pp::PlanChoice p = pp::predict(profile, {.world = 2, .batch = 4}, c);
   CHECK(p.step_seconds == Approx(30));
@@ -179,7 +179,7 @@ TEST_CASE("times at other microbatch sizes follow the larger sizes measured", "[
   pp::PlanChoice c;
   c.schedule = sc::ScheduleKind::OneFOneB;
   c.ranks = 2;
-  c.microbatches = 4;
+  c.n_microbatches = 4;
   c.stage_begin = {0, 1};
   auto step = [&](int64_t samples) {
     return pp::predict(profile, {.world = 2, .batch = 4 * samples}, c).step_seconds;
@@ -200,7 +200,7 @@ TEST_CASE("the compute factor scales compute when a host runs several ranks", "[
   pp::PlanChoice c;
   c.schedule = sc::ScheduleKind::OneFOneB;
   c.ranks = 2;
-  c.microbatches = 4;
+  c.n_microbatches = 4;
   c.stage_begin = {0, 2};
   // (m + p - 1)(F + B) = 5 x 6 = 30 at factor 1; both ranks on one host: 1.5 times that.
   CHECK(pp::predict(profile, {.world = 2, .batch = 4}, c).step_seconds == Approx(45));
@@ -226,7 +226,7 @@ TEST_CASE("the first stage's W does its whole backward under a split backward", 
   c.schedule = sc::ScheduleKind::ZBVZeroBubble;
   c.ranks = 2;
   c.stages_per_rank = 2;
-  c.microbatches = 4;
+  c.n_microbatches = 4;
   c.stage_begin = {0, 1, 2, 3};
   c.recompute.assign(4, false);
   const pp::detail::PlanContext context =
@@ -255,7 +255,7 @@ namespace {
 // memory costs written out here from the profile's figures rather than taken from the planner.
 std::vector<double> simulator_peak_bytes(const pp::Profile& profile, const pp::PlanChoice& c,
                                          int64_t batch) {
-  const double samples = static_cast<double>(batch) / c.microbatches;
+  const double samples = static_cast<double>(batch) / c.n_microbatches;
   const int segments = static_cast<int>(profile.segments.size());
   sc::MemoryCosts m;
   m.activation_bytes.assign(c.num_stages(), 0.0);
@@ -275,8 +275,8 @@ std::vector<double> simulator_peak_bytes(const pp::Profile& profile, const pp::P
   m.weight_stash_bytes = m.kept_per_stage(c.num_stages());
   const std::vector<int> placement = sc::stage_to_rank(c.schedule, c.ranks, c.stages_per_rank);
   const sc::SimulationResult r =
-      sc::simulate_order(sc::generate_order(c.schedule, c.ranks, c.stages_per_rank, c.microbatches),
-                         placement, c.microbatches, sc::CostModel::uniform(1, 1, 1));
+      sc::simulate_order(sc::generate_order(c.schedule, c.ranks, c.stages_per_rank, c.n_microbatches),
+                         placement, c.n_microbatches, sc::CostModel::uniform(1, 1, 1));
   return sc::predict_memory(r, placement, m).peak_bytes;
 }
 
@@ -286,7 +286,7 @@ pp::PlanChoice choice(sc::ScheduleKind kind, int stages_per_rank, std::vector<in
   c.schedule = kind;
   c.ranks = 2;
   c.stages_per_rank = stages_per_rank;
-  c.microbatches = 4;
+  c.n_microbatches = 4;
   c.stage_begin = std::move(begins);
   c.recompute = std::move(recompute);
   return c;
@@ -340,7 +340,7 @@ TEST_CASE("a cap between two candidates' peaks excludes the larger", "[planner][
   const pp::PlanResult result = pp::plan(profile, request);
   bool saw_gpipe = false, saw_one_f_one_b = false;
   for (const pp::PlanChoice& c : result.ranked) {
-    if (c.microbatches != 4 || c.stage_begin.empty()) continue;
+    if (c.n_microbatches != 4 || c.stage_begin.empty()) continue;
     if (c.schedule == sc::ScheduleKind::GPipe) {
       saw_gpipe = true;
       CHECK_FALSE(c.feasible);
@@ -367,20 +367,20 @@ TEST_CASE("a multi-process plan times transfers with the ucx channel, one proces
   request.schedules = {sc::ScheduleKind::OneFOneB};
   const pp::PlanResult one_process = pp::plan(profile, request);
   CHECK(one_process.channel == "in_process");
-  CHECK(one_process.best().microbatches == 4);
+  CHECK(one_process.best().n_microbatches == 4);
   CHECK(one_process.best().step_seconds == Approx(15));
   request.one_process = false;
   const pp::PlanResult processes = pp::plan(profile, request);
   CHECK(processes.channel == "ucx_shm");
-  CHECK(processes.best().microbatches == 2);
+  CHECK(processes.best().n_microbatches == 2);
   CHECK(processes.best().step_seconds == Approx(22));
   pp::PlanChoice four = processes.best();
-  four.microbatches = 4;
+  four.n_microbatches = 4;
   CHECK(pp::predict(profile, request, four).step_seconds == Approx(23));
   request.ranks_per_host = 1;  // a rank per host: TCP between them
   const pp::PlanResult hosts = pp::plan(profile, request);
   CHECK(hosts.channel == "ucx_tcp");
-  CHECK(hosts.best().microbatches == 2);
+  CHECK(hosts.best().n_microbatches == 2);
   CHECK(hosts.best().step_seconds == Approx(26));
   CHECK(pp::predict(profile, request, four).step_seconds == Approx(31));
   request.channel = "in_process";  // named: it wins over the default

@@ -19,7 +19,7 @@ pp::Plan one_f_one_b_plan(const pp::Profile& profile) {
   pp::PlanChoice c;
   c.schedule = sc::ScheduleKind::OneFOneB;
   c.ranks = 2;
-  c.microbatches = 4;
+  c.n_microbatches = 4;
   c.stage_begin = {0, 2};
   c.recompute = {false, false};
   return pp::make_plan(profile, c, 4);

@@ -161,10 +161,10 @@ TEST_CASE("every generated order is valid on its placement", "[generators]") {
 }
 
 TEST_CASE("one_f_one_b_rank_order is one row of one_f_one_b_order", "[generators]") {
-  for (auto [ranks, microbatches] : {std::pair{1, 1}, {2, 4}, {4, 4}, {3, 7}}) {
-    const PipelineOrder order = one_f_one_b_order(ranks, microbatches);
+  for (auto [ranks, n_microbatches] : {std::pair{1, 1}, {2, 4}, {4, 4}, {3, 7}}) {
+    const PipelineOrder order = one_f_one_b_order(ranks, n_microbatches);
     for (int rank = 0; rank < ranks; ++rank)
-      CHECK(one_f_one_b_rank_order(ranks, rank, microbatches) == order[rank]);
+      CHECK(one_f_one_b_rank_order(ranks, rank, n_microbatches) == order[rank]);
   }
   CHECK_THROWS_WITH(one_f_one_b_rank_order(2, 2, 4), Catch::Contains("rank 2 is not in [0, 2)"));
   CHECK_THROWS_WITH(one_f_one_b_rank_order(4, 0, 2),

@@ -16,7 +16,7 @@ TEST_CASE("policy_context gives each rank its stages and order row", "[policy_fa
   CHECK(c.rank == 1);
   CHECK(c.local_stages == std::vector<int>{1, 2});
   CHECK(c.num_stages == 4);
-  CHECK(c.num_microbatches == 4);
+  CHECK(c.n_microbatches == 4);
   REQUIRE(c.order != nullptr);
   CHECK(*c.order == order[1]);
   CHECK(policy_context(1, {}, placement, 4).order == nullptr);

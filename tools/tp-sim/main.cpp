@@ -35,7 +35,7 @@ namespace {
 struct Options {
   std::string schedule;
   int ranks = 0;
-  int microbatches = 0;
+  int n_microbatches = 0;
   int stages_per_rank = 0;  // 0 = the schedule's default
   std::string cost = "F=1,I=1,W=1";
   double latency = 0.0;
@@ -145,12 +145,12 @@ Setup ordered_setup(const Options& opt) {
   if (s.stages_per_rank == 0) s.stages_per_rank = ts::default_stages_per_rank(kind);
   s.placement = ts::stage_to_rank(kind, opt.ranks, s.stages_per_rank);
   s.order = opt.order_csv.empty()
-                ? ts::generate_order(kind, opt.ranks, s.stages_per_rank, opt.microbatches)
+                ? ts::generate_order(kind, opt.ranks, s.stages_per_rank, opt.n_microbatches)
                 : ts::load_csv(opt.order_csv);
-  ts::validate_order(s.order, opt.ranks * s.stages_per_rank, opt.microbatches, &s.placement);
+  ts::validate_order(s.order, opt.ranks * s.stages_per_rank, opt.n_microbatches, &s.placement);
   if (opt.print_order) {
     std::cout << ts::format_pipeline_order(
-        ts::step_order(s.order, opt.ranks * s.stages_per_rank, opt.microbatches));
+        ts::step_order(s.order, opt.ranks * s.stages_per_rank, opt.n_microbatches));
   }
   if (!opt.csv.empty()) ts::save_csv(opt.csv, s.order);
   return s;
@@ -162,7 +162,7 @@ void print_result(const Options& opt, const Setup& s, const ts::SimulationResult
     j["schedule"] = s.name;
     j["ranks"] = opt.ranks;
     j["stages_per_rank"] = s.stages_per_rank;
-    j["microbatches"] = opt.microbatches;
+    j["microbatches"] = opt.n_microbatches;
     j["makespan"] = result.makespan;
     j["span"] = result.span;
     j["bubble_fraction"] = result.bubble_fraction;
@@ -175,7 +175,7 @@ void print_result(const Options& opt, const Setup& s, const ts::SimulationResult
     return;
   }
   std::cout << s.name << ": " << opt.ranks << " ranks x " << s.stages_per_rank << " stages, "
-            << opt.microbatches << " microbatches\n"
+            << opt.n_microbatches << " microbatches\n"
             << "  makespan " << result.makespan << ", span " << result.span << ", bubble "
             << result.bubble_fraction * 100 << "%\n";
   std::cout << ts::format_rank_figures(result);
@@ -198,18 +198,18 @@ int run(const Options& opt) {
                                        static_cast<int>(setup.placement.size()));
   std::vector<std::unique_ptr<ts::SchedulePolicy>> owned = ts::make_policies(
       dynamic ? ts::dynamic_policies(dynamic_options) : ts::static_order_policies(), setup.order,
-      setup.placement, opt.microbatches);
+      setup.placement, opt.n_microbatches);
   std::vector<ts::SchedulePolicy*> policies;
   for (auto& policy : owned) policies.push_back(policy.get());
   ts::SimulationOptions sim_options;
   // The memory model replays the timeline.
   sim_options.record_timeline = opt.out.wants_timeline() || !costs.memory.empty();
   ts::SimulationResult result =
-      ts::simulate(policies, setup.placement, opt.microbatches, costs, sim_options);
+      ts::simulate(policies, setup.placement, opt.n_microbatches, costs, sim_options);
 
   tensorplay::tools::write_timeline(opt.out, result, 1000.0,
                                     setup.name + ", " + std::to_string(opt.ranks) + " ranks, " +
-                                        std::to_string(opt.microbatches) + " microbatches");
+                                        std::to_string(opt.n_microbatches) + " microbatches");
   print_result(opt, setup, result);
   return 0;
 }
@@ -226,7 +226,7 @@ int main(int argc, char** argv) {
   app.add_option("--ranks", opt.ranks, "pipeline ranks (p)")
       ->required()
       ->check(CLI::PositiveNumber);
-  app.add_option("--microbatches", opt.microbatches, "microbatches per step (m)")
+  app.add_option("--microbatches", opt.n_microbatches, "microbatches per step (m)")
       ->required()
       ->check(CLI::PositiveNumber);
   app.add_option("--stages-per-rank", opt.stages_per_rank,

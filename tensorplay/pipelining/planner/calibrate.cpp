@@ -21,11 +21,11 @@ namespace tensorplay::pipelining {
 namespace {
 
 // The calibration's configuration: 1F1B on two ranks, cut balanced on the profile.
-PlanChoice calibration_choice(const Profile& profile, int microbatches) {
+PlanChoice calibration_choice(const Profile& profile, int n_microbatches) {
   PlanChoice c;
   c.schedule = schedules::ScheduleKind::OneFOneB;
   c.ranks = 2;
-  c.microbatches = microbatches;
+  c.n_microbatches = n_microbatches;
   c.stage_begin = balanced_stage_begins(detail::segment_costs(profile), 2);
   c.recompute = {false, false};
   c.cut = "balanced";
@@ -51,10 +51,10 @@ MeasuredRun measured_run(const Profile& profile, nn::Module& model, const PlanCh
   Pipe pipe = pipeline(model, example, cut);
   auto stages = build_stages(pipe, {cpu()});
   for (auto& stage : stages) stage->set_num_threads(1);  // as the profile measured
-  PipelineSchedule schedule(stages, c.microbatches, o.loss_fn, c.schedule);
+  PipelineSchedule schedule(stages, c.n_microbatches, o.loss_fn, c.schedule);
   optim::SGD zero(parameters(stages), {.lr = 0.0f});
-  const std::vector<Tensor> inputs = repeated(example, c.microbatches);
-  const Tensor target = repeated({o.target}, c.microbatches).front();
+  const std::vector<Tensor> inputs = repeated(example, c.n_microbatches);
+  const Tensor target = repeated({o.target}, c.n_microbatches).front();
   MeasuredRun run;
   run.log = capture_message_log([&] {
     for (int i = 0; i <= std::max(1, o.steps); ++i) {
@@ -148,7 +148,7 @@ CalibrationFit fit_at(const Profile& profile, nn::Module& model, const PlanChoic
       fastest_step(measured_run(profile, model, c, repeated(example, times), sized));
   PlanRequest request;
   request.world = 2;
-  request.batch = profile.microbatch_size * times * o.microbatches;
+  request.batch = profile.microbatch_size * times * o.n_microbatches;
   return fit_calibration(profile, request, c, timeline, measured);
 }
 
@@ -195,7 +195,7 @@ CalibrationFit calibrate_profile(Profile& profile, nn::Module& model,
     throw std::invalid_argument("calibrate_profile: needs the loss function and a target");
   if (profile.segments.size() < 2)
     throw std::invalid_argument("calibrate_profile: needs a profile of at least 2 segments");
-  const PlanChoice c = calibration_choice(profile, o.microbatches);
+  const PlanChoice c = calibration_choice(profile, o.n_microbatches);
   CalibrationFit fit = fit_at(profile, model, c, example_microbatch, o, 1);
   if (o.larger_sizes)
     for (const int64_t samples : larger_sizes(profile)) {

@@ -17,7 +17,7 @@ namespace tensorplay::pipelining {
 struct CalibrationOptions {
   LossFn loss_fn;
   Tensor target;         ///< one microbatch's target
-  int microbatches = 4;  ///< of the profile's size each
+  int n_microbatches = 4;  ///< of the profile's size each
   /// Timed steps (the fastest counts), after one warm-up step. The fastest of a dozen is a
   /// steadier estimate of an undisturbed step on a shared host than of a few: bench_plan's
   /// predictions at one microbatch size moved together by 5-7% with 5.

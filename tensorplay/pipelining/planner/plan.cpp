@@ -43,9 +43,9 @@ struct Policies {
   std::vector<int> stage_to_rank;
 };
 
-Policies make_policies(sc::ScheduleKind kind, int ranks, int spr, int microbatches) {
+Policies make_policies(sc::ScheduleKind kind, int ranks, int spr, int n_microbatches) {
   Policies p;
-  sc::PipelineOrder order = sc::generate_order(kind, ranks, spr, microbatches);
+  sc::PipelineOrder order = sc::generate_order(kind, ranks, spr, n_microbatches);
   p.stage_to_rank = sc::stage_to_rank(kind, ranks, spr);
   for (sc::RankOrder& rank : order) {
     p.owned.push_back(sc::make_static_order_policy(std::move(rank)));
@@ -61,7 +61,7 @@ void simulate_into(const Profile& profile, const detail::PlanContext& context,
   sc::SimulationOptions options;
   options.record_timeline = !costs.memory.empty();  // predict_memory replays the timeline
   const sc::SimulationResult r =
-      sc::simulate(policies.pointers, policies.stage_to_rank, choice.microbatches, costs, options);
+      sc::simulate(policies.pointers, policies.stage_to_rank, choice.n_microbatches, costs, options);
   choice.optimizer_seconds =
       detail::optimizer_seconds(profile, context, choice, policies.stage_to_rank);
   choice.step_seconds = r.makespan + choice.optimizer_seconds;
@@ -129,16 +129,16 @@ class Search {
     base.stages_per_rank = spr;
     const int segments = static_cast<int>(profile_.segments.size());
     if (base.num_stages() > segments) {
-      base.microbatches = 0;
+      base.n_microbatches = 0;
       return refuse(base, std::to_string(base.num_stages()) + " stages need at least as many " +
                               "segments; the profile has " + std::to_string(segments));
     }
     for (int64_t m = 1; m <= std::min<int64_t>(request_.batch, request_.max_microbatches); ++m) {
       if (request_.batch % m != 0) continue;
-      base.microbatches = static_cast<int>(m);
+      base.n_microbatches = static_cast<int>(m);
       Policies policies;
       try {
-        policies = make_policies(kind, base.ranks, spr, base.microbatches);
+        policies = make_policies(kind, base.ranks, spr, base.n_microbatches);
       } catch (const std::exception& e) {
         refuse(base, std::string("the schedule cannot run these sizes: ") + e.what());
         continue;
@@ -229,7 +229,7 @@ PlanResult plan(const Profile& profile, const PlanRequest& request) {
 PlanChoice predict(const Profile& profile, const PlanRequest& request, PlanChoice choice) {
   const detail::PlanContext context = detail::make_context(profile, request);
   const Policies policies =
-      make_policies(choice.schedule, choice.ranks, choice.stages_per_rank, choice.microbatches);
+      make_policies(choice.schedule, choice.ranks, choice.stages_per_rank, choice.n_microbatches);
   if (choice.recompute.empty()) choice.recompute.assign(choice.num_stages(), false);
   detail::check_choice(profile, choice);
   simulate_into(profile, context, policies, choice);
@@ -240,10 +240,10 @@ sc::SimulationResult simulate_choice(const Profile& profile, const PlanRequest& 
                                      PlanChoice choice) {
   const detail::PlanContext context = detail::make_context(profile, request);
   const Policies policies =
-      make_policies(choice.schedule, choice.ranks, choice.stages_per_rank, choice.microbatches);
+      make_policies(choice.schedule, choice.ranks, choice.stages_per_rank, choice.n_microbatches);
   if (choice.recompute.empty()) choice.recompute.assign(choice.num_stages(), false);
   detail::check_choice(profile, choice);
-  return sc::simulate(policies.pointers, policies.stage_to_rank, choice.microbatches,
+  return sc::simulate(policies.pointers, policies.stage_to_rank, choice.n_microbatches,
                       detail::cost_model(profile, context, choice));
 }
 

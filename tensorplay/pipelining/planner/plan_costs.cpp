@@ -18,7 +18,7 @@ int stage_end(const PlanChoice& c, int s, int segments) {
 
 // Samples per microbatch over the profiled microbatch: times and activations scale with it.
 double size_scale(const Profile& profile, const PlanContext& context, const PlanChoice& c) {
-  return static_cast<double>(context.batch) / c.microbatches /
+  return static_cast<double>(context.batch) / c.n_microbatches /
          static_cast<double>(profile.microbatch_size);
 }
 

@@ -51,7 +51,7 @@ Plan make_plan(const Profile& profile, const PlanChoice& c, int64_t batch) {
   p.schedule = c.schedule;
   p.ranks = c.ranks;
   p.stages_per_rank = c.stages_per_rank;
-  p.microbatches = c.microbatches;
+  p.n_microbatches = c.n_microbatches;
   p.batch = batch;
   p.segments = profile.segment_names();
   for (size_t s = 1; s < c.stage_begin.size(); ++s)
@@ -62,7 +62,7 @@ Plan make_plan(const Profile& profile, const PlanChoice& c, int64_t batch) {
   p.predicted_bubble = c.bubble;
   p.predicted_peak_bytes = c.peak_bytes;
   p.order_csv = schedules::dump_csv(
-      schedules::generate_order(c.schedule, c.ranks, c.stages_per_rank, c.microbatches));
+      schedules::generate_order(c.schedule, c.ranks, c.stages_per_rank, c.n_microbatches));
   return p;
 }
 
@@ -73,7 +73,7 @@ std::string plan_to_json(const Plan& p) {
             {"schedule", std::string(schedules::schedule_name(p.schedule))},
             {"ranks", p.ranks},
             {"stages_per_rank", p.stages_per_rank},
-            {"microbatches", p.microbatches},
+            {"microbatches", p.n_microbatches},
             {"batch", p.batch},
             {"segments", p.segments},
             {"split", p.split},
@@ -98,7 +98,7 @@ Plan plan_from_json(const std::string& text) {
   p.schedule = schedules::parse_schedule_kind(get<std::string>(j, "schedule"));
   p.ranks = get<int>(j, "ranks");
   p.stages_per_rank = get<int>(j, "stages_per_rank");
-  p.microbatches = get<int>(j, "microbatches");
+  p.n_microbatches = get<int>(j, "microbatches");
   p.batch = get<int64_t>(j, "batch");
   p.segments = get<std::vector<std::string>>(j, "segments");
   p.split = get<std::vector<std::string>>(j, "split");
@@ -109,7 +109,7 @@ Plan plan_from_json(const std::string& text) {
   p.predicted_bubble = get<double>(predicted, "bubble");
   p.predicted_peak_bytes = get<std::vector<double>>(predicted, "peak_bytes");
   p.order_csv = get<std::string>(j, "order_csv");
-  if (p.ranks < 1 || p.stages_per_rank < 1 || p.microbatches < 1 || p.threads < 1 || p.batch < 1)
+  if (p.ranks < 1 || p.stages_per_rank < 1 || p.n_microbatches < 1 || p.threads < 1 || p.batch < 1)
     throw std::invalid_argument(
         "plan: ranks, stages_per_rank, microbatches, threads and batch must be at least 1");
   if (static_cast<int>(p.split.size()) != p.num_stages() - 1 ||
@@ -149,8 +149,8 @@ void check_plan(const Plan& plan, const std::vector<std::string>& candidates, in
                 std::to_string(plan.stages_per_rank) + " per rank) but the world has " +
                 std::to_string(world) + "; start " + std::to_string(plan.ranks) +
                 " ranks or plan for " + std::to_string(world);
-  if (batch < 1 || batch % plan.microbatches != 0)
-    problems += "\n  its " + std::to_string(plan.microbatches) +
+  if (batch < 1 || batch % plan.n_microbatches != 0)
+    problems += "\n  its " + std::to_string(plan.n_microbatches) +
                 " microbatches do not divide the batch of " + std::to_string(batch) +
                 "; use a batch that they divide, or plan for this one";
   if (!problems.empty())

@@ -20,7 +20,7 @@ struct Plan {
   schedules::ScheduleKind schedule = schedules::ScheduleKind::OneFOneB;
   int ranks = 1;
   int stages_per_rank = 1;
-  int microbatches = 1;
+  int n_microbatches = 1;
   int64_t batch = 1;  ///< samples per step the plan was made for
   /// The profiled model's split candidates (the first segment's is ""), to check a model against.
   std::vector<std::string> segments;

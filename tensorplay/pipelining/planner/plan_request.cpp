@@ -17,7 +17,7 @@ std::string PlanChoice::describe() const {
   std::string head = std::string(sc::schedule_name(schedule)) + ", " + std::to_string(ranks) +
                      " ranks x " + std::to_string(stages_per_rank) +
                      (stages_per_rank == 1 ? " stage" : " stages");
-  if (microbatches > 0) head += ", " + std::to_string(microbatches) + " microbatches";
+  if (n_microbatches > 0) head += ", " + std::to_string(n_microbatches) + " microbatches";
   if (stage_begin.empty()) return head;  // refused before a cut was chosen
   const int recomputed = static_cast<int>(std::count(recompute.begin(), recompute.end(), true));
   std::string r =

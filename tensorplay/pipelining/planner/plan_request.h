@@ -38,7 +38,7 @@ struct PlanChoice {
   schedules::ScheduleKind schedule = schedules::ScheduleKind::OneFOneB;
   int ranks = 1;
   int stages_per_rank = 1;
-  int microbatches = 1;
+  int n_microbatches = 1;
   std::vector<int> stage_begin;  ///< per stage: the profile segment it begins at (first: 0)
   std::vector<bool> recompute;   ///< per stage
   int threads = 1;               ///< product threads of each stage actor

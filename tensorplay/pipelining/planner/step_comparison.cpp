@@ -77,7 +77,7 @@ sc::SimulationResult predict_plan_step(const Profile& profile, const Plan& plan,
   c.schedule = plan.schedule;
   c.ranks = plan.ranks;
   c.stages_per_rank = plan.stages_per_rank;
-  c.microbatches = plan.microbatches;
+  c.n_microbatches = plan.n_microbatches;
   c.stage_begin = {0};
   for (const std::string& split : plan.split) {
     const auto it = std::find(names.begin(), names.end(), split);

@@ -12,7 +12,7 @@ namespace tensorplay::pipelining::detail {
 
 schedules::PipelineOrder checked_order(const std::string& schedule,
                                        const schedules::PipelineOrder& order, int num_stages,
-                                       int num_microbatches,
+                                       int n_microbatches,
                                        const std::vector<int>& stage_to_rank) {
   const int ranks =
       stage_to_rank.empty() ? 0 : *std::max_element(stage_to_rank.begin(), stage_to_rank.end()) + 1;
@@ -22,11 +22,11 @@ schedules::PipelineOrder checked_order(const std::string& schedule,
                                 std::to_string(ranks) + " ranks; give one row per rank");
   schedules::PipelineOrder compute = schedules::strip_communication(order);
   try {
-    schedules::validate_order(compute, num_stages, num_microbatches, &stage_to_rank);
+    schedules::validate_order(compute, num_stages, n_microbatches, &stage_to_rank);
   } catch (const schedules::ScheduleError& e) {
     throw schedules::ScheduleError(
         schedule + ": the given order cannot run (" + std::to_string(num_stages) + " stages, " +
-        std::to_string(num_microbatches) + " microbatches): " + e.what());
+        std::to_string(n_microbatches) + " microbatches): " + e.what());
   }
   return compute;
 }

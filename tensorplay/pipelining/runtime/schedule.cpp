@@ -332,7 +332,7 @@ const schedules::PipelineOrder& PipelineSchedule::order() const {
   return impl_->spec.placement.order;
 }
 schedules::ScheduleKind PipelineSchedule::kind() const { return impl_->spec.kind; }
-int PipelineSchedule::num_microbatches() const { return impl_->spec.n_microbatches; }
+int PipelineSchedule::n_microbatches() const { return impl_->spec.n_microbatches; }
 int PipelineSchedule::num_ranks() const { return impl_->spec.placement.ranks; }
 const std::vector<std::shared_ptr<PipelineStage>>& PipelineSchedule::stages() const {
   return impl_->spec.stages;

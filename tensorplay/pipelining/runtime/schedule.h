@@ -93,7 +93,7 @@ class PipelineSchedule {
   /// Each rank's compute actions, as generated (or as given in ScheduleOptions::order).
   const schedules::PipelineOrder& order() const;
   schedules::ScheduleKind kind() const;
-  int num_microbatches() const;
+  int n_microbatches() const;
   int num_ranks() const;
   /// True when the stages' other ranks run in other processes.
   bool is_distributed() const;

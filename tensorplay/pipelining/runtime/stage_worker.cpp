@@ -20,7 +20,7 @@ using schedules::Action;
 using schedules::ActionKind;
 
 StageWorker::StageWorker(int rank, std::vector<PipelineStage*> stages, int num_stages,
-                         int num_microbatches,
+                         int n_microbatches,
                          std::unique_ptr<schedules::SchedulePolicy> training_policy,
                          std::unique_ptr<schedules::SchedulePolicy> eval_policy,
                          std::shared_ptr<transport::Channel> channel,
@@ -30,12 +30,12 @@ StageWorker::StageWorker(int rank, std::vector<PipelineStage*> stages, int num_s
       stages_(std::move(stages)),
       by_index_(num_stages, nullptr),
       num_stages_(num_stages),
-      num_microbatches_(num_microbatches),
+      n_microbatches_(n_microbatches),
       training_policy_(std::move(training_policy)),
       eval_policy_(std::move(eval_policy)),
       channel_(std::move(channel)),
       transfer_timeout_(transfer_timeout),
-      ready_(num_stages, num_microbatches),
+      ready_(num_stages, n_microbatches),
       stage_to_peer_(std::move(stage_to_peer)),
       self_peer_(self_peer) {
   for (PipelineStage* s : stages_) by_index_.at(s->stage_index()) = s;
@@ -81,9 +81,9 @@ NotificationCheck StageWorker::check_notification(const Notification& n) const {
     return {what + ": stage " + std::to_string(n.stage) + " is not hosted by rank " +
                 std::to_string(rank_),
             {}};
-  if (n.microbatch < 0 || n.microbatch >= num_microbatches_)
+  if (n.microbatch < 0 || n.microbatch >= n_microbatches_)
     return {what + ": microbatch out of range (the schedule has " +
-                std::to_string(num_microbatches_) + ")",
+                std::to_string(n_microbatches_) + ")",
             {}};
   const bool forward = n.direction == Direction::Forward;
   const int from_stage = forward ? n.stage - 1 : n.stage + 1;
@@ -277,7 +277,7 @@ bool StageWorker::needs_rank(const std::vector<int>& stage_to_rank, int rank) co
     const bool input_from_rank = index > 0 && stage_to_rank.at(index - 1) == rank;
     const bool grad_from_rank =
         step_->training && index + 1 < num_stages_ && stage_to_rank.at(index + 1) == rank;
-    for (int mb = 0; mb < num_microbatches_; ++mb) {
+    for (int mb = 0; mb < n_microbatches_; ++mb) {
       if (input_from_rank && !ready_.has_input(index, mb) &&
           !ready_.is_completed(schedules::make_action(index, ActionKind::Forward, mb)))
         return true;
@@ -442,8 +442,8 @@ void StageWorker::forward(int stage_index, int mb, const NotificationSink& send,
   if (s.is_last()) {
     std::lock_guard lock(step_->results_mutex);
     if (step_->keep_outputs) {
-      if (step_->outputs.size() != static_cast<size_t>(num_microbatches_))
-        step_->outputs.resize(num_microbatches_);
+      if (step_->outputs.size() != static_cast<size_t>(n_microbatches_))
+        step_->outputs.resize(n_microbatches_);
       step_->outputs[mb] = outputs;
     }
     if (step_->loss_fn && !step_->targets.empty()) {
@@ -454,8 +454,8 @@ void StageWorker::forward(int stage_index, int mb, const NotificationSink& send,
         NoGradGuard no_grad;
         loss = step_->loss_fn(outputs, step_->targets.at(mb).to(s.device())).detach();
       }
-      if (step_->losses.size() != static_cast<size_t>(num_microbatches_))
-        step_->losses.resize(num_microbatches_);
+      if (step_->losses.size() != static_cast<size_t>(n_microbatches_))
+        step_->losses.resize(n_microbatches_);
       step_->losses[mb] = loss;
     }
     return;

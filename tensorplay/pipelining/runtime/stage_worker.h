@@ -64,7 +64,7 @@ class StageWorker {
   /// `stages` are this rank's stages (not owned); `training_policy` and `eval_policy` follow the
   /// schedule's order for this rank with and without backward actions. `stage_to_peer` maps
   /// every stage to the channel peer (global rank) hosting it; `self_peer` is this process's.
-  StageWorker(int rank, std::vector<PipelineStage*> stages, int num_stages, int num_microbatches,
+  StageWorker(int rank, std::vector<PipelineStage*> stages, int num_stages, int n_microbatches,
               std::unique_ptr<schedules::SchedulePolicy> training_policy,
               std::unique_ptr<schedules::SchedulePolicy> eval_policy,
               std::shared_ptr<transport::Channel> channel,
@@ -171,7 +171,7 @@ class StageWorker {
   std::vector<PipelineStage*> stages_;
   std::vector<PipelineStage*> by_index_;  // stage index -> local stage or null
   int num_stages_;
-  int num_microbatches_;
+  int n_microbatches_;
   std::unique_ptr<schedules::SchedulePolicy> training_policy_;
   std::unique_ptr<schedules::SchedulePolicy> eval_policy_;
   std::shared_ptr<transport::Channel> channel_;

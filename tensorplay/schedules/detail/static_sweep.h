@@ -33,7 +33,7 @@ struct SweepOutcome {
 /// waits for.
 std::optional<SweepOutcome> sweep_static_orders(const std::vector<StaticOrderPolicy*>& orders,
                                                 const std::vector<int>& stage_to_rank,
-                                                int num_microbatches, const StepCosts& costs,
+                                                int n_microbatches, const StepCosts& costs,
                                                 bool record_timeline);
 
 }  // namespace tensorplay::schedules::detail

@@ -34,10 +34,10 @@ struct Costs {
 
 // Index of (kind, stage, microbatch) in a flat table of end times.
 struct ActionIndex {
-  int stages, microbatches;
+  int stages, n_microbatches;
   std::size_t operator()(ActionKind kind, int stage, int mb) const {
     const int k = kind == ActionKind::Forward ? 0 : kind == ActionKind::BackwardInput ? 1 : 2;
-    return static_cast<std::size_t>((k * stages + stage) * microbatches + mb);
+    return static_cast<std::size_t>((k * stages + stage) * n_microbatches + mb);
   }
 };
 
@@ -64,9 +64,9 @@ double ready_at(const Action& a, const ActionIndex& index, const std::vector<dou
 }
 
 // Runs every rank's order as soon as each action's input is there; the step's end time.
-double replay(const PipelineOrder& order, int stages, int microbatches, const Costs& costs) {
-  const ActionIndex index{stages, microbatches};
-  std::vector<double> end(static_cast<std::size_t>(3 * stages * microbatches), -1.0);
+double replay(const PipelineOrder& order, int stages, int n_microbatches, const Costs& costs) {
+  const ActionIndex index{stages, n_microbatches};
+  std::vector<double> end(static_cast<std::size_t>(3 * stages * n_microbatches), -1.0);
   std::vector<std::size_t> next(order.size(), 0);
   std::vector<double> free_at(order.size(), 0.0);
   for (bool moved = true; moved;) {
@@ -112,10 +112,10 @@ VBlock place_v_block(int ranks, const VBlockShape& shape) {
   return block;
 }
 
-PipelineOrder repeat_v_block(const VBlock& block, int microbatches) {
+PipelineOrder repeat_v_block(const VBlock& block, int n_microbatches) {
   const int stages = 2 * block.ranks;
   std::vector<std::vector<std::pair<long long, Action>>> timed(block.ranks);
-  for (int mb = 0; mb < microbatches; ++mb) {
+  for (int mb = 0; mb < n_microbatches; ++mb) {
     const long long shift = static_cast<long long>(mb) * kVBlockPeriod;
     for (int s = 0; s < stages; ++s) {
       auto& row = timed[static_cast<std::size_t>(rank_of(block.ranks, s))];
@@ -153,12 +153,12 @@ VBlockPeaks v_block_peaks(const VBlock& block) {
   return peaks;
 }
 
-double v_block_time(const VBlock& block, int microbatches) {
+double v_block_time(const VBlock& block, int n_microbatches) {
   const int stages = 2 * block.ranks;
-  const PipelineOrder order = repeat_v_block(block, microbatches);
-  return replay(order, stages, microbatches, {1.0, 1.0, 1.0}) +
-         replay(order, stages, microbatches, {1.0, 1.5, 0.5}) +
-         replay(order, stages, microbatches, {1.0, 1.0, 1.0, 0.5});
+  const PipelineOrder order = repeat_v_block(block, n_microbatches);
+  return replay(order, stages, n_microbatches, {1.0, 1.0, 1.0}) +
+         replay(order, stages, n_microbatches, {1.0, 1.5, 0.5}) +
+         replay(order, stages, n_microbatches, {1.0, 1.0, 1.0, 0.5});
 }
 
 std::vector<VBlockShape> v_block_shapes() {

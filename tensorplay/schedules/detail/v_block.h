@@ -36,14 +36,14 @@ struct VBlockPeaks {
 /// Places one microbatch's actions as `shape` says.
 VBlock place_v_block(int ranks, const VBlockShape& shape);
 /// Every rank's order: microbatch j's actions at their block slot + 6 j, in slot order.
-PipelineOrder repeat_v_block(const VBlock& block, int microbatches);
+PipelineOrder repeat_v_block(const VBlock& block, int n_microbatches);
 /// The peaks of the block repeated over enough microbatches to reach its steady state.
 VBlockPeaks v_block_peaks(const VBlock& block);
 /// The step time of the block repeated over `microbatches` microbatches, each action run as soon
 /// as its input is there: replayed with F = I = W = 1, with I = 1.5 and W = 0.5 (a weight
 /// gradient cheaper than an input gradient, as in most models) and with a latency of 0.5 per
 /// hand-over between ranks, added up.
-double v_block_time(const VBlock& block, int microbatches);
+double v_block_time(const VBlock& block, int n_microbatches);
 /// The shapes the V-Half and V-Min generators choose from (a few forward gap patterns, input
 /// gaps, backward and weight delays).
 std::vector<VBlockShape> v_block_shapes();

@@ -29,12 +29,12 @@ std::vector<Candidate> candidates(int ranks) {
 }
 
 // The fastest of the candidates `fits` accepts (the first of equally fast ones).
-VBlock fastest(const std::vector<Candidate>& all, int microbatches, auto fits) {
+VBlock fastest(const std::vector<Candidate>& all, int n_microbatches, auto fits) {
   const Candidate* best = nullptr;
   double best_time = 0;
   for (const Candidate& c : all) {
     if (!fits(c.peaks)) continue;
-    const double time = v_block_time(c.block, microbatches);
+    const double time = v_block_time(c.block, n_microbatches);
     if (best == nullptr || time < best_time) {
       best = &c;
       best_time = time;
@@ -43,25 +43,25 @@ VBlock fastest(const std::vector<Candidate>& all, int microbatches, auto fits) {
   return best->block;
 }
 
-VBlock choose(int ranks, int microbatches, VMemoryGoal goal) {
+VBlock choose(int ranks, int n_microbatches, VMemoryGoal goal) {
   const std::vector<Candidate> all = candidates(ranks);
   auto memory = [](const VBlockPeaks& p) { return std::pair(p.kept, p.stashed); };
   VBlockPeaks least = all.front().peaks;
   for (const Candidate& c : all)
     least = std::min(least, c.peaks, [&](auto& a, auto& b) { return memory(a) < memory(b); });
   if (goal == VMemoryGoal::Min)
-    return fastest(all, microbatches,
+    return fastest(all, n_microbatches,
                    [&](const VBlockPeaks& p) { return memory(p) == memory(least); });
   const int cap = std::max(ranks, least.kept);
-  return fastest(all, microbatches, [&](const VBlockPeaks& p) { return p.kept <= cap; });
+  return fastest(all, n_microbatches, [&](const VBlockPeaks& p) { return p.kept <= cap; });
 }
 
 }  // namespace
 
-VBlock chosen_v_block(int ranks, int microbatches, VMemoryGoal goal) {
+VBlock chosen_v_block(int ranks, int n_microbatches, VMemoryGoal goal) {
   static std::mutex mutex;
   static std::map<std::tuple<int, int, VMemoryGoal>, VBlock> chosen;
-  const int timed = std::min(microbatches, 2 * ranks);
+  const int timed = std::min(n_microbatches, 2 * ranks);
   std::lock_guard lock(mutex);
   auto key = std::tuple(ranks, timed, goal);
   auto it = chosen.find(key);

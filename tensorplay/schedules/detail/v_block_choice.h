@@ -14,6 +14,6 @@ enum class VMemoryGoal {
 
 /// The block `goal` chooses for `ranks` ranks running `microbatches` microbatches (timed over at
 /// most 2p of them; computed once per rank count, timed count and goal).
-VBlock chosen_v_block(int ranks, int microbatches, VMemoryGoal goal);
+VBlock chosen_v_block(int ranks, int n_microbatches, VMemoryGoal goal);
 
 }  // namespace tensorplay::schedules::detail

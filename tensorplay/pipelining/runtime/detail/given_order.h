@@ -15,6 +15,6 @@ namespace tensorplay::pipelining::detail {
 /// std::invalid_argument for a wrong number of rows, each naming `schedule`.
 schedules::PipelineOrder checked_order(const std::string& schedule,
                                        const schedules::PipelineOrder& order, int num_stages,
-                                       int num_microbatches, const std::vector<int>& stage_to_rank);
+                                       int n_microbatches, const std::vector<int>& stage_to_rank);
 
 }  // namespace tensorplay::pipelining::detail
