@@ -89,7 +89,11 @@ struct ByteLevelBpeTokenizer::Impl {
   }
 
   void read(const Json& j);
+  void read_normalizer(const Json& n);
   void read_pre_tokenizer(const Json& p);
+  void check_model(const Json& model);
+  void read_vocab(const Json& model, const Json& added_json);
+  void read_merges(const Json& model);
   void byte_map();
   std::vector<int32_t> bpe(const std::string& word) const;
   void encode_piece(std::string_view piece, std::vector<int32_t>& ids) const;
@@ -150,21 +154,7 @@ void ByteLevelBpeTokenizer::Impl::read_pre_tokenizer(const Json& p) {
 
 void ByteLevelBpeTokenizer::Impl::read(const Json& j) {
   if (!j.is_object()) fail("not a JSON object");
-  // The normalizer: none, or NFC (alone or in a Sequence).
-  if (j.contains("normalizer") && !j["normalizer"].is_null()) {
-    const Json& n = j["normalizer"];
-    std::vector<Json> parts;
-    if (n.value("type", "") == "Sequence" && n.contains("normalizers"))
-      parts.assign(n["normalizers"].begin(), n["normalizers"].end());
-    else
-      parts.push_back(n);
-    for (const Json& part : parts) {
-      if (part.value("type", "") != "NFC")
-        fail("normalizer " + part.value("type", Json()).dump() +
-             " is not supported; tensorplay applies none or NFC");
-      nfc = true;
-    }
-  }
+  if (j.contains("normalizer") && !j["normalizer"].is_null()) read_normalizer(j["normalizer"]);
   if (!j.contains("pre_tokenizer") || j["pre_tokenizer"].is_null())
     fail("has no pre_tokenizer; a byte-level BPE tokenizer has a ByteLevel one");
   read_pre_tokenizer(j["pre_tokenizer"]);
@@ -177,8 +167,30 @@ void ByteLevelBpeTokenizer::Impl::read(const Json& j) {
     fail("decoder is " +
          (decoder.is_object() ? decoder.value("type", Json()).dump() : decoder.dump()) +
          "; tensorplay decodes with ByteLevel");
-
   const Json& model = j.value("model", Json());
+  check_model(model);
+  read_vocab(model, j.value("added_tokens", Json::array()));
+  read_merges(model);
+  byte_map();
+}
+
+// The normalizer: none, or NFC (alone or in a Sequence).
+void ByteLevelBpeTokenizer::Impl::read_normalizer(const Json& n) {
+  std::vector<Json> parts;
+  if (n.value("type", "") == "Sequence" && n.contains("normalizers"))
+    parts.assign(n["normalizers"].begin(), n["normalizers"].end());
+  else
+    parts.push_back(n);
+  for (const Json& part : parts) {
+    if (part.value("type", "") != "NFC")
+      fail("normalizer " + part.value("type", Json()).dump() +
+           " is not supported; tensorplay applies none or NFC");
+    nfc = true;
+  }
+}
+
+// The model's options: a plain BPE, without the variants tensorplay does not implement.
+void ByteLevelBpeTokenizer::Impl::check_model(const Json& model) {
   if (!model.is_object() || model.value("type", "BPE") != "BPE")
     fail("model is " + (model.is_object() ? model.value("type", Json()).dump() : model.dump()) +
          "; tensorplay reads BPE models (a SentencePiece model is a .model file)");
@@ -190,6 +202,10 @@ void ByteLevelBpeTokenizer::Impl::read(const Json& j) {
   if (model.value("byte_fallback", false))
     fail("model.byte_fallback is true; byte-level BPE has no byte fallback");
   ignore_merges = model.value("ignore_merges", false);
+}
+
+// The vocabulary and the added tokens, and the id -> token table over both.
+void ByteLevelBpeTokenizer::Impl::read_vocab(const Json& model, const Json& added_json) {
   if (!model.contains("vocab") || !model["vocab"].is_object()) fail("model.vocab is not an object");
   int32_t top = -1;
   for (const auto& [token, id] : model["vocab"].items()) {
@@ -199,7 +215,6 @@ void ByteLevelBpeTokenizer::Impl::read(const Json& j) {
     vocab[token] = id.get<int32_t>();
     top = std::max(top, id.get<int32_t>());
   }
-  const Json& added_json = j.value("added_tokens", Json::array());
   for (const Json& a : added_json) {
     if (!a.contains("id") || !a["id"].is_number_integer() || !a.contains("content") ||
         !a["content"].is_string() || a["content"].get<std::string>().empty())
@@ -225,7 +240,10 @@ void ByteLevelBpeTokenizer::Impl::read(const Json& j) {
     const auto it = vocab.find(model["unk_token"].get<std::string>());
     if (it != vocab.end()) unk = it->second;
   }
+}
 
+// The merges, as "a b" strings or [a, b] pairs, ranked in their order.
+void ByteLevelBpeTokenizer::Impl::read_merges(const Json& model) {
   if (!model.contains("merges") || !model["merges"].is_array()) fail("model.merges is not a list");
   int32_t rank = 0;
   for (const Json& m : model["merges"]) {
@@ -249,7 +267,6 @@ void ByteLevelBpeTokenizer::Impl::read(const Json& j) {
         (static_cast<uint64_t>(ia->second) << 32) | static_cast<uint32_t>(ib->second);
     merges.emplace(key, std::make_pair(rank++, iab->second));
   }
-  byte_map();
 }
 
 std::vector<int32_t> ByteLevelBpeTokenizer::Impl::bpe(const std::string& word) const {

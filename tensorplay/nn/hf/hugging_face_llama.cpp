@@ -92,6 +92,55 @@ const Family& family_of(const std::string& model_type) {
   throw std::invalid_argument("no Hugging Face family \"" + model_type + "\"");
 }
 
+// One of rope_scaling (transformers 4) and rope_parameters (transformers 5): its type and
+// parameters into `s`, and the theta it holds (transformers 5) into `theta`.
+void read_rope_block(const ConfigReader& r, const char* key, RotaryScaling& s, float& theta) {
+  const Json& p = r.at(key);
+  if (!p.is_object()) r.fail(std::string(key) + " is " + p.dump() + ", not an object");
+  auto field = [&](const char* name) -> const Json* {
+    return p.contains(name) && !p[name].is_null() ? &p[name] : nullptr;
+  };
+  auto number = [&](const char* name, double& out) {
+    if (const Json* v = field(name)) {
+      r.number(*v, std::string(key) + "." + name);  // fails unless a number
+      out = v->get<double>();
+    }
+  };
+  for (const char* type_key : {"type", "rope_type"})
+    if (const Json* v = field(type_key)) {
+      if (!v->is_string()) r.fail(std::string(key) + "." + type_key + " is not a string");
+      s.type = v->get<std::string>();
+    }
+  if (s.type != "default" && s.type != "linear" && s.type != "dynamic" && s.type != "llama3" &&
+      s.type != "yarn")
+    r.fail(std::string(key) + " has rope type \"" + s.type +
+           "\"; tensorplay computes \"default\", \"linear\", \"dynamic\", \"llama3\" and "
+           "\"yarn\"");
+  if (const Json* v = field("rope_theta")) theta = r.number(*v, std::string(key) + ".rope_theta");
+  if (const Json* v = field("partial_rotary_factor"))
+    if (r.number(*v, std::string(key) + ".partial_rotary_factor") != 1.0f)
+      r.fail(std::string(key) + ".partial_rotary_factor is " + v->dump() +
+             "; tensorplay turns every channel of a head (1.0)");
+  number("factor", s.factor);
+  number("low_freq_factor", s.low_freq_factor);
+  number("high_freq_factor", s.high_freq_factor);
+  number("attention_factor", s.attention_factor);
+  number("beta_fast", s.beta_fast);
+  number("beta_slow", s.beta_slow);
+  number("mscale", s.mscale);
+  number("mscale_all_dim", s.mscale_all_dim);
+  if (const Json* v = field("truncate")) {
+    if (!v->is_boolean()) r.fail(std::string(key) + ".truncate is not a boolean");
+    s.truncate = v->get<bool>();
+  }
+  if (const Json* v = field("original_max_position_embeddings")) {
+    if (!v->is_number_integer() || v->get<int64_t>() <= 0)
+      r.fail(std::string(key) + ".original_max_position_embeddings is " + v->dump() +
+             ", not a positive integer");
+    s.original_context_length = v->get<int64_t>();
+  }
+}
+
 // The rope type and parameters of transformers 4's rope_scaling and rope_theta, or transformers
 // 5's rope_parameters (rope_theta inside); types transformers computes and tensorplay does not
 // (longrope, ...) and partial rotary factors are refused, naming the field.
@@ -103,53 +152,8 @@ void read_rope(const ConfigReader& r, LlamaConfig& c, int64_t max_position_embed
     r.fail("partial_rotary_factor is " + r.at("partial_rotary_factor").dump() +
            "; tensorplay turns every channel of a head (1.0)");
   RotaryScaling& s = c.rope_scaling;
-  for (const char* key : {"rope_scaling", "rope_parameters"}) {
-    if (!r.has(key)) continue;
-    const Json& p = r.at(key);
-    if (!p.is_object()) r.fail(std::string(key) + " is " + p.dump() + ", not an object");
-    auto field = [&](const char* name) -> const Json* {
-      return p.contains(name) && !p[name].is_null() ? &p[name] : nullptr;
-    };
-    auto number = [&](const char* name, double& out) {
-      if (const Json* v = field(name)) {
-        r.number(*v, std::string(key) + "." + name);  // fails unless a number
-        out = v->get<double>();
-      }
-    };
-    for (const char* type_key : {"type", "rope_type"})
-      if (const Json* v = field(type_key)) {
-        if (!v->is_string()) r.fail(std::string(key) + "." + type_key + " is not a string");
-        s.type = v->get<std::string>();
-      }
-    if (s.type != "default" && s.type != "linear" && s.type != "dynamic" && s.type != "llama3" &&
-        s.type != "yarn")
-      r.fail(std::string(key) + " has rope type \"" + s.type +
-             "\"; tensorplay computes \"default\", \"linear\", \"dynamic\", \"llama3\" and "
-             "\"yarn\"");
-    if (const Json* v = field("rope_theta")) theta = r.number(*v, std::string(key) + ".rope_theta");
-    if (const Json* v = field("partial_rotary_factor"))
-      if (r.number(*v, std::string(key) + ".partial_rotary_factor") != 1.0f)
-        r.fail(std::string(key) + ".partial_rotary_factor is " + v->dump() +
-               "; tensorplay turns every channel of a head (1.0)");
-    number("factor", s.factor);
-    number("low_freq_factor", s.low_freq_factor);
-    number("high_freq_factor", s.high_freq_factor);
-    number("attention_factor", s.attention_factor);
-    number("beta_fast", s.beta_fast);
-    number("beta_slow", s.beta_slow);
-    number("mscale", s.mscale);
-    number("mscale_all_dim", s.mscale_all_dim);
-    if (const Json* v = field("truncate")) {
-      if (!v->is_boolean()) r.fail(std::string(key) + ".truncate is not a boolean");
-      s.truncate = v->get<bool>();
-    }
-    if (const Json* v = field("original_max_position_embeddings")) {
-      if (!v->is_number_integer() || v->get<int64_t>() <= 0)
-        r.fail(std::string(key) + ".original_max_position_embeddings is " + v->dump() +
-               ", not a positive integer");
-      s.original_context_length = v->get<int64_t>();
-    }
-  }
+  for (const char* key : {"rope_scaling", "rope_parameters"})
+    if (r.has(key)) read_rope_block(r, key, s, theta);
   if (!(theta > 0.0f)) r.fail("rope_theta " + std::to_string(theta) + " is not positive");
   c.rope_theta = theta;
   if (s.type == "default") {
@@ -237,32 +241,37 @@ LlamaConfig llama_config_from_json(const std::string& json_text, const std::stri
   return c;
 }
 
+// transformers 4's rope_scaling of `s` (null for the default rope).
+Json rope_scaling_json(const RotaryScaling& s) {
+  if (s.type == "default") return nullptr;
+  Json scaling = {{"rope_type", s.type}, {"factor", s.factor}};
+  if (s.type == "llama3") {
+    scaling["low_freq_factor"] = s.low_freq_factor;
+    scaling["high_freq_factor"] = s.high_freq_factor;
+  }
+  if (s.type == "yarn") {
+    scaling["beta_fast"] = s.beta_fast;
+    scaling["beta_slow"] = s.beta_slow;
+    if (s.attention_factor > 0.0) scaling["attention_factor"] = s.attention_factor;
+    if (s.mscale > 0.0) scaling["mscale"] = s.mscale;
+    if (s.mscale_all_dim > 0.0) scaling["mscale_all_dim"] = s.mscale_all_dim;
+    if (!s.truncate) scaling["truncate"] = false;
+  }
+  if (s.original_context_length > 0 && s.type != "dynamic")
+    scaling["original_max_position_embeddings"] = s.original_context_length;
+  return scaling;
+}
+
 std::string llama_config_to_json(const LlamaConfig& c, DType dtype) {
   const Family& f = family_of(c.model_type);
   const double theta = shortest_double(c.rope_theta);
   const RotaryScaling& s = c.rope_scaling;
+  // transformers 5's rope_parameters: the same, with the theta inside.
   Json rope = {{"rope_theta", theta}, {"rope_type", s.type}};
-  Json scaling = nullptr;
-  int64_t max_positions = c.context_length;
-  if (s.type != "default") {
-    scaling = {{"rope_type", s.type}, {"factor", s.factor}};
-    if (s.type == "llama3") {
-      scaling["low_freq_factor"] = s.low_freq_factor;
-      scaling["high_freq_factor"] = s.high_freq_factor;
-    }
-    if (s.type == "dynamic") max_positions = s.original_context_length;
-    if (s.type == "yarn") {
-      scaling["beta_fast"] = s.beta_fast;
-      scaling["beta_slow"] = s.beta_slow;
-      if (s.attention_factor > 0.0) scaling["attention_factor"] = s.attention_factor;
-      if (s.mscale > 0.0) scaling["mscale"] = s.mscale;
-      if (s.mscale_all_dim > 0.0) scaling["mscale_all_dim"] = s.mscale_all_dim;
-      if (!s.truncate) scaling["truncate"] = false;
-    }
-    if (s.original_context_length > 0 && s.type != "dynamic")
-      scaling["original_max_position_embeddings"] = s.original_context_length;
+  const Json scaling = rope_scaling_json(s);
+  if (!scaling.is_null())
     for (const auto& [key, value] : scaling.items()) rope[key] = value;
-  }
+  const int64_t max_positions = s.type == "dynamic" ? s.original_context_length : c.context_length;
   Json j = {{"architectures", {f.architecture}},
             {"attention_dropout", 0.0},
             {"bos_token_id", nullptr},
