@@ -48,7 +48,7 @@ void check_below(int value, const char* value_name, int bound, const char* bound
 }
 
 /// tensorplay's own variables, read whether or not a launcher set the others.
-/// Their names, old names and parsing are the knob table's (tensorplay/base/knobs.h).
+/// Their rows are distributed_knobs.h's; the reader is tensorplay/base/knobs.h.
 void read_own_variables(const EnvLookup& getenv, LaunchEnv& env) {
   KnobReader knobs(getenv, [](const std::string& message) { std::cerr << message << "\n"; });
   if (knobs.is_set(kRdzvTimeoutKnob))
