@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_knobs.h"
 #include "command_output.h"
 #include "pipeline_attribution.h"
 #include "tensorplay/base/knobs.h"
@@ -274,7 +275,7 @@ inline std::string find_tp_launch(const std::string& flag_value = "") {
     return path;
   };
   if (!flag_value.empty()) return must_exist(flag_value, "--tp-launch");
-  if (std::string env = tensorplay::knob_string(tensorplay::Knob::TpLaunch); !env.empty())
+  if (std::string env = tensorplay::knob_string(kTpLaunchKnob); !env.empty())
     return must_exist(env, "TENSORPLAY_TP_LAUNCH");
   const std::filesystem::path here = std::filesystem::path(self_executable()).parent_path();
   for (const auto& candidate :

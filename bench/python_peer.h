@@ -8,6 +8,7 @@
 #include <iostream>
 #include <string>
 
+#include "bench_knobs.h"
 #include "command_output.h"
 #include "tensorplay/base/knobs.h"
 
@@ -30,8 +31,7 @@ inline std::string torch_version_of(const std::string& python) {
 /// The virtual environment for PyTorch peers: $TENSORPLAY_TORCH_VENV, else torch-venv beside this
 /// executable (in the build tree, which the repository ignores).
 inline std::filesystem::path torch_venv_dir() {
-  if (std::string dir = tensorplay::knob_string(tensorplay::Knob::TorchVenv); !dir.empty())
-    return dir;
+  if (std::string dir = tensorplay::knob_string(kTorchVenvKnob); !dir.empty()) return dir;
   return std::filesystem::path(self_executable()).parent_path() / "torch-venv";
 }
 
@@ -46,7 +46,7 @@ inline PythonPeer find_python_with_torch() {
     if (!peer.torch_version.empty()) peer.python = python;
     return !peer.python.empty();
   };
-  if (std::string python = tensorplay::knob_string(tensorplay::Knob::Python); !python.empty()) {
+  if (std::string python = tensorplay::knob_string(kPythonKnob); !python.empty()) {
     if (!accept(python)) peer.problem = "TENSORPLAY_PYTHON=" + python + " cannot import torch";
     return peer;
   }
@@ -55,7 +55,7 @@ inline PythonPeer find_python_with_torch() {
   if (std::filesystem::exists(venv_python) && accept(venv_python)) return peer;
   if (accept("python3")) return peer;
 
-  if (!tensorplay::knob_bool(tensorplay::Knob::TorchInstall)) {
+  if (!tensorplay::knob_bool(kTorchInstallKnob)) {
     peer.problem = "torch is not importable and TENSORPLAY_TORCH_INSTALL=0; install it with: " +
                    shell_quote(venv_python) + " -m pip install torch";
     return peer;

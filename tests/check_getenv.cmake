@@ -1,6 +1,6 @@
-# Checks that no code reads the environment except the table of knobs (tensorplay/base/knobs.cpp)
-# and the launcher-environment reader (tensorplay/distributed/launch_env.*): every other variable
-# is a row of the table.
+# Checks that no code reads the environment except the knob reader (tensorplay/base/knobs.cpp) and
+# the launcher-environment reader (tensorplay/distributed/launch_env.*): every other variable is a
+# knob, a row declared by the layer that reads it (docs/design.md, "Knobs by layer").
 # Run as: cmake -DSOURCE_DIR=<repo> -P check_getenv.cmake
 cmake_minimum_required(VERSION 3.25)
 set(allowed
@@ -27,7 +27,8 @@ foreach(folder tensorplay examples bench tools tests)
   endforeach()
 endforeach()
 if(errors)
-  message(FATAL_ERROR "environment read outside tensorplay/base/knobs.cpp (add a row to its table and "
-                      "read it with knob_int, knob_string, ...):\n${errors}")
+  message(FATAL_ERROR "environment read outside tensorplay/base/knobs.cpp (declare a row in the "
+                      "layer's <folder>/<layer>_knobs.h and read it with knob_int, knob_string, "
+                      "...):\n${errors}")
 endif()
 message(STATUS "getenv: only the table of knobs and the launcher environment read it")

@@ -8,7 +8,7 @@
 #include <mutex>
 #include <sstream>
 
-#include "tensorplay/base/knobs.h"
+#include "tensorplay/base/logging.h"
 #include "tensorplay/observe/message_log.h"
 #include "tensorplay/observe/trace_log.h"
 
@@ -37,10 +37,9 @@ struct StepWatch::Sink : spdlog::sinks::base_sink<std::mutex> {
 
 StepWatch::StepWatch() : sink_(std::make_shared<Sink>()) {
   auto logger = pp::message_log();
-  // The terminal (the logger's first sink) keeps its quiet default unless SPDLOG_LEVEL asks.
-  if (!tensorplay::knob_is_set(tensorplay::Knob::SpdlogLevel) && !logger->sinks().empty())
-    logger->sinks().front()->set_level(spdlog::level::off);
-  logger->sinks().push_back(sink_);
+  // The terminal (the logger's first sink) keeps its quiet default unless SPDLOG_LEVEL asks; the
+  // watch needs every event whatever the level.
+  tensorplay::add_debug_sink(*logger, sink_);
   logger->set_level(spdlog::level::debug);
 }
 

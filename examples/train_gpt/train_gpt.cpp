@@ -40,6 +40,7 @@
 #include "run_metrics.h"
 #include "step_watch.h"
 #include "tensorplay/base/knobs.h"
+#include "tensorplay/knobs.h"
 #include "tensorplay/distributed/init_device_mesh.h"
 #include "tensorplay/distributed/process_group.h"
 #include "tensorplay/distributed/tensor_parallel/clip_grad_norm.h"
@@ -779,8 +780,9 @@ void finish(const Options& o, Job& job, const Corpus& corpus, const pp::Plan* pl
 int run(Options o) {
   train_gpt::check_options(o);
   // A bad environment knob is refused here as tp-launch refuses it, not read past.
+  tp::register_library_knobs();
   for (const tp::KnobSpec& spec : tp::knob_table())
-    if (std::string problem = tp::process_knobs().problem(spec.knob); !problem.empty())
+    if (std::string problem = tp::process_knobs().problem(spec); !problem.empty())
       throw std::invalid_argument(problem);
   dist::init_process_group();
   if (dist::get_world_size() == 1 && o.dp > 1 && !o.unsplit)

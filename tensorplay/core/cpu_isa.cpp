@@ -11,6 +11,7 @@
 
 #include "hwy/targets.h"
 #include "tensorplay/base/knobs.h"
+#include "tensorplay/core/core_knobs.h"
 
 namespace tensorplay {
 namespace {
@@ -79,7 +80,7 @@ const IsaTarget& ensure_chosen() {
   if (const IsaTarget* t = current.load()) return *t;
   std::lock_guard<std::mutex> lock(mutex);
   if (const IsaTarget* t = current.load()) return *t;
-  const std::string wanted = knob_string(Knob::CpuIsa);
+  const std::string wanted = knob_string(kCpuIsaKnob);
   const IsaTarget* chosen = nullptr;
   if (wanted != "auto") {
     chosen = &find(wanted, "TENSORPLAY_CPU_ISA");

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "tensorplay/base/knobs.h"
+#include "tensorplay/core/core_knobs.h"
 
 namespace tensorplay {
 namespace {
@@ -24,7 +25,7 @@ int hardware_threads() {
 
 // TENSORPLAY_NUM_THREADS, or 0 when unset (or 0: the share rule then applies).
 int environment_threads() {
-  static const int value = static_cast<int>(knob_int(Knob::NumThreads));
+  static const int value = static_cast<int>(knob_int(kNumThreadsKnob));
   return value;
 }
 

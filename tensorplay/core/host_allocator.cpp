@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "tensorplay/base/knobs.h"
+#include "tensorplay/core/core_knobs.h"
 #include "tensorplay/core/host_memory.h"
 #include "tensorplay/core/size_class.h"
 #include "tensorplay/core/storage.h"
@@ -26,9 +27,9 @@ constexpr size_t kMinCachedBytes = size_t{4} << 10;
 size_t default_limit() {
 #ifdef TENSORPLAY_SANITIZE
   // Caching would hide use-after-free from the sanitizers: off unless asked for.
-  if (!knob_is_set(Knob::HostCacheMb)) return 0;
+  if (!knob_is_set(kHostCacheMbKnob)) return 0;
 #endif
-  return static_cast<size_t>(knob_int(Knob::HostCacheMb)) << 20;
+  return static_cast<size_t>(knob_int(kHostCacheMbKnob)) << 20;
 }
 
 constexpr size_t kAlignment = 64;  // a cache line, and the widest vector load

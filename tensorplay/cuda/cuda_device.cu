@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "tensorplay/base/knobs.h"
+#include "tensorplay/core/core_knobs.h"
 #include "tensorplay/cuda/cuda_check.h"
 #include "tensorplay/cuda/cuda_device.h"
 
@@ -57,7 +58,7 @@ int device_count() {
     // Before the first CUDA call, which makes the context: one hardware queue per stream of an
     // NCCL channel (tensorplay/transport/detail/nccl_links.h, hardware_queue_problem). A user's
     // value stays.
-    if (!knob_is_set(Knob::CudaDeviceMaxConnections))
+    if (!knob_is_set(kCudaDeviceMaxConnectionsKnob))
       setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 1);  // unset or empty
     int n = 0;
     if (cudaGetDeviceCount(&n) != cudaSuccess) {
@@ -153,7 +154,7 @@ cublasHandle_t cublas_handle(int device) {
     // opts into TF32 tensor cores. bfloat16 products must not reduce split-K partial sums in
     // bfloat16: the kernel table promises float32 accumulation and one rounding per element.
     int mode = CUBLAS_DEFAULT_MATH;
-    if (knob_bool(Knob::CudaTf32)) mode = CUBLAS_TF32_TENSOR_OP_MATH;
+    if (knob_bool(kCudaTf32Knob)) mode = CUBLAS_TF32_TENSOR_OP_MATH;
     TP_CUBLAS_CHECK(cublasSetMathMode(
         s.cublas,
         static_cast<cublasMath_t>(mode | CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)));

@@ -13,6 +13,7 @@
 #include "tensorplay/base/knobs.h"
 #include "tensorplay/base/loopback_port.h"
 #include "tensorplay/core/detail/fnv1a.h"
+#include "tensorplay/distributed/distributed_knobs.h"
 
 namespace tensorplay::distributed {
 namespace {
@@ -47,13 +48,13 @@ void check_below(int value, const char* value_name, int bound, const char* bound
 }
 
 /// tensorplay's own variables, read whether or not a launcher set the others.
-/// Their names, old names and parsing are the knob table's (tensorplay/base/knobs.h).
+/// Their rows are distributed_knobs.h's; the reader is tensorplay/base/knobs.h.
 void read_own_variables(const EnvLookup& getenv, LaunchEnv& env) {
   KnobReader knobs(getenv, [](const std::string& message) { std::cerr << message << "\n"; });
-  if (knobs.is_set(Knob::RdzvTimeout))
+  if (knobs.is_set(kRdzvTimeoutKnob))
     env.rdzv_timeout = std::chrono::milliseconds(
-        static_cast<int64_t>(std::llround(knobs.get_double(Knob::RdzvTimeout) * 1000)));
-  env.cluster_token = knobs.get_string(Knob::ClusterToken);
+        static_cast<int64_t>(std::llround(knobs.get_double(kRdzvTimeoutKnob) * 1000)));
+  env.cluster_token = knobs.get_string(kClusterTokenKnob);
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include "tensorplay/distributed/detail/group_runtime.h"
 #include "tensorplay/distributed/detail/rendezvous.h"
 #include "tensorplay/observe/message_log.h"
+#include "tensorplay/observe/observe_knobs.h"
 #include "tensorplay/tensor.h"
 #include "tensorplay/transport/channel.h"
 #include "tensorplay/transport/collective_key.h"
@@ -148,7 +149,7 @@ void init_process_group(const InitOptions& options) {
   auto c = GroupRuntime::join(resolved, /*own_system=*/false);
   pipelining::set_log_job(c->env().job_id, c->env().rank, c->env().world_size,
                           c->env().restart_count);
-  if (const std::string dir = knob_string(Knob::LogDir); !dir.empty())
+  if (const std::string dir = knob_string(pipelining::kLogDirKnob); !dir.empty())
     pipelining::log_to_file(dir + "/messages_rank_" + std::to_string(c->env().rank) + ".log");
   pipelining::log_event(c->env().rank, 0, "clock",
                         "offset_us:" + std::to_string(c->clock_offset_us()));

@@ -2,10 +2,8 @@
 #include "tensorplay/observe/message_log.h"
 
 #include <fmt/compile.h>
-#include <spdlog/cfg/env.h>
 #include <spdlog/sinks/basic_file_sink.h>
 #include <spdlog/sinks/ostream_sink.h>
-#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
@@ -21,7 +19,7 @@
 #include <random>
 #include <sstream>
 
-#include "tensorplay/base/knobs.h"
+#include "tensorplay/base/logging.h"
 
 namespace tensorplay::pipelining {
 namespace {
@@ -106,12 +104,7 @@ void end_last_line(const std::string& path) {
 
 std::shared_ptr<spdlog::logger> message_log() {
   static std::shared_ptr<spdlog::logger> logger = [] {
-    auto l = spdlog::get("tensorplay");
-    if (!l) l = spdlog::stderr_color_mt("tensorplay");
-    l->set_level(spdlog::level::off);
-    l->set_pattern("[%H:%M:%S.%f] [%n] %v");
-    spdlog::cfg::load_env_levels();  // SPDLOG_LEVEL=debug turns the log on
-    return l;
+    return configure_logger("tensorplay");  // SPDLOG_LEVEL=debug turns the log on
   }();
   return logger;
 }
@@ -119,14 +112,9 @@ std::shared_ptr<spdlog::logger> message_log() {
 void log_to_file(const std::string& path) {
   auto logger = message_log();
   end_last_line(path);
-  auto sink = std::make_shared<spdlog::sinks::basic_file_sink_mt>(path, /*truncate=*/false);
-  sink->set_pattern("[%H:%M:%S.%f] [%n] %v");
-  logger->sinks().push_back(sink);
-  if (!knob_is_set(Knob::SpdlogLevel)) {
-    // The file gets every event; the terminal keeps its quiet default.
-    logger->sinks().front()->set_level(spdlog::level::off);
-    logger->set_level(spdlog::level::debug);
-  }
+  // The file gets every event; the terminal keeps its quiet default (unless SPDLOG_LEVEL asks).
+  add_debug_sink(*logger,
+                 std::make_shared<spdlog::sinks::basic_file_sink_mt>(path, /*truncate=*/false));
   logger->flush_on(spdlog::level::debug);
   if (logger->should_log(spdlog::level::debug)) {
     RunIdentity& id = identity();

@@ -1,6 +1,7 @@
 // The NCCL channel's public API: checks its arguments, queues transfers on their links
 // (nccl_channel.cpp runs them).
 #include "tensorplay/base/knobs.h"
+#include "tensorplay/core/core_knobs.h"
 #include "tensorplay/transport/detail/nccl_channel_impl.h"
 
 namespace tensorplay::transport {
@@ -59,7 +60,7 @@ NcclChannel::NcclChannel(int rank, int world_size, Device device,
   cuda::check_device(device.index);
   // Read after the first CUDA call, which sets it when unset (cuda::device_count).
   if (std::string problem = detail::hardware_queue_problem(
-          world_size, static_cast<int>(knob_int(Knob::CudaDeviceMaxConnections)));
+          world_size, static_cast<int>(knob_int(kCudaDeviceMaxConnectionsKnob)));
       !problem.empty())
     throw std::invalid_argument("nccl channel: " + problem);
   impl_ = std::make_unique<Impl>(rank, world_size, device.index);

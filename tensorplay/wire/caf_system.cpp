@@ -11,11 +11,12 @@
 
 #include "tensorplay/base/knobs.h"
 #include "tensorplay/wire/detail/caf_messages.h"
+#include "tensorplay/wire/wire_knobs.h"
 
 namespace tensorplay::pipelining::detail {
 
 std::chrono::milliseconds peer_timeout_from_env() {
-  const double seconds = knob_double(Knob::PeerTimeout);
+  const double seconds = knob_double(kPeerTimeoutKnob);
   return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
 }
 

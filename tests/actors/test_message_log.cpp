@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "log_capture.h"
+#include "tensorplay/base/base_knobs.h"
 #include "tensorplay/base/knobs.h"
 #include "tensorplay/observe/message_log.h"
 #include "tensorplay/observe/trace_log.h"
@@ -40,7 +41,7 @@ std::string run_one_step(bool debug) {
 }  // namespace
 
 TEST_CASE("the message log is off by default", "[message_log]") {
-  if (tp::knob_is_set(tp::Knob::SpdlogLevel)) {
+  if (tp::knob_is_set(tp::kSpdlogLevelKnob)) {
     WARN("SPDLOG_LEVEL is set: the default cannot be checked");
     return;
   }

@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "tensorplay/base/knobs.h"
+#include "tensorplay/core/core_knobs.h"
 #include "tensorplay/core/cpu_threads.h"
 #include "tensorplay/pipelining/build_stage.h"
 #include "tensorplay/pipelining/pipeline.h"
@@ -118,7 +119,7 @@ TEST_CASE("a stage's thread count applies on the thread that runs its work", "[s
 }
 
 TEST_CASE("a stage with no thread setting computes on its share of the cores", "[stage]") {
-  if (tp::knob_is_set(tp::Knob::NumThreads)) {
+  if (tp::knob_is_set(tp::kNumThreadsKnob)) {
     WARN("TENSORPLAY_NUM_THREADS is set, and it wins over the share: nothing to check");
     return;
   }

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "tensorplay/base/knobs.h"
+#include "tensorplay/core/core_knobs.h"
 #include "tensorplay/core/cpu_threads.h"
 #include "tensorplay/tensor.h"
 
@@ -49,7 +50,7 @@ TEST_CASE("thread_share: each computing thread's share of the host's cores", "[c
 }
 
 TEST_CASE("with no setting a thread takes its share, and explicit settings win", "[cpu_threads]") {
-  if (tp::knob_is_set(tp::Knob::NumThreads)) {
+  if (tp::knob_is_set(tp::kNumThreadsKnob)) {
     WARN("TENSORPLAY_NUM_THREADS is set, and it wins over the share: nothing to check");
     return;
   }

@@ -9,6 +9,7 @@
 
 #include "cuda_test_support.h"
 #include "tensorplay/base/knobs.h"
+#include "tensorplay/core/core_knobs.h"
 #include "tensorplay/core/cuda_memory.h"
 #include "tensorplay/tensor.h"
 
@@ -46,8 +47,8 @@ TEST_CASE("cuda: the first CUDA call leaves CUDA_DEVICE_MAX_CONNECTIONS set", "[
     CHECK(tp::cuda_device_count() == 0);
     return;
   }
-  CHECK(tp::knob_is_set(tp::Knob::CudaDeviceMaxConnections));
-  const int64_t queues = tp::knob_int(tp::Knob::CudaDeviceMaxConnections);
+  CHECK(tp::knob_is_set(tp::kCudaDeviceMaxConnectionsKnob));
+  const int64_t queues = tp::knob_int(tp::kCudaDeviceMaxConnectionsKnob);
   CHECK(queues >= 1);
   CHECK(queues <= 32);
 }

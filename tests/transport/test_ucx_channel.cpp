@@ -20,6 +20,7 @@
 #include "tensorplay/base/knobs.h"
 #include "tensorplay/tensor.h"
 #include "tensorplay/transport/local_channel.h"
+#include "tensorplay/transport/transport_knobs.h"
 #include "tensorplay/transport/ucx_channel.h"
 
 namespace tp = tensorplay;
@@ -504,7 +505,7 @@ TEST_CASE("a 1 MiB tensor crosses processes over ucx and comes back", "[transpor
 
 TEST_CASE("a ucx peer that dies fails the receives posted for it, naming its rank",
           "[transport][ucx][fork]") {
-  if (tp::knob_string(tp::Knob::UcxErrorMode) == "none") {
+  if (tp::knob_string(tp::transport::kUcxErrorModeKnob) == "none") {
     WARN("TENSORPLAY_UCX_ERROR_MODE=none: dead peers are noticed by timeouts only");
     return;
   }

@@ -10,6 +10,7 @@
 #include <stdexcept>
 #include <string_view>
 
+#include "bench/bench_knobs.h"
 #include "tensorplay/base/knobs.h"
 
 namespace tensorplay::launch {
@@ -212,8 +213,10 @@ ParsedCommandLine parse_command_line(int argc, char** argv) {
   // --print-config needs nothing else (no ranks, no program), so it is answered before parsing.
   if (std::any_of(argv + 1, separator, [](const char* arg) {
         return std::strcmp(arg, "--print-config") == 0 || std::strcmp(arg, "--print_config") == 0;
-      }))
+      })) {
+    bench::register_bench_knobs();  // one table: the library's knobs and the benchmarks'
     return {std::nullopt, process_knobs().print(std::cout) == 0 ? 0 : 2};
+  }
 
   try {
     app.parse(launcher_argc, argv);

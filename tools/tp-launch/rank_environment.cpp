@@ -7,8 +7,11 @@
 #include <map>
 #include <stdexcept>
 
+#include "bench/bench_knobs.h"
 #include "tensorplay/base/knobs.h"
 #include "tensorplay/base/loopback_port.h"
+#include "tensorplay/distributed/distributed_knobs.h"
+#include "tensorplay/observe/observe_knobs.h"
 
 extern char** environ;
 
@@ -46,16 +49,18 @@ std::string random_token() {
 JobEnvironment resolve_job_environment(const LaunchOptions& options) {
   // A bad knob would stop every rank with the same error: say it once, before any starts. The
   // knobs the launcher sets itself are replaced, whatever the environment holds.
+  bench::register_bench_knobs();  // every knob a rank may read: the library's and the benchmarks'
   for (const KnobSpec& spec : knob_table()) {
-    if (spec.knob == Knob::RdzvTimeout || (spec.knob == Knob::LogDir && !options.log_dir.empty()))
+    if (&spec == &distributed::kRdzvTimeoutKnob ||
+        (&spec == &pipelining::kLogDirKnob && !options.log_dir.empty()))
       continue;
-    if (std::string problem = process_knobs().problem(spec.knob); !problem.empty())
+    if (std::string problem = process_knobs().problem(spec); !problem.empty())
       throw std::runtime_error(problem);
   }
   JobEnvironment job;
   job.master_addr = options.master_addr;
   job.master_port = options.master_port != 0 ? options.master_port : pick_free_port();
-  job.cluster_token = knob_string(Knob::ClusterToken);
+  job.cluster_token = knob_string(distributed::kClusterTokenKnob);
   if (job.cluster_token.empty()) job.cluster_token = random_token();
   return job;
 }
@@ -95,16 +100,16 @@ std::vector<std::string> rank_environment(const LaunchOptions& options, const Jo
                     options.nnodes > 1
                         ? "tp-launch-" + job.master_addr + ":" + std::to_string(job.master_port)
                         : launch_id);
-  // tensorplay's knobs under their names (tensorplay/base/knobs.h); an old name inherited for one
-  // of them would only make the rank warn that it differs.
-  auto set_knob = [&](Knob knob, const std::string& value) {
-    const KnobSpec& spec = knob_spec(knob);
+  // tensorplay's knobs under their names (their rows: tensorplay/distributed/distributed_knobs.h,
+  // observe/observe_knobs.h); an old name inherited for one of them would only make the rank warn
+  // that it differs.
+  auto set_knob = [&](const KnobSpec& spec, const std::string& value) {
     variables[std::string(spec.name)] = value;
     if (!spec.alias.empty()) variables.erase(std::string(spec.alias));
   };
-  set_knob(Knob::ClusterToken, job.cluster_token);
-  set_knob(Knob::RdzvTimeout, std::to_string(options.rdzv_timeout_seconds));
-  if (!options.log_dir.empty()) set_knob(Knob::LogDir, options.log_dir);
+  set_knob(distributed::kClusterTokenKnob, job.cluster_token);
+  set_knob(distributed::kRdzvTimeoutKnob, std::to_string(options.rdzv_timeout_seconds));
+  if (!options.log_dir.empty()) set_knob(pipelining::kLogDirKnob, options.log_dir);
   // UCX's virtual file system (a debugging view of its objects) registers every endpoint a
   // peer opens from UCX's own thread, and under heavy load that races with the progress thread
   // (an assertion in vfs_obj.c aborts the rank). Off unless the user asks for it.

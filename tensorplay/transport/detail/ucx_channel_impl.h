@@ -22,6 +22,7 @@
 #include "tensorplay/base/compute_activity.h"
 #include "tensorplay/base/knobs.h"
 #include "tensorplay/core/cpu_threads.h"
+#include "tensorplay/transport/transport_knobs.h"
 #include "tensorplay/transport/ucx_channel.h"
 
 namespace tensorplay::transport {
@@ -70,8 +71,8 @@ struct SpinPolicy {
 };
 
 inline SpinPolicy spin_policy() {
-  if (knob_is_set(Knob::UcxSpinUs))
-    return {std::chrono::microseconds(knob_int(Knob::UcxSpinUs)), false, false};
+  if (knob_is_set(kUcxSpinUsKnob))
+    return {std::chrono::microseconds(knob_int(kUcxSpinUsKnob)), false, false};
   return {kDefaultSpin, cores_per_rank() < 2, !host_oversubscribed()};
 }
 
@@ -81,7 +82,7 @@ inline SpinPolicy spin_policy() {
 // timeouts notice a dead one) and a peer on another host gets it. TENSORPLAY_UCX_ERROR_MODE
 // (`peer` or `none`) forces one mode for every peer.
 inline std::optional<ucp_err_handling_mode_t> forced_error_mode() {
-  const std::string mode = knob_string(Knob::UcxErrorMode);
+  const std::string mode = knob_string(kUcxErrorModeKnob);
   if (mode == "peer") return UCP_ERR_HANDLING_MODE_PEER;
   if (mode == "none") return UCP_ERR_HANDLING_MODE_NONE;
   return std::nullopt;

@@ -17,7 +17,7 @@ caf::actor_system& process_actor_system();
 std::unique_ptr<caf::actor_system_config> make_actor_system_config();
 
 /// How long a silent connection to another process lasts before that process counts as gone:
-/// TENSORPLAY_PEER_TIMEOUT seconds (default 10; tensorplay/base/knobs.h). Throws
+/// TENSORPLAY_PEER_TIMEOUT seconds (default 10; tensorplay/wire/wire_knobs.h). Throws
 /// std::invalid_argument naming a bad value.
 std::chrono::milliseconds peer_timeout_from_env();
 
