@@ -39,7 +39,7 @@ constexpr KnobSpec kKnobs[] = {
      false, true},
     {Knob::UcxSpinUs, "TENSORPLAY_UCX_SPIN_US", "", KnobType::Int, "", 0, 1000000, "", "50",
      "microseconds the UCX channel's thread polls before it sleeps (unset: 200, on while its rank "
-     "waits in a step, none while a one-core rank computes)",
+     "waits in a step; none during steps on a rank of one core)",
      false, false},
     {Knob::UcxErrorMode, "TENSORPLAY_UCX_ERROR_MODE", "", KnobType::Choice, "auto", 0, 0,
      "auto|peer|none", "peer",
