@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "pipeline_keys.h"
+#include "tensorplay/base/knobs.h"
 #include "tensorplay/tensor.h"
 #include "tensorplay/transport/ucx_channel.h"
 
@@ -21,24 +22,26 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-// Sets an environment variable for the scope's life, then restores it.
-class ScopedEnv {
+// Sets TENSORPLAY_UCX_SPIN_US for the scope's life (channels read it when they start), then
+// restores it.
+class ScopedSpin {
  public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    setenv(name, value, 1);
+  explicit ScopedSpin(const char* value) {
+    if (tp::knob_is_set(tp::Knob::UcxSpinUs))
+      old_ = std::to_string(tp::knob_int(tp::Knob::UcxSpinUs));
+    setenv(kName, value, 1);
   }
-  ~ScopedEnv() {
+  ~ScopedSpin() {
     if (old_)
-      setenv(name_, old_->c_str(), 1);
+      setenv(kName, old_->c_str(), 1);
     else
-      unsetenv(name_);
+      unsetenv(kName);
   }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
+  ScopedSpin(const ScopedSpin&) = delete;
+  ScopedSpin& operator=(const ScopedSpin&) = delete;
 
  private:
-  const char* name_;
+  static constexpr const char* kName = "TENSORPLAY_UCX_SPIN_US";
   std::optional<std::string> old_;
 };
 
@@ -111,7 +114,7 @@ void round_trip(ConnectedPair& pair, uint64_t step, int floats, bool posted_firs
 
 TEST_CASE("a ucx channel that never polls wakes for every send, receive and message",
           "[transport][ucx]") {
-  ScopedEnv no_poll("TENSORPLAY_UCX_SPIN_US", "0");
+  ScopedSpin no_poll("0");
   ConnectedPair pair;
   RoundTrips trips;
   // Eager (64 B), rendezvous (64 KiB, a pipeline's hand-off) and large (1 MiB) transfers.
