@@ -12,15 +12,21 @@
 // is also printed per rank on standard error; "worst_share_of_ideal" is the lowest speed-up over
 // its ideal.
 //
+// Each rank's optimizer steps on a thread of its own after step() ("optimizer_us": their wall
+// time per step); --one-optimizer steps them one after the other on the caller's thread.
+//
 //   ./build/bench/bench_stage_parallel [--rounds 3] [--steps 10] [--warmup 2] [--default-threads]
+//                                      [--one-optimizer]
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "mlp_pipeline_job.h"
@@ -37,9 +43,11 @@ struct Rate {
   std::optional<pp::StepAttribution> attribution;  // of steps run after the timed ones, logged
   std::string threads;                             // thread_times_json over the timed steps
   double logged_step_us = 0;                       // the attributed steps' mean wall time
+  double optimizer_us = 0;  // the optimizers' mean wall time per timed step (after step())
 };
 
 constexpr int kAttributionSteps = 3;  // logged steps after the timed ones
+bool one_optimizer = false;           // --one-optimizer: the ranks' optimizers one after the other
 
 // The mean attribution of `steps` more steps, run with the message log captured in memory;
 // `wall_us` gets their mean wall time (the optimizer's step included).
@@ -69,22 +77,46 @@ Rate in_process_pipeline(const MlpJob& job, const std::string& schedule, bool by
     for (auto& stage : stages) stage->set_num_threads(1);  // one product thread per stage actor
   pp::PipelineSchedule pipeline(stages, job.n_microbatches, tp::nn::mse_loss, kind,
                                 {.step_timeout = std::chrono::seconds(120)});
-  tp::optim::SGD opt(pp::parameters(stages), {.lr = job.lr});
+  // One optimizer per rank over its own stages, stepped at once on two threads, as each process
+  // steps its own in bench_pipeline_procs: one optimizer over every stage on the caller's thread
+  // (--one-optimizer: both stepped there, one after the other) leaves a core idle meanwhile.
+  std::vector<std::unique_ptr<tp::optim::SGD>> optimizers;
+  for (int rank = 0; rank < 2; ++rank) {
+    std::vector<std::shared_ptr<pp::PipelineStage>> own;
+    for (int s : pp::stages_of_rank(kind, rank, num_stages)) own.push_back(stages[s]);
+    optimizers.push_back(
+        std::make_unique<tp::optim::SGD>(pp::parameters(own), tp::optim::SGDOptions{.lr = job.lr}));
+  }
   bench::MlpData data(job);
   std::vector<tp::Tensor> losses;
+  double optimizer_seconds = 0;
   auto step = [&] {
     losses.clear();
     pipeline.step({data.x}, {.target = data.y, .losses = &losses});
-    opt.step();
-    opt.zero_grad();
+    const auto optimizer_start = std::chrono::steady_clock::now();
+    auto update = [&](int rank) {
+      optimizers[rank]->step();
+      optimizers[rank]->zero_grad();
+    };
+    if (one_optimizer) {
+      update(0);
+      update(1);
+    } else {
+      std::thread other(update, 1);
+      update(0);
+      other.join();
+    }
+    optimizer_seconds += bench::seconds_since(optimizer_start);
   };
   for (int i = 0; i < job.warmup; ++i) step();
+  optimizer_seconds = 0;
   const auto threads_before = pp::process_thread_times();
   auto start = std::chrono::steady_clock::now();
   const double cpu_start = bench::process_cpu_seconds();
   for (int i = 0; i < job.steps; ++i) step();
   const double seconds = bench::seconds_since(start);
   Rate rate{job.samples() / seconds, (bench::process_cpu_seconds() - cpu_start) / seconds};
+  rate.optimizer_us = 1e6 * optimizer_seconds / job.steps;
   rate.threads =
       pp::thread_times_json(pp::thread_times_since(threads_before, pp::process_thread_times()));
   if (by_hand) rate.attribution = attribute(step, kAttributionSteps, rate.logged_step_us);
@@ -132,6 +164,7 @@ int main(int argc, char** argv) {
   job.steps = option(argc, argv, "--steps", 10);
   job.warmup = option(argc, argv, "--warmup", 2);
   const int rounds = option(argc, argv, "--rounds", 3);
+  one_optimizer = flag(argc, argv, "--one-optimizer");
   if (flag(argc, argv, "--default-threads")) return default_threads(job, rounds);
   tp::set_default_num_threads(1);
   const std::vector<std::string> schedules = {"1F1B", "ZBVZeroBubble", "Interleaved1F1B"};
@@ -152,10 +185,10 @@ int main(int argc, char** argv) {
     const double ideal = bench::ideal_speedup(schedules[i], 2, job.n_microbatches);
     std::printf(
         "{\"schedule\": \"%s\", \"samples_per_s\": %.1f, \"cores_used\": %.2f, \"speedup\": "
-        "%.3f, \"ideal\": %.3f, \"logged_step_us\": %.0f, \"threads\": %s, \"attribution\": "
-        "%s}\n",
+        "%.3f, \"ideal\": %.3f, \"logged_step_us\": %.0f, \"optimizer_us\": %.0f, "
+        "\"threads\": %s, \"attribution\": %s}\n",
         schedules[i].c_str(), best[i].samples_per_s, best[i].cores_used, speedup, ideal,
-        best[i].logged_step_us, best[i].threads.c_str(),
+        best[i].logged_step_us, best[i].optimizer_us, best[i].threads.c_str(),
         best[i].attribution ? pp::attribution_json(*best[i].attribution).c_str() : "null");
     if (best[i].attribution)
       std::fprintf(stderr, "%s, where a logged step went (us):\n%s", schedules[i].c_str(),

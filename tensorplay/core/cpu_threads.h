@@ -28,7 +28,7 @@ int thread_share(int cores, int ranks_on_host, int compute_threads);
 
 /// The cores this process may count as its own: the cores it may run on (its CPU affinity) over
 /// the processes of the job on this host (set_ranks_on_host), at least one. Below 2, the UCX
-/// channel's progress thread stops polling while the rank computes (docs/performance.md).
+/// channel's progress thread does not poll during a step (docs/performance.md).
 int cores_per_rank();
 
 /// True when the job has more processes on this host (set_ranks_on_host) than this process may

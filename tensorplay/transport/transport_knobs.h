@@ -17,7 +17,7 @@ inline constexpr KnobSpec kUcxSpinUsKnob{
     .example = "50",
     .doc =
         "microseconds the UCX channel's thread polls before it sleeps (unset: 200, on while its "
-        "rank waits in a step, none while a one-core rank computes)"};
+        "rank waits in a step; none during steps on a rank of one core)"};
 
 /// TENSORPLAY_UCX_ERROR_MODE: UCX peer error handling.
 inline constexpr KnobSpec kUcxErrorModeKnob{

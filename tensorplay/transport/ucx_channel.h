@@ -23,10 +23,10 @@ struct UcxChannelOptions {
 /// staged through host memory. A progress thread drives UCX: after any activity it polls for a
 /// few tens of microseconds (yielding the core between polls), then sleeps on the worker's event
 /// fd. UCX's own environment variables (UCX_TLS, UCX_NET_DEVICES, ...) apply, and:
-///  - TENSORPLAY_UCX_SPIN_US: how long the thread polls before sleeping. Unset: 200, and on
-///    while a rank of the process waits in a step (ranks_in_step(), threads_computing() 0)
-///    unless the host has more ranks than cores; on a rank of one core (cores_per_rank()) it
-///    sleeps at once while a thread of the process computes, whose core a poll would take;
+///  - TENSORPLAY_UCX_SPIN_US: how long the thread polls before sleeping. Unset, with 2 cores or
+///    more per rank (cores_per_rank()): 200, and on while a rank of the process waits in a step
+///    (ranks_in_step(), threads_computing() 0). Unset, on a rank of one core: 200 outside steps
+///    and no poll at all during one (a poll would take a core from a compute thread);
 ///  - TENSORPLAY_UCX_ERROR_MODE: `peer` reports a dead peer to the receives posted for it, but
 ///    UCX 1.13 then keeps to transports that detect one (loopback TCP between processes of one
 ///    host); `none` lets it use shared memory and CMA, and a dead peer is noticed only when a

@@ -79,11 +79,14 @@ void UcxChannel::Impl::run() {
     // (a reply's round trip), then yield between polls so that a caller just woken by a
     // callback, or the other rank on a two-core machine, is not kept off the core.
     yielding = now - last_busy > kTightSpin;
-    // On a one-core rank whose compute runs, a poll would take the core from it: sleep at once.
-    // A rank in a step with nothing to compute waits for a message: poll on.
+    // On a one-core rank in a step, a poll would take a core from a compute thread: sleep at
+    // once. With a core to spare, a rank in a step with nothing to compute waits for a message:
+    // poll on.
     const bool computing = threads_computing() > 0;
-    const bool waiting = spin_.spin_while_waiting && !computing && ranks_in_step() > 0;
-    if ((now - last_busy >= spin_.spin && !waiting) || (spin_.yield_to_compute && computing)) {
+    const bool in_step = ranks_in_step() > 0;
+    const bool waiting = spin_.spin_while_waiting && !computing && in_step;
+    if ((now - last_busy >= spin_.spin && !waiting) ||
+        (spin_.sleep_while_busy && (computing || in_step))) {
       sleep_until_event(now);  // spinning longer would take a core from the ranks' compute
       yielding = false;
     } else if (yielding) {

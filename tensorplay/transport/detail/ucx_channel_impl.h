@@ -59,21 +59,24 @@ inline std::string tensor_of(size_t index, const TransferKey& key, int peer) {
 constexpr auto kDefaultSpin = std::chrono::microseconds(200);
 
 // The thread's budget (docs/performance.md). TENSORPLAY_UCX_SPIN_US set: a fixed spin after
-// activity. Unset: kDefaultSpin after activity, and on as long as a rank of this process is in a
-// step with no action running (it waits for another rank's output, whose hand-off a poll
-// shortens, on a core its compute does not use) unless the host has more ranks than cores; and
-// on a rank of one core (cores_per_rank() < 2) none while a thread of this process computes, as a
-// poll then runs only by taking the core from the compute.
+// activity. Unset, with a core to spare (cores_per_rank() >= 2): kDefaultSpin after activity, and
+// on as long as a rank of this process is in a step with no action running (it waits for another
+// rank's output, whose hand-off a poll shortens). Unset, on a rank of one core (the host's ranks
+// fill its cores): no poll at all while a rank of this process is in a step or a thread of it
+// computes: every core then belongs to a compute thread (this rank's or another's), a poll runs
+// only by taking it, and a polling thread that loses its core waits in the run queue where a
+// sleeping one is woken at once. Outside steps (setup, a channel alone) it keeps kDefaultSpin.
 struct SpinPolicy {
   std::chrono::microseconds spin;
-  bool yield_to_compute = false;    // sleep at once while threads_computing() > 0
+  bool sleep_while_busy = false;    // sleep at once while ranks_in_step() or threads_computing()
   bool spin_while_waiting = false;  // keep polling while ranks_in_step() > 0, nothing computing
 };
 
 inline SpinPolicy spin_policy() {
   if (knob_is_set(kUcxSpinUsKnob))
     return {std::chrono::microseconds(knob_int(kUcxSpinUsKnob)), false, false};
-  return {kDefaultSpin, cores_per_rank() < 2, !host_oversubscribed()};
+  const bool core_to_spare = cores_per_rank() >= 2;
+  return {kDefaultSpin, !core_to_spare, core_to_spare};
 }
 
 // UCX 1.13 reports a dead peer only on transports that detect it (tcp, cma), so with peer error
