@@ -19,6 +19,7 @@
 #include "tensorplay/distributed/tensor_parallel/model_plans.h"
 #include "tensorplay/distributed/tensor_parallel/parallel_style.h"
 #include "tensorplay/distributed/tensor_parallel/parallelize_module.h"
+#include "tensorplay/distributed/tensor_parallel/parallelize_stage.h"
 #include "tensorplay/distributed/tensor_parallel/placement.h"
 #include "tensorplay/distributed/tensor_parallel/prepare_module.h"
 #include "tensorplay/distributed/tensor_parallel/replicated_colwise.h"
