@@ -17,6 +17,7 @@
 #include "tensorplay/distributed/tensor_parallel/functional.h"
 #include "tensorplay/distributed/tensor_parallel/loss_parallel.h"
 #include "tensorplay/distributed/tensor_parallel/model_plans.h"
+#include "tensorplay/distributed/tensor_parallel/optimizer_state.h"
 #include "tensorplay/distributed/tensor_parallel/parallel_style.h"
 #include "tensorplay/distributed/tensor_parallel/parallelize_module.h"
 #include "tensorplay/distributed/tensor_parallel/parallelize_stage.h"
