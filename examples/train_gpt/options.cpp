@@ -259,8 +259,9 @@ void check_options(const Options& o) {
         " with a pipeline writes no checkpoints or exports yet: leave out " +
         (o.export_dir.empty() ? needs : std::string("--export")) +
         " (or train the whole model with --unsplit --tp)");
-  if (o.unsplit && (o.resume || o.stop_after > 0))
-    throw std::invalid_argument(needs + " needs checkpoints, which --unsplit does not write");
+  if (o.unsplit && o.tp == 1 && (o.resume || o.stop_after > 0))
+    throw std::invalid_argument(needs +
+                                " needs checkpoints, which --unsplit writes only under --tp");
 }
 
 std::string continue_command(const std::vector<std::string>& command) {

@@ -39,6 +39,7 @@
 #include "run_figures.h"
 #include "run_metrics.h"
 #include "step_watch.h"
+#include "tensor_parallel_checkpoint.h"
 #include "tensor_parallel_stages.h"
 #include "tensorplay/base/knobs.h"
 #include "tensorplay/distributed/init_device_mesh.h"
@@ -405,6 +406,8 @@ struct Job {
   dist::ProcessGroup tp_group;  // --tp: the group over which the model (or each stage) is split
   int dp_rank = 0, tp_rank = 0;
   train_gpt::TensorParallelStages tp_stages;  // --tp with a pipeline
+  // --unsplit --tp with checkpoints: the unsplit mirror they are written and read through.
+  std::optional<train_gpt::TensorParallelCheckpoints> tp_checkpoints;
   tp::Device device;
   sc::ScheduleKind kind = sc::ScheduleKind::OneFOneB;
   train_gpt::ModelChoice choice;
@@ -631,8 +634,8 @@ int resume_step(const Options& o, Job& job, const pp::NamedCheckpointOptions& ch
   if (o.resume_from > 0) {
     step = o.resume_from;
   } else {
-    const auto latest =
-        pp::latest_named_checkpoint(o.checkpoint_dir, job.stages.front()->num_stages());
+    const auto latest = pp::latest_named_checkpoint(
+        o.checkpoint_dir, job.tp_checkpoints ? 1 : job.stages.front()->num_stages());
     if (!o.resume && !(resumes_by_itself(o) && latest)) return 0;
     if (latest) step = latest->step;  // else load_named_checkpoint says what is missing
   }
@@ -652,10 +655,13 @@ int resume_step(const Options& o, Job& job, const pp::NamedCheckpointOptions& ch
                                 std::to_string(*step) + ": pass a later step");
   // With --dp, each replica of a stage reads its share of the tensors, then they exchange them.
   pp::NamedCheckpointOptions load_options = checkpoint_options;
-  load_options.replicas = pp::replica_exchange(job.stages);
+  if (!job.stages.empty()) load_options.replicas = pp::replica_exchange(job.stages);
   pp::NamedCheckpointInfo info;
   try {
-    info = pp::load_named_checkpoint(o.checkpoint_dir, job.stages, *job.opt, step, load_options);
+    info = job.tp_checkpoints ? job.tp_checkpoints->load(o.checkpoint_dir, *job.model, *job.opt,
+                                                         job.tp_group, step, load_options)
+                              : pp::load_named_checkpoint(o.checkpoint_dir, job.stages, *job.opt,
+                                                          step, load_options);
   } catch (const pp::CheckpointError& e) {
     std::vector<int64_t> earlier;
     for (int64_t s : checkpoint_folder_steps(o.checkpoint_dir))
@@ -752,8 +758,12 @@ void train_steps(TrainLoop& loop, RunResult& result) {
     if (loop.saves && (step == result.last_step ||
                        (o.checkpoint_interval > 0 && step % o.checkpoint_interval == 0))) {
       loop.checkpoint_options.samples_consumed = static_cast<int64_t>(step) * o.batch;
-      pp::save_named_checkpoint(o.checkpoint_dir, job.stages, *job.opt, step,
-                                loop.checkpoint_options);
+      if (job.tp_checkpoints)
+        job.tp_checkpoints->save(o.checkpoint_dir, *job.model, *job.opt, job.tp_group, step,
+                                 loop.checkpoint_options);
+      else
+        pp::save_named_checkpoint(o.checkpoint_dir, job.stages, *job.opt, step,
+                                  loop.checkpoint_options);
     }
     if (loop.prints && !o.quiet) print_step_line(loop, result, step, dt, validate, timeline);
   }
@@ -828,7 +838,8 @@ int run(Options o) {
         "--dp " + std::to_string(o.dp) +
         " runs each replica's ranks in processes of their own: start train_gpt under tp-launch "
         "--nproc-per-node (pipeline ranks x dp), or leave --dp out");
-  const bool saves = !o.checkpoint_dir.empty() && !o.unsplit && o.tp == 1 && o.profile_out.empty();
+  // Checkpoints: a pipeline's without --tp; --unsplit's under --tp (through an unsplit mirror).
+  const bool saves = !o.checkpoint_dir.empty() && o.unsplit == (o.tp > 1) && o.profile_out.empty();
   if (saves) claim_checkpoint_dir(o, dist::get_rank());
   const std::unique_ptr<Corpus> corpus_ptr =
       train_gpt::open_corpus(o.data, o.tokenizer, o.held_out, o.context, o.seed,
@@ -868,7 +879,13 @@ int run(Options o) {
   // Only the generators of this process's stages: another's copy here never draws.
   for (const auto& named : train_gpt::hosted_dropout_generators(job.dropout_generators, job.stages))
     checkpoint_options.generators.push_back(named);
-  checkpoint_options.layout = train_gpt::layout_text(o, job.stages_per_rank);
+  checkpoint_options.layout = o.unsplit ? "unsplit, tp " + std::to_string(o.tp)
+                                        : train_gpt::layout_text(o, job.stages_per_rank);
+  if (saves && o.unsplit) {
+    tp::manual_seed(o.seed);
+    job.tp_checkpoints.emplace(train_gpt::make_model(o, job.vocab).module, job.opt->options(),
+                               o.batch, o.context);
+  }
   RunResult result;
   if (saves)
     result.first_step = resume_step(o, job, checkpoint_options, prints) + 1;
