@@ -2,7 +2,8 @@
 # train_gpt --unsplit --tp 2 writes named checkpoints of the unsplit model (weights and AdamW
 # state gathered over tp): a run stopped after step 2 resumes at --tp 4 and as an unsplit
 # pipeline (2 stages, 1F1B, no tp), and both train steps 3 and 4 as the run that went straight
-# through did (the same losses within float32 rounding). For the GPT (a tied head) and the Llama.
+# through did (the same losses within float32 rounding). For the GPT (a tied head) and the Llama;
+# and a pipeline's checkpoint resumes at --unsplit --tp 2.
 # Usage: check_train_gpt_tp_checkpoint.sh TRAIN_GPT TP_LAUNCH SCRATCH_DIR
 set -euo pipefail
 train_gpt=$1 tp_launch=$2 scratch=$3
@@ -55,4 +56,17 @@ for model in "--model gpt2" "--model llama --kv-heads 2 --mlp-width 64"; do
     echo "$name: tp 2 checkpoint resumed at $tag within $worst of the straight run"
   done
 done
+# And the other way: a pipeline's checkpoint (2 stages, no tp) resumes at --unsplit --tp 2.
+d="$scratch/gpt2"
+run pipeline.first 1 --model gpt2 --schedule 1F1B --stages 2 --microbatches 2 \
+  --checkpoint-dir "$d.from_pipeline" --stop-after 2 --losses-file "$d.from_pipeline.losses"
+run pipeline.tp2 2 --model gpt2 --unsplit --tp 2 --checkpoint-dir "$d.from_pipeline" --resume \
+  --losses-file "$d.from_pipeline.losses"
+grep -q "resumed step 2 written by pp 2 x dp 1" "$scratch/pipeline.tp2.out" ||
+  { cat "$scratch/pipeline.tp2.out"; fail "--tp 2 did not resume the pipeline's step 2"; }
+worst=$(compare "$d.straight.losses" "$d.from_pipeline.losses")
+[ "$worst" != "few" ] || fail "pipeline to tp 2: fewer than 4 losses"
+awk -v w="$worst" 'BEGIN { exit !(w < 1e-5) }' ||
+  { paste "$d.straight.losses" "$d.from_pipeline.losses"; fail "pipeline to tp 2: losses differ by $worst"; }
+echo "gpt2: a pipeline's checkpoint resumed at tp 2 within $worst of the straight run"
 echo "ok"
