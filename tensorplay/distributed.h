@@ -11,6 +11,7 @@
 #include "tensorplay/distributed/init_options.h"
 #include "tensorplay/distributed/launch_env.h"
 #include "tensorplay/distributed/process_group.h"
+#include "tensorplay/distributed/tensor_parallel/block_costs.h"
 #include "tensorplay/distributed/tensor_parallel/clip_grad_norm.h"
 #include "tensorplay/distributed/tensor_parallel/colwise_parallel.h"
 #include "tensorplay/distributed/tensor_parallel/full_state_dict.h"
