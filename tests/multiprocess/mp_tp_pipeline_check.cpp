@@ -181,23 +181,31 @@ struct Job {
     return worst;
   }
 
+  /// This rank's stages of `kind` over `num_stages` (one block each), split by the variant's plan.
+  std::vector<std::shared_ptr<pp::PipelineStage>> build_stages(sc::ScheduleKind kind,
+                                                               const Variant& v,
+                                                               int num_stages) const;
   void run(sc::ScheduleKind kind, const Variant& v);
+  void report(const std::string& at, const std::vector<std::shared_ptr<pp::PipelineStage>>& local,
+              const Reference& ref, float worst_loss);
 };
 
-void Job::run(sc::ScheduleKind kind, const Variant& v) {
-  const int per_rank = sc::is_single_stage_per_rank(kind) ? 1 : sc::default_stages_per_rank(kind);
-  const int num_stages = pp_size * per_rank;
-  const int64_t n_layer = num_stages;
+// The same batches on every rank: each replica trains on its share.
+std::vector<std::pair<tp::Tensor, tp::Tensor>> draw_batches(int dp) {
   tp::Generator gen(5);
   std::vector<std::pair<tp::Tensor, tp::Tensor>> data;
-  const int64_t batch = kRows * kMicrobatches * args.dp;
+  const int64_t batch = kRows * kMicrobatches * dp;
   for (int s = 0; s < kSteps; ++s) {
     tp::Tensor x = tp::randint(0, kVocab, {batch, kTime}, {}, &gen);
     data.emplace_back(x, tp::randint(0, kVocab, {batch, kTime}, {}, &gen));
   }
-  const Reference ref = train_reference(args.model, n_layer, data);
+  return data;
+}
 
-  const tp::distributed::ProcessGroup tp_group = mesh["tp"];
+std::vector<std::shared_ptr<pp::PipelineStage>> Job::build_stages(sc::ScheduleKind kind,
+                                                                  const Variant& v,
+                                                                  int num_stages) const {
+  const int64_t n_layer = num_stages;
   const auto ranges = tp::nn::even_block_ranges(n_layer, num_stages);
   const int64_t seq = v.sequence_parallel ? kTime / args.tp : kTime;
   const int64_t logits = v.loss_parallel ? kVocab / args.tp : kVocab;
@@ -217,6 +225,16 @@ void Job::run(sc::ScheduleKind kind, const Variant& v) {
       stage->set_tied_parameters({{"wte.weight", {0, num_stages - 1}}});
     local.push_back(stage);
   }
+  return local;
+}
+
+void Job::run(sc::ScheduleKind kind, const Variant& v) {
+  const int per_rank = sc::is_single_stage_per_rank(kind) ? 1 : sc::default_stages_per_rank(kind);
+  const int num_stages = pp_size * per_rank;
+  const auto data = draw_batches(args.dp);
+  const Reference ref = train_reference(args.model, num_stages, data);
+  const auto local = build_stages(kind, v, num_stages);
+  const dist::ProcessGroup tp_group = mesh["tp"];
   pp::LossFn loss_fn = plain_loss;
   if (v.loss_parallel)
     loss_fn = [tp_group](const tp::Tensor& out, const tp::Tensor& target) {
@@ -229,7 +247,7 @@ void Job::run(sc::ScheduleKind kind, const Variant& v) {
   const bool last = std::any_of(local.begin(), local.end(), [](auto& s) { return s->is_last(); });
   const int dp_rank = mesh.get_local_rank("dp");
   const std::string at = std::string(sc::schedule_name(kind)) + ", " + v.name();
-  float worst_loss = 0, worst_param = 0;
+  float worst_loss = 0;
   for (int step = 0; step < kSteps; ++step) {
     opt.zero_grad();
     std::vector<tp::Tensor> losses;
@@ -249,7 +267,15 @@ void Job::run(sc::ScheduleKind kind, const Variant& v) {
       worst_loss = std::max(worst_loss, std::abs(got - want) / std::max(1.0f, std::abs(want)));
     }
   }
+  report(at, local, ref, worst_loss);
+}
+
+// Prints this rank's verdict on one run: its losses' worst difference and its parameters'.
+void Job::report(const std::string& at,
+                 const std::vector<std::shared_ptr<pp::PipelineStage>>& local, const Reference& ref,
+                 float worst_loss) {
   int params = 0;
+  float worst_param = 0;
   std::string worst_name;
   for (const auto& stage : local)
     for (auto& [name, p] : stage->module().named_parameters()) {
