@@ -8,7 +8,8 @@
 namespace tensorplay::nn {
 namespace {
 
-// The stage's blocks under their indices in the model ("2", "3"): a container, never called.
+// The stage's blocks under their indices in the model ("2", "3"): a container, never called. It
+// reads as the model's ModuleList (its type name), so recomputation policies find its blocks.
 class StageBlocksImpl : public Module {
  public:
   StageBlocksImpl(const ModuleList& blocks, int64_t first, int64_t end) {
@@ -16,9 +17,9 @@ class StageBlocksImpl : public Module {
       register_module(std::to_string(i), (*blocks)[static_cast<size_t>(i)]);
   }
   Tensor forward(const Tensor&) override {
-    throw std::logic_error("StageBlocks: a container of a stage's blocks; call the stage");
+    throw std::logic_error("ModelStage: a container of a stage's blocks; call the stage");
   }
-  std::string type_name() const override { return "StageBlocks"; }
+  std::string type_name() const override { return "ModuleList"; }
 };
 
 }  // namespace

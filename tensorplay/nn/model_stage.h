@@ -27,8 +27,9 @@ namespace tensorplay::nn {
 ///   `lm_head`), giving logits, and the token embedding too when the head is tied to it (so the
 ///   tie has one name, `wte.weight` or `embed_tokens.weight`, on both stages that hold it).
 ///
-/// Two stages of one process must be cut from two copies of the model (built alike, from the
-/// same seed): a module belongs to one stage.
+/// The blocks' container reads as the model's ModuleList (its type name), so a stage's
+/// recomputation policy (`full`, `every:K`) finds them. Two stages of one process must be cut
+/// from two copies of the model (built alike, from the same seed): a module belongs to one stage.
 class ModelStageImpl : public Module {
  public:
   /// Throws std::invalid_argument for an empty or out-of-range block range.

@@ -23,6 +23,7 @@
 #include "tensorplay/nn.h"
 #include "tensorplay/optim.h"
 #include "tensorplay/pipelining/build_stage.h"
+#include "tensorplay/pipelining/recompute.h"
 #include "tensorplay/pipelining/runtime/schedule.h"
 #include "tensorplay/tensor.h"
 
@@ -46,6 +47,7 @@ struct Args {
   std::string model = "gpt";
   int dp = 1, tp = 2;
   std::string misuse;
+  std::string recompute = "none";  // every stage's policy (the reference never recomputes)
 };
 
 Args parse(int argc, char** argv) {
@@ -60,6 +62,8 @@ Args parse(int argc, char** argv) {
       a.tp = std::atoi(value.c_str());
     else if (flag == "--misuse")
       a.misuse = value;
+    else if (flag == "--recompute")
+      a.recompute = value;
     else
       throw std::invalid_argument("unknown flag " + flag);
   }
@@ -220,6 +224,10 @@ std::vector<std::shared_ptr<pp::PipelineStage>> Job::build_stages(sc::ScheduleKi
     auto stage = std::make_shared<pp::PipelineStage>(module, s, num_stages, tp::cpu(),
                                                      std::vector{in}, std::vector{out});
     stage->set_mesh(mesh);
+    stage->set_recompute(pp::RecomputePolicy::parse(args.recompute));
+    if (args.recompute != "none" && stage->recomputed_modules().empty())
+      throw std::logic_error("--recompute " + args.recompute + ": stage " + std::to_string(s) +
+                             " recomputes nothing");
     const bool tied = args.model == "gpt";
     if (tied && (s == 0 || s == num_stages - 1))
       stage->set_tied_parameters({{"wte.weight", {0, num_stages - 1}}});
