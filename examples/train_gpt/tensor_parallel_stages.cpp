@@ -62,7 +62,6 @@ void check_flags(const Options& o) {
   if (!o.plan.empty()) refuse("--plan");
   if (!o.init_from.empty()) refuse("--init-from");
   if (o.dtype != "float32") refuse("--dtype " + o.dtype);
-  if (o.recompute != "none") refuse("--recompute " + o.recompute);
   if (o.device != "cpu") refuse("--device " + o.device);
 }
 

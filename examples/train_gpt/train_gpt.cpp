@@ -318,6 +318,9 @@ struct Job {
     tp_group = mesh["tp"];
     dp_rank = mesh.get_local_rank("dp");
     tp_rank = mesh.get_local_rank("tp");
+    const auto recompute = pp::RecomputePolicy::parse(options.recompute);
+    for (const auto& stage : stages) stage->set_recompute(recompute);
+    recompute_text = recompute.to_string();
     activation_bytes = activation_bytes_per_microbatch(stages);
     schedule = std::make_unique<pp::PipelineSchedule>(stages, options.microbatches, loss_fn, kind);
     opt = std::make_unique<tp::optim::AdamW>(

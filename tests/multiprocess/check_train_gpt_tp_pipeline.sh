@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # train_gpt --tp 2 with a pipeline under tp-launch: the GPT and the Llama (4 query heads, 2
 # key-value heads) cut into stages, each split over 2 processes, on pp 2 x tp 2 (4 processes,
-# 1F1B and ZBVZeroBubble) and pp 2 x dp 2 x tp 2 (8 processes, Interleaved1F1B) train to the
-# losses of --unsplit within float32 rounding, gradient clipping included.
+# 1F1B, and ZBVZeroBubble recomputing every block) and pp 2 x dp 2 x tp 2 (8 processes,
+# Interleaved1F1B) train to the losses of --unsplit within float32 rounding, gradient clipping
+# included.
 # Usage: check_train_gpt_tp_pipeline.sh TRAIN_GPT TP_LAUNCH SCRATCH_DIR
 set -euo pipefail
 train_gpt=$1 tp_launch=$2 scratch=$3
@@ -24,7 +25,7 @@ for model in "--model gpt2" "--model llama --kv-heads 2 --mlp-width 64"; do
   "$train_gpt" "${small[@]}" $model --unsplit --losses-file "$scratch/$name.unsplit" \
     > "$scratch/$name.unsplit.out" 2>&1 || { cat "$scratch/$name.unsplit.out"; fail "$name --unsplit failed"; }
   for layout in "4 --pp 2 --schedule 1F1B --microbatches 2" \
-                "4 --pp 2 --schedule ZBVZeroBubble --microbatches 4" \
+                "4 --pp 2 --schedule ZBVZeroBubble --microbatches 4 --recompute full" \
                 "8 --pp 2 --dp 2 --schedule Interleaved1F1B --microbatches 2"; do
     procs=${layout%% *} flags=${layout#* }
     tag="$name.$(echo "$flags" | tr -c 'A-Za-z0-9' '_')"
