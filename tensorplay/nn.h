@@ -20,6 +20,7 @@
 #include "tensorplay/nn/llama.h"
 #include "tensorplay/nn/llama_block.h"
 #include "tensorplay/nn/mlp.h"
+#include "tensorplay/nn/model_stage.h"
 #include "tensorplay/nn/module.h"
 #include "tensorplay/nn/module_list.h"
 #include "tensorplay/nn/rms_norm.h"

@@ -118,8 +118,9 @@ void add_pipeline_options(CLI::App& app, Options& o, std::string& dp, std::strin
   app.add_flag("--unsplit", o.unsplit,
                "train the whole model in this thread without a pipeline (the baseline)");
   app.add_option("--tp", o.tp,
-                 "tensor parallelism: split the whole model (no pipeline) over this many "
-                 "processes, started by tp-launch (the GPT's or the Llama's plan)")
+                 "tensor parallelism: split the model (with --unsplit) or each pipeline stage "
+                 "over this many processes, started by tp-launch (the GPT's or the Llama's "
+                 "plan; pipeline ranks x dp x tp processes on a {pp, dp, tp} mesh)")
       ->check(at_least(1));
   app.add_option("--recompute", o.recompute,
                  "activation recomputation in every stage: none, full (every block), every:K "
@@ -252,11 +253,15 @@ void check_options(const Options& o) {
   const std::string needs = o.resume ? "--resume" : "--stop-after";
   if ((o.resume || o.stop_after > 0) && o.checkpoint_dir.empty())
     throw std::invalid_argument(needs + " needs checkpoints: pass a --checkpoint-dir");
-  if (o.tp > 1 && !o.unsplit)
-    throw std::invalid_argument("--tp " + std::to_string(o.tp) +
-                                " splits the whole model, without a pipeline: add --unsplit");
-  if (o.unsplit && (o.resume || o.stop_after > 0))
-    throw std::invalid_argument(needs + " needs checkpoints, which --unsplit does not write");
+  if (o.tp > 1 && !o.unsplit && (o.resume || o.stop_after > 0 || !o.export_dir.empty()))
+    throw std::invalid_argument(
+        "--tp " + std::to_string(o.tp) +
+        " with a pipeline writes no checkpoints or exports yet: leave out " +
+        (o.export_dir.empty() ? needs : std::string("--export")) +
+        " (or train the whole model with --unsplit --tp)");
+  if (o.unsplit && o.tp == 1 && (o.resume || o.stop_after > 0))
+    throw std::invalid_argument(needs +
+                                " needs checkpoints, which --unsplit writes only under --tp");
 }
 
 std::string continue_command(const std::vector<std::string>& command) {

@@ -46,8 +46,8 @@ struct Options {
   std::string device = "cpu";
   int blas_threads = 1;
   bool unsplit = false;  ///< train the whole model in this thread, without a pipeline
-  /// Split the whole model (no pipeline) by tensor parallelism over the tp processes tp-launch
-  /// starts; 1: none. Implies --unsplit's loop.
+  /// Tensor parallelism over tp processes of those tp-launch starts; 1: none. With --unsplit the
+  /// whole model is split over them; with a pipeline each stage is (a {pp, dp, tp} mesh).
   int tp = 1;
   std::string recompute =
       "none";  ///< none, full, every:K or type:Name,... (tensorplay/pipelining/recompute.h)

@@ -39,6 +39,8 @@
 #include "run_figures.h"
 #include "run_metrics.h"
 #include "step_watch.h"
+#include "tensor_parallel_checkpoint.h"
+#include "tensor_parallel_stages.h"
 #include "tensorplay/base/knobs.h"
 #include "tensorplay/knobs.h"
 #include "tensorplay/distributed/init_device_mesh.h"
@@ -252,6 +254,10 @@ struct Job {
           "--batch " + std::to_string(o.batch) + " does not divide into --microbatches " +
           std::to_string(o.n_microbatches) +
           (o.dp > 1 ? " per replica times --dp " + std::to_string(o.dp) : std::string()));
+    if (o.tp > 1) {
+      build_tensor_parallel_pipeline();
+      return;
+    }
     auto pipe = pp::pipeline(model, {tp::zeros({o.batch / o.dp / o.n_microbatches, o.context})},
                              plan ? pp::PipelineOptions{.split_spec = plan->split_spec()}
                                   : cut_at_blocks(o, choice.block_prefix, choice.layers));
@@ -302,9 +308,31 @@ struct Job {
         tp::optim::AdamWOptions{.lr = o.lr, .weight_decay = o.weight_decay});
   }
 
+  // --tp with a pipeline: stages cut by hand and split over the mesh's tp dimension.
+  void build_tensor_parallel_pipeline() {
+    tp_stages = train_gpt::build_tensor_parallel_stages(options, vocab, kind, ranks,
+                                                        stages_per_rank, dropout_generators);
+    mesh = tp_stages.mesh;
+    stages = tp_stages.stages;
+    pipeline_group = mesh["pp"];
+    dp_group = mesh["dp"];
+    tp_group = mesh["tp"];
+    dp_rank = mesh.get_local_rank("dp");
+    tp_rank = mesh.get_local_rank("tp");
+    const auto recompute = pp::RecomputePolicy::parse(options.recompute);
+    for (const auto& stage : stages) stage->set_recompute(recompute);
+    recompute_text = recompute.to_string();
+    activation_bytes = activation_bytes_per_microbatch(stages);
+    schedule = std::make_unique<pp::PipelineSchedule>(stages, options.n_microbatches, loss_fn, kind);
+    opt = std::make_unique<tp::optim::AdamW>(
+        pp::parameters(stages),
+        tp::optim::AdamWOptions{.lr = options.lr, .weight_decay = options.weight_decay});
+  }
+
   // --tp: the whole model split over the world by its family's plan.
   void split_by_tensor_parallelism() {
     tp_group = dist::world_group();
+    tp_rank = rank;
     if (const auto* gpt = dynamic_cast<const tp::nn::GPTImpl*>(model.get()))
       tpar::parallelize_module(*model, tp_group, tpar::gpt_tp_plan(gpt->config(), options.tp));
     else if (const auto* llama = dynamic_cast<const tp::nn::LlamaImpl*>(model.get()))
@@ -336,7 +364,11 @@ struct Job {
           feeds_inputs() ? std::vector<tp::Tensor>{mx.to(device)} : std::vector<tp::Tensor>{},
           {.target = my.to(device), .losses = &losses});
       if (gets_losses()) loss = replicas_mean(mean_of(losses));
-      clip_pipeline_gradients(stages, options.clip, distributed() ? &pipeline_group : nullptr);
+      if (options.tp > 1)
+        train_gpt::clip_tensor_parallel_gradients(tp_stages, options.clip, pipeline_group,
+                                                  tp_group);
+      else
+        clip_pipeline_gradients(stages, options.clip, distributed() ? &pipeline_group : nullptr);
     }
     opt->options().lr = lr;
     opt->step();
@@ -375,8 +407,11 @@ struct Job {
   // The {pp, dp} mesh across processes (empty in one process); this rank's groups along it.
   dist::DeviceMesh mesh;
   dist::ProcessGroup pipeline_group, dp_group;
-  dist::ProcessGroup tp_group;  // --tp: the world, over which the whole model is split
-  int dp_rank = 0;
+  dist::ProcessGroup tp_group;  // --tp: the group over which the model (or each stage) is split
+  int dp_rank = 0, tp_rank = 0;
+  train_gpt::TensorParallelStages tp_stages;  // --tp with a pipeline
+  // --unsplit --tp with checkpoints: the unsplit mirror they are written and read through.
+  std::optional<train_gpt::TensorParallelCheckpoints> tp_checkpoints;
   tp::Device device;
   sc::ScheduleKind kind = sc::ScheduleKind::OneFOneB;
   train_gpt::ModelChoice choice;
@@ -479,7 +514,7 @@ void print_header(const Options& o, const Job& job, const Corpus& corpus) {
   if (!job.choice.overridden.empty())
     std::printf("--init-from %s overrides %s\n", o.init_from.c_str(),
                 job.choice.overridden.c_str());
-  if (o.tp > 1) {
+  if (o.tp > 1 && o.unsplit) {
     std::printf(
         "run: tensor parallel over %d processes (the parameters above are one's), "
         "batch %lld, on %s\n",
@@ -498,6 +533,11 @@ void print_header(const Options& o, const Job& job, const Corpus& corpus) {
       job.distributed() ? "one process each" : "one process, embedded runtime", o.n_microbatches,
       static_cast<long long>(o.batch / o.dp / o.n_microbatches), job.recompute_text.c_str(),
       o.blas_threads, o.device.c_str());
+  if (o.tp > 1)
+    std::printf(
+        "tensor parallel: each stage split over %d processes (the parameters above are "
+        "the whole model's)\n",
+        o.tp);
   if (job.recompute_text != "none")
     std::printf(
         "recomputation: %s (the chosen modules keep only their inputs until the backward)\n",
@@ -584,7 +624,7 @@ void resolve_layout(Options& o, int64_t vocab) {
           ? 0.0
           : train_gpt::host_memory_per_rank(dist::read_launch_env().local_world_size);
   train_gpt::resolve_layout(
-      o, dist::get_world_size(),
+      o, dist::get_world_size() / o.tp,  // pp x dp over the world's tp groups
       sc::is_single_stage_per_rank(kind) ? 1 : sc::default_stages_per_rank(kind),
       train_gpt::gpt_training_bytes(o, vocab), memory);
 }
@@ -598,8 +638,8 @@ int resume_step(const Options& o, Job& job, const pp::NamedCheckpointOptions& ch
   if (o.resume_from > 0) {
     step = o.resume_from;
   } else {
-    const auto latest =
-        pp::latest_named_checkpoint(o.checkpoint_dir, job.stages.front()->num_stages());
+    const auto latest = pp::latest_named_checkpoint(
+        o.checkpoint_dir, job.tp_checkpoints ? 1 : job.stages.front()->num_stages());
     if (!o.resume && !(resumes_by_itself(o) && latest)) return 0;
     if (latest) step = latest->step;  // else load_named_checkpoint says what is missing
   }
@@ -619,10 +659,13 @@ int resume_step(const Options& o, Job& job, const pp::NamedCheckpointOptions& ch
                                 std::to_string(*step) + ": pass a later step");
   // With --dp, each replica of a stage reads its share of the tensors, then they exchange them.
   pp::NamedCheckpointOptions load_options = checkpoint_options;
-  load_options.replicas = pp::replica_exchange(job.stages);
+  if (!job.stages.empty()) load_options.replicas = pp::replica_exchange(job.stages);
   pp::NamedCheckpointInfo info;
   try {
-    info = pp::load_named_checkpoint(o.checkpoint_dir, job.stages, *job.opt, step, load_options);
+    info = job.tp_checkpoints ? job.tp_checkpoints->load(o.checkpoint_dir, *job.model, *job.opt,
+                                                         job.tp_group, step, load_options)
+                              : pp::load_named_checkpoint(o.checkpoint_dir, job.stages, *job.opt,
+                                                          step, load_options);
   } catch (const pp::CheckpointError& e) {
     std::vector<int64_t> earlier;
     for (int64_t s : checkpoint_folder_steps(o.checkpoint_dir))
@@ -719,8 +762,12 @@ void train_steps(TrainLoop& loop, RunResult& result) {
     if (loop.saves && (step == result.last_step ||
                        (o.checkpoint_interval > 0 && step % o.checkpoint_interval == 0))) {
       loop.checkpoint_options.samples_consumed = static_cast<int64_t>(step) * o.batch;
-      pp::save_named_checkpoint(o.checkpoint_dir, job.stages, *job.opt, step,
-                                loop.checkpoint_options);
+      if (job.tp_checkpoints)
+        job.tp_checkpoints->save(o.checkpoint_dir, *job.model, *job.opt, job.tp_group, step,
+                                 loop.checkpoint_options);
+      else
+        pp::save_named_checkpoint(o.checkpoint_dir, job.stages, *job.opt, step,
+                                  loop.checkpoint_options);
     }
     if (loop.prints && !o.quiet) print_step_line(loop, result, step, dt, validate, timeline);
   }
@@ -785,12 +832,19 @@ int run(Options o) {
     if (std::string problem = tp::process_knobs().problem(spec); !problem.empty())
       throw std::invalid_argument(problem);
   dist::init_process_group();
+  if (o.tp > 1 && !o.unsplit && dist::get_world_size() % o.tp != 0)
+    throw std::invalid_argument(
+        "--tp " + std::to_string(o.tp) + " with a pipeline needs pipeline ranks x dp x " +
+        std::to_string(o.tp) + " processes, but " + std::to_string(dist::get_world_size()) +
+        " started: run train_gpt under tp-launch --nproc-per-node with a multiple of " +
+        std::to_string(o.tp) + " (or pass --unsplit)");
   if (dist::get_world_size() == 1 && o.dp > 1 && !o.unsplit)
     throw std::invalid_argument(
         "--dp " + std::to_string(o.dp) +
         " runs each replica's ranks in processes of their own: start train_gpt under tp-launch "
         "--nproc-per-node (pipeline ranks x dp), or leave --dp out");
-  const bool saves = !o.checkpoint_dir.empty() && !o.unsplit && o.profile_out.empty();
+  // Checkpoints: a pipeline's without --tp; --unsplit's under --tp (through an unsplit mirror).
+  const bool saves = !o.checkpoint_dir.empty() && o.unsplit == (o.tp > 1) && o.profile_out.empty();
   if (saves) claim_checkpoint_dir(o, dist::get_rank());
   const std::unique_ptr<Corpus> corpus_ptr =
       train_gpt::open_corpus(o.data, o.tokenizer, o.held_out, o.context, o.seed,
@@ -810,7 +864,7 @@ int run(Options o) {
   tp::set_default_num_threads(o.blas_threads);  // product threads of each stage thread
   Job job(o, corpus, plan ? &*plan : nullptr);
   // The rank with the last stage (of the first replica) knows the losses.
-  const bool prints = job.gets_losses() && job.dp_rank == 0 && (o.tp == 1 || job.rank == 0);
+  const bool prints = job.gets_losses() && job.dp_rank == 0 && job.tp_rank == 0;
   if (prints) print_header(o, job, corpus);
   if (prints && plan)
     std::printf("plan: %s, predicted %.4f s per step, bubble %.1f%%\n", o.plan.c_str(),
@@ -830,7 +884,13 @@ int run(Options o) {
   // Only the generators of this process's stages: another's copy here never draws.
   for (const auto& named : train_gpt::hosted_dropout_generators(job.dropout_generators, job.stages))
     checkpoint_options.generators.push_back(named);
-  checkpoint_options.layout = train_gpt::layout_text(o, job.stages_per_rank);
+  checkpoint_options.layout = o.unsplit ? "unsplit, tp " + std::to_string(o.tp)
+                                        : train_gpt::layout_text(o, job.stages_per_rank);
+  if (saves && o.unsplit) {
+    tp::manual_seed(o.seed);
+    job.tp_checkpoints.emplace(train_gpt::make_model(o, job.vocab).module, job.opt->options(),
+                               o.batch, o.context);
+  }
   RunResult result;
   if (saves)
     result.first_step = resume_step(o, job, checkpoint_options, prints) + 1;

@@ -13,6 +13,7 @@
 #include "in_process_job.h"
 #include "tensorplay/distributed/tensor_parallel/full_state_dict.h"
 #include "tensorplay/distributed/tensor_parallel/model_plans.h"
+#include "tensorplay/distributed/tensor_parallel/parallelize_module.h"
 #include "tensorplay/nn.h"
 #include "tensorplay/optim.h"
 #include "tensorplay/tensor.h"
@@ -151,4 +152,35 @@ TEST_CASE("a Llama read from a Hugging Face folder takes the Llama's plan and sa
   }
   // Split for real: 2 of the 4 query heads of 8 channels.
   CHECK(models[0]->find_tensor("layers.0.self_attn.q_proj.weight").size(0) == 16);
+}
+
+TEST_CASE("a gathered state dict loads into a model split at another tp degree",
+          "[tensor_parallel]") {
+  // The whole state of a GPT (vocabulary parallel: the tied embedding split too).
+  const tpar::ModelPlanOptions split_all{.vocab_parallel = true};
+  tp::manual_seed(3);
+  tp::nn::GPT source(config());
+  const tp::StateDict whole = source->state_dict();
+  std::vector<tp::nn::GPT> models;
+  for (int r = 0; r < 4; ++r) {
+    tp::manual_seed(50);  // other weights: the load must replace them
+    models.emplace_back(config());
+  }
+  std::vector<float> worst(4, INFINITY);
+  std::vector<int64_t> local(4);
+  auto outcomes = tp::testing::run_ranks(4, {0, 1, 2, 3}, std::chrono::seconds(60), [&](auto& w) {
+    const int me = w.rank();
+    tpar::parallelize_module(*models[me], w, tpar::gpt_tp_plan(config(), 4, split_all));
+    tpar::load_full_state_dict(*models[me], whole, w);
+    for (const auto& p : models[me]->parameters()) local[me] += p.numel();
+    worst[me] = max_difference(tpar::full_state_dict(*models[me], w), whole);
+  });
+  int64_t total = 0;
+  for (const auto& p : source->parameters()) total += p.numel();
+  for (int r = 0; r < 4; ++r) {
+    INFO("rank " << r);
+    REQUIRE(outcomes[r].error == "");
+    CHECK(worst[r] == 0.0f);
+    CHECK(local[r] < total);
+  }
 }

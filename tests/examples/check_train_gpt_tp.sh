@@ -2,7 +2,8 @@
 # train_gpt --tp 2 under tp-launch (the whole model split by tensor parallelism over 2 processes)
 # trains the GPT and the Llama (4 query heads, 2 key-value heads) as --unsplit does: the same
 # losses within float32 rounding, gradient clipping included; --export under --tp writes the whole
-# model; and --tp without --unsplit, or with the wrong number of processes, is a clear error.
+# model; and --tp with a pipeline in one process, or with the wrong number of processes, is a
+# clear error.
 # Usage: check_train_gpt_tp.sh TRAIN_GPT TP_LAUNCH SCRATCH_DIR
 set -euo pipefail
 train_gpt=$1 tp_launch=$2 scratch=$3
@@ -62,8 +63,8 @@ for name in x:
 PY
   fail "--tp 2 --export differs from --unsplit --export"
 
-if "$train_gpt" --tp 2 --steps 1 > "$scratch/no_unsplit.out" 2>&1; then fail "--tp without --unsplit ran"; fi
-grep -q "add --unsplit" "$scratch/no_unsplit.out" || { cat "$scratch/no_unsplit.out"; fail "--tp without --unsplit: no clear error"; }
+if "$train_gpt" --tp 2 --steps 1 > "$scratch/no_unsplit.out" 2>&1; then fail "--tp 2 with a pipeline ran in one process"; fi
+grep -q "needs pipeline ranks x dp x 2 processes" "$scratch/no_unsplit.out" || { cat "$scratch/no_unsplit.out"; fail "--tp 2 with a pipeline in one process: no clear error"; }
 if "$train_gpt" "${small[@]}" --tp 2 > "$scratch/one_process.out" 2>&1; then fail "--tp 2 in one process ran"; fi
 grep -q "needs 2 processes" "$scratch/one_process.out" || { cat "$scratch/one_process.out"; fail "--tp 2 in one process: no clear error"; }
 echo "ok"

@@ -36,4 +36,20 @@ StateDict full_state_dict(const nn::Module& module, const ProcessGroup& tp) {
   return out;
 }
 
+void load_full_state_dict(nn::Module& module, const StateDict& full, const ProcessGroup& tp) {
+  StateDict local;
+  for (const auto& [name, whole] : full) {
+    const Tensor here = module.find_tensor(name);
+    const auto spec = here.defined() ? detail::shard_spec_of(here) : std::nullopt;
+    if (!spec || spec->count != tp.size() || whole.shape() == here.shape()) {
+      local.insert(name, whole);
+      continue;
+    }
+    Tensor share = clone(whole);
+    detail::shard_in_place(share, spec->dim, tp.rank(), spec->count, spec->packed);
+    local.insert(name, share);
+  }
+  module.load_state_dict(local);
+}
+
 }  // namespace tensorplay::distributed::tensor_parallel

@@ -15,4 +15,10 @@ namespace tensorplay::distributed::tensor_parallel {
 /// with parallelize_module (any tp degree), or use it unsplit.
 StateDict full_state_dict(const nn::Module& module, const ProcessGroup& tp);
 
+/// Loads `full` (the unsplit model's state dict, full_state_dict's) into `module` split over
+/// `tp` by parallelize_module at any degree: each split tensor takes this member's share of its
+/// whole tensor (packed parts too), the others load as they are (Module::load_state_dict, whose
+/// errors it throws). No communication.
+void load_full_state_dict(nn::Module& module, const StateDict& full, const ProcessGroup& tp);
+
 }  // namespace tensorplay::distributed::tensor_parallel

@@ -1,5 +1,5 @@
-// Tensor parallelism's collectives, built on ProcessGroup::all_reduce and all_gather_tensors
-// (reduce-scatter as an all-reduce and a local chunk, until the group has the real one).
+// Tensor parallelism's collectives, built on ProcessGroup::all_reduce, all_gather_into_tensor,
+// reduce_scatter_tensor and all_gather_tensors (pieces of any shape).
 #include "tensorplay/distributed/tensor_parallel/detail/tp_collectives.h"
 
 #include <chrono>
@@ -55,12 +55,18 @@ Tensor all_reduce_sum(const ProcessGroup& group, const Tensor& x) {
 
 Tensor all_gather_dim(const ProcessGroup& group, const Tensor& x, int64_t dim) {
   const int64_t d = checked_dim(x, dim, "tensor parallel all-gather");
-  if (group.size() == 1) return clone(x.detach());
+  const int64_t n = group.size();
+  if (n == 1) return clone(x.detach());
   Counted counted(x);
-  std::vector<std::vector<Tensor>> all = group.all_gather_tensors({x.detach()});
+  // The members' tensors one after the other, flat; then each put back along `dim`.
+  const Tensor in = clone(x.detach());
+  const int64_t count = in.numel();
+  Tensor flat = empty({n * count}, {.dtype = in.dtype(), .device = in.device()});
+  group.all_gather_into_tensor(flat, in.reshape({count}));
   std::vector<Tensor> pieces;
-  pieces.reserve(all.size());
-  for (auto& member : all) pieces.push_back(member.at(0).to(x.device()));
+  pieces.reserve(static_cast<size_t>(n));
+  for (int64_t r = 0; r < n; ++r)
+    pieces.push_back(narrow(flat, 0, r * count, count).reshape(in.shape()));
   return cat(pieces, d);
 }
 
@@ -74,8 +80,27 @@ std::vector<Tensor> all_gather_pieces(const ProcessGroup& group, const Tensor& x
 }
 
 Tensor reduce_scatter_dim(const ProcessGroup& group, const Tensor& x, int64_t dim) {
-  checked_dim(x, dim, "tensor parallel reduce-scatter");
-  return local_chunk(group, all_reduce_sum(group, x), dim);
+  const int64_t d = checked_dim(x, dim, "tensor parallel reduce-scatter");
+  const int64_t n = group.size(), size = x.size(d);
+  if (n == 1) return clone(x.detach());
+  if (size % n != 0)
+    throw std::invalid_argument("tensor parallel: dimension " + std::to_string(d) + " of shape " +
+                                to_string(x.shape()) + " does not split evenly over " +
+                                std::to_string(n) + " ranks; make it a multiple of the tp degree");
+  Counted counted(x);
+  // Member r's chunk along `dim` made the r-th run of the flat input.
+  const int64_t piece = size / n;
+  std::vector<Tensor> chunks;
+  chunks.reserve(static_cast<size_t>(n));
+  for (int64_t r = 0; r < n; ++r) {
+    const Tensor chunk = clone(narrow(x.detach(), d, r * piece, piece));
+    chunks.push_back(chunk.reshape({chunk.numel()}));
+  }
+  Shape shape = x.shape();
+  shape[d] = piece;
+  Tensor out = empty(shape, {.dtype = x.dtype(), .device = x.device()});
+  group.reduce_scatter_tensor(out, cat(chunks, 0));
+  return out;
 }
 
 Tensor local_chunk(const ProcessGroup& group, const Tensor& x, int64_t dim) {

@@ -1,5 +1,5 @@
-// The collectives tensor parallelism runs, on tensors along one dimension: the one file to change
-// when ProcessGroup gains all_gather_into_tensor and reduce_scatter_tensor.
+// The collectives tensor parallelism runs, on tensors along one dimension, over the process
+// group's all-reduce, all-gather and reduce-scatter.
 #pragma once
 
 #include <cstdint>
