@@ -130,7 +130,10 @@ TEST_CASE("a real 1F1B step's attribution adds up to its makespan", "[step_attri
   const pp::StepAttribution a = pp::attribute_step(events, pp::logged_steps(events).front());
   REQUIRE(a.ranks.size() == 2);
   CHECK(a.ideal_makespan_us > 0);
-  CHECK(a.ideal_makespan_us <= a.makespan_us + 1);
+  // The replay runs each stage's mean action times, so it is no bound on one step: a step whose
+  // slow actions fell off its critical path beats it (2% under load). The same order it is.
+  CHECK(a.ideal_makespan_us < 2 * a.makespan_us);
+  CHECK(a.makespan_us < 2 * a.ideal_makespan_us);
   for (const auto& r : a.ranks) {
     CHECK(r.compute_us > 0);
     CHECK(r.bubble_us >= 0);
