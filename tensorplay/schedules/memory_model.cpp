@@ -45,6 +45,10 @@ void add_effect(const MemoryCosts& c, const Action& a, bool kept_activations, in
       e.transient += c.weight_transient(s);
       e.freed += stash;
       break;
+    case ActionKind::Unshard:
+    case ActionKind::Reshard:
+    case ActionKind::ReduceGrad:
+      break;  // sharded bytes are not modelled yet
     default:
       e.transient += MemoryCosts::of(c.transient_bytes, s);
       break;
