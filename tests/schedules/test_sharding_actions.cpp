@@ -9,6 +9,7 @@
 #include "tensorplay/schedules/schedule_kind.h"
 #include "tensorplay/schedules/sharding_actions.h"
 #include "tensorplay/schedules/simulator.h"
+#include "tensorplay/schedules/timeline_export.h"
 #include "tensorplay/schedules/validator.h"
 
 using namespace tensorplay::schedules;
@@ -153,4 +154,23 @@ TEST_CASE("the simulator costs each stage's all-gather and reduce-scatter", "[sh
   CHECK(collectives == 4);
   costs.all_gather = {0.5, -0.25};
   CHECK_THROWS_WITH(costs.check(2), Catch::Contains("all_gather"));
+}
+
+TEST_CASE("the chrome trace shows each rank's collectives on a track of their own", "[sharding]") {
+  const std::vector<int> placement = {0, 1};
+  CostModel costs = CostModel::uniform(1.0, 1.0, 1.0);
+  costs.all_gather = {0.5};
+  costs.reduce_scatter = {0.5};
+  const PipelineOrder plain = generate_order(ScheduleKind::OneFOneB, 2, 1, 2);
+  const std::string plain_json = chrome_trace_json(simulate_order(plain, placement, 2, costs));
+  CHECK_THAT(plain_json, !Catch::Contains("collectives"));
+  const std::string json =
+      chrome_trace_json(simulate_order(add_sharding_actions(plain), placement, 2, costs));
+  CHECK_THAT(json, Catch::Contains("\"tid\":3,\"args\":{\"name\":\"rank 1 collectives\"}"));
+  CHECK_THAT(json, Catch::Contains("{\"name\":\"1UNSHARD\",\"cat\":\"UNSHARD\",\"ph\":\"X\","
+                                   "\"pid\":0,\"tid\":3,"));
+  CHECK_THAT(json, Catch::Contains("{\"name\":\"0REDUCE_GRAD\",\"cat\":\"REDUCE_GRAD\",\"ph\":"
+                                   "\"X\",\"pid\":0,\"tid\":2,"));
+  CHECK_THAT(json, Catch::Contains("{\"name\":\"0F0\",\"cat\":\"F\",\"ph\":\"X\",\"pid\":0,"
+                                   "\"tid\":0,"));
 }
