@@ -121,6 +121,10 @@ void add_pipeline_options(CLI::App& app, Options& o, std::string& dp, std::strin
                  "tensor parallelism: split the whole model (no pipeline) over this many "
                  "processes, started by tp-launch (the GPT's or the Llama's plan)")
       ->check(at_least(1));
+  app.add_flag("--fsdp", o.fsdp,
+               "shard each stage's parameters, gradients and AdamW state over its --dp replicas "
+               "(fully_shard per block, then the stage); the schedule gathers them once a step "
+               "and reduce-scatters the gradients once (no checkpoints written yet)");
   app.add_option("--recompute", o.recompute,
                  "activation recomputation in every stage: none, full (every block), every:K "
                  "(every K-th block) or type:Name[,Name...] (modules of those types); the blocks "
@@ -255,6 +259,11 @@ void check_options(const Options& o) {
   if (o.tp > 1 && !o.unsplit)
     throw std::invalid_argument("--tp " + std::to_string(o.tp) +
                                 " splits the whole model, without a pipeline: add --unsplit");
+  if (o.fsdp &&
+      (o.unsplit || !o.plan.empty() || o.resume || o.stop_after > 0 || !o.init_from.empty()))
+    throw std::invalid_argument(
+        "--fsdp shards the stages of a pipeline over --dp: it does not go with --unsplit, --plan, "
+        "--resume, --stop-after or --init-from yet (sharded checkpoints are not written)");
   if (o.unsplit && (o.resume || o.stop_after > 0))
     throw std::invalid_argument(needs + " needs checkpoints, which --unsplit does not write");
 }

@@ -49,6 +49,9 @@ struct Options {
   /// Split the whole model (no pipeline) by tensor parallelism over the tp processes tp-launch
   /// starts; 1: none. Implies --unsplit's loop.
   int tp = 1;
+  /// Shard each stage's parameters, gradients and AdamW state over its --dp replicas
+  /// (fully_shard per block, then the stage), gathered once per step by the schedule.
+  bool fsdp = false;
   std::string recompute =
       "none";  ///< none, full, every:K or type:Name,... (tensorplay/pipelining/recompute.h)
   /// A plan file (tp-plan) or "auto" (profile and plan here); empty: the flags above decide.

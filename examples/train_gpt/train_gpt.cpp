@@ -40,6 +40,7 @@
 #include "run_metrics.h"
 #include "step_watch.h"
 #include "tensorplay/base/knobs.h"
+#include "tensorplay/distributed/fsdp/fully_shard.h"
 #include "tensorplay/distributed/init_device_mesh.h"
 #include "tensorplay/distributed/process_group.h"
 #include "tensorplay/distributed/tensor_parallel/clip_grad_norm.h"
@@ -61,6 +62,7 @@ namespace pp = tensorplay::pipelining;
 namespace sc = tensorplay::schedules;
 namespace dist = tensorplay::distributed;
 namespace tpar = tensorplay::distributed::tensor_parallel;
+namespace fsdp = tensorplay::distributed::fsdp;
 using train_gpt::checkpoint_folder_steps;
 using train_gpt::claim_checkpoint_dir;
 using train_gpt::Corpus;
@@ -293,12 +295,28 @@ struct Job {
       recompute_text = recompute.to_string();
     }
     activation_bytes = activation_bytes_per_microbatch(stages);
+    if (o.fsdp) shard_stages();
     schedule = std::make_unique<pp::PipelineSchedule>(
         stages, o.microbatches, loss_fn, kind,
         plan ? pp::schedule_options(*plan) : pp::ScheduleOptions{});
     opt = std::make_unique<tp::optim::AdamW>(
         pp::parameters(stages),
         tp::optim::AdamWOptions{.lr = o.lr, .weight_decay = o.weight_decay});
+  }
+
+  // --fsdp: each stage's blocks sharded over its dp group, then the stage itself (its other
+  // parameters), as torchtitan applies fully_shard.
+  void shard_stages() {
+    if (options.dp < 2)
+      throw std::invalid_argument(
+          "--fsdp shards each stage over its --dp replicas: pass --dp 2 "
+          "or more (tp-launch starts pipeline ranks x dp processes)");
+    for (const auto& stage : stages) {
+      for (const auto& path :
+           pp::recomputed_module_paths(stage->module(), pp::RecomputePolicy::full()))
+        fsdp::fully_shard(stage->module().find_module(path), {.mesh = dp_group});
+      fsdp::fully_shard(stage->module_ptr(), {.mesh = dp_group});
+    }
   }
 
   // --tp: the whole model split over the world by its family's plan.
@@ -335,7 +353,12 @@ struct Job {
           feeds_inputs() ? std::vector<tp::Tensor>{mx.to(device)} : std::vector<tp::Tensor>{},
           {.target = my.to(device), .losses = &losses});
       if (gets_losses()) loss = replicas_mean(mean_of(losses));
-      clip_pipeline_gradients(stages, options.clip, distributed() ? &pipeline_group : nullptr);
+      // Sharded: each rank holds its rows of the gradients, so the squares add up over the world.
+      const dist::ProcessGroup world_group = dist::world_group();
+      clip_pipeline_gradients(stages, options.clip,
+                              options.fsdp    ? &world_group
+                              : distributed() ? &pipeline_group
+                                              : nullptr);
     }
     opt->options().lr = lr;
     opt->step();
@@ -788,7 +811,7 @@ int run(Options o) {
         "--dp " + std::to_string(o.dp) +
         " runs each replica's ranks in processes of their own: start train_gpt under tp-launch "
         "--nproc-per-node (pipeline ranks x dp), or leave --dp out");
-  const bool saves = !o.checkpoint_dir.empty() && !o.unsplit && o.profile_out.empty();
+  const bool saves = !o.checkpoint_dir.empty() && !o.unsplit && !o.fsdp && o.profile_out.empty();
   if (saves) claim_checkpoint_dir(o, dist::get_rank());
   const std::unique_ptr<Corpus> corpus_ptr =
       train_gpt::open_corpus(o.data, o.tokenizer, o.held_out, o.context, o.seed,

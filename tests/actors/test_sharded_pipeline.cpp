@@ -61,6 +61,10 @@ struct Run {
   std::vector<float> losses;
   std::map<std::string, std::vector<float>> grads, params;
   std::vector<int64_t> shard_rows;  ///< rows of each stage's parameters between steps
+  /// This rank's memory_stats after the last step: parameter, gradient and optimizer bytes and
+  /// the gathered-parameter high-water mark.
+  int64_t parameter_bytes = 0, gradient_bytes = 0, optimizer_bytes = 0, gathered_bytes = 0;
+  int blocks = 0;  ///< blocks on this rank
 };
 
 struct Case {
@@ -150,6 +154,16 @@ Run sharded_run(dist::ProcessGroup& world, const tp::StateDict& init, const Case
     tp::Tensor both = tp::from_vector({mine}, {1});
     dp.all_reduce(both);
     if (hosts_last) run.losses.push_back(both.item() / 2);
+    if (step == 2) {
+      const pp::MemoryStats memory = schedule.memory_stats(&opt);
+      for (const pp::RankMemoryStats& r : memory.ranks) {
+        run.parameter_bytes += r.parameter_bytes;
+        run.gradient_bytes += r.gradient_bytes;
+        run.optimizer_bytes += r.optimizer_bytes;
+        run.gathered_bytes = std::max(run.gathered_bytes, r.peak_gathered_parameter_bytes);
+      }
+      for (auto& s : stages) run.blocks += static_cast<int>(s->module().named_children().size());
+    }
     if (step == 2)
       for (auto& s : stages)
         for (auto& [name, p] : s->module().named_parameters())
@@ -217,6 +231,14 @@ void check_case(const tp::StateDict& init, const Run& ref, const Case& c) {
     }
     // Shards between steps: 7 rows -> 4 per member (padded), 5 -> 3.
     for (int64_t rows : runs[r].shard_rows) CHECK((rows == 4 || rows == 3));
+    // memory_stats: a block's shards are 4x5 + 4 + 3x7 + 3 floats, its whole parameters
+    // 7x5 + 7 + 5x7 + 5, gathered at once for the rank's stages; AdamW keeps two moments.
+    const int64_t shard = (4 * 5 + 4 + 3 * 7 + 3) * 4, full = (7 * 5 + 7 + 5 * 7 + 5) * 4;
+    CHECK(runs[r].blocks * 2 == 4);  // 4 blocks over pp 2
+    CHECK(runs[r].parameter_bytes == runs[r].blocks * shard);
+    CHECK(runs[r].gradient_bytes == runs[r].blocks * shard);
+    CHECK(runs[r].optimizer_bytes >= 2 * runs[r].blocks * shard);
+    CHECK(runs[r].gathered_bytes == runs[r].blocks * full);
   }
   CHECK(with_losses == 2);                 // the last stage's two replicas
   CHECK(seen.size() == ref.grads.size());  // every parameter checked somewhere

@@ -2,6 +2,7 @@
 // against their mesh, and the UNSHARD, REDUCE_GRAD and RESHARD actions run on them.
 #include "tensorplay/pipelining/runtime/detail/stage_sharding.h"
 
+#include <algorithm>
 #include <map>
 #include <mutex>
 #include <set>
@@ -25,6 +26,34 @@ struct Settings {
 /// Per stage between its UNSHARD and its RESHARD: its modules' own settings.
 std::mutex saved_mutex;
 std::map<const PipelineStage*, std::vector<Settings>> saved;
+
+/// Gathered-parameter bytes now and their peak, by stage and by rank (its stages' parent memory
+/// account), under saved_mutex.
+struct Gathered {
+  int64_t now = 0, peak = 0;
+};
+std::map<const void*, Gathered> gathered;
+
+const void* rank_key(const PipelineStage& stage) {
+  const auto& parent = stage.memory_account()->parent();
+  return parent ? static_cast<const void*>(parent.get()) : static_cast<const void*>(&stage);
+}
+
+/// Adds `bytes` (negative: drops them) to the stage's and its rank's gathered bytes.
+void count_gathered(const PipelineStage& stage, int64_t bytes) {
+  std::lock_guard lock(saved_mutex);
+  for (const void* key : {static_cast<const void*>(&stage), rank_key(stage)}) {
+    Gathered& g = gathered[key];
+    g.now = std::max<int64_t>(0, g.now + bytes);
+    g.peak = std::max(g.peak, g.now);
+  }
+}
+
+int64_t parameter_bytes(const PipelineStage& stage) {
+  int64_t bytes = 0;
+  for (const Tensor& p : stage.module().parameters()) bytes += static_cast<int64_t>(p.nbytes());
+  return bytes;
+}
 
 void restore(const PipelineStage& stage, const std::vector<fsdp::FSDPModule>& modules) {
   std::vector<Settings> settings;
@@ -106,15 +135,18 @@ void run_sharding_action(PipelineStage& stage, ActionKind kind) {
       }
       for (const fsdp::FSDPModule& m : modules) m.unshard_async();  // every gather in flight
       for (const fsdp::FSDPModule& m : modules) m.unshard();
+      count_gathered(stage, parameter_bytes(stage));
       return;
     }
     case ActionKind::ReduceGrad:
       for (const fsdp::FSDPModule& m : modules) m.reduce_grad();
       return;
-    case ActionKind::Reshard:
+    case ActionKind::Reshard: {
+      count_gathered(stage, -parameter_bytes(stage));
       for (const fsdp::FSDPModule& m : modules) m.reshard();
       restore(stage, modules);
       return;
+    }
     default:
       throw std::logic_error("run_sharding_action: not a sharding action: " +
                              std::string(schedules::kind_name(kind)));
@@ -127,8 +159,23 @@ void abandon_sharding(PipelineStage& stage) {
     if (!saved.count(&stage)) return;
   }
   const std::vector<fsdp::FSDPModule> modules = fsdp::sharded_modules(stage.module_ptr());
+  count_gathered(stage, -parameter_bytes(stage));
   for (const fsdp::FSDPModule& m : modules) m.reshard();
   restore(stage, modules);
+}
+
+std::pair<int64_t, int64_t> gathered_parameter_bytes(const PipelineStage& stage) {
+  std::lock_guard lock(saved_mutex);
+  auto s = gathered.find(&stage);
+  auto r = gathered.find(rank_key(stage));
+  return {s == gathered.end() ? 0 : s->second.peak, r == gathered.end() ? 0 : r->second.peak};
+}
+
+void reset_gathered_peaks(const std::vector<PipelineStage*>& stages) {
+  std::lock_guard lock(saved_mutex);
+  for (PipelineStage* s : stages)
+    for (const void* key : {static_cast<const void*>(s), rank_key(*s)})
+      if (auto it = gathered.find(key); it != gathered.end()) it->second.peak = it->second.now;
 }
 
 schedules::RankOrder with_sharding_actions(const schedules::RankOrder& order,

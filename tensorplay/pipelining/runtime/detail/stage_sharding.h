@@ -2,7 +2,9 @@
 // fully_shard was applied to, the checks on them, and what UNSHARD, REDUCE_GRAD and RESHARD do.
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tensorplay/pipelining/pipeline_stage.h"
@@ -29,6 +31,13 @@ void run_sharding_action(PipelineStage& stage, schedules::ActionKind kind);
 /// After a failed step: the stage's sharded modules resharded and their settings restored, if
 /// an UNSHARD ran without its RESHARD (no collective).
 void abandon_sharding(PipelineStage& stage);
+
+/// The gathered-parameter bytes of `stage` in the step (its parameters' bytes while gathered, the
+/// highest since reset_gathered_peaks) and the highest its rank held gathered at once (its
+/// stages' together); zeros for a stage never gathered.
+std::pair<int64_t, int64_t> gathered_parameter_bytes(const PipelineStage& stage);
+/// Starts a step's gathered-parameter peaks for `stages` and their rank.
+void reset_gathered_peaks(const std::vector<PipelineStage*>& stages);
 
 /// `order` with the sharding actions of `sharded` stages (schedules::add_sharding_actions).
 schedules::RankOrder with_sharding_actions(const schedules::RankOrder& order,
