@@ -527,8 +527,11 @@ void print_header(const Options& o, const Job& job, const Corpus& corpus) {
   if (o.dp > 1)
     std::printf(
         "data parallel: %d replicas of the pipeline (%s), %lld sequences each, gradients "
-        "averaged every step\n",
-        o.dp, tp::distributed::to_string(job.mesh).c_str(), static_cast<long long>(o.batch / o.dp));
+        "averaged every step%s\n",
+        o.dp, tp::distributed::to_string(job.mesh).c_str(), static_cast<long long>(o.batch / o.dp),
+        o.fsdp ? " (--fsdp: each stage's parameters, gradients and AdamW state sharded over its "
+                 "replicas)"
+               : "");
 }
 
 // The step's timeline as an SVG picture and a Chrome trace (times in microseconds).

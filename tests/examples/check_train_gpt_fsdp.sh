@@ -40,7 +40,8 @@ if "$train_gpt" --fsdp --unsplit --steps 1 > "$scratch/unsplit.out" 2>&1; then f
 grep -q "does not go with --unsplit" "$scratch/unsplit.out" ||
   { cat "$scratch/unsplit.out"; fail "--fsdp --unsplit: no clear error"; }
 if timeout 120 "$tp_launch" --nproc-per-node 2 -- "$train_gpt" --layers 2 --width 32 --heads 4 \
-    --context 16 --batch 4 --steps 1 --checkpoint-dir "" --quiet --pp 2 --schedule 1F1B --fsdp \
+    --context 16 --batch 4 --microbatches 2 --steps 1 --checkpoint-dir "" --quiet --pp 2 \
+    --schedule 1F1B --fsdp \
     > "$scratch/no_dp.out" 2>&1; then fail "--fsdp without --dp ran"; fi
 grep -q "pass --dp 2 or more" "$scratch/no_dp.out" ||
   { cat "$scratch/no_dp.out"; fail "--fsdp without --dp: no clear error"; }
