@@ -7,10 +7,13 @@
 #include <cmath>
 #include <map>
 #include <set>
+#include <sstream>
 
 #include "in_process_job.h"
+#include "log_capture.h"
 #include "tensorplay/distributed/fsdp/fully_shard.h"
 #include "tensorplay/nn.h"
+#include "tensorplay/observe/trace_log.h"
 #include "tensorplay/optim.h"
 #include "tensorplay/pipelining/build_stage.h"
 #include "tensorplay/pipelining/pipeline.h"
@@ -287,5 +290,47 @@ TEST_CASE("stages sharded over another group than their dp group, or in part, ar
                                   Catch::Contains("pass mesh[\"dp\"]"));
     CHECK_THAT(part_errors[r], Catch::Contains("is not sharded while others are") &&
                                    Catch::Contains("apply fully_shard to the stage's root module"));
+  }
+}
+
+TEST_CASE("the message log records each sharded stage's UNSHARD, REDUCE_GRAD and RESHARD per step",
+          "[fsdp][pipeline][multiprocess]") {
+  dist::destroy_process_group();
+  const tp::StateDict init = initial_state();
+  std::vector<std::string> errors;
+  const std::string log = log_capture::capture_message_log(
+      [&] { errors = run_case(init, {.kind = sc::ScheduleKind::ZBVZeroBubble}).second; },
+      /*debug=*/true);
+  for (const std::string& e : errors) CHECK(e == "");
+  std::istringstream in(log);
+  const std::vector<pp::LogEvent> events = pp::parse_message_log(in);
+  // ZBV on pp 2: stages 0 and 3 on rank 0, 1 and 2 on rank 1; two replicas log each rank.
+  std::map<std::string, int> started;
+  std::map<std::pair<uint64_t, std::string>, int> first_forward, unshard, reduce, reshard;
+  for (size_t i = 0; i < events.size(); ++i) {
+    const pp::LogEvent& e = events[i];
+    if (e.event != "start") continue;
+    const sc::Action a = sc::parse_action(e.what);
+    const std::string stage = std::to_string(a.stage);
+    const auto key = std::make_pair(e.step, stage);
+    const int at = static_cast<int>(i);
+    if (a.kind == sc::ActionKind::Unshard) ++started["UNSHARD " + stage], unshard.emplace(key, at);
+    if (a.kind == sc::ActionKind::ReduceGrad) ++started["REDUCE_GRAD " + stage], reduce[key] = at;
+    if (a.kind == sc::ActionKind::Reshard) ++started["RESHARD " + stage], reshard[key] = at;
+    if (a.kind == sc::ActionKind::Forward) first_forward.emplace(key, at);
+  }
+  for (int stage = 0; stage < 4; ++stage) {
+    const std::string s = std::to_string(stage);
+    INFO("stage " << s);
+    for (const char* kind : {"UNSHARD ", "REDUCE_GRAD ", "RESHARD "})
+      CHECK(started[kind + s] == 2 * 3);  // two replicas, three steps
+    int steps = 0;
+    for (const auto& [key, at] : unshard) {
+      if (key.second != s) continue;
+      ++steps;
+      CHECK(at < first_forward.at(key));
+      CHECK(reduce.at(key) < reshard.at(key));
+    }
+    CHECK(steps == 3);
   }
 }

@@ -34,9 +34,11 @@ class FSDPModule {
   /// When false, the parameters stay gathered after forward until the backward is done
   /// (FullyShardOptions::reshard_after_forward, changed).
   void set_reshard_after_forward(bool reshard) const;
-  /// The current settings of the three calls above.
+  /// Whether backward reduce-scatters the gradients (set_requires_gradient_sync).
   bool requires_gradient_sync() const;
+  /// Whether the parameters go back to shards after backward (set_reshard_after_backward).
   bool reshard_after_backward() const;
+  /// Whether the parameters go back to shards after forward (set_reshard_after_forward).
   bool reshard_after_forward() const;
   /// Reduce-scatters now the gradients accumulated so far (those kept without sync and those
   /// of backwards whose reduction has not run), as a synced backward ends: what the pipeline
