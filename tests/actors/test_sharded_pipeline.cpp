@@ -50,7 +50,7 @@ struct NetImpl : tp::nn::Module {
 TENSORPLAY_MODULE(Net);
 
 constexpr int kMicrobatches = 4;
-constexpr int64_t kBatch = 16;  // dp 2 x 4 microbatches x 2 rows
+constexpr int64_t kBatch = 16;  // dp 2 x 4 microbatches x 2 rows (dp 4: x 1 row)
 
 tp::Tensor ramp(const tp::Shape& shape, float scale, float shift) {
   std::vector<float> v(static_cast<size_t>(tp::numel(shape)));
@@ -72,6 +72,7 @@ struct Run {
 
 struct Case {
   sc::ScheduleKind kind = sc::ScheduleKind::GPipe;
+  int pp = 2;  ///< pipeline ranks; dp = 4 / pp (pp 1: pure sharded data parallel)
   bool reshard_after_forward = true;
   bool recompute = false;
   /// Bad input: shard over a group of this rank alone, or one linear layer of each stage only.
@@ -112,14 +113,14 @@ Run sharded_run(dist::ProcessGroup& world, const tp::StateDict& init, const Case
   model->load_state_dict(init);
   const int per_rank =
       sc::is_single_stage_per_rank(c.kind) ? 1 : sc::default_stages_per_rank(c.kind);
-  const int num_stages = 2 * per_rank;
+  const int num_stages = c.pp * per_rank;
   pp::SplitSpec split;
   for (int s = 1; s < num_stages; ++s)
     split["b" + std::to_string(s * 4 / num_stages)] = pp::SplitPoint::Beginning;
   auto pipe = pp::pipeline(model, {tp::zeros({2, 5})}, {.split_spec = split});
   const dist::DeviceMesh job = world;
   const dist::DeviceMesh mesh =
-      dist::DeviceMesh("cpu", {2, 2}, {"pp", "dp"}, rank).with_job(job.job());
+      dist::DeviceMesh("cpu", {c.pp, 4 / c.pp}, {"pp", "dp"}, rank).with_job(job.job());
   const dist::ProcessGroup dp = mesh["dp"];
   auto stages = pp::build_stages(
       pipe, pp::stages_of_rank(c.kind, mesh.get_local_rank("pp"), num_stages), tp::cpu(), mesh);
@@ -156,7 +157,7 @@ Run sharded_run(dist::ProcessGroup& world, const tp::StateDict& init, const Case
     for (const tp::Tensor& l : losses) mine += l.item() / static_cast<float>(losses.size());
     tp::Tensor both = tp::from_vector({mine}, {1});
     dp.all_reduce(both);
-    if (hosts_last) run.losses.push_back(both.item() / 2);
+    if (hosts_last) run.losses.push_back(both.item() / static_cast<float>(dp.size()));
     if (step == 2) {
       const pp::MemoryStats memory = schedule.memory_stats(&opt);
       for (const pp::RankMemoryStats& r : memory.ranks) {
@@ -232,18 +233,20 @@ void check_case(const tp::StateDict& init, const Run& ref, const Case& c) {
       INFO("parameter " << name);
       CHECK(max_diff(p, ref.params.at(name)) <= tol);
     }
-    // Shards between steps: 7 rows -> 4 per member (padded), 5 -> 3.
-    for (int64_t rows : runs[r].shard_rows) CHECK((rows == 4 || rows == 3));
-    // memory_stats: a block's shards are 4x5 + 4 + 3x7 + 3 floats, its whole parameters
-    // 7x5 + 7 + 5x7 + 5, gathered at once for the rank's stages; AdamW keeps two moments.
-    const int64_t shard = (4 * 5 + 4 + 3 * 7 + 3) * 4, full = (7 * 5 + 7 + 5 * 7 + 5) * 4;
-    CHECK(runs[r].blocks * 2 == 4);  // 4 blocks over pp 2
+    // Shards between steps: on dp 2, 7 rows -> 4 per member (padded), 5 -> 3; on dp 4, 2 and 2.
+    const int64_t up = c.pp == 2 ? 4 : 2, down = c.pp == 2 ? 3 : 2;
+    for (int64_t rows : runs[r].shard_rows) CHECK((rows == up || rows == down));
+    // memory_stats: a block's shards are up x 5 + up + down x 7 + down floats, its whole
+    // parameters 7x5 + 7 + 5x7 + 5, gathered at once for the rank's stages; AdamW keeps two
+    // moments.
+    const int64_t shard = (up * 5 + up + down * 7 + down) * 4, full = (7 * 5 + 7 + 5 * 7 + 5) * 4;
+    CHECK(runs[r].blocks * c.pp == 4);  // 4 blocks over pp ranks
     CHECK(runs[r].parameter_bytes == runs[r].blocks * shard);
     CHECK(runs[r].gradient_bytes == runs[r].blocks * shard);
     CHECK(runs[r].optimizer_bytes >= 2 * runs[r].blocks * shard);
     CHECK(runs[r].gathered_bytes == runs[r].blocks * full);
   }
-  CHECK(with_losses == 2);                 // the last stage's two replicas
+  CHECK(with_losses == 4 / c.pp);          // the last stage's replicas
   CHECK(seen.size() == ref.grads.size());  // every parameter checked somewhere
 }
 
@@ -261,8 +264,10 @@ TEST_CASE("every schedule trains fully_shard-ed stages on pp 2 x dp 2 as the uns
   }
 }
 
-TEST_CASE("sharded stages train alike with reshard_after_forward off and with recomputation",
-          "[fsdp][pipeline][multiprocess]") {
+TEST_CASE(
+    "sharded stages train alike with reshard_after_forward off, with recomputation and on "
+    "pp 1 x dp 4",
+    "[fsdp][pipeline][multiprocess]") {
   dist::destroy_process_group();
   const tp::StateDict init = initial_state();
   const Run ref = reference_run(init);
@@ -274,6 +279,10 @@ TEST_CASE("sharded stages train alike with reshard_after_forward off and with re
   }
   SECTION("Interleaved1F1B, each block recomputed") {
     check_case(init, ref, {.kind = sc::ScheduleKind::Interleaved1F1B, .recompute = true});
+  }
+  SECTION("pp 1 x dp 4 (pure sharded data parallel): 1F1B, and Interleaved1F1B's two stages") {
+    check_case(init, ref, {.kind = sc::ScheduleKind::OneFOneB, .pp = 1});
+    check_case(init, ref, {.kind = sc::ScheduleKind::Interleaved1F1B, .pp = 1});
   }
 }
 
