@@ -174,3 +174,27 @@ TEST_CASE("the chrome trace shows each rank's collectives on a track of their ow
   CHECK_THAT(json, Catch::Contains("{\"name\":\"0F0\",\"cat\":\"F\",\"ph\":\"X\",\"pid\":0,"
                                    "\"tid\":0,"));
 }
+
+TEST_CASE("the memory model holds a sharded stage's gathered bytes from UNSHARD to RESHARD",
+          "[sharding][memory_model]") {
+  const std::vector<int> placement = {0, 1};
+  CostModel costs = CostModel::uniform(1.0, 1.0, 1.0);
+  costs.memory.activation_bytes = {10};
+  costs.memory.fixed_bytes = {100};  // the shards
+  costs.memory.gathered_bytes = {50, 70};
+  const PipelineOrder plain = generate_order(ScheduleKind::GPipe, 2, 1, 4);
+  // Without sharding actions nothing is gathered: GPipe holds 4 microbatches on each rank.
+  const SimulationResult replicated = simulate_order(plain, placement, 4, costs);
+  CHECK(replicated.peak_bytes == std::vector<double>{140, 140});
+  const SimulationResult sharded = simulate_order(add_sharding_actions(plain), placement, 4, costs);
+  CHECK(sharded.peak_bytes == std::vector<double>{190, 210});
+  // After RESHARD the gathered bytes are gone: each rank's track ends at its shards' level.
+  for (int rank = 0; rank < 2; ++rank) {
+    double last = -1;
+    for (const MemorySample& m : sharded.memory_track)
+      if (m.rank == rank) last = m.bytes;
+    CHECK(last == 0);
+  }
+  costs.memory.gathered_bytes = {-1};
+  CHECK_THROWS_WITH(costs.memory.check(2), Catch::Contains("gathered_bytes"));
+}
