@@ -125,6 +125,10 @@ void add_pipeline_options(CLI::App& app, Options& o, std::string& dp, std::strin
                "shard each stage's parameters, gradients and AdamW state over its --dp replicas "
                "(fully_shard per block, then the stage); the schedule gathers them once a step "
                "and reduce-scatters the gradients once (no checkpoints written yet)");
+  app.add_option("--mixed-precision", o.mixed_precision,
+                 "bf16: with --fsdp, compute in bfloat16 on float32 master shards (gradients "
+                 "reduced in float32)")
+      ->check(CLI::IsMember({"bf16"}));
   app.add_option("--recompute", o.recompute,
                  "activation recomputation in every stage: none, full (every block), every:K "
                  "(every K-th block) or type:Name[,Name...] (modules of those types); the blocks "
@@ -259,6 +263,10 @@ void check_options(const Options& o) {
   if (o.tp > 1 && !o.unsplit)
     throw std::invalid_argument("--tp " + std::to_string(o.tp) +
                                 " splits the whole model, without a pipeline: add --unsplit");
+  if (!o.mixed_precision.empty() && (!o.fsdp || o.dtype != "float32"))
+    throw std::invalid_argument(
+        "--mixed-precision " + o.mixed_precision +
+        " keeps float32 master shards: it needs --fsdp and --dtype float32");
   if (o.fsdp &&
       (o.unsplit || !o.plan.empty() || o.resume || o.stop_after > 0 || !o.init_from.empty()))
     throw std::invalid_argument(

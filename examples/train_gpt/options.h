@@ -52,6 +52,8 @@ struct Options {
   /// Shard each stage's parameters, gradients and AdamW state over its --dp replicas
   /// (fully_shard per block, then the stage), gathered once per step by the schedule.
   bool fsdp = false;
+  /// --mixed-precision: "bf16" computes in bfloat16 on float32 master shards (--fsdp); empty: off.
+  std::string mixed_precision;
   std::string recompute =
       "none";  ///< none, full, every:K or type:Name,... (tensorplay/pipelining/recompute.h)
   /// A plan file (tp-plan) or "auto" (profile and plan here); empty: the flags above decide.

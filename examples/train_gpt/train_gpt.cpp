@@ -253,6 +253,13 @@ struct Job {
           "--batch " + std::to_string(o.batch) + " does not divide into --microbatches " +
           std::to_string(o.microbatches) +
           (o.dp > 1 ? " per replica times --dp " + std::to_string(o.dp) : std::string()));
+    // --mixed-precision bf16: the pipeline is traced in bfloat16 (what the stages compute and
+    // send); the float32 values come back as the stages' master weights before sharding.
+    tp::StateDict masters;
+    if (o.mixed_precision == "bf16") {
+      for (auto& [name, t] : model->state_dict()) masters.insert(name, t.clone().detach());
+      model->to(tp::DType::BFloat16);
+    }
     auto pipe = pp::pipeline(model, {tp::zeros({o.batch / o.dp / o.microbatches, o.context})},
                              plan ? pp::PipelineOptions{.split_spec = plan->split_spec()}
                                   : cut_at_blocks(o, choice.block_prefix, choice.layers));
@@ -295,7 +302,7 @@ struct Job {
       recompute_text = recompute.to_string();
     }
     activation_bytes = activation_bytes_per_microbatch(stages);
-    if (o.fsdp) shard_stages();
+    if (o.fsdp) shard_stages(masters);
     schedule = std::make_unique<pp::PipelineSchedule>(
         stages, o.microbatches, loss_fn, kind,
         plan ? pp::schedule_options(*plan) : pp::ScheduleOptions{});
@@ -306,16 +313,25 @@ struct Job {
 
   // --fsdp: each stage's blocks sharded over its dp group, then the stage itself (its other
   // parameters), as torchtitan applies fully_shard.
-  void shard_stages() {
+  // With `masters` (--mixed-precision bf16), the stages' bfloat16 parameters become float32
+  // master weights of those values first, gathered in bfloat16.
+  void shard_stages(const tp::StateDict& masters) {
     if (options.dp < 2)
       throw std::invalid_argument(
           "--fsdp shards each stage over its --dp replicas: pass --dp 2 "
           "or more (tp-launch starts pipeline ranks x dp processes)");
+    fsdp::FullyShardOptions sharding{.mesh = dp_group};
+    if (options.mixed_precision == "bf16") sharding.mp_policy.param_dtype = tp::DType::BFloat16;
     for (const auto& stage : stages) {
+      if (!masters.empty()) {
+        stage->module().to(tp::DType::Float32);
+        tp::NoGradGuard no_grad;
+        for (auto& [name, p] : stage->module().named_parameters()) p.copy_(masters.at(name));
+      }
       for (const auto& path :
            pp::recomputed_module_paths(stage->module(), pp::RecomputePolicy::full()))
-        fsdp::fully_shard(stage->module().find_module(path), {.mesh = dp_group});
-      fsdp::fully_shard(stage->module_ptr(), {.mesh = dp_group});
+        fsdp::fully_shard(stage->module().find_module(path), sharding);
+      fsdp::fully_shard(stage->module_ptr(), sharding);
     }
   }
 

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # train_gpt --fsdp --dp 2 --pp 2 under tp-launch (4 processes: each stage sharded over its two
 # replicas) trains as the same run without --fsdp: the same losses within float32 rounding,
-# gradient clipping included, under 1F1B and under ZBVZeroBubble (split backward); and --fsdp
-# without --dp, or with --unsplit, is a clear error.
+# gradient clipping included, under 1F1B and under ZBVZeroBubble (split backward); with
+# --mixed-precision bf16 (float32 master shards, bfloat16 compute) within 2%; and --fsdp without
+# --dp, or with --unsplit, and --mixed-precision without --fsdp, are clear errors.
 # Usage: check_train_gpt_fsdp.sh TRAIN_GPT TP_LAUNCH SCRATCH_DIR
 set -euo pipefail
 train_gpt=$1 tp_launch=$2 scratch=$3
@@ -35,6 +36,21 @@ for schedule in 1F1B ZBVZeroBubble; do
       fail "$schedule: --fsdp losses differ by $worst"; }
   echo "$schedule: --fsdp losses within $worst of the replicated run's"
 done
+
+# --mixed-precision bf16: bfloat16 compute on float32 master shards trains within 2% of float32.
+timeout 240 "$tp_launch" --nproc-per-node 4 -- "$train_gpt" "${small[@]}" --fsdp \
+  --mixed-precision bf16 --schedule 1F1B --losses-file "$scratch/1F1B.bf16" \
+  > "$scratch/1F1B.bf16.out" 2>&1 || { cat "$scratch/1F1B.bf16.out"; fail "--mixed-precision bf16 failed"; }
+grep -q "parameters 0.05 MiB" "$scratch/1F1B.bf16.out" ||
+  { cat "$scratch/1F1B.bf16.out"; fail "--mixed-precision bf16: the masters are not float32 shards"; }
+worst=$(compare "$scratch/1F1B.fsdp" "$scratch/1F1B.bf16")
+awk -v w="$worst" 'BEGIN { exit !(w < 0.02) }' ||
+  { paste "$scratch/1F1B.fsdp" "$scratch/1F1B.bf16"; fail "--mixed-precision bf16 differs by $worst"; }
+echo "1F1B: --mixed-precision bf16 losses within $worst of float32's"
+if "$train_gpt" --mixed-precision bf16 --steps 1 > "$scratch/mp_alone.out" 2>&1; then
+  fail "--mixed-precision without --fsdp ran"; fi
+grep -q "it needs --fsdp" "$scratch/mp_alone.out" ||
+  { cat "$scratch/mp_alone.out"; fail "--mixed-precision without --fsdp: no clear error"; }
 
 if "$train_gpt" --fsdp --unsplit --steps 1 > "$scratch/unsplit.out" 2>&1; then fail "--fsdp --unsplit ran"; fi
 grep -q "does not go with --unsplit" "$scratch/unsplit.out" ||
