@@ -92,15 +92,7 @@ class OrderChecker {
     }
     check_owner(a, rank, step);
     Seen& s = seen_[static_cast<std::size_t>(a.stage) * num_microbatches_ + a.microbatch];
-    StageSharding& sharding = sharding_[a.stage];
-    if (sharding.reshard || sharding.reduce_grad) {
-      fail(rank, step,
-           to_string(a) + " runs after stage " + std::to_string(a.stage) + "'s " +
-               (sharding.reduce_grad ? "REDUCE_GRAD" : "RESHARD") +
-               ": place the stage's sharding actions after its last backward");
-    }
-    if (a.kind == ActionKind::FullBackward || a.kind == ActionKind::BackwardWeight)
-      ++sharding.backward_done;
+    StageSharding& sharding = count_for_sharding(a, rank, step);
     switch (a.kind) {
       case ActionKind::Forward:
         if (s.forward) fail(rank, step, "Forward for " + where(a) + " runs twice");
@@ -131,6 +123,20 @@ class OrderChecker {
       default:
         break;
     }
+  }
+
+  // A compute action of a stage: none after its REDUCE_GRAD or RESHARD; B and W counted.
+  StageSharding& count_for_sharding(const Action& a, int rank, int step) {
+    StageSharding& sharding = sharding_[a.stage];
+    if (sharding.reshard || sharding.reduce_grad) {
+      fail(rank, step,
+           to_string(a) + " runs after stage " + std::to_string(a.stage) + "'s " +
+               (sharding.reduce_grad ? "REDUCE_GRAD" : "RESHARD") +
+               ": place the stage's sharding actions after its last backward");
+    }
+    if (a.kind == ActionKind::FullBackward || a.kind == ActionKind::BackwardWeight)
+      ++sharding.backward_done;
+    return sharding;
   }
 
   void check_owner(const Action& a, int rank, int step) {

@@ -105,7 +105,27 @@ std::vector<float> gathered(const tp::Tensor& shard, const dist::ProcessGroup& d
   return all.to_vector();
 }
 
-/// This rank's side: its stages of a pipeline over the {pp 2, dp 2} mesh, each sharded over
+/// Each stage's blocks sharded, then the stage (or, for `c.partly`, one linear layer only);
+/// each block recomputed first under `c.recompute`.
+void shard_stages(const std::vector<std::shared_ptr<pp::PipelineStage>>& stages, const Case& c,
+                  const fsdp::FullyShardOptions& options) {
+  for (auto& s : stages) {
+    if (c.recompute) {
+      s->set_recompute(
+          pp::RecomputePolicy::by_type({s->module().named_children().front().second->type_name()}));
+      if (s->recomputed_modules().empty()) throw std::logic_error("nothing recomputed");
+    }
+    if (c.partly) {
+      fsdp::fully_shard(
+          s->module().named_children().front().second->named_children().front().second, options);
+      continue;
+    }
+    for (auto& [name, block] : s->module().named_children()) fsdp::fully_shard(block, options);
+    fsdp::fully_shard(s->module_ptr(), options);
+  }
+}
+
+/// This rank's side: its stages of a pipeline over the {pp, dp} mesh (4 ranks), each sharded over
 /// "dp", trained 3 AdamW steps on its dp share of the batch. Losses only where the last stage is.
 Run sharded_run(dist::ProcessGroup& world, const tp::StateDict& init, const Case& c) {
   const int rank = world.global_rank();
@@ -126,20 +146,7 @@ Run sharded_run(dist::ProcessGroup& world, const tp::StateDict& init, const Case
       pipe, pp::stages_of_rank(c.kind, mesh.get_local_rank("pp"), num_stages), tp::cpu(), mesh);
   const fsdp::FullyShardOptions options{.mesh = c.own_group ? world.new_group({rank}) : dp,
                                         .reshard_after_forward = c.reshard_after_forward};
-  for (auto& s : stages) {
-    if (c.recompute) {
-      s->set_recompute(
-          pp::RecomputePolicy::by_type({s->module().named_children().front().second->type_name()}));
-      if (s->recomputed_modules().empty()) throw std::logic_error("nothing recomputed");
-    }
-    if (c.partly) {
-      fsdp::fully_shard(
-          s->module().named_children().front().second->named_children().front().second, options);
-      continue;
-    }
-    for (auto& [name, block] : s->module().named_children()) fsdp::fully_shard(block, options);
-    fsdp::fully_shard(s->module_ptr(), options);
-  }
+  shard_stages(stages, c, options);
   tp::optim::AdamW opt(pp::parameters(stages), {.lr = 1e-2f});
   pp::PipelineSchedule schedule(stages, kMicrobatches, tp::nn::mse_loss, c.kind,
                                 {.step_timeout = std::chrono::seconds(60)});
