@@ -16,6 +16,7 @@
 #include "tensorplay/schedules/policy_factory.h"
 #include "tensorplay/schedules/ready_set.h"
 #include "tensorplay/schedules/schedule_kind.h"
+#include "tensorplay/schedules/sharding_actions.h"
 #include "tensorplay/schedules/simulation_result.h"
 #include "tensorplay/schedules/simulator.h"
 #include "tensorplay/schedules/timeline_export.h"

@@ -122,6 +122,14 @@ void add_pipeline_options(CLI::App& app, Options& o, std::string& dp, std::strin
                  "over this many processes, started by tp-launch (the GPT's or the Llama's "
                  "plan; pipeline ranks x dp x tp processes on a {pp, dp, tp} mesh)")
       ->check(at_least(1));
+  app.add_flag("--fsdp", o.fsdp,
+               "shard each stage's parameters, gradients and AdamW state over its --dp replicas "
+               "(fully_shard per block, then the stage); the schedule gathers them once a step "
+               "and reduce-scatters the gradients once (no checkpoints written yet)");
+  app.add_option("--mixed-precision", o.mixed_precision,
+                 "bf16: with --fsdp, compute in bfloat16 on float32 master shards (gradients "
+                 "reduced in float32)")
+      ->check(CLI::IsMember({"bf16"}));
   app.add_option("--recompute", o.recompute,
                  "activation recomputation in every stage: none, full (every block), every:K "
                  "(every K-th block) or type:Name[,Name...] (modules of those types); the blocks "
@@ -262,6 +270,18 @@ void check_options(const Options& o) {
   if (o.unsplit && o.tp == 1 && (o.resume || o.stop_after > 0))
     throw std::invalid_argument(needs +
                                 " needs checkpoints, which --unsplit writes only under --tp");
+  if (o.fsdp && o.tp > 1)
+    throw std::invalid_argument("--fsdp with --tp " + std::to_string(o.tp) +
+                                " is not built yet: shard over --dp or split over --tp, not both");
+  if (!o.mixed_precision.empty() && (!o.fsdp || o.dtype != "float32"))
+    throw std::invalid_argument(
+        "--mixed-precision " + o.mixed_precision +
+        " keeps float32 master shards: it needs --fsdp and --dtype float32");
+  if (o.fsdp &&
+      (o.unsplit || !o.plan.empty() || o.resume || o.stop_after > 0 || !o.init_from.empty()))
+    throw std::invalid_argument(
+        "--fsdp shards the stages of a pipeline over --dp: it does not go with --unsplit, --plan, "
+        "--resume, --stop-after or --init-from yet (sharded checkpoints are not written)");
 }
 
 std::string continue_command(const std::vector<std::string>& command) {

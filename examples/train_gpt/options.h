@@ -49,6 +49,11 @@ struct Options {
   /// Tensor parallelism over tp processes of those tp-launch starts; 1: none. With --unsplit the
   /// whole model is split over them; with a pipeline each stage is (a {pp, dp, tp} mesh).
   int tp = 1;
+  /// Shard each stage's parameters, gradients and AdamW state over its --dp replicas
+  /// (fully_shard per block, then the stage), gathered once per step by the schedule.
+  bool fsdp = false;
+  /// --mixed-precision: "bf16" computes in bfloat16 on float32 master shards (--fsdp); empty: off.
+  std::string mixed_precision;
   std::string recompute =
       "none";  ///< none, full, every:K or type:Name,... (tensorplay/pipelining/recompute.h)
   /// A plan file (tp-plan) or "auto" (profile and plan here); empty: the flags above decide.

@@ -42,12 +42,13 @@
 #include "tensor_parallel_checkpoint.h"
 #include "tensor_parallel_stages.h"
 #include "tensorplay/base/knobs.h"
-#include "tensorplay/knobs.h"
+#include "tensorplay/distributed/fsdp/fully_shard.h"
 #include "tensorplay/distributed/init_device_mesh.h"
 #include "tensorplay/distributed/process_group.h"
 #include "tensorplay/distributed/tensor_parallel/clip_grad_norm.h"
 #include "tensorplay/distributed/tensor_parallel/full_state_dict.h"
 #include "tensorplay/distributed/tensor_parallel/model_plans.h"
+#include "tensorplay/knobs.h"
 #include "tensorplay/observe/message_log.h"
 #include "tensorplay/pipelining/checkpoints/named_checkpoint.h"
 #include "tensorplay/pipelining/pipeline.h"
@@ -64,6 +65,7 @@ namespace pp = tensorplay::pipelining;
 namespace sc = tensorplay::schedules;
 namespace dist = tensorplay::distributed;
 namespace tpar = tensorplay::distributed::tensor_parallel;
+namespace fsdp = tensorplay::distributed::fsdp;
 using train_gpt::checkpoint_folder_steps;
 using train_gpt::claim_checkpoint_dir;
 using train_gpt::Corpus;
@@ -258,6 +260,13 @@ struct Job {
       build_tensor_parallel_pipeline();
       return;
     }
+    // --mixed-precision bf16: the pipeline is traced in bfloat16 (what the stages compute and
+    // send); the float32 values come back as the stages' master weights before sharding.
+    tp::StateDict masters;
+    if (o.mixed_precision == "bf16") {
+      for (auto& [name, t] : model->state_dict()) masters.insert(name, t.clone().detach());
+      model->to(tp::DType::BFloat16);
+    }
     auto pipe = pp::pipeline(model, {tp::zeros({o.batch / o.dp / o.n_microbatches, o.context})},
                              plan ? pp::PipelineOptions{.split_spec = plan->split_spec()}
                                   : cut_at_blocks(o, choice.block_prefix, choice.layers));
@@ -300,6 +309,7 @@ struct Job {
       recompute_text = recompute.to_string();
     }
     activation_bytes = activation_bytes_per_microbatch(stages);
+    if (o.fsdp) shard_stages(masters);
     schedule = std::make_unique<pp::PipelineSchedule>(
         stages, o.n_microbatches, loss_fn, kind,
         plan ? pp::schedule_options(*plan) : pp::ScheduleOptions{});
@@ -323,10 +333,35 @@ struct Job {
     for (const auto& stage : stages) stage->set_recompute(recompute);
     recompute_text = recompute.to_string();
     activation_bytes = activation_bytes_per_microbatch(stages);
-    schedule = std::make_unique<pp::PipelineSchedule>(stages, options.n_microbatches, loss_fn, kind);
+    schedule =
+        std::make_unique<pp::PipelineSchedule>(stages, options.n_microbatches, loss_fn, kind);
     opt = std::make_unique<tp::optim::AdamW>(
         pp::parameters(stages),
         tp::optim::AdamWOptions{.lr = options.lr, .weight_decay = options.weight_decay});
+  }
+
+  // --fsdp: each stage's blocks sharded over its dp group, then the stage itself (its other
+  // parameters), as torchtitan applies fully_shard.
+  // With `masters` (--mixed-precision bf16), the stages' bfloat16 parameters become float32
+  // master weights of those values first, gathered in bfloat16.
+  void shard_stages(const tp::StateDict& masters) {
+    if (options.dp < 2)
+      throw std::invalid_argument(
+          "--fsdp shards each stage over its --dp replicas: pass --dp 2 "
+          "or more (tp-launch starts pipeline ranks x dp processes)");
+    fsdp::FullyShardOptions sharding{.mesh = dp_group};
+    if (options.mixed_precision == "bf16") sharding.mp_policy.param_dtype = tp::DType::BFloat16;
+    for (const auto& stage : stages) {
+      if (!masters.empty()) {
+        stage->module().to(tp::DType::Float32);
+        tp::NoGradGuard no_grad;
+        for (auto& [name, p] : stage->module().named_parameters()) p.copy_(masters.at(name));
+      }
+      for (const auto& path :
+           pp::recomputed_module_paths(stage->module(), pp::RecomputePolicy::full()))
+        fsdp::fully_shard(stage->module().find_module(path), sharding);
+      fsdp::fully_shard(stage->module_ptr(), sharding);
+    }
   }
 
   // --tp: the whole model split over the world by its family's plan.
@@ -364,11 +399,17 @@ struct Job {
           feeds_inputs() ? std::vector<tp::Tensor>{mx.to(device)} : std::vector<tp::Tensor>{},
           {.target = my.to(device), .losses = &losses});
       if (gets_losses()) loss = replicas_mean(mean_of(losses));
-      if (options.tp > 1)
+      if (options.tp > 1) {
         train_gpt::clip_tensor_parallel_gradients(tp_stages, options.clip, pipeline_group,
                                                   tp_group);
-      else
-        clip_pipeline_gradients(stages, options.clip, distributed() ? &pipeline_group : nullptr);
+      } else {
+        // Sharded: each rank holds its rows of the gradients, so the squares add up over the world.
+        const dist::ProcessGroup world_group = dist::world_group();
+        clip_pipeline_gradients(stages, options.clip,
+                                options.fsdp    ? &world_group
+                                : distributed() ? &pipeline_group
+                                                : nullptr);
+      }
     }
     opt->options().lr = lr;
     opt->step();
@@ -545,8 +586,11 @@ void print_header(const Options& o, const Job& job, const Corpus& corpus) {
   if (o.dp > 1)
     std::printf(
         "data parallel: %d replicas of the pipeline (%s), %lld sequences each, gradients "
-        "averaged every step\n",
-        o.dp, tp::distributed::to_string(job.mesh).c_str(), static_cast<long long>(o.batch / o.dp));
+        "averaged every step%s\n",
+        o.dp, tp::distributed::to_string(job.mesh).c_str(), static_cast<long long>(o.batch / o.dp),
+        o.fsdp ? " (--fsdp: each stage's parameters, gradients and AdamW state sharded over its "
+                 "replicas)"
+               : "");
 }
 
 // The step's timeline as an SVG picture and a Chrome trace (times in microseconds).
@@ -843,8 +887,10 @@ int run(Options o) {
         "--dp " + std::to_string(o.dp) +
         " runs each replica's ranks in processes of their own: start train_gpt under tp-launch "
         "--nproc-per-node (pipeline ranks x dp), or leave --dp out");
-  // Checkpoints: a pipeline's without --tp; --unsplit's under --tp (through an unsplit mirror).
-  const bool saves = !o.checkpoint_dir.empty() && o.unsplit == (o.tp > 1) && o.profile_out.empty();
+  // Checkpoints: a pipeline's without --tp or --fsdp; --unsplit's under --tp (through an unsplit
+  // mirror).
+  const bool saves =
+      !o.checkpoint_dir.empty() && o.unsplit == (o.tp > 1) && !o.fsdp && o.profile_out.empty();
   if (saves) claim_checkpoint_dir(o, dist::get_rank());
   const std::unique_ptr<Corpus> corpus_ptr =
       train_gpt::open_corpus(o.data, o.tokenizer, o.held_out, o.context, o.seed,

@@ -8,14 +8,16 @@
 namespace tensorplay::schedules {
 namespace {
 
-constexpr std::array<std::string_view, 9> kKindNames = {
-    "F", "I", "W", "B", "OVERLAP_F_B", "SEND_F", "RECV_F", "SEND_B", "RECV_B"};
+constexpr std::array<std::string_view, 12> kKindNames = {
+    "F",      "I",      "W",      "B",       "OVERLAP_F_B", "SEND_F",
+    "RECV_F", "SEND_B", "RECV_B", "UNSHARD", "RESHARD",     "REDUCE_GRAD"};
 
 [[noreturn]] void bad_action(std::string_view text, std::string_view why) {
   throw std::invalid_argument("invalid action '" + std::string(text) + "': " + std::string(why) +
                               "; expected [stage][kind][microbatch] such as 2F0, 3SEND_F1 or "
                               "(0F7;7B3)OVERLAP_F_B, with kind one of F I W B SEND_F RECV_F "
-                              "SEND_B RECV_B");
+                              "SEND_B RECV_B, or [stage][kind] such as 1UNSHARD, with kind one "
+                              "of UNSHARD RESHARD REDUCE_GRAD");
 }
 
 std::string_view trim(std::string_view text) {
@@ -47,11 +49,16 @@ Action parse_simple(std::string_view original, std::string_view text) {
     if (name == "OVERLAP_F_B" || !text.starts_with(name)) continue;
     std::string_view rest = text.substr(name.size());
     int microbatch = 0;
+    const auto kind = static_cast<ActionKind>(k);
+    if (is_sharding(kind)) {
+      if (!rest.empty()) bad_action(original, "a sharding action takes no microbatch");
+      return make_action(stage, kind, 0);
+    }
     if (rest.empty()) bad_action(original, "the microbatch number is missing");
     if (read_int(rest, microbatch) != rest.size()) {
       bad_action(original, "unexpected text after the kind");
     }
-    return make_action(stage, static_cast<ActionKind>(k), microbatch);
+    return make_action(stage, kind, microbatch);
   }
   bad_action(original, "unknown action kind");
 }
@@ -112,7 +119,7 @@ std::string to_string(const Action& action) {
   }
   std::string text = std::to_string(action.stage);
   text += kind_name(action.kind);
-  text += std::to_string(action.microbatch);
+  if (!is_sharding(action.kind)) text += std::to_string(action.microbatch);
   return text;
 }
 

@@ -12,7 +12,8 @@
 
 namespace tensorplay::schedules {
 
-/// What an action does. Strings: F I W B OVERLAP_F_B SEND_F RECV_F SEND_B RECV_B.
+/// What an action does. Strings: F I W B OVERLAP_F_B SEND_F RECV_F SEND_B RECV_B UNSHARD RESHARD
+/// REDUCE_GRAD.
 enum class ActionKind : uint8_t {
   Forward,         ///< F: forward of one microbatch through one stage.
   BackwardInput,   ///< I: gradient with respect to the stage input only.
@@ -23,6 +24,9 @@ enum class ActionKind : uint8_t {
   RecvF,           ///< RECV_F: receive the forward input of (stage, mb).
   SendB,           ///< SEND_B: send the input gradient of (stage, mb) to the previous stage.
   RecvB,           ///< RECV_B: receive the output gradient of (stage, mb).
+  Unshard,         ///< UNSHARD: gather a sharded stage's parameters (once per step).
+  Reshard,         ///< RESHARD: drop a sharded stage's gathered parameters.
+  ReduceGrad,      ///< REDUCE_GRAD: reduce-scatter a sharded stage's gradients (once per step).
 };
 
 struct Action;
@@ -119,7 +123,7 @@ using PipelineOrder = std::vector<RankOrder>;
 // -- constructors ---------------------------------------------------------------------------------
 
 /// A compute or communication action on one stage and microbatch (inline: generators make
-/// millions).
+/// millions). The sharding actions (UNSHARD, RESHARD, REDUCE_GRAD) have no microbatch: pass 0.
 inline Action make_action(int stage, ActionKind kind, int microbatch) {
   Action action;
   action.stage = stage;
@@ -132,10 +136,19 @@ Action make_overlap(Action forward, Action backward);
 
 // -- kinds ----------------------------------------------------------------------------------------
 
-/// The kind's text: "F", "I", "W", "B", "OVERLAP_F_B", "SEND_F", "RECV_F", "SEND_B", "RECV_B".
+/// The kind's text: "F", "I", "W", "B", "OVERLAP_F_B", "SEND_F", "RECV_F", "SEND_B", "RECV_B",
+/// "UNSHARD", "RESHARD", "REDUCE_GRAD".
 std::string_view kind_name(ActionKind kind);
 /// True for F, I, W, B and OVERLAP_F_B.
 constexpr bool is_compute(ActionKind kind) { return kind <= ActionKind::OverlapFB; }
+/// True for SEND_F, RECV_F, SEND_B and RECV_B: the transfers between stages.
+constexpr bool is_communication(ActionKind kind) {
+  return kind >= ActionKind::SendF && kind <= ActionKind::RecvB;
+}
+/// True for UNSHARD, RESHARD and REDUCE_GRAD: the actions of a stage whose parameters are sharded
+/// over its data-parallel group (one per stage and step, no microbatch). They belong to the
+/// compute-only order: strip_communication keeps them, the validator checks them.
+constexpr bool is_sharding(ActionKind kind) { return kind >= ActionKind::Unshard; }
 /// True for I and B: the actions that produce the gradient for the previous stage.
 constexpr bool is_input_backward(ActionKind kind) {
   return kind == ActionKind::BackwardInput || kind == ActionKind::FullBackward;
@@ -181,7 +194,8 @@ inline int activations_freed(const Action& action) {
 
 // -- text form ------------------------------------------------------------------------------------
 
-/// PyTorch's form: "1F0", "0B3", "3SEND_F1", "(0F3;3B1)OVERLAP_F_B".
+/// PyTorch's form: "1F0", "0B3", "3SEND_F1", "(0F3;3B1)OVERLAP_F_B", "2UNSHARD" (the sharding
+/// actions carry no microbatch).
 std::string to_string(const Action& action);
 /// Inverse of to_string; throws std::invalid_argument naming the bad text.
 Action parse_action(std::string_view text);

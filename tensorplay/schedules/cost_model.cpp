@@ -53,6 +53,10 @@ double CostModel::duration(const Action& action) const {
     case ActionKind::FullBackward:
       return at(input_backward, action.stage, "input_backward") +
              at(weight_backward, action.stage, "weight_backward");
+    case ActionKind::Unshard:
+      return all_gather.empty() ? 0.0 : at(all_gather, action.stage, "all_gather");
+    case ActionKind::ReduceGrad:
+      return reduce_scatter.empty() ? 0.0 : at(reduce_scatter, action.stage, "reduce_scatter");
     case ActionKind::OverlapFB: {
       double sum = 0;
       for (const Action& sub : action.sub_actions) sum += duration(sub);
@@ -84,6 +88,8 @@ void CostModel::check(int num_stages) const {
   check_list(boundary_bytes, "boundary_bytes", n > 1 ? n - 1 : 1);
   if (!recompute_ahead.empty()) check_list(recompute_ahead, "recompute_ahead", n);
   if (!recompute.empty()) check_list(recompute, "recompute", n);
+  if (!all_gather.empty()) check_list(all_gather, "all_gather", n);
+  if (!reduce_scatter.empty()) check_list(reduce_scatter, "reduce_scatter", n);
   for (int s = 0; s < num_stages; ++s) {
     const double input = at(input_backward, s, "input_backward");
     const char* longer = ahead(s) > input           ? "recompute_ahead"

@@ -37,6 +37,13 @@ struct CostModel {
   /// activations and the backward takes this much less.
   std::vector<double> recompute;
 
+  /// Per stage (or one value for every stage; empty: 0): the time of a sharded stage's UNSHARD
+  /// (the all-gather of its parameters). RESHARD costs nothing.
+  std::vector<double> all_gather;
+  /// Per stage (or one value for every stage; empty: 0): the time of a sharded stage's
+  /// REDUCE_GRAD (the reduce-scatter of its gradients).
+  std::vector<double> reduce_scatter;
+
   /// recompute_ahead of `stage` (0 when none).
   double ahead(int stage) const;
   /// recompute of `stage` (0 when none).
@@ -45,7 +52,8 @@ struct CostModel {
   /// F, I and W the same on every stage.
   static CostModel uniform(double forward, double input_backward, double weight_backward);
 
-  /// Duration of a compute action (F, I, W, B = I + W, OVERLAP_F_B). Throws
+  /// Duration of a compute action (F, I, W, B = I + W, OVERLAP_F_B) or a sharding action
+  /// (UNSHARD, REDUCE_GRAD; RESHARD is 0). Throws
   /// std::invalid_argument naming the list when it has no value for the action's stage.
   double duration(const Action& action) const;
   /// Time for the activation (or gradient) of the boundary between `stage` and `stage + 1`.

@@ -67,7 +67,7 @@ PipelineOrder parse_csv(std::string_view text, CsvFormat format) {
                                     std::to_string(row) + "), column " + std::to_string(col) +
                                     ": " + e.what());
       }
-      if (format == CsvFormat::ComputeOnly && !is_compute(action.kind)) {
+      if (format == CsvFormat::ComputeOnly && is_communication(action.kind)) {
         throw std::invalid_argument(
             "CSV row " + std::to_string(row) + ", column " + std::to_string(col) +
             ": expected a compute-only schedule but found communication action '" +

@@ -11,7 +11,7 @@ namespace tensorplay::schedules {
 
 /// Which actions a CSV may hold.
 enum class CsvFormat {
-  ComputeOnly,        ///< F, I, W, B, OVERLAP_F_B only (PyTorch's "compute_only").
+  ComputeOnly,        ///< F, I, W, B, OVERLAP_F_B and the sharding actions (no SEND/RECV).
   WithCommunication,  ///< also SEND_F, RECV_F, SEND_B, RECV_B (PyTorch's "compute_comms").
 };
 

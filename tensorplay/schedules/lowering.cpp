@@ -129,7 +129,7 @@ PipelineOrder strip_communication(const PipelineOrder& order) {
   PipelineOrder compute(order.size());
   for (std::size_t r = 0; r < order.size(); ++r) {
     for (const Action& a : order[r]) {
-      if (is_compute(a.kind)) compute[r].push_back(a);
+      if (!is_communication(a.kind)) compute[r].push_back(a);
     }
   }
   return compute;

@@ -15,7 +15,7 @@ namespace tensorplay::schedules {
 PipelineOrder lower_to_communication(const PipelineOrder& compute_order,
                                      const std::vector<int>& stage_to_rank);
 
-/// Drops SEND/RECV actions, giving back the compute-only order.
+/// Drops SEND/RECV actions, giving back the compute-only order (sharding actions stay).
 PipelineOrder strip_communication(const PipelineOrder& order);
 
 }  // namespace tensorplay::schedules

@@ -34,7 +34,7 @@ bool MemoryCosts::empty() const {
          all_zero(weight_stash_bytes) && all_zero(transient_bytes) && all_zero(retained_bytes) &&
          all_zero(sent_bytes) && all_zero(fixed_bytes) && all_zero(forward_transient_bytes) &&
          all_zero(input_transient_bytes) && all_zero(weight_transient_bytes) &&
-         all_zero(full_backward_transient_bytes);
+         all_zero(full_backward_transient_bytes) && all_zero(gathered_bytes);
 }
 
 double MemoryCosts::of(const std::vector<double>& values, int stage) {
@@ -130,6 +130,7 @@ void MemoryCosts::check(int num_stages) const {
   check_optional_list(input_transient_bytes, "input_transient_bytes", n);
   check_optional_list(weight_transient_bytes, "weight_transient_bytes", n);
   check_optional_list(full_backward_transient_bytes, "full_backward_transient_bytes", n);
+  check_optional_list(gathered_bytes, "gathered_bytes", n);
   check_optional_list(recompute_forward_transient_bytes, "recompute_forward_transient_bytes", n);
   check_optional_list(recompute_input_transient_bytes, "recompute_input_transient_bytes", n);
   check_optional_list(recompute_full_backward_transient_bytes,

@@ -35,6 +35,10 @@ struct MemoryCosts {
   std::vector<double> sent_bytes = {0.0};
   /// Parameters, gradients and optimizer state: held all step.
   std::vector<double> fixed_bytes = {0.0};
+  /// A stage sharded over its dp group (fixed_bytes: its shards): what it holds from its UNSHARD
+  /// to its RESHARD beyond them (the gathered parameters, and the unsharded gradients they
+  /// accumulate). Empty: none.
+  std::vector<double> gathered_bytes;
   /// 1: the stage recomputes (its F keeps recompute_activation_bytes), 0: it does not.
   std::vector<int> recompute = {0};
   /// Held only while a recomputing stage's F runs, its segments' activations (built, then let

@@ -45,6 +45,14 @@ void add_effect(const MemoryCosts& c, const Action& a, bool kept_activations, in
       e.transient += c.weight_transient(s);
       e.freed += stash;
       break;
+    case ActionKind::Unshard:  // a sharded stage's gathered bytes, held until its RESHARD
+      e.taken += MemoryCosts::of(c.gathered_bytes, s);
+      break;
+    case ActionKind::Reshard:
+      e.freed += MemoryCosts::of(c.gathered_bytes, s);
+      break;
+    case ActionKind::ReduceGrad:
+      break;  // its buffers are not modelled
     default:
       e.transient += MemoryCosts::of(c.transient_bytes, s);
       break;

@@ -92,6 +92,7 @@ class Sweep {
 
   // When (stage, kind, microbatch) may start on `rank` as far as its inputs go, or kUnknown.
   double ready_time(int stage, ActionKind kind, int microbatch, int rank) const {
+    if (is_sharding(kind)) return 0.0;  // the stage's own rank: ready once the rank is free
     const std::size_t at = cell(stage, microbatch);
     switch (kind) {
       case ActionKind::Forward:

@@ -52,6 +52,10 @@ const char* trace_color_name(ActionKind kind) {
       return "terrible";
     case ActionKind::OverlapFB:
       return "rail_animation";
+    case ActionKind::Unshard:
+      return "olive";
+    case ActionKind::ReduceGrad:
+      return "yellow";
     default:
       return "grey";
   }
@@ -144,6 +148,10 @@ std::string kind_color(ActionKind kind) {
       return "#e53935";
     case ActionKind::OverlapFB:
       return "#8e24aa";
+    case ActionKind::Unshard:
+      return "#827717";
+    case ActionKind::ReduceGrad:
+      return "#fbc02d";
     default:
       return "#9e9e9e";
   }
@@ -158,17 +166,29 @@ std::string chrome_trace_json(const SimulationResult& result, double microsecond
     first = false;
   };
   add("{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":0,\"args\":{\"name\":\"pipeline\"}}");
-  for (int rank = 0; rank < ranks_of(result); ++rank) {
-    std::string r = std::to_string(rank);
-    add("{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":0,\"tid\":" + r +
-        ",\"args\":{\"name\":\"rank " + r + "\"}}");
-    add("{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":0,\"tid\":" + r +
-        ",\"args\":{\"sort_index\":" + r + "}}");
+  const int ranks = ranks_of(result);
+  // Sharded stages' collectives (UNSHARD, RESHARD, REDUCE_GRAD) on a track of their own under
+  // each rank's: tid ranks + rank.
+  const bool collectives =
+      std::any_of(result.timeline.begin(), result.timeline.end(),
+                  [](const TimelineEvent& e) { return is_sharding(e.action.kind); });
+  auto track = [&](int tid, const std::string& name, int sort) {
+    const std::string t = std::to_string(tid);
+    add("{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":0,\"tid\":" + t + ",\"args\":{\"name\":\"" +
+        name + "\"}}");
+    add("{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":0,\"tid\":" + t +
+        ",\"args\":{\"sort_index\":" + std::to_string(sort) + "}}");
+  };
+  for (int rank = 0; rank < ranks; ++rank) {
+    const std::string r = std::to_string(rank);
+    track(rank, "rank " + r, collectives ? 2 * rank : rank);
+    if (collectives) track(ranks + rank, "rank " + r + " collectives", 2 * rank + 1);
   }
   for (const TimelineEvent& e : result.timeline) {
+    const int tid = is_sharding(e.action.kind) ? ranks + e.rank : e.rank;
     add("{\"name\":\"" + to_string(e.action) + "\",\"cat\":\"" +
         std::string(kind_name(e.action.kind)) + "\",\"ph\":\"X\",\"pid\":0,\"tid\":" +
-        std::to_string(e.rank) + ",\"ts\":" + number(e.start * microseconds_per_unit) +
+        std::to_string(tid) + ",\"ts\":" + number(e.start * microseconds_per_unit) +
         ",\"dur\":" + number((e.end - e.start) * microseconds_per_unit) + ",\"cname\":\"" +
         trace_color_name(e.action.kind) + "\"}");
   }

@@ -16,6 +16,16 @@ struct Seen {
   bool weight = false;
 };
 
+// The sharding actions seen for one stage, and how many of its microbatches finished their
+// weight gradient (B, or W after I).
+struct StageSharding {
+  bool unshard = false;
+  bool reshard = false;
+  bool reduce_grad = false;
+  bool forward = false;  // any F of the stage ran
+  int backward_done = 0;
+};
+
 class OrderChecker {
  public:
   OrderChecker(const PipelineOrder& order, int num_stages, int n_microbatches,
@@ -25,6 +35,7 @@ class OrderChecker {
         n_microbatches_(n_microbatches),
         placement_(placement),
         seen_(static_cast<std::size_t>(num_stages) * n_microbatches),
+        sharding_(num_stages),
         stage_rank_(num_stages, -1) {}
 
   std::vector<int> run() {
@@ -58,38 +69,35 @@ class OrderChecker {
   }
 
   void check(const Action& a, int rank, int step) {
-    if (!is_compute(a.kind) || a.kind == ActionKind::OverlapFB) {
+    if (!(is_compute(a.kind) || is_sharding(a.kind)) || a.kind == ActionKind::OverlapFB) {
       fail(rank, step,
-           "expected a compute action (F, I, W, B, OVERLAP_F_B) but got '" + to_string(a) +
-               "'; strip communication actions before validating");
+           "expected a compute action (F, I, W, B, OVERLAP_F_B) or a sharding action (UNSHARD, "
+           "RESHARD, REDUCE_GRAD) but got '" +
+               to_string(a) + "'; strip communication actions before validating");
     }
     if (a.stage < 0 || a.stage >= num_stages_) {
       fail(
           rank, step,
           "stage " + std::to_string(a.stage) + " is outside 0.." + std::to_string(num_stages_ - 1));
     }
+    if (is_sharding(a.kind)) {
+      check_owner(a, rank, step);
+      check_sharding(a, rank, step);
+      return;
+    }
     if (a.microbatch < 0 || a.microbatch >= n_microbatches_) {
       fail(rank, step,
            "microbatch " + std::to_string(a.microbatch) + " is outside 0.." +
                std::to_string(n_microbatches_ - 1));
     }
-    int& owner = stage_rank_[a.stage];
-    if (owner == -1) owner = rank;
-    if (owner != rank) {
-      fail(rank, step,
-           "Stage " + std::to_string(a.stage) + " is assigned to both rank " +
-               std::to_string(rank) + " and rank " + std::to_string(owner));
-    }
-    if (placement_ && (*placement_)[a.stage] != rank) {
-      fail(rank, step,
-           "Stage " + std::to_string(a.stage) + " runs on rank " + std::to_string(rank) +
-               " but the placement puts it on rank " + std::to_string((*placement_)[a.stage]));
-    }
+    check_owner(a, rank, step);
     Seen& s = seen_[static_cast<std::size_t>(a.stage) * n_microbatches_ + a.microbatch];
+    StageSharding& sharding = count_for_sharding(a, rank, step);
     switch (a.kind) {
       case ActionKind::Forward:
         if (s.forward) fail(rank, step, "Forward for " + where(a) + " runs twice");
         s.forward = true;
+        sharding.forward = true;
         break;
       case ActionKind::FullBackward:
       case ActionKind::BackwardInput: {
@@ -117,6 +125,63 @@ class OrderChecker {
     }
   }
 
+  // A compute action of a stage: none after its REDUCE_GRAD or RESHARD; B and W counted.
+  StageSharding& count_for_sharding(const Action& a, int rank, int step) {
+    StageSharding& sharding = sharding_[a.stage];
+    if (sharding.reshard || sharding.reduce_grad) {
+      fail(rank, step,
+           to_string(a) + " runs after stage " + std::to_string(a.stage) + "'s " +
+               (sharding.reduce_grad ? "REDUCE_GRAD" : "RESHARD") +
+               ": place the stage's sharding actions after its last backward");
+    }
+    if (a.kind == ActionKind::FullBackward || a.kind == ActionKind::BackwardWeight)
+      ++sharding.backward_done;
+    return sharding;
+  }
+
+  void check_owner(const Action& a, int rank, int step) {
+    int& owner = stage_rank_[a.stage];
+    if (owner == -1) owner = rank;
+    if (owner != rank) {
+      fail(rank, step,
+           "Stage " + std::to_string(a.stage) + " is assigned to both rank " +
+               std::to_string(rank) + " and rank " + std::to_string(owner));
+    }
+    if (placement_ && (*placement_)[a.stage] != rank) {
+      fail(rank, step,
+           "Stage " + std::to_string(a.stage) + " runs on rank " + std::to_string(rank) +
+               " but the placement puts it on rank " + std::to_string((*placement_)[a.stage]));
+    }
+  }
+
+  // UNSHARD before the stage's first F, REDUCE_GRAD after its last B or W, RESHARD after both
+  // (and after every compute action of the stage), each at most once.
+  void check_sharding(const Action& a, int rank, int step) {
+    StageSharding& s = sharding_[a.stage];
+    const std::string stage = "stage " + std::to_string(a.stage);
+    const std::string name(kind_name(a.kind));
+    bool& seen = a.kind == ActionKind::Unshard   ? s.unshard
+                 : a.kind == ActionKind::Reshard ? s.reshard
+                                                 : s.reduce_grad;
+    if (seen) fail(rank, step, name + " of " + stage + " runs twice: once per step");
+    seen = true;
+    if (a.kind == ActionKind::Unshard && (s.forward || s.reshard)) {
+      fail(rank, step,
+           "UNSHARD of " + stage + " runs after its " + (s.reshard ? "RESHARD" : "first forward") +
+               ": place it before the stage's first F");
+    }
+    if (a.kind == ActionKind::Unshard) return;
+    if (s.backward_done < n_microbatches_) {
+      fail(rank, step,
+           name + " of " + stage + " runs after " + std::to_string(s.backward_done) + " of its " +
+               std::to_string(n_microbatches_) +
+               " weight gradients (B or W): place it after the stage's last backward");
+    }
+    if (a.kind == ActionKind::ReduceGrad && s.reshard) {
+      fail(rank, step, "REDUCE_GRAD of " + stage + " runs after its RESHARD: place it before");
+    }
+  }
+
   void check_counts() const {
     if (placement_ && static_cast<int>(placement_->size()) != num_stages_) {
       fail_count("the placement lists " + std::to_string(placement_->size()) +
@@ -140,6 +205,7 @@ class OrderChecker {
   int n_microbatches_;
   const std::vector<int>* placement_;
   std::vector<Seen> seen_;
+  std::vector<StageSharding> sharding_;
   std::vector<int> stage_rank_;
 };
 
@@ -148,7 +214,7 @@ class OrderChecker {
 std::vector<int> validate_order(const PipelineOrder& order, int num_stages, int n_microbatches,
                                 const std::vector<int>* placement) {
   if (num_stages < 1 || n_microbatches < 1) {
-    throw std::invalid_argument("validate_order needs num_stages >= 1 and num_microbatches >= 1");
+    throw std::invalid_argument("validate_order needs num_stages >= 1 and n_microbatches >= 1");
   }
   std::vector<int> mapping = OrderChecker(order, num_stages, n_microbatches, placement).run();
   step_order(order, num_stages, n_microbatches);  // throws on deadlock

@@ -1,5 +1,5 @@
 // Validator for compute-only orders: every F exactly once per stage and microbatch, I/B after F,
-// W after I, each stage on one rank, and cross-rank dependencies satisfiable (no deadlock).
+// W after I, sharding actions in place, each stage on one rank, and no cross-rank deadlock.
 #pragma once
 
 #include <vector>
@@ -9,9 +9,11 @@
 
 namespace tensorplay::schedules {
 
-/// Checks `order` for `num_stages` stages and `num_microbatches` microbatches and returns the
+/// Checks `order` for `num_stages` stages and `n_microbatches` microbatches and returns the
 /// stage -> rank mapping it implies. When `placement` is given (stage -> rank), every stage must
-/// run on its rank. Throws ScheduleError with PyTorch's step-by-rank table, failing step marked.
+/// run on its rank. Sharding actions are optional, at most one of each kind per stage: UNSHARD
+/// before the stage's first F, REDUCE_GRAD after its last B or W, RESHARD after both.
+/// Throws ScheduleError with PyTorch's step-by-rank table, failing step marked.
 std::vector<int> validate_order(const PipelineOrder& order, int num_stages, int n_microbatches,
                                 const std::vector<int>* placement = nullptr);
 

@@ -248,4 +248,14 @@ void FsdpState::post_backward() {
   if (reshard_after_backward) reshard();
 }
 
+void FsdpState::reduce_grad() {
+  wait_unshard();
+  const bool was_sync = sync, was_reshard = reshard_after_backward;
+  sync = true;
+  reshard_after_backward = false;
+  post_backward();
+  sync = was_sync;
+  reshard_after_backward = was_reshard;
+}
+
 }  // namespace tensorplay::distributed::fsdp::detail

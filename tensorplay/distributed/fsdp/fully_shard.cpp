@@ -5,6 +5,7 @@
 #include <cmath>
 #include <map>
 #include <mutex>
+#include <set>
 #include <stdexcept>
 
 #include "tensorplay/distributed/fsdp/detail/fsdp_state.h"
@@ -19,7 +20,7 @@ namespace {
 
 /// Modules sharded and parameters held by a sharding state, in this process.
 std::mutex registry_mutex;
-std::map<const nn::Module*, std::weak_ptr<FsdpState>> sharded_modules;
+std::map<const nn::Module*, std::weak_ptr<FsdpState>> module_states;
 std::map<const TensorImpl*, std::weak_ptr<FsdpState>> sharded_params;
 
 bool held(const TensorImpl* impl) {
@@ -30,7 +31,7 @@ bool held(const TensorImpl* impl) {
 /// The module's parameters not held by a sharded submodule, checked on one device.
 std::vector<ShardedParam> own_parameters(nn::Module& module) {
   std::lock_guard lock(registry_mutex);
-  if (auto it = sharded_modules.find(&module); it != sharded_modules.end() && !it->second.expired())
+  if (auto it = module_states.find(&module); it != module_states.end() && !it->second.expired())
     throw std::invalid_argument("fully_shard: the module (" + module.type_name() +
                                 ") is already sharded; apply fully_shard once per module");
   std::vector<ShardedParam> out;
@@ -105,7 +106,7 @@ FSDPModule fully_shard(const std::shared_ptr<nn::Module>& module, FullyShardOpti
   state->shard_parameters();
   {
     std::lock_guard lock(registry_mutex);
-    sharded_modules[module.get()] = state;
+    module_states[module.get()] = state;
     for (ShardedParam& p : state->params()) sharded_params[p.param.impl_ptr().get()] = state;
   }
   std::weak_ptr<FsdpState> weak = state;
@@ -134,6 +135,7 @@ FSDPModule fully_shard(const std::shared_ptr<nn::Module>& module, FullyShardOpti
 }
 
 void FSDPModule::unshard() const { state_->unshard(); }
+void FSDPModule::unshard_async() const { state_->unshard_async(); }
 void FSDPModule::reshard() const { state_->reshard(); }
 void FSDPModule::set_requires_gradient_sync(bool sync) const { state_->sync = sync; }
 void FSDPModule::set_reshard_after_backward(bool reshard) const {
@@ -147,11 +149,39 @@ void FSDPModule::set_modules_to_backward_prefetch(const std::vector<FSDPModule>&
   state_->backward_prefetch.clear();
   for (const FSDPModule& m : modules) state_->backward_prefetch.push_back(m.state_);
 }
+void FSDPModule::set_reshard_after_forward(bool reshard) const {
+  state_->set_reshard_after_forward(reshard);
+}
+bool FSDPModule::requires_gradient_sync() const { return state_->sync; }
+bool FSDPModule::reshard_after_backward() const { return state_->reshard_after_backward; }
+bool FSDPModule::reshard_after_forward() const { return state_->reshard_after_forward(); }
+void FSDPModule::reduce_grad() const { state_->reduce_grad(); }
 const ProcessGroup& FSDPModule::group() const { return state_->group(); }
 size_t FSDPModule::shard_bytes() const {
   size_t bytes = 0;
   for (const ShardedParam& p : state_->params()) bytes += p.shard.nbytes();
   return bytes;
+}
+
+bool is_sharded(const Tensor& parameter) {
+  if (!parameter.defined()) return false;
+  std::lock_guard lock(registry_mutex);
+  return held(parameter.impl_ptr().get());
+}
+
+std::vector<FSDPModule> sharded_modules(const std::shared_ptr<nn::Module>& root) {
+  std::vector<FSDPModule> out;
+  if (!root) return out;
+  std::set<const nn::Module*> seen;
+  const auto tree = root->named_modules();  // root first, then pre-order
+  std::lock_guard lock(registry_mutex);
+  for (const auto& [name, m] : tree) {
+    if (!seen.insert(m.get()).second) continue;
+    auto it = module_states.find(m.get());
+    if (it == module_states.end()) continue;
+    if (auto state = it->second.lock()) out.emplace_back(state);
+  }
+  return out;
 }
 
 float clip_grad_norm(const std::vector<Tensor>& parameters, float max_norm,

@@ -20,6 +20,9 @@ class FSDPModule {
  public:
   /// Gathers the module's parameters now (the module's own, not its sharded children's).
   void unshard() const;
+  /// Starts that gather and returns (FSDP2's unshard(async_op=True)): unshard(), the forward or
+  /// reshard() waits for it.
+  void unshard_async() const;
   /// Frees the gathered parameters: the module's parameters are this rank's shards again.
   void reshard() const;
   /// When false, backward keeps the gradients unsharded and accumulates them (no collective);
@@ -28,6 +31,20 @@ class FSDPModule {
   /// When false, the parameters stay gathered after backward (call reshard() before stepping
   /// an optimizer: it updates the shards).
   void set_reshard_after_backward(bool reshard) const;
+  /// When false, the parameters stay gathered after forward until the backward is done
+  /// (FullyShardOptions::reshard_after_forward, changed).
+  void set_reshard_after_forward(bool reshard) const;
+  /// Whether backward reduce-scatters the gradients (set_requires_gradient_sync).
+  bool requires_gradient_sync() const;
+  /// Whether the parameters go back to shards after backward (set_reshard_after_backward).
+  bool reshard_after_backward() const;
+  /// Whether the parameters go back to shards after forward (set_reshard_after_forward).
+  bool reshard_after_forward() const;
+  /// Reduce-scatters now the gradients accumulated so far (those kept without sync and those
+  /// of backwards whose reduction has not run), as a synced backward ends: what the pipeline
+  /// schedules' REDUCE_GRAD action does after a stage's last backward of a step. Gathers the
+  /// parameters first when they are not. Collective over the group.
+  void reduce_grad() const;
   /// Modules (sharded) whose all-gather starts when this module's forward starts.
   void set_modules_to_forward_prefetch(const std::vector<FSDPModule>& modules) const;
   /// Modules (sharded) whose all-gather starts when this module's backward starts.
@@ -59,6 +76,12 @@ template <typename Holder, typename = typename Holder::ImplType>
 FSDPModule fully_shard(const Holder& module, FullyShardOptions options = {}) {
   return fully_shard(std::static_pointer_cast<nn::Module>(module.ptr()), std::move(options));
 }
+
+/// Whether `parameter` is held, as a shard, by a module fully_shard was applied to.
+bool is_sharded(const Tensor& parameter);
+
+/// The modules of `root`'s tree (root included, pre-order) that fully_shard was applied to.
+std::vector<FSDPModule> sharded_modules(const std::shared_ptr<nn::Module>& root);
 
 /// clip_grad_norm for sharded parameters: the global L2 norm of the gradients over the shards of
 /// every member of `group` (an all-reduce of the squared norms), gradients scaled by

@@ -14,7 +14,7 @@ namespace {
 
 namespace sc = schedules;
 
-constexpr int kKinds = static_cast<int>(sc::ActionKind::RecvB) + 1;
+constexpr int kKinds = static_cast<int>(sc::ActionKind::ReduceGrad) + 1;
 
 // Per action kind: how many ran and their total duration.
 struct KindTotals {

@@ -9,6 +9,7 @@
 
 #include "tensorplay/distributed/detail/group_backend.h"
 #include "tensorplay/distributed/detail/group_runtime.h"
+#include "tensorplay/pipelining/runtime/detail/stage_sharding.h"
 #include "tensorplay/transport/nccl_all_reduce.h"
 
 namespace tensorplay::pipelining::detail {
@@ -68,6 +69,9 @@ std::unique_ptr<DataParallelHook> DataParallelHook::make(const ScheduleSpec& spe
   const std::string name = spec.name();
   const distributed::DeviceMesh& mesh = stages_mesh(spec);
   if (mesh.empty() || !mesh.has_dim("dp") || mesh.size("dp") == 1) return nullptr;
+  // Sharded stages reduce their gradients themselves (REDUCE_GRAD); check_sharded_stages made
+  // sure no parameter beside theirs needs averaging.
+  if (!sharded_stage_indices(spec.local_stages()).empty()) return nullptr;
   if (!spec.runtime())
     throw std::invalid_argument(name +
                                 ": the stages' mesh has a \"dp\" dimension but the process "

@@ -12,6 +12,7 @@
 #include "tensorplay/core/tensor_memory.h"
 #include "tensorplay/optim/optimizer.h"
 #include "tensorplay/pipelining/pipeline_stage.h"
+#include "tensorplay/pipelining/runtime/detail/stage_sharding.h"
 #include "tensorplay/pipelining/runtime/step_data.h"
 
 namespace tensorplay::pipelining {
@@ -85,6 +86,7 @@ void reset_memory_peaks(const std::vector<PipelineStage*>& stages) {
     s->memory_account()->reset_peaks();
     if (s->memory_account()->parent()) s->memory_account()->parent()->reset_peaks();
   }
+  detail::reset_gathered_peaks(stages);
 }
 
 int64_t rank_memory_bytes(const std::vector<PipelineStage*>& stages) {
@@ -111,6 +113,7 @@ MemoryStats collect_memory_stats(const std::vector<std::shared_ptr<PipelineStage
     st.activation_bytes = a.current(MemoryKind::Activation);
     count_fixed(*s, st);
     st.optimizer_bytes = optimizer_of[st.stage];
+    st.gathered_parameter_bytes = detail::gathered_parameter_bytes(*s).first;
     out.stages.push_back(st);
 
     RankMemoryStats& r = rank_entry(out.ranks, st.rank);
@@ -120,6 +123,7 @@ MemoryStats collect_memory_stats(const std::vector<std::shared_ptr<PipelineStage
     r.parameter_bytes += st.parameter_bytes;
     r.gradient_bytes += st.gradient_bytes;
     r.optimizer_bytes += st.optimizer_bytes;
+    r.peak_gathered_parameter_bytes = detail::gathered_parameter_bytes(*s).second;
     r.peak_bytes = ra.peak();  // fixed bytes added below, once all stages are counted
   }
   for (RankMemoryStats& r : out.ranks) r.peak_bytes += r.parameter_bytes + r.optimizer_bytes;

@@ -29,6 +29,10 @@ struct StageMemoryStats {
   int64_t parameter_bytes = 0;   ///< the stage's parameters and buffers
   int64_t gradient_bytes = 0;    ///< its parameters' .grad tensors now
   int64_t optimizer_bytes = 0;   ///< the optimizer's state of its parameters (0 without one)
+  /// A stage sharded with fully_shard: the bytes of its parameters while gathered (from its
+  /// UNSHARD to its RESHARD) in the step; 0 for a stage not sharded. Its parameter, gradient and
+  /// optimizer bytes above are this rank's shards.
+  int64_t gathered_parameter_bytes = 0;
 };
 
 /// One rank's bytes over the last step (its stages together, this process's ranks only).
@@ -39,6 +43,9 @@ struct RankMemoryStats {
   int64_t parameter_bytes = 0;
   int64_t gradient_bytes = 0;
   int64_t optimizer_bytes = 0;
+  /// The most parameter bytes its sharded stages held gathered at once during the step (the
+  /// gathered-parameter high-water mark; 0 without sharded stages).
+  int64_t peak_gathered_parameter_bytes = 0;
   /// The measured peak: parameters and optimizer state, plus the highest activation and gradient
   /// bytes its stages held together at any moment of the step.
   int64_t peak_bytes = 0;

@@ -14,6 +14,7 @@
 #include "tensorplay/pipelining/runtime/detail/actor_ranks.h"
 #include "tensorplay/pipelining/runtime/detail/remote_error.h"
 #include "tensorplay/pipelining/runtime/detail/schedule_impl.h"
+#include "tensorplay/pipelining/runtime/detail/stage_sharding.h"
 #include "tensorplay/pipelining/runtime/detail/step_io.h"
 
 namespace tensorplay::pipelining {
@@ -128,6 +129,7 @@ void PipelineSchedule::Impl::check_local() {
   spec.placement = place_stages(spec.kind, spec.stages[0]->num_stages(), spec.n_microbatches,
                                 spec.options.stages_per_rank, spec.options.order);
   check_shared_parameters();
+  detail::check_sharded_stages(spec.local_stages(), spec.name());
   for (const auto& s : spec.stages) {
     s->claim(this, spec.name());
     claimed.push_back(s.get());

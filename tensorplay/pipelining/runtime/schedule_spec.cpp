@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "tensorplay/distributed/detail/group_runtime.h"
+#include "tensorplay/pipelining/runtime/detail/stage_sharding.h"
 #include "tensorplay/schedules/policy.h"
 
 namespace tensorplay::pipelining::detail {
@@ -19,10 +20,24 @@ std::shared_ptr<StageWorker> ScheduleSpec::make_worker(int rank,
                                                        std::shared_ptr<transport::Channel> channel,
                                                        std::vector<int> stage_to_peer,
                                                        int self_peer) const {
+  // Stages sharded with fully_shard: UNSHARD, REDUCE_GRAD and RESHARD in this rank's order.
+  const std::vector<int> sharded = sharded_stage_indices(stages_of(rank));
+  schedules::PipelineOrder order = placement.order;
+  order.at(rank) = with_sharding_actions(order.at(rank), sharded);
   auto training_policy = schedules::make_policy(
       options.policy,
-      schedules::policy_context(rank, placement.order, placement.stage_to_rank, n_microbatches));
-  auto eval_policy = schedules::make_static_order_policy(forward_only(placement.order[rank]));
+      schedules::policy_context(rank, order, placement.stage_to_rank, n_microbatches));
+  if (!sharded.empty() && !training_policy->is_static_order())
+    throw std::invalid_argument(name() + ": stage " + std::to_string(sharded.front()) +
+                                " is sharded with fully_shard, which runs under the schedule's "
+                                "order only; drop ScheduleOptions::policy");
+  // Eval gathers a sharded stage's parameters around its forwards and reduces nothing.
+  schedules::RankOrder eval_order =
+      with_sharding_actions(forward_only(placement.order[rank]), sharded);
+  std::erase_if(eval_order, [](const schedules::Action& a) {
+    return a.kind == schedules::ActionKind::ReduceGrad;
+  });
+  auto eval_policy = schedules::make_static_order_policy(std::move(eval_order));
   // Under a fixed order, a stage whose every forward is followed at once by its own backward
   // gains nothing from recomputation: it runs without (a dynamic policy decides as it goes).
   std::vector<int> skip;

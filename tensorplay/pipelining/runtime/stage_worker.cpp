@@ -11,6 +11,7 @@
 #include "tensorplay/core/tensor_memory.h"
 #include "tensorplay/observe/message_log.h"
 #include "tensorplay/pipelining/pipe_digest.h"
+#include "tensorplay/pipelining/runtime/detail/stage_sharding.h"
 #include "tensorplay/pipelining/runtime/memory_stats.h"
 #include "tensorplay/wire/protocol.h"
 
@@ -305,7 +306,10 @@ std::string StageWorker::running() const {
 }
 
 void StageWorker::abort_step(uint64_t failed_step) {
-  for (PipelineStage* s : stages_) s->clear();
+  for (PipelineStage* s : stages_) {
+    s->clear();
+    detail::abandon_sharding(*s);
+  }
   if (step_) {
     policy().reset();
     // Keep what later steps already sent; drop this step's.
@@ -416,6 +420,11 @@ void StageWorker::run(const Action& action, const NotificationSink& send, bool i
       // On one CPU thread (or one stream) the pair runs back to back; the schedule still gains
       // from the order it implies.
       for (const Action& sub : action.sub_actions) run(sub, send, true);
+      return;
+    case ActionKind::Unshard:
+    case ActionKind::Reshard:
+    case ActionKind::ReduceGrad:
+      detail::run_sharding_action(stage(action.stage), action.kind);
       return;
     default:
       throw std::logic_error("stage worker got communication action " + to_string(action) +

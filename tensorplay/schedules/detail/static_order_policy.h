@@ -38,9 +38,10 @@ class alignas(64) StaticOrderPolicy final : public SchedulePolicy {
     order_.reserve(order.size());
     for (std::size_t i = 0; i < order.size(); ++i) {
       Action& action = order[i];
-      if (!is_compute(action.kind)) {
+      if (is_communication(action.kind)) {
         throw std::invalid_argument(
-            "the static-order policy takes compute actions only, but position " +
+            "the static-order policy takes compute actions only (sharding ones too), but "
+            "position " +
             std::to_string(i) + " holds '" + to_string(action) +
             "'; pass the compute-only order (strip_communication)");
       }

@@ -59,6 +59,11 @@ class FsdpState : public std::enable_shared_from_this<FsdpState> {
   /// A parameter's gradient was accumulated: after the last expected one, post_backward.
   void accumulated();
   void post_backward();
+  /// post_backward with sync on and the parameters kept gathered (gathered first if they are
+  /// not): the reduce-scatter of whatever gradients were accumulated.
+  void reduce_grad();
+  void set_reshard_after_forward(bool reshard) { options_.reshard_after_forward = reshard; }
+  bool reshard_after_forward() const { return options_.reshard_after_forward; }
 
   const ProcessGroup& group() const { return group_; }
   std::vector<ShardedParam>& params() { return params_; }
