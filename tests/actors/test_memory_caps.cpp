@@ -160,9 +160,9 @@ TEST_CASE("predictions from the profiles hold within 10% on a model with dropout
     const int num_stages = kRanks * per_rank;
     auto stages = make_stages(num_stages, "none");
     sc::CostModel costs = sc::CostModel::uniform(1, 1, 1);
-    costs.memory = pp::memory_costs_from(profile(stages));
+    const auto profiles = profile(stages);
     for (bool outputs : {true, false}) {
-      if (!outputs) costs.memory.retained_bytes = {0};
+      costs.memory = pp::memory_costs_from(profiles, 0, outputs);
       const Measured m = measure(stages, kind, outputs);
       const sc::SimulationResult sim = sc::simulate_order(
           m.order, sc::stage_to_rank(kind, kRanks, per_rank), kMicrobatches, costs);
@@ -200,9 +200,9 @@ TEST_CASE("predictions from profiles taken as set up hold within 10% with recomp
       auto stages = make_stages(kRanks * per_rank, run.policy, 0.1f, run.blocks);
       // One path: each stage profiled with its policy, the costs from memory_costs_from.
       sc::CostModel costs = sc::CostModel::uniform(1, 1, 1);
-      costs.memory = pp::memory_costs_from(job(0.1f, run.blocks).profile(stages));
+      const auto profiles = job(0.1f, run.blocks).profile(stages);
       for (bool outputs : {true, false}) {
-        if (!outputs) costs.memory.retained_bytes = {0};
+        costs.memory = pp::memory_costs_from(profiles, 0, outputs);
         const Measured m = measure(stages, kind, outputs);
         const sc::SimulationResult sim = sc::simulate_order(
             m.order, sc::stage_to_rank(kind, kRanks, per_rank), kMicrobatches, costs);

@@ -101,7 +101,12 @@ StageMemoryProfile profile_stage_memory(PipelineStage& stage, const MemoryProfil
     std::vector<Tensor> outputs = stage.forward(0, inputs);
     if (stage.is_last()) {
       stage.compute_loss(0, options.target.to(stage.device()), options.loss_fn);
-      for (const Tensor& t : outputs) out.retained_bytes += static_cast<int64_t>(t.nbytes());
+      for (const Tensor& t : outputs) {
+        const auto bytes = static_cast<int64_t>(t.nbytes());
+        out.retained_bytes += bytes;
+        // Also held by the graph (a loss that saved its logits): freed by the backward only.
+        if (t.defined() && t.impl().storage.use_count() > 1) out.retained_kept_bytes += bytes;
+      }
     } else {
       // Sent on: the next stage's once it takes them, unless the stage's own graph holds them too
       // (then they stay in its activation bytes).
@@ -183,10 +188,19 @@ void add_recompute_costs(const StageMemoryProfile& p, schedules::MemoryCosts& co
       static_cast<double>(p.kept_full_backward_transient_bytes);
 }
 
+// Steps that return no outputs: the stage retains nothing past its backward, and the outputs its
+// graph holds anyway are activations of every kind of F (plain, recomputing, keeping).
+void drop_retained(const StageMemoryProfile& p, schedules::MemoryCosts& costs) {
+  costs.retained_bytes.back() = 0;
+  const auto kept = static_cast<double>(p.retained_kept_bytes);
+  costs.activation_bytes.back() += kept;
+  if (p.recomputed_segments > 0) costs.recompute_activation_bytes.back() += kept;
+}
+
 }  // namespace
 
 schedules::MemoryCosts memory_costs_from(const std::vector<StageMemoryProfile>& profiles,
-                                         double optimizer_state_factor) {
+                                         double optimizer_state_factor, bool outputs_returned) {
   if (profiles.empty()) throw std::invalid_argument("memory_costs_from: no stage profiles");
   schedules::MemoryCosts costs;
   costs.activation_bytes.clear();
@@ -220,6 +234,7 @@ schedules::MemoryCosts memory_costs_from(const std::vector<StageMemoryProfile>& 
     costs.fixed_bytes.push_back(static_cast<double>(p.parameter_bytes) *
                                 (2.0 + optimizer_state_factor));
     add_recompute_costs(p, costs);
+    if (!outputs_returned) drop_retained(p, costs);
   }
   return costs;
 }
