@@ -156,6 +156,7 @@ std::vector<Tensor> PipelineStage::forward(int mb, const std::vector<Tensor>& in
     s.outputs = module_->forward_outputs(s.inputs, on_device);
   }
   s.rebuilt_ahead = keep_all;  // nothing to rebuild
+  s.kept = keep_all;
   std::vector<Tensor> to_send;
   for (const Tensor& out : s.outputs) to_send.push_back(out.detach());
   if (!autograd::grad_enabled()) {
@@ -273,7 +274,10 @@ std::vector<Tensor> PipelineStage::backward_input(int mb, const std::vector<Tens
   // full backward does, rather than holding a parameter's bytes per microbatch until W: a stage's
   // I runs in its W's order, so the sums are the same bits. Its W only runs dw_runner. A stage
   // that selects no module is a plain stage here.
-  const bool all_weight_grads = !recomputed_modules_.empty();
+  // A microbatch whose forward kept its activations runs the I of a plain stage (its weight
+  // work waits in the stash for W): computing the weight gradients in this pass would hold each
+  // one on top of the activations, where a plain stage holds them after I has freed its part.
+  const bool all_weight_grads = !recomputed_modules_.empty() && !s.kept;
   if (!roots.empty())
     s.weight_work = autograd::backward_input(roots, grads, targets, all_weight_grads);
   if (all_weight_grads) autograd::backward_weight(std::move(s.weight_work));

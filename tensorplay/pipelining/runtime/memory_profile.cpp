@@ -52,6 +52,7 @@ void profile_kept(PipelineStage& stage, const MemoryProfileOptions& options, Met
   for (bool split : {true, false}) {
     std::vector<Tensor> inputs = zeros_of(stage.input_meta(), stage.device());
     int64_t at = meter.start();
+    const int64_t base = at;
     if (!stage.is_first()) adopt_memory(inputs);
     std::vector<Tensor> outputs = stage.forward(0, inputs, {}, /*keep_activations=*/true);
     if (stage.is_last()) stage.compute_loss(0, options.target.to(stage.device()), options.loss_fn);
@@ -67,7 +68,10 @@ void profile_kept(PipelineStage& stage, const MemoryProfileOptions& options, Met
     if (split) {
       stage.backward_input(0, std::exchange(grads, {}));
       out.kept_input_transient_bytes = meter.transient(at);
+      out.kept_weight_stash_bytes = std::max<int64_t>(0, meter.held() - base);
+      at = meter.start();
       stage.backward_weight(0);
+      out.kept_weight_transient_bytes = meter.transient(at);
     } else {
       stage.backward(0, std::exchange(grads, {}));
       out.kept_full_backward_transient_bytes = meter.transient(at);
@@ -169,6 +173,7 @@ void add_recompute_costs(const StageMemoryProfile& p, schedules::MemoryCosts& co
   const auto bytes = [](int64_t b) { return static_cast<double>(b); };
   if (!recomputes) {
     costs.recompute_activation_bytes.push_back(0.0);
+    costs.recompute_weight_stash_bytes.push_back(bytes(p.weight_stash_bytes));
     costs.recompute_forward_transient_bytes.push_back(bytes(p.forward_transient_bytes));
     costs.recompute_input_transient_bytes.push_back(bytes(p.input_transient_bytes) +
                                                     bytes(p.activation_bytes));
@@ -180,7 +185,13 @@ void add_recompute_costs(const StageMemoryProfile& p, schedules::MemoryCosts& co
   costs.recompute_forward_transient_bytes.push_back(bytes(p.forward_transient_bytes));
   costs.recompute_input_transient_bytes.push_back(bytes(p.input_transient_bytes));
   costs.recompute_full_backward_transient_bytes.push_back(bytes(p.full_backward_transient_bytes));
+  costs.recompute_weight_stash_bytes.push_back(bytes(p.weight_stash_bytes));
   if (p.recomputed_segments != 1) return;
+  // An I after an F that kept its activations runs as a plain stage's: its stash for W, and that
+  // W's workspace (the larger of the two W: one figure per stage).
+  costs.weight_stash_bytes.back() = bytes(p.kept_weight_stash_bytes);
+  costs.weight_transient_bytes.back() =
+      std::max(bytes(p.weight_transient_bytes), bytes(p.kept_weight_transient_bytes));
   costs.forward_transient_bytes.back() = static_cast<double>(p.kept_forward_transient_bytes);
   costs.activation_bytes.back() = static_cast<double>(p.kept_activation_bytes);
   costs.input_transient_bytes.back() = static_cast<double>(p.kept_input_transient_bytes);

@@ -51,6 +51,10 @@ struct StageMemoryProfile {
   int64_t kept_input_transient_bytes = 0;
   /// What the B after such an F holds while it runs.
   int64_t kept_full_backward_transient_bytes = 0;
+  /// What the I after such an F keeps for W (a plain stage's stash), and what that W holds while
+  /// it runs.
+  int64_t kept_weight_stash_bytes = 0;
+  int64_t kept_weight_transient_bytes = 0;
 };
 
 /// What the last stage needs to run its backward once.
