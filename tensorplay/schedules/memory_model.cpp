@@ -47,6 +47,9 @@ void add_effect(const MemoryCosts& c, const Action& a, bool kept_activations, in
       break;
     case ActionKind::BackwardInput:
       e.transient += rebuilds ? c.rebuilding_input_transient(s) : c.input_transient(s);
+      // A stash larger than what F kept (the output gradients W needs besides the activations)
+      // grows while I runs: its workspace comes on top of the larger end, as it was measured.
+      e.transient += std::max(0.0, stash - held);
       e.freed += held - stash;  // the weight stash stays until W
       stashes[key] = stash;
       break;

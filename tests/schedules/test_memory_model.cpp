@@ -139,6 +139,27 @@ TEST_CASE("memory model: an I after an F that kept its activations keeps a plain
         run(ScheduleKind::ZBVZeroBubble, p, 2, m, no_stash).peak_activation_bytes);
 }
 
+TEST_CASE("memory model: an I whose stash outgrows what F kept has its workspace on top",
+          "[memory_model]") {
+  // One stage: F keeps 100, I ends holding a stash of 150 (the output gradients W needs besides
+  // the activations) and its workspace of 10 was measured over the larger end: 160 at its peak.
+  SimulationResult result;
+  result.busy = {3};
+  result.actions = 3;
+  const ActionKind kinds[] = {ActionKind::Forward, ActionKind::BackwardInput,
+                              ActionKind::BackwardWeight};
+  for (int i = 0; i < 3; ++i)
+    result.timeline.push_back({0, Action{.stage = 0, .kind = kinds[i], .microbatch = 0},
+                               static_cast<double>(i), static_cast<double>(i + 1)});
+  MemoryCosts costs;
+  costs.activation_bytes = {100};
+  costs.weight_stash_bytes = {150};
+  costs.forward_transient_bytes = {0};
+  costs.input_transient_bytes = {10};
+  costs.weight_transient_bytes = {0};
+  CHECK(predict_memory(result, {0}, costs).peak_activation_bytes == std::vector<double>{160.0});
+}
+
 TEST_CASE("memory model: transient bytes count while an action runs", "[memory_model]") {
   CostModel costs = with_bytes(100, 0);
   costs.memory.transient_bytes = {5};

@@ -45,12 +45,26 @@ void check_profilable(const PipelineStage& stage, const MemoryProfileOptions& op
         "target (MemoryProfileOptions) to run its backward");
 }
 
+// What the neighbours send for one F and its backward, made outside the account (as in
+// profile_stage_memory).
+struct Neighbours {
+  std::vector<Tensor> inputs, grads;
+};
+
+Neighbours neighbours_of(const PipelineStage& stage) {
+  Neighbours n{zeros_of(stage.input_meta(), stage.device()), {}};
+  if (!stage.is_last()) n.grads = zeros_of(stage.output_meta(), stage.device());
+  return n;
+}
+
 // A stage of one recomputed segment keeps its activations for a backward right after its F: that
-// F's kept bytes, then its I's and (on a second such F) its B's transient bytes.
+// F's kept bytes, then its I's (and what it keeps for W, as a plain stage's I) and, on a second
+// such F, its B's transient bytes. `sent` holds each pass's inputs and output gradients.
 void profile_kept(PipelineStage& stage, const MemoryProfileOptions& options, Meter& meter,
-                  StageMemoryProfile& out) {
+                  std::vector<Neighbours> sent, StageMemoryProfile& out) {
   for (bool split : {true, false}) {
-    std::vector<Tensor> inputs = zeros_of(stage.input_meta(), stage.device());
+    std::vector<Tensor> inputs = std::move(sent[split ? 0 : 1].inputs);
+    std::vector<Tensor> grads = std::move(sent[split ? 0 : 1].grads);
     int64_t at = meter.start();
     const int64_t base = at;
     if (!stage.is_first()) adopt_memory(inputs);
@@ -61,8 +75,6 @@ void profile_kept(PipelineStage& stage, const MemoryProfileOptions& options, Met
     inputs.clear();
     if (split) out.kept_activation_bytes = meter.held() - at - out.retained_bytes;
     outputs.clear();
-    std::vector<Tensor> grads;
-    if (!stage.is_last()) grads = zeros_of(stage.output_meta(), stage.device());
     if (options.across_processes) adopt_memory(grads);
     at = meter.start();
     if (split) {
@@ -94,6 +106,9 @@ StageMemoryProfile profile_stage_memory(PipelineStage& stage, const MemoryProfil
   std::vector<Tensor> grads;
   if (!stage.is_last()) grads = zeros_of(stage.output_meta(), stage.device());
   const bool copies = options.across_processes;
+  std::vector<Neighbours> kept_sent;  // for profile_kept
+  if (stage.recomputes() && stage.recomputed_modules().size() == 1)
+    kept_sent = {neighbours_of(stage), neighbours_of(stage)};
   auto account = std::make_shared<MemoryAccount>();
   StageMemoryProfile out;
   out.stage = stage.stage_index();
@@ -150,7 +165,8 @@ StageMemoryProfile profile_stage_memory(PipelineStage& stage, const MemoryProfil
                                     out.weight_transient_bytes, out.full_backward_transient_bytes});
     if (stage.recomputes())
       out.recomputed_segments = static_cast<int>(stage.recomputed_modules().size());
-    if (out.recomputed_segments == 1) profile_kept(stage, options, meter, out);
+    if (out.recomputed_segments == 1)
+      profile_kept(stage, options, meter, std::move(kept_sent), out);
   }
   stage.clear();
   for (size_t i = 0; i < params.size(); ++i) params[i].set_grad(saved_grads[i]);
