@@ -13,9 +13,10 @@
 // runtime.
 //
 //   ./build/bench/bench_memory_vs_sim [--steps 2] [--width 64] [--context 64] [--model N]
-//                                     [--recompute none|full|both]
+//                                     [--recompute none|full|both] [--schedule NAME]
 //
-// --model 1, 2 or 3 runs only that model (gpt, gpt_dropout, gated). One JSON line per case
+// --model 1, 2 or 3 runs only that model (gpt, gpt_dropout, gated); --schedule only the schedule
+// of that name (sc::schedule_name: GPipe, 1F1B, ...). One JSON line per case
 // (model, schedule, ranks, outputs, measured and predicted bytes per rank, the worst relative
 // error); the last line: "worst_error" (relative, the worst rank of the worst case),
 // "worst_case" (its name) and "one_f_one_b_first_over_last" (the GPT measured on 4 ranks: rank
@@ -63,8 +64,7 @@ Case run_case(const Model& model, sc::ScheduleKind kind, int ranks, bool outputs
   auto stages = model.build(num_stages, recompute);
   sc::CostModel costs = sc::CostModel::uniform(1, 1, 1);
   const auto profiles = model.profile(stages);
-  costs.memory = pp::memory_costs_from(profiles);
-  if (!outputs) costs.memory.retained_bytes = {0};  // the step keeps none
+  costs.memory = pp::memory_costs_from(profiles, 0, outputs);
   pp::PipelineSchedule schedule(stages, model.n_microbatches, model.loss, kind);
   tp::Generator data(21);
   Case c;
@@ -121,15 +121,21 @@ int run(int argc, char** argv) {
   int steps = 2;
   int only = 0;
   std::vector<std::string> policies = {"none", "full"};
-  for (int i = 1; i + 1 < argc; ++i) {  // --recompute none|full|both (default both)
-    if (std::string(argv[i]) != "--recompute") continue;
-    const std::string v = argv[i + 1];
-    if (v != "none" && v != "full" && v != "both")
-      throw std::invalid_argument("--recompute takes none, full or both, got '" + v + "'");
-    if (v != "both") policies = {v};
+  std::string only_schedule;
+  for (int i = 1; i + 1 < argc;) {  // --recompute none|full|both, --schedule NAME
+    const std::string flag = argv[i], v = argv[i + 1];
+    if (flag == "--recompute") {
+      if (v != "none" && v != "full" && v != "both")
+        throw std::invalid_argument("--recompute takes none, full or both, got '" + v + "'");
+      if (v != "both") policies = {v};
+    } else if (flag == "--schedule") {
+      only_schedule = v;
+    } else {
+      i += 2;
+      continue;
+    }
     for (int j = i; j + 2 < argc; ++j) argv[j] = argv[j + 2];  // hide it from the flags below
     argc -= 2;
-    break;
   }
   bench::read_positive_flags(argc, argv,
                              {
@@ -150,6 +156,7 @@ int run(int argc, char** argv) {
     const Model& model = models[i];
     for (const std::string& recompute : policies) {
       for (sc::ScheduleKind kind : sc::all_schedule_kinds()) {
+        if (!only_schedule.empty() && sc::schedule_name(kind) != only_schedule) continue;
         for (int ranks : {2, 4}) {
           for (bool outputs : {true, false}) {
             const Case c = run_case(model, kind, ranks, outputs, steps, recompute);

@@ -1,6 +1,7 @@
 // PipelineStage: forward/backward per microbatch with activations stashed between them.
 #include "tensorplay/pipelining/pipeline_stage.h"
 
+#include <algorithm>
 #include <optional>
 #include <stdexcept>
 
@@ -26,6 +27,25 @@ void check_stage(const std::shared_ptr<nn::Module>& module, int stage_index, int
 }  // namespace
 
 namespace {
+// Whether a recomputing stage computes the weight gradients of a microbatch whose F kept its
+// activations within that I's pass, as it does for a rebuilt one, rather than as a plain stage
+// (its weight work waiting in the stash for W). The pass holds one weight's gradient at a time on
+// top of the activations; a plain I keeps, through the pass and until W, what W needs: at least
+// each weight's input, the stage's input among them. Where the largest weight outweighs the
+// stage's input (wide blocks, few rows) the pass can hold more than the stage without
+// recomputation, so the stage runs a plain I there.
+bool weight_grads_in_pass(const std::vector<Tensor>& parameters,
+                          const std::vector<TensorMeta>& inputs) {
+  size_t largest = 0, input = 0;
+  for (const Tensor& p : parameters) largest = std::max(largest, p.nbytes());
+  for (const TensorMeta& m : inputs) {
+    size_t n = element_size(m.dtype);
+    for (int64_t d : m.shape) n *= static_cast<size_t>(d);
+    input += n;
+  }
+  return largest <= input;
+}
+
 // `out`'s history without its values: a tensor of its shape and dtype with its grad_fn and no
 // bytes, what the backward needs of an output it seeds with the output's gradient. A leaf (an
 // output that is a parameter or an input passed on) stays as it is: its gradient lands on it.
@@ -156,6 +176,7 @@ std::vector<Tensor> PipelineStage::forward(int mb, const std::vector<Tensor>& in
     s.outputs = module_->forward_outputs(s.inputs, on_device);
   }
   s.rebuilt_ahead = keep_all;  // nothing to rebuild
+  s.kept = keep_all;
   std::vector<Tensor> to_send;
   for (const Tensor& out : s.outputs) to_send.push_back(out.detach());
   if (!autograd::grad_enabled()) {
@@ -273,7 +294,13 @@ std::vector<Tensor> PipelineStage::backward_input(int mb, const std::vector<Tens
   // full backward does, rather than holding a parameter's bytes per microbatch until W: a stage's
   // I runs in its W's order, so the sums are the same bits. Its W only runs dw_runner. A stage
   // that selects no module is a plain stage here.
-  const bool all_weight_grads = !recomputed_modules_.empty();
+  // A microbatch whose forward kept its activations runs the I of a plain stage (its weight
+  // work waits in the stash for W) unless its weights are small next to its input
+  // (weight_grads_in_pass): computing the weight gradients in this pass holds each one on top of
+  // the activations, where a plain stage computes them after I has freed its part.
+  const bool all_weight_grads =
+      !recomputed_modules_.empty() &&
+      (!s.kept || weight_grads_in_pass(module_->parameters(), input_meta_));
   if (!roots.empty())
     s.weight_work = autograd::backward_input(roots, grads, targets, all_weight_grads);
   if (all_weight_grads) autograd::backward_weight(std::move(s.weight_work));

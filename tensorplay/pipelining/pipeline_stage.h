@@ -148,10 +148,10 @@ class PipelineStage {
   /// skipped. A policy that selects nothing leaves the stage as it was without one.
   bool recomputes() const { return !recomputed_modules_.empty() && !recompute_skipped(); }
   /// Skips recomputation where it would save nothing: the stage then keeps its activations and
-  /// runs its backward without recomputation; its I computes every weight gradient in its pass,
-  /// each added to .grad at once as in a full backward, so that no weight stash waits for a later
-  /// W (its W then only runs the dw_runner). A schedule asks for it on a stage whose every
-  /// forward is followed at once in its rank's order by that microbatch's own backward
+  /// runs its backward as a stage without recomputation does (its I keeps a weight stash for W,
+  /// unless its largest weight is no larger than its input: then its I computes the weight
+  /// gradients in its pass, as for a rebuilt microbatch). A schedule asks for it on a stage whose
+  /// every forward is followed at once in its rank's order by that microbatch's own backward
   /// (schedules::stages_with_backward_after_each_forward); it applies to a stage of one
   /// recomputed segment (recompute_skipped()). Set between steps, as set_recompute.
   void set_skip_recompute(bool skip);
@@ -181,6 +181,8 @@ class PipelineStage {
   /// Input-only backward (I): returns input gradients and keeps what backward_weight needs. A
   /// recomputing stage computes its weight gradients here too and adds them to .grad at once (its
   /// I runs in its W's order, so the sums are the same bits); its backward_weight still follows.
+  /// A microbatch whose forward kept its activations (keep_activations, a skipped recomputation)
+  /// gets a plain stage's I instead where the stage's largest weight outweighs its input.
   std::vector<Tensor> backward_input(int mb, const std::vector<Tensor>& output_grads,
                                      float loss_scale = 1.0f);
   /// Weight-only backward (W) of a microbatch whose backward_input has run.
@@ -210,6 +212,7 @@ class PipelineStage {
     autograd::WeightGradStash weight_work;
     bool input_grads_done = false;
     bool rebuilt_ahead = false;  // recompute_ahead ran for it, or its forward kept them
+    bool kept = false;           // its forward kept its activations: a plain stage's backward
     DwRunner dw_runner;          // built at I, run at W (the user's, then the runtime's)
   };
   DwRunner build_dw_runner() const;

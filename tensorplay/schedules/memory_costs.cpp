@@ -86,6 +86,12 @@ double MemoryCosts::rebuilding_full_backward_transient(int stage) const {
   return full_backward_transient(stage) + of(activation_bytes, stage);
 }
 
+double MemoryCosts::rebuilding_weight_stash(int stage) const {
+  return of(
+      recompute_weight_stash_bytes.empty() ? weight_stash_bytes : recompute_weight_stash_bytes,
+      stage);
+}
+
 bool MemoryCosts::keeps_before_backward(int stage) const {
   if (keep_before_backward.empty()) return true;
   return (keep_before_backward.size() == 1
@@ -135,6 +141,7 @@ void MemoryCosts::check(int num_stages) const {
   check_optional_list(recompute_input_transient_bytes, "recompute_input_transient_bytes", n);
   check_optional_list(recompute_full_backward_transient_bytes,
                       "recompute_full_backward_transient_bytes", n);
+  check_optional_list(recompute_weight_stash_bytes, "recompute_weight_stash_bytes", n);
   if (keep_before_backward.size() > 1 && keep_before_backward.size() < n)
     throw std::invalid_argument(
         "memory costs: 'keep_before_backward' has " + std::to_string(keep_before_backward.size()) +

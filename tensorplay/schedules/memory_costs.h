@@ -52,6 +52,10 @@ struct MemoryCosts {
   /// The same for a recomputing stage's full backward B; empty: full_backward_transient plus
   /// activation_bytes.
   std::vector<double> recompute_full_backward_transient_bytes;
+  /// What a recomputing stage's I that rebuilt the activations keeps for W (it computes most
+  /// weight gradients within its pass); empty: weight_stash_bytes. An I after an F that kept its
+  /// activations runs as a plain stage's and keeps weight_stash_bytes.
+  std::vector<double> recompute_weight_stash_bytes;
   /// 1: an F of a recomputing stage right before its own backward keeps its activations (a stage
   /// of one recomputed segment, as the runtime runs it); 0: it recomputes anyway (several
   /// segments, which its backward rebuilds one at a time). Empty: 1 for every stage.
@@ -79,6 +83,8 @@ struct MemoryCosts {
   double rebuilding_input_transient(int stage) const;
   /// Transient bytes of a recomputing stage's B that rebuilds the activations.
   double rebuilding_full_backward_transient(int stage) const;
+  /// What a recomputing stage's I that rebuilt the activations keeps for W.
+  double rebuilding_weight_stash(int stage) const;
   /// Whether an F of `stage` right before its own backward keeps its activations.
   bool keeps_before_backward(int stage) const;
   /// The most any action of each stage holds while it runs beyond what it keeps: the largest of

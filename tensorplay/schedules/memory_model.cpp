@@ -3,8 +3,10 @@
 #include "tensorplay/schedules/memory_model.h"
 
 #include <algorithm>
+#include <map>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 namespace tensorplay::schedules {
 namespace {
@@ -15,17 +17,23 @@ struct Effect {
   double freed = 0.0;      // at the end
 };
 
+// What each microbatch's I left for its W, by (stage, microbatch): a recomputing stage's I keeps
+// a plain stage's stash after an F that kept its activations, its own after one it rebuilt.
+using Stashes = std::map<std::pair<int, int>, double>;
+
 // An F of a recomputing stage that keeps its activations for the backward right after it
 // (`kept_activations`) holds them as a stage that does not recompute, and that backward rebuilds
 // nothing.
 void add_effect(const MemoryCosts& c, const Action& a, bool kept_activations, int num_stages,
-                Effect& e) {
+                Stashes& stashes, Effect& e) {
   const int s = a.stage;
   // A stage of several recomputed segments recomputes before its own backward too.
   const bool kept = kept_activations && c.keeps_before_backward(s);
   const double held = kept ? MemoryCosts::of(c.activation_bytes, s) : c.kept(s);
   const bool rebuilds = c.recomputes(s) && !kept;
-  const double stash = MemoryCosts::of(c.weight_stash_bytes, s);
+  const double stash =
+      rebuilds ? c.rebuilding_weight_stash(s) : MemoryCosts::of(c.weight_stash_bytes, s);
+  const std::pair<int, int> key{s, a.microbatch};
   switch (a.kind) {
     case ActionKind::Forward:
       e.transient += rebuilds ? c.recomputing_forward_transient(s) : c.forward_transient(s);
@@ -39,12 +47,19 @@ void add_effect(const MemoryCosts& c, const Action& a, bool kept_activations, in
       break;
     case ActionKind::BackwardInput:
       e.transient += rebuilds ? c.rebuilding_input_transient(s) : c.input_transient(s);
+      // A stash larger than what F kept (the output gradients W needs besides the activations)
+      // grows while I runs: its workspace comes on top of the larger end, as it was measured.
+      e.transient += std::max(0.0, stash - held);
       e.freed += held - stash;  // the weight stash stays until W
+      stashes[key] = stash;
       break;
-    case ActionKind::BackwardWeight:
+    case ActionKind::BackwardWeight: {
       e.transient += c.weight_transient(s);
-      e.freed += stash;
+      auto it = stashes.find(key);
+      e.freed += it == stashes.end() ? stash : it->second;
+      if (it != stashes.end()) stashes.erase(it);
       break;
+    }
     case ActionKind::Unshard:  // a sharded stage's gathered bytes, held until its RESHARD
       e.taken += MemoryCosts::of(c.gathered_bytes, s);
       break;
@@ -61,16 +76,17 @@ void add_effect(const MemoryCosts& c, const Action& a, bool kept_activations, in
 
 // An overlapped F and B runs its parts one after the other: the most held is the highest point of
 // each part over what the parts before it left, not the sum of their workspaces.
-Effect effect_of(const MemoryCosts& c, const TimelineEvent& event, int num_stages) {
+Effect effect_of(const MemoryCosts& c, const TimelineEvent& event, int num_stages,
+                 Stashes& stashes) {
   Effect e;
   if (event.action.sub_actions.empty()) {
-    add_effect(c, event.action, event.kept_activations, num_stages, e);
+    add_effect(c, event.action, event.kept_activations, num_stages, stashes, e);
     return e;
   }
   double held = 0.0, peak = 0.0;
   for (const Action& sub : event.action.sub_actions) {
     Effect part;
-    add_effect(c, sub, false, num_stages, part);
+    add_effect(c, sub, false, num_stages, stashes, part);
     peak = std::max(peak, held + part.taken + part.transient);
     held += part.taken - part.freed;
   }
@@ -133,10 +149,11 @@ MemoryPrediction predict_memory(const SimulationResult& result,
   // The timeline is in start order; a rank's actions never overlap, so each one's end comes
   // before the rank's next start.
   std::vector<double> held(ranks, 0.0);
+  Stashes stashes;
   for (const TimelineEvent& event : result.timeline) {
     const std::size_t r = static_cast<std::size_t>(event.rank);
     take_inputs(costs, event, stage_to_rank, held);
-    const Effect e = effect_of(costs, event, num_stages);
+    const Effect e = effect_of(costs, event, num_stages, stashes);
     held[r] += e.taken;
     out.peak_activation_bytes[r] = std::max(out.peak_activation_bytes[r], held[r] + e.transient);
     out.track.push_back({event.rank, event.start, held[r] + e.transient});

@@ -116,6 +116,46 @@ TEST_CASE("the simulator's prediction from profiles is close to the measured ste
   }
 }
 
+TEST_CASE("outputs the loss holds on to are the last stage's until its backward, returned or not",
+          "[memory_profile]") {
+  // A loss that saves its input (out * out): the last stage's graph holds each microbatch's
+  // output until its backward, whether the step returns the outputs or not.
+  const pp::LossFn holding = [](const tp::Tensor& out, const tp::Tensor& target) {
+    return tp::nn::mse_loss(out * out, target);
+  };
+  const int64_t tensor = kRows * kDim * 4;
+  auto stages = make_stages("none");
+  std::vector<pp::StageMemoryProfile> profiles;
+  for (auto& s : stages)
+    profiles.push_back(
+        pp::profile_stage_memory(*s, {.loss_fn = holding, .target = tp::zeros({kRows, kDim})}));
+  CHECK(profiles.back().retained_bytes == tensor);
+  CHECK(profiles.back().retained_kept_bytes == tensor);
+  CHECK(profile(make_stages("none")).back().retained_kept_bytes == 0);  // mse_loss keeps a copy
+  const sc::MemoryCosts returned = pp::memory_costs_from(profiles);
+  const sc::MemoryCosts not_returned = pp::memory_costs_from(profiles, 0, false);
+  CHECK(not_returned.retained_bytes.back() == 0);
+  CHECK(not_returned.activation_bytes.back() == returned.activation_bytes.back() + tensor);
+  // GPipe: every F before the first backward, so the last rank holds every microbatch's output.
+  for (bool outputs : {true, false}) {
+    INFO((outputs ? "outputs returned" : "no outputs returned"));
+    auto run = make_stages("none");
+    pp::PipelineSchedule schedule(run, kMicrobatches, holding, sc::ScheduleKind::GPipe);
+    tp::Tensor x = tp::randn({kRows * kMicrobatches, kDim});
+    tp::Tensor y = tp::randn({kRows * kMicrobatches, kDim});
+    schedule.step({x}, {.target = y, .return_outputs = outputs});
+    sc::CostModel costs = sc::CostModel::uniform(1, 1, 1);
+    costs.memory = outputs ? returned : not_returned;
+    const sc::SimulationResult predicted =
+        sc::simulate_order(schedule.order(), sc::stage_to_rank(sc::ScheduleKind::GPipe, kStages, 1),
+                           kMicrobatches, costs);
+    const double m =
+        static_cast<double>(schedule.memory_stats().ranks.back().peak_activation_bytes);
+    INFO("last rank: measured " << m << ", predicted " << predicted.peak_activation_bytes.back());
+    CHECK(predicted.peak_activation_bytes.back() == Approx(m).epsilon(0.05));
+  }
+}
+
 TEST_CASE("a byte cap between one and two microbatches holds in a real step", "[memory_profile]") {
   auto stages = make_stages("none");
   const sc::MemoryCosts costs = pp::memory_costs_from(profile(stages));

@@ -104,6 +104,62 @@ TEST_CASE("memory model: a stage of several segments recomputes before its own b
   CHECK(costs.memory.workspace_per_stage(p) == std::vector<double>(p, 50.0));
 }
 
+TEST_CASE("memory model: an I after an F that kept its activations keeps a plain stash for W",
+          "[memory_model]") {
+  // ZBV on 2 ranks: the last stage (on rank 0) runs each F right before its own I, so those F
+  // keep their activations and their I keeps a plain stage's stash (60) until W; a rebuilding I
+  // keeps recompute_weight_stash_bytes (0). Every W frees what its own I left.
+  const int p = 2;
+  const int m = 4;
+  CostModel costs = recomputing(100, 20);
+  costs.memory.weight_stash_bytes = {60};
+  costs.memory.recompute_weight_stash_bytes = {0};
+  CostModel no_stash = costs;
+  no_stash.memory.weight_stash_bytes = {0};
+  const SimulationResult r = run(ScheduleKind::ZBVZeroBubble, p, 2, m, costs);
+  const SimulationResult r0 = run(ScheduleKind::ZBVZeroBubble, p, 2, m, no_stash);
+  std::vector<double> last(p, -1);
+  for (const MemorySample& sample : r.memory_track) last[sample.rank] = sample.bytes;
+  for (int rank = 0; rank < p; ++rank) CHECK(last[rank] == Approx(0.0).margin(1e-9));
+  // The kept stashes count on rank 0 (the last stage's) between its I and its W: its track lies
+  // above the one without them, by at most one stash per microbatch.
+  double above = 0;
+  for (size_t i = 0; i < r.memory_track.size(); ++i) {
+    REQUIRE(r.memory_track[i].rank == r0.memory_track[i].rank);
+    const double d = r.memory_track[i].bytes - r0.memory_track[i].bytes;
+    CHECK(d >= 0);
+    CHECK(d <= 60.0 * m);
+    if (r.memory_track[i].rank == 0) above = std::max(above, d);
+  }
+  CHECK(above >= 60);
+  // Without kept F (every F recomputes) only the rebuilding I's stash counts: the same peaks.
+  costs.memory.keep_before_backward = {0};
+  no_stash.memory.keep_before_backward = {0};
+  CHECK(run(ScheduleKind::ZBVZeroBubble, p, 2, m, costs).peak_activation_bytes ==
+        run(ScheduleKind::ZBVZeroBubble, p, 2, m, no_stash).peak_activation_bytes);
+}
+
+TEST_CASE("memory model: an I whose stash outgrows what F kept has its workspace on top",
+          "[memory_model]") {
+  // One stage: F keeps 100, I ends holding a stash of 150 (the output gradients W needs besides
+  // the activations) and its workspace of 10 was measured over the larger end: 160 at its peak.
+  SimulationResult result;
+  result.busy = {3};
+  result.actions = 3;
+  const ActionKind kinds[] = {ActionKind::Forward, ActionKind::BackwardInput,
+                              ActionKind::BackwardWeight};
+  for (int i = 0; i < 3; ++i)
+    result.timeline.push_back({0, Action{.stage = 0, .kind = kinds[i], .microbatch = 0},
+                               static_cast<double>(i), static_cast<double>(i + 1)});
+  MemoryCosts costs;
+  costs.activation_bytes = {100};
+  costs.weight_stash_bytes = {150};
+  costs.forward_transient_bytes = {0};
+  costs.input_transient_bytes = {10};
+  costs.weight_transient_bytes = {0};
+  CHECK(predict_memory(result, {0}, costs).peak_activation_bytes == std::vector<double>{160.0});
+}
+
 TEST_CASE("memory model: transient bytes count while an action runs", "[memory_model]") {
   CostModel costs = with_bytes(100, 0);
   costs.memory.transient_bytes = {5};

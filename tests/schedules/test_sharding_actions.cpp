@@ -51,14 +51,14 @@ TEST_CASE("sharding actions read and print as PyTorch's, with no microbatch", "[
 TEST_CASE("every schedule with sharding actions validates, lowers and round-trips in CSV",
           "[sharding]") {
   for (ScheduleKind kind : all_schedule_kinds()) {
-    const int ranks = 2, per_rank = default_stages_per_rank(kind), microbatches = 4;
+    const int ranks = 2, per_rank = default_stages_per_rank(kind), n_microbatches = 4;
     const int stages = ranks * per_rank;
     INFO(schedule_name(kind));
-    PipelineOrder plain = generate_order(kind, ranks, per_rank, microbatches);
+    PipelineOrder plain = generate_order(kind, ranks, per_rank, n_microbatches);
     PipelineOrder order = add_sharding_actions(plain);
     CHECK(count_sharding(order) == 3 * stages);
     std::vector<int> placement = stage_to_rank(kind, ranks, per_rank);
-    CHECK_NOTHROW(validate_order(order, stages, microbatches, &placement));
+    CHECK_NOTHROW(validate_order(order, stages, n_microbatches, &placement));
     CHECK(add_sharding_actions(order) == order);  // idempotent
     CHECK(strip_sharding(order) == plain);
     CHECK(parse_csv(dump_csv(order)) == order);

@@ -23,6 +23,12 @@ out=$("$sim" --schedule GPipe --ranks 3 --microbatches 2 --latency 0.5 \
   --memory act=100,stash=100,sent=10 --json)
 grep -q '"peak_bytes":\[220.0,220.0,200.0\]' <<<"$out" ||
   fail "tp-sim --memory sent=: expected peak bytes [220,220,200], got $out"
+# Recomputation from the memory costs alone (no time share C=): 1F1B's last stage runs each F
+# right before its own backward, so it keeps its activations (100, not 120); the others keep 20
+# per microbatch and rebuild 100 in their backward.
+out=$("$sim" --schedule 1F1B --ranks 4 --microbatches 8 --memory act=100,recompute=20 --recompute --json)
+grep -q '"peak_bytes":\[180.0,160.0,140.0,100.0\]' <<<"$out" ||
+  fail "tp-sim --memory recompute= --recompute: expected peak bytes [180,160,140,100], got $out"
 if "$sim" --schedule dynamic --ranks 2 --microbatches 4 --memory act=100 \
   --max-activation-bytes 50 2>"$work/err.txt"; then fail "tp-sim accepted a cap below one microbatch"; fi
 grep -q "below what one microbatch needs at its peak.*raise the cap to at least 100" "$work/err.txt" ||

@@ -45,13 +45,28 @@ void check_profilable(const PipelineStage& stage, const MemoryProfileOptions& op
         "target (MemoryProfileOptions) to run its backward");
 }
 
+// What the neighbours send for one F and its backward, made outside the account (as in
+// profile_stage_memory).
+struct Neighbours {
+  std::vector<Tensor> inputs, grads;
+};
+
+Neighbours neighbours_of(const PipelineStage& stage) {
+  Neighbours n{zeros_of(stage.input_meta(), stage.device()), {}};
+  if (!stage.is_last()) n.grads = zeros_of(stage.output_meta(), stage.device());
+  return n;
+}
+
 // A stage of one recomputed segment keeps its activations for a backward right after its F: that
-// F's kept bytes, then its I's and (on a second such F) its B's transient bytes.
+// F's kept bytes, then its I's (and what it keeps for W, as a plain stage's I) and, on a second
+// such F, its B's transient bytes. `sent` holds each pass's inputs and output gradients.
 void profile_kept(PipelineStage& stage, const MemoryProfileOptions& options, Meter& meter,
-                  StageMemoryProfile& out) {
+                  std::vector<Neighbours> sent, StageMemoryProfile& out) {
   for (bool split : {true, false}) {
-    std::vector<Tensor> inputs = zeros_of(stage.input_meta(), stage.device());
+    std::vector<Tensor> inputs = std::move(sent[split ? 0 : 1].inputs);
+    std::vector<Tensor> grads = std::move(sent[split ? 0 : 1].grads);
     int64_t at = meter.start();
+    const int64_t base = at;
     if (!stage.is_first()) adopt_memory(inputs);
     std::vector<Tensor> outputs = stage.forward(0, inputs, {}, /*keep_activations=*/true);
     if (stage.is_last()) stage.compute_loss(0, options.target.to(stage.device()), options.loss_fn);
@@ -60,14 +75,15 @@ void profile_kept(PipelineStage& stage, const MemoryProfileOptions& options, Met
     inputs.clear();
     if (split) out.kept_activation_bytes = meter.held() - at - out.retained_bytes;
     outputs.clear();
-    std::vector<Tensor> grads;
-    if (!stage.is_last()) grads = zeros_of(stage.output_meta(), stage.device());
     if (options.across_processes) adopt_memory(grads);
     at = meter.start();
     if (split) {
       stage.backward_input(0, std::exchange(grads, {}));
       out.kept_input_transient_bytes = meter.transient(at);
+      out.kept_weight_stash_bytes = std::max<int64_t>(0, meter.held() - base);
+      at = meter.start();
       stage.backward_weight(0);
+      out.kept_weight_transient_bytes = meter.transient(at);
     } else {
       stage.backward(0, std::exchange(grads, {}));
       out.kept_full_backward_transient_bytes = meter.transient(at);
@@ -90,6 +106,9 @@ StageMemoryProfile profile_stage_memory(PipelineStage& stage, const MemoryProfil
   std::vector<Tensor> grads;
   if (!stage.is_last()) grads = zeros_of(stage.output_meta(), stage.device());
   const bool copies = options.across_processes;
+  std::vector<Neighbours> kept_sent;  // for profile_kept
+  if (stage.recomputes() && stage.recomputed_modules().size() == 1)
+    kept_sent = {neighbours_of(stage), neighbours_of(stage)};
   auto account = std::make_shared<MemoryAccount>();
   StageMemoryProfile out;
   out.stage = stage.stage_index();
@@ -101,7 +120,12 @@ StageMemoryProfile profile_stage_memory(PipelineStage& stage, const MemoryProfil
     std::vector<Tensor> outputs = stage.forward(0, inputs);
     if (stage.is_last()) {
       stage.compute_loss(0, options.target.to(stage.device()), options.loss_fn);
-      for (const Tensor& t : outputs) out.retained_bytes += static_cast<int64_t>(t.nbytes());
+      for (const Tensor& t : outputs) {
+        const auto bytes = static_cast<int64_t>(t.nbytes());
+        out.retained_bytes += bytes;
+        // Also held by the graph (a loss that saved its logits): freed by the backward only.
+        if (t.defined() && t.impl().storage.use_count() > 1) out.retained_kept_bytes += bytes;
+      }
     } else {
       // Sent on: the next stage's once it takes them, unless the stage's own graph holds them too
       // (then they stay in its activation bytes).
@@ -141,7 +165,8 @@ StageMemoryProfile profile_stage_memory(PipelineStage& stage, const MemoryProfil
                                     out.weight_transient_bytes, out.full_backward_transient_bytes});
     if (stage.recomputes())
       out.recomputed_segments = static_cast<int>(stage.recomputed_modules().size());
-    if (out.recomputed_segments == 1) profile_kept(stage, options, meter, out);
+    if (out.recomputed_segments == 1)
+      profile_kept(stage, options, meter, std::move(kept_sent), out);
   }
   stage.clear();
   for (size_t i = 0; i < params.size(); ++i) params[i].set_grad(saved_grads[i]);
@@ -164,6 +189,7 @@ void add_recompute_costs(const StageMemoryProfile& p, schedules::MemoryCosts& co
   const auto bytes = [](int64_t b) { return static_cast<double>(b); };
   if (!recomputes) {
     costs.recompute_activation_bytes.push_back(0.0);
+    costs.recompute_weight_stash_bytes.push_back(bytes(p.weight_stash_bytes));
     costs.recompute_forward_transient_bytes.push_back(bytes(p.forward_transient_bytes));
     costs.recompute_input_transient_bytes.push_back(bytes(p.input_transient_bytes) +
                                                     bytes(p.activation_bytes));
@@ -175,7 +201,13 @@ void add_recompute_costs(const StageMemoryProfile& p, schedules::MemoryCosts& co
   costs.recompute_forward_transient_bytes.push_back(bytes(p.forward_transient_bytes));
   costs.recompute_input_transient_bytes.push_back(bytes(p.input_transient_bytes));
   costs.recompute_full_backward_transient_bytes.push_back(bytes(p.full_backward_transient_bytes));
+  costs.recompute_weight_stash_bytes.push_back(bytes(p.weight_stash_bytes));
   if (p.recomputed_segments != 1) return;
+  // An I after an F that kept its activations runs as a plain stage's: its stash for W, and that
+  // W's workspace (the larger of the two W: one figure per stage).
+  costs.weight_stash_bytes.back() = bytes(p.kept_weight_stash_bytes);
+  costs.weight_transient_bytes.back() =
+      std::max(bytes(p.weight_transient_bytes), bytes(p.kept_weight_transient_bytes));
   costs.forward_transient_bytes.back() = static_cast<double>(p.kept_forward_transient_bytes);
   costs.activation_bytes.back() = static_cast<double>(p.kept_activation_bytes);
   costs.input_transient_bytes.back() = static_cast<double>(p.kept_input_transient_bytes);
@@ -183,10 +215,19 @@ void add_recompute_costs(const StageMemoryProfile& p, schedules::MemoryCosts& co
       static_cast<double>(p.kept_full_backward_transient_bytes);
 }
 
+// Steps that return no outputs: the stage retains nothing past its backward, and the outputs its
+// graph holds anyway are activations of every kind of F (plain, recomputing, keeping).
+void drop_retained(const StageMemoryProfile& p, schedules::MemoryCosts& costs) {
+  costs.retained_bytes.back() = 0;
+  const auto kept = static_cast<double>(p.retained_kept_bytes);
+  costs.activation_bytes.back() += kept;
+  if (p.recomputed_segments > 0) costs.recompute_activation_bytes.back() += kept;
+}
+
 }  // namespace
 
 schedules::MemoryCosts memory_costs_from(const std::vector<StageMemoryProfile>& profiles,
-                                         double optimizer_state_factor) {
+                                         double optimizer_state_factor, bool outputs_returned) {
   if (profiles.empty()) throw std::invalid_argument("memory_costs_from: no stage profiles");
   schedules::MemoryCosts costs;
   costs.activation_bytes.clear();
@@ -220,6 +261,7 @@ schedules::MemoryCosts memory_costs_from(const std::vector<StageMemoryProfile>& 
     costs.fixed_bytes.push_back(static_cast<double>(p.parameter_bytes) *
                                 (2.0 + optimizer_state_factor));
     add_recompute_costs(p, costs);
+    if (!outputs_returned) drop_retained(p, costs);
   }
   return costs;
 }

@@ -32,6 +32,9 @@ struct StageMemoryProfile {
   int64_t full_backward_transient_bytes = 0;
   /// Held until the step ends: the last stage's outputs, which the step returns.
   int64_t retained_bytes = 0;
+  /// The part of retained_bytes the stage's own graph holds until its backward anyway (a loss
+  /// that saves its logits): held from F to the backward when the step returns no outputs.
+  int64_t retained_kept_bytes = 0;
   /// Held until the next stage takes them: the outputs of a stage before the last.
   int64_t sent_bytes = 0;
   int64_t parameter_bytes = 0;  ///< parameters and buffers
@@ -48,6 +51,10 @@ struct StageMemoryProfile {
   int64_t kept_input_transient_bytes = 0;
   /// What the B after such an F holds while it runs.
   int64_t kept_full_backward_transient_bytes = 0;
+  /// What the I after such an F keeps for W (a plain stage's stash), and what that W holds while
+  /// it runs.
+  int64_t kept_weight_stash_bytes = 0;
+  int64_t kept_weight_transient_bytes = 0;
 };
 
 /// What the last stage needs to run its backward once.
@@ -74,7 +81,11 @@ StageMemoryProfile profile_stage_memory(PipelineStage& stage,
 /// gradients and `optimizer_state_factor` times the parameters (AdamW: 2, SGD with momentum: 1).
 /// A recomputing stage's profile gives `recompute` and its recomputing figures, and on a stage of
 /// one segment the figures of an F that keeps its activations (`keep_before_backward`).
+/// `outputs_returned`: whether the steps return their outputs (`StepOptions::return_outputs`).
+/// When they do not, nothing is retained, and the outputs the last stage's graph holds anyway
+/// (retained_kept_bytes) count as its activations until the backward.
 schedules::MemoryCosts memory_costs_from(const std::vector<StageMemoryProfile>& profiles,
-                                         double optimizer_state_factor = 0);
+                                         double optimizer_state_factor = 0,
+                                         bool outputs_returned = true);
 
 }  // namespace tensorplay::pipelining
