@@ -94,14 +94,20 @@ TEST_CASE("a Llama's two stages split over tp 2 train as the unsplit model", "[t
   std::vector<std::vector<float>> losses(2);
   std::vector<std::map<std::string, tp::Tensor>> params(2);
   std::vector<tp::Shape> between(2);
+  // One copy of the model per rank and stage, as across processes, built here: the default
+  // generator is the process's, so rank threads drawing from it at once would interleave.
+  std::vector<std::vector<tp::nn::Llama>> copies(2);
+  for (auto& rank_copies : copies)
+    for (int s = 0; s < 2; ++s) {
+      tp::manual_seed(7);
+      rank_copies.emplace_back(llama_config());
+    }
   auto outcomes = tp::testing::run_ranks(2, {0, 1}, std::chrono::seconds(60), [&](auto& world) {
     const int me = world.rank();
     const auto mesh = mesh_of(world, {1, 1, 2});
     std::vector<tp::nn::ModelStage> stages;
     for (int s = 0; s < 2; ++s) {
-      tp::manual_seed(7);
-      tp::nn::Llama copy(llama_config());  // one copy per stage, as across processes
-      stages.emplace_back(copy, s, s + 1);
+      stages.emplace_back(copies[me][s], s, s + 1);
       tpar::parallelize_stage(*stages.back(), mesh,
                               tpar::llama_tp_plan(llama_config(), 2, {.sequence_parallel = true}));
     }
