@@ -91,6 +91,67 @@ void profile_kept(PipelineStage& stage, const MemoryProfileOptions& options, Met
   }
 }
 
+// F on `inputs`: the bytes it keeps, retains (last stage) or sends on, and its workspace. The
+// stage holds the activations after it.
+void profile_forward(PipelineStage& stage, const MemoryProfileOptions& options, Meter& meter,
+                     std::vector<Tensor> inputs, StageMemoryProfile& out) {
+  const int64_t at = meter.start();
+  if (!stage.is_first()) adopt_memory(inputs);
+  std::vector<Tensor> outputs = stage.forward(0, inputs);
+  if (stage.is_last()) {
+    stage.compute_loss(0, options.target.to(stage.device()), options.loss_fn);
+    for (const Tensor& t : outputs) {
+      const auto bytes = static_cast<int64_t>(t.nbytes());
+      out.retained_bytes += bytes;
+      // Also held by the graph (a loss that saved its logits): freed by the backward only.
+      if (t.defined() && t.impl().storage.use_count() > 1) out.retained_kept_bytes += bytes;
+    }
+  } else {
+    // Sent on: the next stage's once it takes them, unless the stage's own graph holds them too
+    // (then they stay in its activation bytes).
+    for (const Tensor& t : outputs)
+      if (t.defined() && t.impl().storage.use_count() == 1)
+        out.sent_bytes += static_cast<int64_t>(t.nbytes());
+  }
+  // F's own workspace: its peak over what it holds at its end, its outputs still there (the
+  // model takes the sent bytes at F apart).
+  out.forward_transient_bytes = meter.transient(at);
+  if (!stage.is_last()) outputs.clear();
+  inputs.clear();
+  out.activation_bytes = meter.held() - at - out.retained_bytes;
+}
+
+// I then W on the forward just profiled: their workspaces and the stash I leaves for W.
+void profile_split_backward(PipelineStage& stage, Meter& meter, std::vector<Tensor> grads,
+                            bool copies, StageMemoryProfile& out) {
+  int64_t at = meter.start();
+  if (copies) adopt_memory(grads);
+  stage.backward_input(0, std::move(grads));  // the input gradients are sent back
+  out.input_transient_bytes = meter.transient(at);
+  out.weight_stash_bytes = std::max<int64_t>(
+      0, meter.held() - (at - out.activation_bytes - out.retained_bytes) - out.retained_bytes);
+  at = meter.start();
+  stage.backward_weight(0);
+  out.weight_transient_bytes = meter.transient(at);
+}
+
+// The full backward B (I and W at once, as 1F1B and GPipe run it) on a second forward.
+void profile_full_backward(PipelineStage& stage, const MemoryProfileOptions& options, Meter& meter,
+                           bool copies, StageMemoryProfile& out) {
+  std::vector<Tensor> again = zeros_of(stage.input_meta(), stage.device());
+  if (!stage.is_first()) adopt_memory(again);
+  std::vector<Tensor> outputs_again = stage.forward(0, again);
+  if (stage.is_last()) stage.compute_loss(0, options.target.to(stage.device()), options.loss_fn);
+  outputs_again.clear();
+  again.clear();
+  std::vector<Tensor> grads_again;
+  if (!stage.is_last()) grads_again = zeros_of(stage.output_meta(), stage.device());
+  if (copies) adopt_memory(grads_again);
+  const int64_t at = meter.start();
+  stage.backward(0, std::move(grads_again));
+  out.full_backward_transient_bytes = meter.transient(at);
+}
+
 }  // namespace
 
 StageMemoryProfile profile_stage_memory(PipelineStage& stage, const MemoryProfileOptions& options) {
@@ -115,52 +176,9 @@ StageMemoryProfile profile_stage_memory(PipelineStage& stage, const MemoryProfil
   {
     MemoryScope scope(account);
     Meter meter{*account};
-    int64_t at = meter.start();
-    if (!stage.is_first()) adopt_memory(inputs);
-    std::vector<Tensor> outputs = stage.forward(0, inputs);
-    if (stage.is_last()) {
-      stage.compute_loss(0, options.target.to(stage.device()), options.loss_fn);
-      for (const Tensor& t : outputs) {
-        const auto bytes = static_cast<int64_t>(t.nbytes());
-        out.retained_bytes += bytes;
-        // Also held by the graph (a loss that saved its logits): freed by the backward only.
-        if (t.defined() && t.impl().storage.use_count() > 1) out.retained_kept_bytes += bytes;
-      }
-    } else {
-      // Sent on: the next stage's once it takes them, unless the stage's own graph holds them too
-      // (then they stay in its activation bytes).
-      for (const Tensor& t : outputs)
-        if (t.defined() && t.impl().storage.use_count() == 1)
-          out.sent_bytes += static_cast<int64_t>(t.nbytes());
-    }
-    // F's own workspace: its peak over what it holds at its end, its outputs still there (the
-    // model takes the sent bytes at F apart).
-    out.forward_transient_bytes = meter.transient(at);
-    if (!stage.is_last()) outputs.clear();
-    inputs.clear();
-    out.activation_bytes = meter.held() - at - out.retained_bytes;
-    at = meter.start();
-    if (copies) adopt_memory(grads);
-    stage.backward_input(0, std::exchange(grads, {}));  // the input gradients are sent back
-    out.input_transient_bytes = meter.transient(at);
-    out.weight_stash_bytes = std::max<int64_t>(
-        0, meter.held() - (at - out.activation_bytes - out.retained_bytes) - out.retained_bytes);
-    at = meter.start();
-    stage.backward_weight(0);
-    out.weight_transient_bytes = meter.transient(at);
-    // The full backward B (I and W at once, as 1F1B and GPipe run it) on a second forward.
-    std::vector<Tensor> again = zeros_of(stage.input_meta(), stage.device());
-    if (!stage.is_first()) adopt_memory(again);
-    std::vector<Tensor> outputs_again = stage.forward(0, again);
-    if (stage.is_last()) stage.compute_loss(0, options.target.to(stage.device()), options.loss_fn);
-    outputs_again.clear();
-    again.clear();
-    std::vector<Tensor> grads_again;
-    if (!stage.is_last()) grads_again = zeros_of(stage.output_meta(), stage.device());
-    if (copies) adopt_memory(grads_again);
-    at = meter.start();
-    stage.backward(0, std::exchange(grads_again, {}));
-    out.full_backward_transient_bytes = meter.transient(at);
+    profile_forward(stage, options, meter, std::move(inputs), out);
+    profile_split_backward(stage, meter, std::move(grads), copies, out);
+    profile_full_backward(stage, options, meter, copies, out);
     out.transient_bytes = std::max({out.forward_transient_bytes, out.input_transient_bytes,
                                     out.weight_transient_bytes, out.full_backward_transient_bytes});
     if (stage.recomputes())
