@@ -78,11 +78,11 @@ struct Chain {
 /// Counts the calls it delegates to the static order policy of its rank.
 class CountingPolicy : public sc::SchedulePolicy {
  public:
-  CountingPolicy(std::unique_ptr<sc::SchedulePolicy> inner, int* handed_out)
+  CountingPolicy(std::unique_ptr<sc::SchedulePolicy> inner, std::atomic<int>* handed_out)
       : inner_(std::move(inner)), handed_out_(handed_out) {}
   std::optional<sc::Action> next(const sc::ReadySet& ready) override {
     auto action = inner_->next(ready);
-    if (action) ++*handed_out_;
+    if (action) handed_out_->fetch_add(1);  // the ranks' policies run on their own threads
     return action;
   }
   void completed(const sc::Action& action) override { inner_->completed(action); }
@@ -95,7 +95,7 @@ class CountingPolicy : public sc::SchedulePolicy {
 
  private:
   std::unique_ptr<sc::SchedulePolicy> inner_;
-  int* handed_out_;
+  std::atomic<int>* handed_out_;
 };
 
 }  // namespace
@@ -204,14 +204,14 @@ TEST_CASE("a cap below the local stages is a clear error at construction", "[sch
 
 TEST_CASE("a user's policy object drives the stage actors", "[schedule][policy]") {
   Chain chain(4);
-  int handed_out = 0;
+  std::atomic<int> handed_out = 0;
   sc::PolicyFactory factory = [&](const sc::PolicyContext& context) {
     return std::make_unique<CountingPolicy>(sc::static_order_policies()(context), &handed_out);
   };
   pp::ScheduleInterleavedZeroBubble schedule(chain.stages, 4, tp::nn::mse_loss,
                                              {.policy = factory});
   chain.check_step(schedule, 4);
-  CHECK(handed_out == 4 * 4 * 3);  // F, I and W of 4 microbatches on 4 stages
+  CHECK(handed_out.load() == 4 * 4 * 3);  // F, I and W of 4 microbatches on 4 stages
 }
 
 TEST_CASE("register_custom_function runs OVERLAP_F_B", "[schedule][custom]") {

@@ -130,10 +130,13 @@ TEST_CASE("a real 1F1B step's attribution adds up to its makespan", "[step_attri
   const pp::StepAttribution a = pp::attribute_step(events, pp::logged_steps(events).front());
   REQUIRE(a.ranks.size() == 2);
   CHECK(a.ideal_makespan_us > 0);
-  // The replay runs each stage's mean action times, so it is no bound on one step: a step whose
-  // slow actions fell off its critical path beats it (2% under load). The same order it is.
-  CHECK(a.ideal_makespan_us < 2 * a.makespan_us);
-  CHECK(a.makespan_us < 2 * a.ideal_makespan_us);
+  // The replay runs each stage's mean action times, so it is no lower bound on one step: a step
+  // whose slow actions fell off its critical path beats it (2% under load), and a loaded machine
+  // stretches the step far past it. Some action runs at every moment of the replay, so it takes
+  // at most the work of all ranks together.
+  double work_us = 0;
+  for (const auto& r : a.ranks) work_us += r.compute_us;
+  CHECK(a.ideal_makespan_us <= work_us + 1);
   for (const auto& r : a.ranks) {
     CHECK(r.compute_us > 0);
     CHECK(r.bubble_us >= 0);
