@@ -154,25 +154,41 @@ Tensor reduce_rows(const std::vector<Tensor>& rows, int64_t m, ReduceOp op) {
   return from_vector(acc, {m});
 }
 
+// What both collectives check before they move anything: defined tensors, and, in a group of more
+// than this rank, a UCX channel, a ring's member count and every member's shapes. A group of this
+// rank alone checks the shapes and copies the input to the output: run_alone returns true then.
+void check_defined(const Tensor& input, const Tensor& output, const char* name) {
+  if (!input.defined() || !output.defined())
+    throw std::invalid_argument(std::string(name) + ": the input or output is undefined");
+}
+
+bool run_alone(const std::vector<int>& ranks, int global_rank, const Tensor& input, Tensor& output,
+               Kind kind, const std::string& where) {
+  if (ranks.size() != 1 || ranks[0] != global_rank) return false;
+  check_members({encode(input, output)}, kind, ranks, where);
+  output.copy_(input.detach().reshape(output.shape()));
+  return true;
+}
+
+void check_before_exchange(detail::GroupRuntime& c, const std::vector<int>& ranks,
+                           const Tensor& input, const Tensor& output, Kind kind,
+                           const std::string& where) {
+  if (!c.ucx()) throw DistributedError(where + ": this process has no UCX channel to the others");
+  transport::check_ring_members(static_cast<int>(ranks.size()) + 1, where);
+  check_members(exchange_shapes(c, ranks, encode(input, output), where), kind, ranks, where);
+}
+
 }  // namespace
 
 // -- all_gather_into_tensor
 // -------------------------------------------------------------------------
 
 Work ProcessGroup::all_gather_into_tensor_async(Tensor& output, const Tensor& input) const {
-  if (!input.defined() || !output.defined())
-    throw std::invalid_argument("all_gather_into_tensor: the input or output is undefined");
+  check_defined(input, output, "all_gather_into_tensor");
   const std::string where = "all_gather_into_tensor on group " + detail::join_ranks(ranks_);
-  if (ranks_.size() == 1 && ranks_[0] == global_rank()) {
-    check_members({encode(input, output)}, Kind::AllGather, ranks_, where);
-    output.copy_(input.detach().reshape(output.shape()));
-    return Work();
-  }
+  if (run_alone(ranks_, global_rank(), input, output, Kind::AllGather, where)) return Work();
   detail::GroupRuntime& c = member_runtime("all_gather_into_tensor");
-  if (!c.ucx()) throw DistributedError(where + ": this process has no UCX channel to the others");
-  transport::check_ring_members(size() + 1, where);
-  check_members(exchange_shapes(c, ranks_, encode(input, output), where), Kind::AllGather, ranks_,
-                where);
+  check_before_exchange(c, ranks_, input, output, Kind::AllGather, where);
   const int n = size(), me = rank();
   const int64_t m = input.numel();
   Tensor mine = input.detach().cpu().reshape({1, m});
@@ -219,19 +235,11 @@ void ProcessGroup::all_gather_into_tensor(Tensor& output, const Tensor& input) c
 
 Work ProcessGroup::reduce_scatter_tensor_async(Tensor& output, const Tensor& input,
                                                ReduceOp op) const {
-  if (!input.defined() || !output.defined())
-    throw std::invalid_argument("reduce_scatter_tensor: the input or output is undefined");
+  check_defined(input, output, "reduce_scatter_tensor");
   const std::string where = "reduce_scatter_tensor on group " + detail::join_ranks(ranks_);
-  if (ranks_.size() == 1 && ranks_[0] == global_rank()) {
-    check_members({encode(input, output)}, Kind::ReduceScatter, ranks_, where);
-    output.copy_(input.detach().reshape(output.shape()));
-    return Work();
-  }
+  if (run_alone(ranks_, global_rank(), input, output, Kind::ReduceScatter, where)) return Work();
   detail::GroupRuntime& c = member_runtime("reduce_scatter_tensor");
-  if (!c.ucx()) throw DistributedError(where + ": this process has no UCX channel to the others");
-  transport::check_ring_members(size() + 1, where);
-  check_members(exchange_shapes(c, ranks_, encode(input, output), where), Kind::ReduceScatter,
-                ranks_, where);
+  check_before_exchange(c, ranks_, input, output, Kind::ReduceScatter, where);
   const int n = size(), me = rank();
   const int64_t m = output.numel();
   Tensor flat = input.detach().cpu().reshape({n, m});
