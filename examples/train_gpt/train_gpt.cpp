@@ -32,6 +32,7 @@
 #include "checkpoint_dir.h"
 #include "dropout_generators.h"
 #include "examples/exit_with_message.h"
+#include "fully_sharded_stages.h"
 #include "memory_summary.h"
 #include "model_choice.h"
 #include "options.h"
@@ -42,7 +43,6 @@
 #include "tensor_parallel_checkpoint.h"
 #include "tensor_parallel_stages.h"
 #include "tensorplay/base/knobs.h"
-#include "tensorplay/distributed/fsdp/fully_shard.h"
 #include "tensorplay/distributed/init_device_mesh.h"
 #include "tensorplay/distributed/process_group.h"
 #include "tensorplay/distributed/tensor_parallel/clip_grad_norm.h"
@@ -65,7 +65,6 @@ namespace pp = tensorplay::pipelining;
 namespace sc = tensorplay::schedules;
 namespace dist = tensorplay::distributed;
 namespace tpar = tensorplay::distributed::tensor_parallel;
-namespace fsdp = tensorplay::distributed::fsdp;
 using train_gpt::checkpoint_folder_steps;
 using train_gpt::claim_checkpoint_dir;
 using train_gpt::Corpus;
@@ -309,7 +308,7 @@ struct Job {
       recompute_text = recompute.to_string();
     }
     activation_bytes = activation_bytes_per_microbatch(stages);
-    if (o.fsdp) shard_stages(masters);
+    if (o.fsdp) train_gpt::shard_stages(o, stages, dp_group, masters);
     schedule = std::make_unique<pp::PipelineSchedule>(
         stages, o.n_microbatches, loss_fn, kind,
         plan ? pp::schedule_options(*plan) : pp::ScheduleOptions{});
@@ -338,30 +337,6 @@ struct Job {
     opt = std::make_unique<tp::optim::AdamW>(
         pp::parameters(stages),
         tp::optim::AdamWOptions{.lr = options.lr, .weight_decay = options.weight_decay});
-  }
-
-  // --fsdp: each stage's blocks sharded over its dp group, then the stage itself (its other
-  // parameters), as torchtitan applies fully_shard.
-  // With `masters` (--mixed-precision bf16), the stages' bfloat16 parameters become float32
-  // master weights of those values first, gathered in bfloat16.
-  void shard_stages(const tp::StateDict& masters) {
-    if (options.dp < 2)
-      throw std::invalid_argument(
-          "--fsdp shards each stage over its --dp replicas: pass --dp 2 "
-          "or more (tp-launch starts pipeline ranks x dp processes)");
-    fsdp::FullyShardOptions sharding{.mesh = dp_group};
-    if (options.mixed_precision == "bf16") sharding.mp_policy.param_dtype = tp::DType::BFloat16;
-    for (const auto& stage : stages) {
-      if (!masters.empty()) {
-        stage->module().to(tp::DType::Float32);
-        tp::NoGradGuard no_grad;
-        for (auto& [name, p] : stage->module().named_parameters()) p.copy_(masters.at(name));
-      }
-      for (const auto& path :
-           pp::recomputed_module_paths(stage->module(), pp::RecomputePolicy::full()))
-        fsdp::fully_shard(stage->module().find_module(path), sharding);
-      fsdp::fully_shard(stage->module_ptr(), sharding);
-    }
   }
 
   // --tp: the whole model split over the world by its family's plan.
